@@ -1,0 +1,115 @@
+// Package schema owns the election table: its dialects, its name rules and its DDL.
+//
+// The DDL for each dialect is embedded from sql/*.sql. [Apply] creates the table if
+// it does not exist and is safe to run any number of times. Table names are checked by
+// [ValidateTable] and quoted by [Quote] before they reach any SQL text: a name is never
+// pasted into a statement unchecked.
+package schema
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// Dialect names a SQL dialect that casleader speaks.
+type Dialect string
+
+// The supported dialects.
+const (
+	MySQL    Dialect = "mysql"    // MySQL 8.0+ and MariaDB 10.6+
+	Postgres Dialect = "postgres" // PostgreSQL 12+
+	SQLite   Dialect = "sqlite"   // SQLite 3.42+
+)
+
+// DefaultTable is the table used when none is configured.
+const DefaultTable = "casleader_election"
+
+// Columns lists the election table's columns in the order the stores read them.
+var Columns = []string{
+	"elect_key", "version", "leader_id", "term", "tick_time",
+	"handover_to", "stepdown", "create_time", "update_time",
+}
+
+// ErrInvalidTable is returned for a table name that is not a plain SQL identifier.
+var ErrInvalidTable = errors.New("schema: invalid table name")
+
+// ErrUnknownDialect is returned for a dialect other than [MySQL], [Postgres] and [SQLite].
+var ErrUnknownDialect = errors.New("schema: unknown dialect")
+
+//go:embed sql/*.sql
+var files embed.FS
+
+var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
+
+// ValidateTable checks that name is a table name casleader can use: an identifier of
+// 1 to 63 letters, digits and underscores not starting with a digit, optionally
+// qualified by a schema (database) name of the same form, as in "ops.elections".
+func ValidateTable(name string) error {
+	parts := strings.Split(name, ".")
+	if len(parts) > 2 {
+		return fmt.Errorf("%w %q: at most one dot (schema.table) is allowed", ErrInvalidTable, name)
+	}
+	for _, p := range parts {
+		if !identRE.MatchString(p) {
+			return fmt.Errorf("%w %q: use 1-63 ASCII letters, digits or underscores, not starting with a digit", ErrInvalidTable, name)
+		}
+	}
+	return nil
+}
+
+// Quote validates name and returns it quoted for dialect d.
+func Quote(d Dialect, name string) (string, error) {
+	if err := ValidateTable(name); err != nil {
+		return "", err
+	}
+	q := `"`
+	switch d {
+	case MySQL:
+		q = "`"
+	case Postgres, SQLite:
+	default:
+		return "", fmt.Errorf("%w %q: use %q, %q or %q", ErrUnknownDialect, string(d), MySQL, Postgres, SQLite)
+	}
+	parts := strings.Split(name, ".")
+	for i, p := range parts {
+		parts[i] = q + p + q
+	}
+	return strings.Join(parts, "."), nil
+}
+
+// DDL returns the CREATE TABLE IF NOT EXISTS statement for dialect d and table name.
+func DDL(d Dialect, table string) (string, error) {
+	quoted, err := Quote(d, table)
+	if err != nil {
+		return "", err
+	}
+	b, err := files.ReadFile("sql/" + string(d) + ".sql")
+	if err != nil {
+		return "", fmt.Errorf("%w %q", ErrUnknownDialect, string(d))
+	}
+	return strings.ReplaceAll(string(b), "{{TABLE}}", quoted), nil
+}
+
+// Execer is the part of *sql.DB, *sql.Conn and *sql.Tx that [Apply] needs.
+type Execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// Apply creates the election table for dialect d if it does not exist yet. It is
+// idempotent. It needs the right to create tables; running elections afterwards needs
+// only SELECT, INSERT and UPDATE on the table.
+func Apply(ctx context.Context, db Execer, d Dialect, table string) error {
+	ddl, err := DDL(d, table)
+	if err != nil {
+		return err
+	}
+	if _, err := db.ExecContext(ctx, ddl); err != nil {
+		return fmt.Errorf("schema: create table %q (%s): %w", table, d, err)
+	}
+	return nil
+}

@@ -1,0 +1,270 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/casleader/casleader/schema"
+)
+
+// MaxKeyLen is the longest election key or candidate ID, in bytes.
+const MaxKeyLen = 255
+
+// ErrInvalidArgument is returned for a key or ID that the table cannot hold.
+var ErrInvalidArgument = errors.New("store: invalid argument")
+
+// backend runs single autocommit statements. It hides database/sql and pgx.
+type backend interface {
+	exec(ctx context.Context, query string, args ...any) (int64, error)
+	queryRow(ctx context.Context, query string, args ...any) scanner
+}
+
+type scanner interface {
+	Scan(dest ...any) error
+}
+
+// queries holds one dialect's statements. Arguments are passed in the order given
+// in the comments; each placeholder is used exactly once.
+type queries struct {
+	observe  string // key
+	insert   string // key, id
+	elect    string // newVersion, id, newVersion (term), key, oldVersion, leaseMicros
+	renew    string // newVersion, key, oldVersion, id
+	release  string // newVersion, key, oldVersion, id
+	handover string // newVersion, to, newVersion (term), key, oldVersion, id
+	request  string // newVersion, to, key, oldVersion
+	check    string // (none): selects every column, matches no row
+}
+
+// core is the dialect-independent part of every store.
+type core struct {
+	dialect  schema.Dialect
+	table    string
+	q        queries
+	b        backend
+	classify func(error) error
+}
+
+func newCore(d schema.Dialect, table string, b backend, classify func(error) error, build func(quoted string) queries) (core, error) {
+	if table == "" {
+		table = schema.DefaultTable
+	}
+	quoted, err := schema.Quote(d, table)
+	if err != nil {
+		return core{}, err
+	}
+	return core{dialect: d, table: table, q: build(quoted), b: b, classify: classify}, nil
+}
+
+// Dialect returns the store's SQL dialect.
+func (c *core) Dialect() schema.Dialect { return c.dialect }
+
+// Table returns the election table's name.
+func (c *core) Table() string { return c.table }
+
+// wrap classifies err and adds the operation and key. It keeps driver errors in
+// the chain for errors.As, and adds what to do for deployment errors.
+func (c *core) wrap(op, key string, err error) error {
+	if err == nil {
+		return nil
+	}
+	err = c.classify(err)
+	if errors.Is(err, errMissingTable) {
+		return fmt.Errorf("%w: table %q does not exist: create it with schema.Apply, the store's CreateTable or `casleader migrate` (%s %s %q): %w",
+			ErrDeployment, c.table, op, c.dialect, key, err)
+	}
+	if errors.Is(err, errWrongColumns) {
+		return fmt.Errorf("%w: table %q does not have casleader's columns %v: drop or rename it, or configure another table name (%s %s %q): %w",
+			ErrDeployment, c.table, schema.Columns, op, c.dialect, key, err)
+	}
+	if errors.Is(err, errNoPrivilege) {
+		return fmt.Errorf("%w: missing privilege on table %q: grant SELECT, INSERT, UPDATE on it to the election user (%s %s %q): %w",
+			ErrDeployment, c.table, op, c.dialect, key, err)
+	}
+	return fmt.Errorf("%s %s %q: %w", op, c.table, key, err)
+}
+
+// Internal markers set by the dialects' classify functions.
+var (
+	errMissingTable = fmt.Errorf("%w: missing table", ErrDeployment)
+	errWrongColumns = fmt.Errorf("%w: wrong columns", ErrDeployment)
+	errNoPrivilege  = fmt.Errorf("%w: missing privilege", ErrDeployment)
+)
+
+func validateName(what, s string) error {
+	switch {
+	case s == "":
+		return fmt.Errorf("%w: %s is empty", ErrInvalidArgument, what)
+	case len(s) > MaxKeyLen:
+		return fmt.Errorf("%w: %s is %d bytes, the limit is %d", ErrInvalidArgument, what, len(s), MaxKeyLen)
+	case !utf8.ValidString(s):
+		return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalidArgument, what)
+	}
+	return nil
+}
+
+// Observe reads the row of key and the database's current time in one statement.
+// found is false when the row does not exist.
+func (c *core) Observe(ctx context.Context, key string) (rec Record, found bool, err error) {
+	if err := validateName("key", key); err != nil {
+		return Record{}, false, err
+	}
+	var (
+		version, term, ageMicros, stepdown sql.NullInt64
+		leader, handover                   sql.NullString
+	)
+	err = c.b.queryRow(ctx, c.q.observe, key).Scan(&version, &leader, &term, &ageMicros, &handover, &stepdown)
+	if errors.Is(err, sql.ErrNoRows) || errors.Is(err, pgx.ErrNoRows) {
+		return Record{}, false, nil
+	}
+	if err != nil {
+		return Record{}, false, c.wrap("observe", key, err)
+	}
+	rec, err = decode(key, version, leader, term, ageMicros, handover, stepdown)
+	if err != nil {
+		return Record{}, false, fmt.Errorf("observe %s %q: %w", c.table, key, err)
+	}
+	return rec, true, nil
+}
+
+// decode turns scanned columns into a Record, rejecting values casleader never writes.
+func decode(key string, version sql.NullInt64, leader sql.NullString, term, ageMicros sql.NullInt64, handover sql.NullString, stepdown sql.NullInt64) (Record, error) {
+	for _, col := range []struct {
+		name  string
+		valid bool
+	}{
+		{"version", version.Valid}, {"leader_id", leader.Valid}, {"term", term.Valid},
+		{"tick_time", ageMicros.Valid}, {"handover_to", handover.Valid}, {"stepdown", stepdown.Valid},
+	} {
+		if !col.valid {
+			return Record{}, fmt.Errorf("%w: column %s is NULL: fix or delete the row", ErrInvalidRow, col.name)
+		}
+	}
+	if version.Int64 < 1 {
+		return Record{}, fmt.Errorf("%w: version %d is not positive: fix or delete the row", ErrInvalidRow, version.Int64)
+	}
+	if term.Int64 < 0 || term.Int64 > version.Int64 {
+		return Record{}, fmt.Errorf("%w: term %d is outside 0..version (%d): fix or delete the row", ErrInvalidRow, term.Int64, version.Int64)
+	}
+	age := time.Duration(ageMicros.Int64) * time.Microsecond
+	if age < -futureTolerance {
+		return Record{}, fmt.Errorf("%w: tick_time is %v in the future of the database clock (clock stepped back, or the row was written by another server): fix the row or wait", ErrInvalidRow, -age)
+	}
+	return Record{
+		Key:        key,
+		Version:    version.Int64,
+		LeaderID:   leader.String,
+		Term:       term.Int64,
+		Age:        max(age, 0),
+		HandoverTo: handover.String,
+		StepDown:   stepdown.Int64 != 0,
+	}, nil
+}
+
+// Insert creates the row of key with id as its first leader (version 1, term 1).
+// It never overwrites: inserted is false when the row exists.
+func (c *core) Insert(ctx context.Context, key, id string) (inserted bool, err error) {
+	if err := validateName("key", key); err != nil {
+		return false, err
+	}
+	if err := validateName("id", id); err != nil {
+		return false, err
+	}
+	n, err := c.b.exec(ctx, c.q.insert, key, id)
+	return n == 1, c.wrap("insert", key, err)
+}
+
+// Elect makes id the leader of key if the row is still at version and its lease is
+// released or has expired by the database clock, at execution, for the given lease.
+// On success the row's version and term become version+1.
+func (c *core) Elect(ctx context.Context, key, id string, version int64, lease time.Duration) (swapped bool, err error) {
+	if err := validateName("id", id); err != nil {
+		return false, err
+	}
+	n, err := c.b.exec(ctx, c.q.elect, version+1, id, version+1, key, version, lease.Microseconds())
+	return n == 1, c.wrap("elect", key, err)
+}
+
+// Renew records a heartbeat of leader id: the row's tick_time becomes the database's
+// current time and its version version+1, if the row is still at version and held by id.
+func (c *core) Renew(ctx context.Context, key, id string, version int64) (swapped bool, err error) {
+	n, err := c.b.exec(ctx, c.q.renew, version+1, key, version, id)
+	return n == 1, c.wrap("renew", key, err)
+}
+
+// Release gives up id's lease on key, if the row is still at version and held by id.
+// Followers may take over at once.
+func (c *core) Release(ctx context.Context, key, id string, version int64) (swapped bool, err error) {
+	n, err := c.b.exec(ctx, c.q.release, version+1, key, version, id)
+	return n == 1, c.wrap("release", key, err)
+}
+
+// Handover passes id's lease on key to candidate to, with a fresh tick_time and a new
+// term (version+1), if the row is still at version and held by id. The new leader
+// confirms with its first renewal.
+func (c *core) Handover(ctx context.Context, key, id string, version int64, to string) (swapped bool, err error) {
+	if err := validateName("handover target", to); err != nil {
+		return false, err
+	}
+	n, err := c.b.exec(ctx, c.q.handover, version+1, to, version+1, key, version, id)
+	return n == 1, c.wrap("handover", key, err)
+}
+
+// RequestStepDown asks the leader of key to step down, handing over to candidate to
+// when to is not empty, if the row is still at version and has a leader. It does not
+// touch the lease: the leader sees the request at its next renewal, stops acting,
+// and then releases or hands over.
+func (c *core) RequestStepDown(ctx context.Context, key string, version int64, to string) (swapped bool, err error) {
+	if to != "" {
+		if err := validateName("handover target", to); err != nil {
+			return false, err
+		}
+	}
+	n, err := c.b.exec(ctx, c.q.request, version+1, to, key, version)
+	return n == 1, c.wrap("request step-down", key, err)
+}
+
+// Check verifies that the election table exists with casleader's columns and that
+// this user may read it. It writes nothing.
+func (c *core) Check(ctx context.Context) error {
+	n := 0
+	err := c.b.queryRow(ctx, c.q.check).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) || errors.Is(err, pgx.ErrNoRows) {
+		err = nil
+	}
+	return c.wrap("check", "", err)
+}
+
+// CreateTable creates the election table if it does not exist, through the store's
+// own connection. It is idempotent and needs the right to create tables.
+func (c *core) CreateTable(ctx context.Context) error {
+	ddl, err := schema.DDL(c.dialect, c.table)
+	if err != nil {
+		return err
+	}
+	if _, err := c.b.exec(ctx, ddl); err != nil {
+		return fmt.Errorf("create table %q (%s): %w", c.table, c.dialect, c.classify(err))
+	}
+	return nil
+}
+
+// sqlBackend runs statements through database/sql.
+type sqlBackend struct{ db *sql.DB }
+
+func (b sqlBackend) exec(ctx context.Context, query string, args ...any) (int64, error) {
+	res, err := b.db.ExecContext(ctx, query, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+func (b sqlBackend) queryRow(ctx context.Context, query string, args ...any) scanner {
+	return b.db.QueryRowContext(ctx, query, args...)
+}

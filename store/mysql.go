@@ -1,0 +1,127 @@
+package store
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/casleader/casleader/schema"
+)
+
+// MySQL is the store for MySQL 8.0+ and MariaDB 10.6+, through database/sql and
+// github.com/go-sql-driver/mysql.
+//
+// tick_time is a TIMESTAMP(6) written with NOW(6) and ages are computed with
+// TIMESTAMPDIFF in the same statement. Set the session time zone to UTC (DSN parameter
+// time_zone='+00:00', as [OpenMySQL] does) to keep ages exact across daylight-saving
+// changes. Open the pool with interpolateParams=true (as [OpenMySQL] does): otherwise
+// the driver spends three round trips on each parameterised statement.
+type MySQL struct{ core }
+
+// NewMySQL returns a store on db for the election table (empty means
+// [schema.DefaultTable]).
+func NewMySQL(db *sql.DB, table string) (*MySQL, error) {
+	if db == nil {
+		return nil, fmt.Errorf("%w: nil *sql.DB", ErrInvalidArgument)
+	}
+	c, err := newCore(schema.MySQL, table, sqlBackend{db}, classifyMySQL, mysqlQueries)
+	if err != nil {
+		return nil, err
+	}
+	return &MySQL{c}, nil
+}
+
+// OpenMySQL opens a small pool for elections from a go-sql-driver DSN
+// ("user:pass@tcp(host:3306)/db"), with interpolateParams=true, a UTC session time
+// zone and short dial, read and write timeouts unless the DSN sets them.
+func OpenMySQL(dsn string) (*sql.DB, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("store: parse MySQL DSN: %w", RedactError(err, dsn))
+	}
+	cfg.InterpolateParams = true
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	if _, ok := cfg.Params["time_zone"]; !ok {
+		cfg.Params["time_zone"] = "'+00:00'"
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = defaultDialTimeout
+	}
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("store: open MySQL: %w", RedactError(err, dsn))
+	}
+	db := sql.OpenDB(conn)
+	db.SetMaxOpenConns(defaultPoolSize)
+	db.SetMaxIdleConns(defaultPoolSize)
+	return db, nil
+}
+
+func mysqlQueries(t string) queries {
+	const now = "NOW(6)"
+	return queries{
+		observe: `SELECT version, leader_id, term, TIMESTAMPDIFF(MICROSECOND, tick_time, NOW(6)), handover_to, stepdown FROM ` + t + ` WHERE elect_key = ?`,
+		insert: `INSERT IGNORE INTO ` + t + ` (elect_key, version, leader_id, term, tick_time, handover_to, stepdown, create_time, update_time)` +
+			` VALUES (?, 1, ?, 1, ` + now + `, '', 0, ` + now + `, ` + now + `)`,
+		elect: `UPDATE ` + t + ` SET version = ?, leader_id = ?, term = ?, tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +
+			` WHERE elect_key = ? AND version = ? AND (leader_id = '' OR TIMESTAMPDIFF(MICROSECOND, tick_time, NOW(6)) >= ?)`,
+		renew: `UPDATE ` + t + ` SET version = ?, tick_time = ` + now + `, update_time = ` + now +
+			` WHERE elect_key = ? AND version = ? AND leader_id = ?`,
+		release: `UPDATE ` + t + ` SET version = ?, leader_id = '', tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +
+			` WHERE elect_key = ? AND version = ? AND leader_id = ?`,
+		handover: `UPDATE ` + t + ` SET version = ?, leader_id = ?, term = ?, tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +
+			` WHERE elect_key = ? AND version = ? AND leader_id = ?`,
+		request: `UPDATE ` + t + ` SET version = ?, handover_to = ?, stepdown = 1, update_time = ` + now +
+			` WHERE elect_key = ? AND version = ? AND leader_id <> ''`,
+		check: `SELECT ` + strings.Join(schema.Columns, ", ") + ` FROM ` + t + ` WHERE 1 = 0`,
+	}
+}
+
+// MySQL server error numbers that casleader tells apart.
+const (
+	myDBAccessDenied       = 1044
+	myAccessDenied         = 1045
+	myBadDB                = 1049
+	myBadField             = 1054
+	myTableAccessDenied    = 1142
+	myColumnAccessDenied   = 1143
+	myNoSuchTable          = 1146
+	myLockWaitTimeout      = 1205
+	myDeadlock             = 1213
+	myOptionPrevents       = 1290 // --read-only, --super-read-only
+	myReadOnlyTransaction  = 1792
+	myReadOnlyMode         = 1836
+	myWsrepNotReady        = 1047 // Galera: node not ready
+	myGaleraCertification  = 1180
+	myServerShutdown       = 1053
+	myTooManyConnections   = 1040
+	myQueryInterrupted     = 1317
+	myMaxStatementExceeded = 3024
+)
+
+func classifyMySQL(err error) error {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		switch me.Number {
+		case myNoSuchTable:
+			return fmt.Errorf("%w: %w", errMissingTable, err)
+		case myBadField:
+			return fmt.Errorf("%w: %w", errWrongColumns, err)
+		case myTableAccessDenied, myColumnAccessDenied, myDBAccessDenied:
+			return fmt.Errorf("%w: %w", errNoPrivilege, err)
+		case myAccessDenied, myBadDB:
+			return fmt.Errorf("%w: %w", ErrDeployment, err)
+		case myOptionPrevents, myReadOnlyTransaction, myReadOnlyMode:
+			return fmt.Errorf("%w: %w", ErrNotWritable, err)
+		case myDeadlock, myLockWaitTimeout, myWsrepNotReady, myGaleraCertification,
+			myServerShutdown, myTooManyConnections, myQueryInterrupted, myMaxStatementExceeded:
+			return fmt.Errorf("%w: %w", ErrTransient, err)
+		}
+	}
+	return classifyCommon(err)
+}

@@ -1,0 +1,97 @@
+package store
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/casleader/casleader/schema"
+)
+
+// SQLite is the store for SQLite 3.42+ through the pure-Go driver modernc.org/sqlite,
+// for candidates on one host and for zero-setup use. The "database clock" is the host's
+// clock; tick_time holds microseconds since the Unix epoch.
+type SQLite struct{ core }
+
+// NewSQLite returns a store on db for the election table (empty means
+// [schema.DefaultTable]). Open db with [OpenSQLite], or set a busy timeout and WAL
+// journal mode yourself: candidates in several processes write the same file.
+func NewSQLite(db *sql.DB, table string) (*SQLite, error) {
+	if db == nil {
+		return nil, fmt.Errorf("%w: nil *sql.DB", ErrInvalidArgument)
+	}
+	c, err := newCore(schema.SQLite, table, sqlBackend{db}, classifySQLite, sqliteQueries)
+	if err != nil {
+		return nil, err
+	}
+	return &SQLite{c}, nil
+}
+
+// OpenSQLite opens the database file at path (created if missing) with WAL journal
+// mode and a 5 s busy timeout, so that candidates in several processes can share it.
+func OpenSQLite(path string) (*sql.DB, error) {
+	if path == "" {
+		return nil, fmt.Errorf("%w: empty SQLite path", ErrInvalidArgument)
+	}
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(5000)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Set("_txlock", "immediate")
+	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("store: open SQLite %q: %w", path, err)
+	}
+	db.SetMaxOpenConns(defaultPoolSize)
+	return db, nil
+}
+
+func sqliteQueries(t string) queries {
+	const now = `CAST(unixepoch('subsec') * 1000000 AS INTEGER)`
+	return queries{
+		observe: `SELECT version, leader_id, term, ` + now + ` - tick_time, handover_to, stepdown FROM ` + t + ` WHERE elect_key = ?`,
+		insert: `INSERT INTO ` + t + ` (elect_key, version, leader_id, term, tick_time, handover_to, stepdown, create_time, update_time)` +
+			` VALUES (?, 1, ?, 1, ` + now + `, '', 0, ` + now + `, ` + now + `) ON CONFLICT (elect_key) DO NOTHING`,
+		elect: `UPDATE ` + t + ` SET version = ?, leader_id = ?, term = ?, tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +
+			` WHERE elect_key = ? AND version = ? AND (leader_id = '' OR ` + now + ` - tick_time >= ?)`,
+		renew: `UPDATE ` + t + ` SET version = ?, tick_time = ` + now + `, update_time = ` + now +
+			` WHERE elect_key = ? AND version = ? AND leader_id = ?`,
+		release: `UPDATE ` + t + ` SET version = ?, leader_id = '', tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +
+			` WHERE elect_key = ? AND version = ? AND leader_id = ?`,
+		handover: `UPDATE ` + t + ` SET version = ?, leader_id = ?, term = ?, tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +
+			` WHERE elect_key = ? AND version = ? AND leader_id = ?`,
+		request: `UPDATE ` + t + ` SET version = ?, handover_to = ?, stepdown = 1, update_time = ` + now +
+			` WHERE elect_key = ? AND version = ? AND leader_id <> ''`,
+		check: `SELECT ` + strings.Join(schema.Columns, ", ") + ` FROM ` + t + ` WHERE 0`,
+	}
+}
+
+func classifySQLite(err error) error {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		msg := se.Error()
+		switch se.Code() & 0xff {
+		case sqlite3.SQLITE_ERROR:
+			switch {
+			case strings.Contains(msg, "no such table"):
+				return fmt.Errorf("%w: %w", errMissingTable, err)
+			case strings.Contains(msg, "no such column"), strings.Contains(msg, "has no column"):
+				return fmt.Errorf("%w: %w", errWrongColumns, err)
+			}
+		case sqlite3.SQLITE_READONLY:
+			return fmt.Errorf("%w: %w", ErrNotWritable, err)
+		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_IOERR:
+			return fmt.Errorf("%w: %w", ErrTransient, err)
+		case sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_PERM, sqlite3.SQLITE_AUTH:
+			return fmt.Errorf("%w: %w", ErrDeployment, err)
+		case sqlite3.SQLITE_MISMATCH, sqlite3.SQLITE_CONSTRAINT:
+			return fmt.Errorf("%w: %w", errWrongColumns, err)
+		}
+	}
+	return classifyCommon(err)
+}
