@@ -1,0 +1,307 @@
+// Package cas is the election's role state machine: pure logic, no I/O, no goroutines,
+// no clock of its own.
+//
+// A [Machine] is fed events: a row observed, a row created, an election won or lost,
+// a renewal won, a write lost or with an ambiguous result and the row read to settle
+// it, the trust deadline passed. Each event returns a [Decision] that tells the caller
+// (the root package's Run loop, which owns the I/O) what to do next. Times are passed
+// in by the caller and must carry Go's monotonic clock reading (time.Now()); the
+// machine only compares them with each other.
+//
+// The trust-window math lives here: a leader trusts its leadership until the send
+// time of its last successful write plus the renew deadline, never from the reply's
+// arrival. A row read that shows the caller's own lease gives trust until the read's
+// send time plus the renew deadline minus the lease's age by the database clock,
+// which is never later than the write that set it plus the renew deadline.
+//
+// The house style suggests that cas sequence the heartbeat and detector packages
+// itself; we keep cas free of I/O instead (the role sequencing is decided here, the
+// calls are made by the root package), so every transition is a table test.
+//
+//	            observe ──────────────┐
+//	              │ lease live        │ lease expired / released / row missing
+//	              ▼                   ▼
+//	          Follower ◀──lost──── Candidate
+//	              ▲                   │ won (version+1 = term)
+//	              │ deadline passed,  ▼
+//	              │ row not ours,   Leader ──renew won──▶ Leader (deadline = send + R)
+//	              └─ resign ───────── │
+//	                                  └─ renew lost/ambiguous ─▶ settle by one read
+package cas
+
+import (
+	"time"
+
+	"github.com/casleader/casleader/store"
+)
+
+// Role is a candidate's role in one election.
+type Role uint8
+
+// The roles.
+const (
+	Follower  Role = iota // watches the row
+	Candidate             // has sent an election write whose outcome is not known yet
+	Leader                // holds the lease and trusts it until Deadline
+)
+
+func (r Role) String() string {
+	switch r {
+	case Follower:
+		return "follower"
+	case Candidate:
+		return "candidate"
+	case Leader:
+		return "leader"
+	}
+	return "unknown"
+}
+
+// Action is what the caller must do next.
+type Action uint8
+
+// The actions.
+const (
+	// Wait: observe the row again after Decision.Wait (or when woken).
+	Wait Action = iota + 1
+	// Create: insert the missing row with this candidate as first leader.
+	Create
+	// Campaign: send an election write from Decision.Version.
+	Campaign
+	// Lead: act as leader and renew from Decision.Version until the deadline.
+	Lead
+	// Settle: read the row once to settle a lost or ambiguous write.
+	Settle
+	// StepDown: stop acting as leader now; the lease is lost.
+	StepDown
+	// Release: stop acting, then release the lease from Decision.Version (a step-down
+	// was requested through the row).
+	Release
+	// Handover: stop acting, then hand the lease from Decision.Version to Decision.To.
+	Handover
+)
+
+func (a Action) String() string {
+	return [...]string{"invalid", "wait", "create", "campaign", "lead", "settle", "step-down", "release", "handover"}[min(int(a), 8)]
+}
+
+// Decision is the machine's answer to an event.
+type Decision struct {
+	Action  Action
+	Version int64         // the row version to write from (Campaign, Lead, Release, Handover)
+	Wait    time.Duration // how long to wait before the next observation (Wait)
+	To      string        // the handover target (Handover)
+}
+
+// Machine is one candidate's role state in one election. It is not safe for
+// concurrent use: one goroutine owns it.
+type Machine struct {
+	id    string
+	lease time.Duration
+	renew time.Duration
+
+	role     Role
+	version  int64     // last version seen or written
+	term     int64     // fencing token while leading
+	leader   string    // leader as last observed ("" when released or unknown)
+	deadline time.Time // trust deadline while leading (monotonic)
+}
+
+// New returns a follower for candidate id with lease duration lease and renew
+// deadline renew (renew < lease; the caller validates).
+func New(id string, lease, renew time.Duration) *Machine {
+	return &Machine{id: id, lease: lease, renew: renew}
+}
+
+// Role returns the current role.
+func (m *Machine) Role() Role { return m.role }
+
+// Version returns the last row version seen or written.
+func (m *Machine) Version() int64 { return m.version }
+
+// Term returns the fencing token of the current term while leading, else 0.
+func (m *Machine) Term() int64 {
+	if m.role != Leader {
+		return 0
+	}
+	return m.term
+}
+
+// Leader returns the leader as last observed, "" when released or unknown.
+func (m *Machine) Leader() string { return m.leader }
+
+// Deadline returns the trust deadline while leading, else the zero time.
+func (m *Machine) Deadline() time.Time {
+	if m.role != Leader {
+		return time.Time{}
+	}
+	return m.deadline
+}
+
+// Trusted reports whether the candidate leads and may act at time now.
+func (m *Machine) Trusted(now time.Time) bool {
+	return m.role == Leader && now.Before(m.deadline)
+}
+
+// Observed handles a row read sent at sent. campaign is false for a candidate that
+// must not take the lease (paused, observer, cooling down).
+func (m *Machine) Observed(rec store.Record, found bool, sent time.Time, campaign bool) Decision {
+	if m.role == Leader {
+		return m.Settled(rec, found, sent)
+	}
+	m.role = Follower
+	if !found {
+		m.leader = ""
+		if campaign {
+			m.role = Candidate
+			return Decision{Action: Create}
+		}
+		return Decision{Action: Wait, Wait: m.lease}
+	}
+	m.leader = rec.LeaderID
+	m.version = rec.Version
+	// Our own live lease: an election, creation or handover whose reply we did not see.
+	// Adopt it only while the read still leaves trust time; a stale one of ours is
+	// handled like anybody's.
+	if campaign && rec.LeaderID == m.id && rec.Age < m.renew {
+		m.lead(rec.Version, rec.Term, sent.Add(m.renew-rec.Age))
+		return Decision{Action: Lead, Version: m.version}
+	}
+	if rec.Expired(m.lease) {
+		if campaign {
+			m.role = Candidate
+			return Decision{Action: Campaign, Version: rec.Version}
+		}
+		return Decision{Action: Wait, Wait: m.lease}
+	}
+	return Decision{Action: Wait, Wait: rec.Remaining(m.lease)}
+}
+
+// Created handles the reply to a Create sent at sent.
+func (m *Machine) Created(inserted bool, sent time.Time) Decision {
+	if !inserted {
+		m.role = Follower
+		return Decision{Action: Wait}
+	}
+	m.lead(1, 1, sent.Add(m.renew))
+	return Decision{Action: Lead, Version: m.version}
+}
+
+// Elected handles the reply to a Campaign from version, sent at sent.
+func (m *Machine) Elected(version int64, won bool, sent time.Time) Decision {
+	if !won {
+		m.role = Follower
+		return Decision{Action: Wait}
+	}
+	m.lead(version+1, version+1, sent.Add(m.renew))
+	return Decision{Action: Lead, Version: m.version}
+}
+
+// Unsettled handles a Create or Campaign whose outcome is unknown (timeout, reset):
+// the next observation settles it (an own lease is adopted by Observed).
+func (m *Machine) Unsettled() Decision {
+	m.role = Follower
+	return Decision{Action: Wait}
+}
+
+// Renewed handles a successful renewal: the row is now at version, and the write was
+// sent at sent. It returns the new trust deadline.
+func (m *Machine) Renewed(version int64, sent time.Time) time.Time {
+	if m.role != Leader {
+		return time.Time{}
+	}
+	m.version = version
+	if d := sent.Add(m.renew); d.After(m.deadline) {
+		m.deadline = d
+	}
+	return m.deadline
+}
+
+// RenewalFailed handles a renewal that lost its compare-and-set, or whose result is
+// ambiguous: keep the old deadline and settle with one read.
+func (m *Machine) RenewalFailed() Decision {
+	if m.role != Leader {
+		return Decision{Action: Wait}
+	}
+	return Decision{Action: Settle, Version: m.version}
+}
+
+// Settled handles the read that settles a lost or ambiguous write, sent at sent.
+// If the row still names this candidate with its term, the row's version is adopted
+// (the write committed, or somebody bumped the version without taking the lease, as a
+// step-down request does) and the deadline may move to sent + R - age. Otherwise
+// leadership is lost.
+func (m *Machine) Settled(rec store.Record, found bool, sent time.Time) Decision {
+	if m.role != Leader {
+		return m.Observed(rec, found, sent, false)
+	}
+	if !found || rec.LeaderID != m.id || rec.Term != m.term {
+		m.stepDown()
+		if found {
+			m.leader = rec.LeaderID
+			m.version = rec.Version
+		}
+		return Decision{Action: StepDown}
+	}
+	m.version = rec.Version
+	if d := sent.Add(m.renew - rec.Age); d.After(m.deadline) {
+		m.deadline = d
+	}
+	if rec.StepDown {
+		if rec.HandoverTo != "" && rec.HandoverTo != m.id {
+			return Decision{Action: Handover, Version: m.version, To: rec.HandoverTo}
+		}
+		if rec.HandoverTo == "" {
+			return Decision{Action: Release, Version: m.version}
+		}
+	}
+	return Decision{Action: Lead, Version: m.version}
+}
+
+// DeadlinePassed handles the trust deadline passing (or checks whether it has, at now).
+func (m *Machine) DeadlinePassed(now time.Time) Decision {
+	if m.role == Leader && !now.Before(m.deadline) {
+		m.stepDown()
+		return Decision{Action: StepDown}
+	}
+	if m.role == Leader {
+		return Decision{Action: Lead, Version: m.version}
+	}
+	return Decision{Action: Wait}
+}
+
+// Resign stops leading at once (before the release write is sent) and returns the
+// version to release from, or ok == false when not leading.
+func (m *Machine) Resign() (version int64, ok bool) {
+	if m.role != Leader {
+		return 0, false
+	}
+	m.stepDown()
+	return m.version, true
+}
+
+// Released records the outcome of a release or handover write sent from the version
+// Resign returned: on success the row moved to version+1.
+func (m *Machine) Released(version int64, ok bool, to string) {
+	if ok {
+		m.version = version + 1
+		m.leader = to
+	}
+}
+
+func (m *Machine) lead(version, term int64, deadline time.Time) {
+	m.role = Leader
+	m.version = version
+	m.term = term
+	m.leader = m.id
+	m.deadline = deadline
+}
+
+func (m *Machine) stepDown() {
+	m.role = Follower
+	m.term = 0
+	m.deadline = time.Time{}
+	if m.leader == m.id {
+		m.leader = ""
+	}
+}

@@ -1,0 +1,172 @@
+package casleader
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+	"unicode/utf8"
+
+	"github.com/casleader/casleader/store"
+)
+
+// Default timing parameters, as in client-go's leader election.
+const (
+	DefaultLeaseDuration     = 15 * time.Second
+	DefaultRenewDeadline     = 10 * time.Second
+	DefaultHeartbeatInterval = 2 * time.Second
+	DefaultPollInterval      = 5 * time.Second
+)
+
+// ErrInvalidConfig is returned by [New] for a configuration that cannot be safe. The
+// error names the field and the rule.
+var ErrInvalidConfig = errors.New("casleader: invalid config")
+
+// Config configures an [Elector]. Zero values get the defaults documented per field.
+//
+// The durations must satisfy HeartbeatInterval < RenewDeadline < LeaseDuration. The
+// leader stops trusting its leadership RenewDeadline after the send time of its last
+// successful renewal, by its own monotonic clock; a follower may take over only
+// LeaseDuration after that renewal executed, by the database clock. The gap
+// LeaseDuration - RenewDeadline must cover clock-rate differences and the time an
+// action takes after [Elector.IsLeader] said yes; use fencing ([Elector.Token]) for
+// actions that must never overlap.
+type Config struct {
+	// Key names the election: candidates with the same key elect one leader.
+	// 1 to 255 bytes of UTF-8. Required.
+	Key string
+
+	// ID names this candidate. It must be unique among live candidates: two processes
+	// with one ID would both believe they lead. 1 to 255 bytes of UTF-8. Default:
+	// hostname-pid-random.
+	ID string
+
+	// LeaseDuration is how long after the leader's last renewal, by the database clock,
+	// followers wait before they take over. Default 15 s.
+	LeaseDuration time.Duration
+
+	// RenewDeadline is how long after the send time of its last successful renewal the
+	// leader trusts its leadership, by its monotonic clock. Must be less than
+	// LeaseDuration. Default 10 s.
+	RenewDeadline time.Duration
+
+	// HeartbeatInterval is the time between two renewals. Must be less than
+	// RenewDeadline, so that several renewals can fail before leadership is lost.
+	// Default 2 s.
+	HeartbeatInterval time.Duration
+
+	// PollInterval is the longest time a follower waits between two reads of the row.
+	// Followers read when the observed lease can expire, or sooner when woken.
+	// Default 5 s.
+	PollInterval time.Duration
+
+	// DrainTimeout bounds how long, after leadership ends, the elector waits for
+	// OnStartedLeading to return before it releases the row (resign) or campaigns
+	// again (lost lease). Default LeaseDuration - RenewDeadline.
+	DrainTimeout time.Duration
+
+	// KeepLeaseOnExit keeps the lease when Run's context ends instead of releasing
+	// it: the next leader then takes over only after the lease expires.
+	KeepLeaseOnExit bool
+
+	// Observer makes the elector never campaign: it only reports the leader.
+	Observer bool
+
+	// Logger receives role changes (Info), step-downs and renewal failures (Warn) and
+	// per-tick detail (Debug). nil means discard.
+	Logger *slog.Logger
+
+	// OnStartedLeading is called in its own goroutine when this candidate becomes
+	// leader, with a context that is cancelled the moment leadership is lost (at the
+	// trust deadline at the latest) and the term's fencing token.
+	OnStartedLeading func(ctx context.Context, token int64)
+
+	// OnStoppedLeading is called when leadership has ended and OnStartedLeading has
+	// returned (or DrainTimeout passed).
+	OnStoppedLeading func()
+
+	// OnNewLeader is called from the elector's goroutine when the observed leader
+	// changes, with its ID ("" when the lease was released). It must return quickly.
+	OnNewLeader func(id string)
+}
+
+// withDefaults returns c with zero values replaced by defaults.
+func (c Config) withDefaults() Config {
+	c.LeaseDuration = cmp.Or(c.LeaseDuration, DefaultLeaseDuration)
+	c.RenewDeadline = cmp.Or(c.RenewDeadline, DefaultRenewDeadline)
+	c.HeartbeatInterval = cmp.Or(c.HeartbeatInterval, DefaultHeartbeatInterval)
+	c.PollInterval = cmp.Or(c.PollInterval, DefaultPollInterval)
+	if c.DrainTimeout == 0 && c.LeaseDuration > c.RenewDeadline {
+		c.DrainTimeout = c.LeaseDuration - c.RenewDeadline
+	}
+	if c.ID == "" {
+		c.ID = DefaultID()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// validate checks the rules between fields. c has its defaults.
+func (c Config) validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("%w: %s %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...))
+	}
+	for _, f := range []struct {
+		name, v string
+	}{{"Key", c.Key}, {"ID", c.ID}} {
+		switch {
+		case f.v == "":
+			return bad(f.name, "is empty: name the election (e.g. \"billing-cron\")")
+		case len(f.v) > store.MaxKeyLen:
+			return bad(f.name, "is %d bytes: the limit is %d", len(f.v), store.MaxKeyLen)
+		case !utf8.ValidString(f.v):
+			return bad(f.name, "is not valid UTF-8")
+		}
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"LeaseDuration", c.LeaseDuration}, {"RenewDeadline", c.RenewDeadline},
+		{"HeartbeatInterval", c.HeartbeatInterval}, {"PollInterval", c.PollInterval},
+	} {
+		if d.v <= 0 {
+			return bad(d.name, "is %v: it must be positive (or zero for the default)", d.v)
+		}
+		if d.v < time.Millisecond {
+			return bad(d.name, "is %v: it must be at least 1ms", d.v)
+		}
+	}
+	if c.DrainTimeout < 0 {
+		return bad("DrainTimeout", "is %v: it must not be negative", c.DrainTimeout)
+	}
+	if c.RenewDeadline >= c.LeaseDuration {
+		return bad("RenewDeadline", "(%v) must be less than LeaseDuration (%v): the leader must stop acting before anyone can take over", c.RenewDeadline, c.LeaseDuration)
+	}
+	if c.HeartbeatInterval >= c.RenewDeadline {
+		return bad("HeartbeatInterval", "(%v) must be less than RenewDeadline (%v): otherwise one late renewal loses leadership", c.HeartbeatInterval, c.RenewDeadline)
+	}
+	return nil
+}
+
+// DefaultID returns a candidate ID unique to this process: hostname-pid-random.
+func DefaultID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown"
+	}
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	id := fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b))
+	if len(id) > store.MaxKeyLen {
+		id = id[len(id)-store.MaxKeyLen:]
+	}
+	return id
+}

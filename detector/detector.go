@@ -1,0 +1,114 @@
+// Package detector is the follower's silence detection.
+//
+// A follower reads the row and the database's current time in one statement and
+// learns how long the observed lease has left by the database clock. There is no need
+// to read again before then, unless woken (a release or handover notification): the
+// detector sleeps until the lease can expire, capped by the poll interval, with a
+// little jitter so that a herd does not read in lockstep. It never compares a client
+// clock with a stored time.
+package detector
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/casleader/casleader/store"
+)
+
+// Reader reads one election row and the database's view of its age.
+type Reader interface {
+	Observe(ctx context.Context, key string) (rec store.Record, found bool, err error)
+}
+
+// Config configures [Watch].
+type Config struct {
+	Key     string
+	Poll    time.Duration // longest time between two reads
+	Timeout time.Duration // timeout of one read
+	Logger  *slog.Logger  // nil means discard
+}
+
+// Observation is one read of the row.
+type Observation struct {
+	store.Record
+	Found bool      // false when the row does not exist
+	Sent  time.Time // when the read was sent (monotonic)
+}
+
+// Watch reads the row until decide says stop, and returns that observation. decide
+// gets every observation and returns how long the lease it shows can still live
+// (the detector sleeps that long, capped by Poll, plus jitter) or stop. A value on
+// wake ends a sleep early. Transient errors and invalid rows are logged and retried
+// with backoff; a deployment error (missing table or privilege) is returned, and so
+// is the context's error.
+func Watch(ctx context.Context, r Reader, cfg Config, wake <-chan struct{},
+	decide func(Observation) (wait time.Duration, stop bool)) (Observation, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	failures := 0
+	for {
+		if err := ctx.Err(); err != nil {
+			return Observation{}, err
+		}
+		obs, err := read(ctx, r, cfg)
+		var wait time.Duration
+		switch {
+		case err == nil:
+			failures = 0
+			var stop bool
+			if wait, stop = decide(obs); stop {
+				return obs, nil
+			}
+			wait = min(wait, cfg.Poll) + jitter(cfg.Poll)
+		case ctx.Err() != nil:
+			return Observation{}, ctx.Err()
+		case errors.Is(err, store.ErrDeployment):
+			return Observation{}, err
+		default:
+			failures++
+			wait = backoff(failures, cfg.Poll)
+			level := slog.LevelWarn
+			if errors.Is(err, store.ErrInvalidRow) {
+				level = slog.LevelError
+			}
+			log.Log(ctx, level, "casleader: reading the election row failed, retrying",
+				"key", cfg.Key, "error", err, "attempt", failures, "retry_in", wait)
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return Observation{}, ctx.Err()
+		case <-timer.C:
+		case <-wake:
+			timer.Stop() // since Go 1.23 no stale tick can be received after Stop
+		}
+	}
+}
+
+func read(ctx context.Context, r Reader, cfg Config) (Observation, error) {
+	rctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	sent := time.Now()
+	rec, found, err := r.Observe(rctx, cfg.Key)
+	return Observation{Record: rec, Found: found, Sent: sent}, err
+}
+
+// jitter spreads followers that would otherwise read in lockstep: up to 1/20 of
+// the poll interval, at most 10 ms.
+func jitter(poll time.Duration) time.Duration {
+	return rand.N(min(poll/20, 10*time.Millisecond) + 1)
+}
+
+// backoff after failure number n: exponential from 50 ms, capped at the poll interval.
+func backoff(n int, poll time.Duration) time.Duration {
+	d := min(50*time.Millisecond<<min(n-1, 16), max(poll, 50*time.Millisecond))
+	return d/2 + rand.N(d/2+1)
+}

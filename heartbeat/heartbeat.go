@@ -1,0 +1,128 @@
+// Package heartbeat is the leader's renewal loop.
+//
+// One renewal is one round trip: a compare-and-set that bumps the row's version and
+// rewrites tick_time with the database clock. Each statement's timeout is what is left
+// of the trust deadline, so a hung request can never stretch leadership. A renewal
+// that errors may or may not have committed; it is retried from the same version with
+// jittered backoff, and if it had committed the retry loses its compare-and-set, which
+// the caller settles with one read. The loop ends when a renewal loses, when the trust
+// deadline passes, when the context ends, or on a deployment error.
+package heartbeat
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/casleader/casleader/store"
+)
+
+// Renewer sends one renewal: a compare-and-set from version for leader id.
+type Renewer interface {
+	Renew(ctx context.Context, key, id string, version int64) (swapped bool, err error)
+}
+
+// Config configures [Run].
+type Config struct {
+	Key      string
+	ID       string
+	Interval time.Duration // time between the send times of two renewals
+	Logger   *slog.Logger  // nil means discard
+}
+
+// Outcome says why [Run] returned.
+type Outcome uint8
+
+// The outcomes.
+const (
+	Stopped Outcome = iota + 1 // the context ended
+	Lost                       // a renewal lost its compare-and-set: settle with one read
+	Expired                    // the trust deadline passed without a successful renewal
+	Failed                     // a deployment error: Result.Err says what to fix
+)
+
+func (o Outcome) String() string {
+	return [...]string{"invalid", "stopped", "lost", "expired", "failed"}[min(int(o), 4)]
+}
+
+// Result is what [Run] returns.
+type Result struct {
+	Outcome Outcome
+	Version int64 // the last version this leader wrote or adopted
+	Err     error // the last renewal error, if any
+}
+
+// Run renews the lease from version, one renewal every cfg.Interval after last (the
+// send time of the last successful write), until the trust deadline passes or
+// another outcome ends it. After each successful renewal it calls renewed with the
+// new version and the renewal's send time; renewed returns the new trust deadline.
+func Run(ctx context.Context, r Renewer, cfg Config, version int64, last, deadline time.Time,
+	renewed func(version int64, sent time.Time) time.Time) Result {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	next := last.Add(cfg.Interval)
+	var lastErr error
+	failures := 0
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		now := time.Now()
+		if !now.Before(deadline) {
+			return Result{Outcome: Expired, Version: version, Err: lastErr}
+		}
+		wake := next
+		if deadline.Before(wake) {
+			wake = deadline
+		}
+		if wait := wake.Sub(now); wait > 0 {
+			timer.Reset(wait)
+			select {
+			case <-ctx.Done():
+				return Result{Outcome: Stopped, Version: version}
+			case <-timer.C:
+			}
+			continue
+		}
+		if ctx.Err() != nil {
+			return Result{Outcome: Stopped, Version: version}
+		}
+		sent := time.Now()
+		rctx, cancel := context.WithDeadline(ctx, deadline)
+		ok, err := r.Renew(rctx, cfg.Key, cfg.ID, version)
+		cancel()
+		took := time.Since(sent)
+		switch {
+		case err == nil && ok:
+			version++
+			deadline = renewed(version, sent)
+			next = sent.Add(cfg.Interval)
+			failures, lastErr = 0, nil
+			log.Debug("casleader: renewed", "key", cfg.Key, "version", version, "took", took)
+		case err == nil:
+			return Result{Outcome: Lost, Version: version}
+		case errors.Is(err, store.ErrDeployment):
+			return Result{Outcome: Failed, Version: version, Err: err}
+		case ctx.Err() != nil:
+			return Result{Outcome: Stopped, Version: version, Err: err}
+		default:
+			failures++
+			lastErr = err
+			backoff := Backoff(failures, cfg.Interval)
+			log.Warn("casleader: renewal failed, retrying", "key", cfg.Key, "version", version,
+				"error", err, "attempt", failures, "retry_in", backoff, "trust_left", time.Until(deadline))
+			next = time.Now().Add(backoff)
+		}
+	}
+}
+
+// Backoff returns the wait before retry number attempt (1-based): exponential from
+// 10 ms, capped at limit/2, with full jitter in the upper half.
+func Backoff(attempt int, limit time.Duration) time.Duration {
+	d := 10 * time.Millisecond << min(attempt-1, 16)
+	d = min(d, max(limit/2, time.Millisecond))
+	return d/2 + rand.N(d/2+1)
+}
