@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -16,7 +17,10 @@ import (
 // MaxKeyLen is the longest election key or candidate ID, in bytes.
 const MaxKeyLen = 255
 
-// ErrInvalidArgument is returned for a key or ID that the table cannot hold.
+// ErrInvalidArgument is returned for a key or ID that the table cannot hold, or not
+// the same way on every database: empty, longer than [MaxKeyLen] bytes, not valid
+// UTF-8, holding a NUL byte, or ending in a space. Every method checks its key and IDs
+// before it sends anything.
 var ErrInvalidArgument = errors.New("store: invalid argument")
 
 // backend runs single autocommit statements. It hides database/sql and pgx.
@@ -105,6 +109,26 @@ func validateName(what, s string) error {
 		return fmt.Errorf("%w: %s is %d bytes, the limit is %d", ErrInvalidArgument, what, len(s), MaxKeyLen)
 	case !utf8.ValidString(s):
 		return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalidArgument, what)
+	case strings.IndexByte(s, 0) >= 0:
+		// PostgreSQL text cannot hold NUL.
+		return fmt.Errorf("%w: %s contains a NUL byte", ErrInvalidArgument, what)
+	case strings.HasSuffix(s, " "):
+		// MySQL's PAD SPACE collations compare "x" and "x " as equal: the two would be
+		// one key (and one leader ID) there and two elsewhere.
+		return fmt.Errorf("%w: %s %q ends with a space", ErrInvalidArgument, what, s)
+	}
+	return nil
+}
+
+// validateNames checks a key and the candidate IDs of a call, in that order.
+func validateNames(key string, ids ...string) error {
+	if err := validateName("key", key); err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if err := validateName("id", id); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -112,7 +136,7 @@ func validateName(what, s string) error {
 // Observe reads the row of key and the database's current time in one statement.
 // found is false when the row does not exist.
 func (c *core) Observe(ctx context.Context, key string) (rec Record, found bool, err error) {
-	if err := validateName("key", key); err != nil {
+	if err := validateNames(key); err != nil {
 		return Record{}, false, err
 	}
 	var (
@@ -170,10 +194,7 @@ func decode(key string, version sql.NullInt64, leader sql.NullString, term, ageM
 // Insert creates the row of key with id as its first leader (version 1, term 1).
 // It never overwrites: inserted is false when the row exists.
 func (c *core) Insert(ctx context.Context, key, id string) (inserted bool, err error) {
-	if err := validateName("key", key); err != nil {
-		return false, err
-	}
-	if err := validateName("id", id); err != nil {
+	if err := validateNames(key, id); err != nil {
 		return false, err
 	}
 	n, err := c.b.exec(ctx, c.q.insert, key, id)
@@ -184,7 +205,7 @@ func (c *core) Insert(ctx context.Context, key, id string) (inserted bool, err e
 // released or has expired by the database clock, at execution, for the given lease.
 // On success the row's version and term become version+1.
 func (c *core) Elect(ctx context.Context, key, id string, version int64, lease time.Duration) (swapped bool, err error) {
-	if err := validateName("id", id); err != nil {
+	if err := validateNames(key, id); err != nil {
 		return false, err
 	}
 	n, err := c.b.exec(ctx, c.q.elect, version+1, id, version+1, key, version, lease.Microseconds())
@@ -194,6 +215,9 @@ func (c *core) Elect(ctx context.Context, key, id string, version int64, lease t
 // Renew records a heartbeat of leader id: the row's tick_time becomes the database's
 // current time and its version version+1, if the row is still at version and held by id.
 func (c *core) Renew(ctx context.Context, key, id string, version int64) (swapped bool, err error) {
+	if err := validateNames(key, id); err != nil {
+		return false, err
+	}
 	n, err := c.b.exec(ctx, c.q.renew, version+1, key, version, id)
 	return n == 1, c.wrap("renew", key, err)
 }
@@ -201,6 +225,9 @@ func (c *core) Renew(ctx context.Context, key, id string, version int64) (swappe
 // Release gives up id's lease on key, if the row is still at version and held by id.
 // Followers may take over at once.
 func (c *core) Release(ctx context.Context, key, id string, version int64) (swapped bool, err error) {
+	if err := validateNames(key, id); err != nil {
+		return false, err
+	}
 	n, err := c.b.exec(ctx, c.q.release, version+1, key, version, id)
 	return n == 1, c.wrap("release", key, err)
 }
@@ -209,6 +236,9 @@ func (c *core) Release(ctx context.Context, key, id string, version int64) (swap
 // term (version+1), if the row is still at version and held by id. The new leader
 // confirms with its first renewal.
 func (c *core) Handover(ctx context.Context, key, id string, version int64, to string) (swapped bool, err error) {
+	if err := validateNames(key, id); err != nil {
+		return false, err
+	}
 	if err := validateName("handover target", to); err != nil {
 		return false, err
 	}
@@ -221,6 +251,9 @@ func (c *core) Handover(ctx context.Context, key, id string, version int64, to s
 // touch the lease: the leader sees the request at its next renewal, stops acting,
 // and then releases or hands over.
 func (c *core) RequestStepDown(ctx context.Context, key string, version int64, to string) (swapped bool, err error) {
+	if err := validateNames(key); err != nil {
+		return false, err
+	}
 	if to != "" {
 		if err := validateName("handover target", to); err != nil {
 			return false, err

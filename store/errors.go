@@ -32,47 +32,116 @@ func classifyCommon(err error) error {
 	return err
 }
 
-// mysqlPassword matches the password of a go-sql-driver DSN: user:password@...
-var mysqlPassword = regexp.MustCompile(`^[^:@/]*:(.*)@[a-z0-9]*\(`)
-
-// Password returns the password in a MySQL DSN or a URL/key=value PostgreSQL DSN, or "".
+// Password returns the password in a MySQL DSN ("user:pass@tcp(host)/db"), a URL
+// ("postgres://user:pass@host/db", percent-decoded) or a key=value PostgreSQL DSN
+// ("password='a b'", unquoted), or "".
 func Password(dsn string) string {
-	if u, err := url.Parse(dsn); err == nil && u.User != nil {
-		if p, ok := u.User.Password(); ok {
-			return p
-		}
-	}
-	if m := mysqlPassword.FindStringSubmatch(dsn); m != nil {
-		return m[1]
-	}
-	for _, f := range strings.Fields(dsn) {
-		if v, ok := strings.CutPrefix(f, "password="); ok {
-			return strings.Trim(v, `'`)
-		}
-	}
-	return ""
+	decoded, _ := password(dsn)
+	return decoded
 }
 
-// Redact returns dsn with its password replaced by "xxxxx".
-func Redact(dsn string) string {
-	p := Password(dsn)
-	if p == "" {
-		return dsn
+// password returns the password in dsn decoded, and as written in dsn.
+func password(dsn string) (decoded, raw string) {
+	if scheme, rest, ok := strings.Cut(dsn, "://"); ok && !strings.ContainsAny(scheme, ":@/ ") {
+		// Split as url.Parse does, without failing on bad escapes: cut the
+		// fragment, then the query; the authority ends at the first '/', the
+		// userinfo at its last '@', the user at the first ':'.
+		rest, _, _ = strings.Cut(rest, "#")
+		authority, query, _ := strings.Cut(rest, "?")
+		authority, _, _ = strings.Cut(authority, "/")
+		if i := strings.LastIndex(authority, "@"); i >= 0 {
+			if _, raw, ok := strings.Cut(authority[:i], ":"); ok {
+				return unescape(url.PathUnescape, raw), raw
+			}
+		}
+		// libpq and pgx also take the password as a query parameter.
+		for _, kv := range strings.Split(query, "&") {
+			if raw, ok := strings.CutPrefix(kv, "password="); ok {
+				return unescape(url.QueryUnescape, raw), raw
+			}
+		}
+		return "", ""
 	}
-	return strings.ReplaceAll(dsn, p, "xxxxx")
+	if loc := kvPassword.FindStringIndex(dsn); loc != nil {
+		return keyValue(dsn[loc[1]:])
+	}
+	// go-sql-driver: [user[:password]@][net[(addr)]]/dbname[?params], split at the
+	// last '/', then the last '@' before it, then the first ':'.
+	if i := strings.LastIndex(dsn, "/"); i > 0 {
+		if j := strings.LastIndex(dsn[:i], "@"); j >= 0 {
+			if _, p, ok := strings.Cut(dsn[:j], ":"); ok {
+				return p, p
+			}
+		}
+	}
+	return "", ""
 }
 
-// RedactError returns err with every occurrence of dsn's password in its message
-// replaced by "xxxxx". The original error stays reachable with errors.Is and As.
+// unescape returns s unescaped by f, or s itself when it is not validly escaped.
+func unescape(f func(string) (string, error), s string) string {
+	if u, err := f(s); err == nil {
+		return u
+	}
+	return s
+}
+
+// kvPassword matches the start of a libpq key=value password setting.
+var kvPassword = regexp.MustCompile(`(?:^|\s)password\s*=\s*`)
+
+// keyValue reads a libpq key=value value at the start of s: single-quoted or up to
+// white space, with backslash escapes. It returns the value and the text it spans.
+func keyValue(s string) (value, raw string) {
+	var b strings.Builder
+	quoted := strings.HasPrefix(s, "'")
+	i := 0
+	if quoted {
+		i = 1
+	}
+	for ; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '\\' && i+1 < len(s):
+			i++
+			b.WriteByte(s[i])
+		case quoted && c == '\'':
+			return b.String(), s[:i+1]
+		case !quoted && strings.IndexByte(" \t\n\r\v\f", c) >= 0:
+			return b.String(), s[:i]
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String(), s
+}
+
+// redact replaces every form of dsn's password in s by "xxxxx".
+func redact(s, dsn string) string {
+	decoded, raw := password(dsn)
+	if len(raw) < len(decoded) {
+		raw, decoded = decoded, raw
+	}
+	for _, p := range []string{raw, decoded} { // the longer first
+		if p != "" {
+			s = strings.ReplaceAll(s, p, "xxxxx")
+		}
+	}
+	return s
+}
+
+// Redact returns dsn with its password, as written and decoded, replaced by "xxxxx".
+func Redact(dsn string) string { return redact(dsn, dsn) }
+
+// RedactError returns err with every occurrence of dsn's password (as written in dsn,
+// and decoded) in its message replaced by "xxxxx". The original error stays
+// reachable with errors.Is and As.
 func RedactError(err error, dsn string) error {
 	if err == nil {
 		return nil
 	}
-	p := Password(dsn)
-	if p == "" || !strings.Contains(err.Error(), p) {
-		return err
+	msg := err.Error()
+	if red := redact(msg, dsn); red != msg {
+		return redacted{msg: red, err: err}
 	}
-	return redacted{msg: strings.ReplaceAll(err.Error(), p, "xxxxx"), err: err}
+	return err
 }
 
 type redacted struct {

@@ -1,0 +1,527 @@
+package casleader_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/casleader/casleader"
+	"github.com/casleader/casleader/internal/testdb"
+	"github.com/casleader/casleader/store"
+)
+
+// Short timings keep the suite fast: L = 400 ms, R = 250 ms, H = 60 ms, P = 100 ms.
+const (
+	lease     = 400 * time.Millisecond
+	renewDL   = 250 * time.Millisecond
+	heartbeat = 60 * time.Millisecond
+	poll      = 100 * time.Millisecond
+	// settle bounds how long a liveness property may take: generous, never a speed claim.
+	settle = 10 * time.Second
+)
+
+// tableStore is a store that can create its table.
+type tableStore interface {
+	casleader.Store
+	CreateTable(ctx context.Context) error
+}
+
+// dialect opens stores on one database. offset, when not zero, opens the store on a
+// session whose time zone is offset from UTC (a candidate configured with another
+// clock setting).
+type dialect struct {
+	name string
+	open func(t *testing.T, table string, tzOffsetHours int) tableStore
+}
+
+func dialects() []dialect {
+	return []dialect{
+		{"MariaDB", func(t *testing.T, table string, tz int) tableStore {
+			cfg, err := mysql.ParseDSN(testdb.MySQLDSN(t))
+			require.NoError(t, err)
+			if cfg.Params == nil {
+				cfg.Params = map[string]string{}
+			}
+			cfg.Params["time_zone"] = fmt.Sprintf("'%+03d:00'", tz)
+			db, err := store.OpenMySQL(cfg.FormatDSN())
+			require.NoError(t, err)
+			db.SetMaxOpenConns(64)
+			t.Cleanup(func() { db.Close() })
+			s, err := store.NewMySQL(db, table)
+			require.NoError(t, err)
+			return s
+		}},
+		{"PostgreSQL", func(t *testing.T, table string, tz int) tableStore {
+			cfg, err := pgxpool.ParseConfig(testdb.PostgresDSN(t))
+			require.NoError(t, err)
+			cfg.MaxConns = 64
+			cfg.ConnConfig.RuntimeParams["timezone"] = fmt.Sprintf("Etc/GMT%+d", -tz)
+			pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+			require.NoError(t, err)
+			t.Cleanup(pool.Close)
+			s, err := store.NewPostgres(pool, table)
+			require.NoError(t, err)
+			return s
+		}},
+		{"SQLite", func(t *testing.T, table string, _ int) tableStore {
+			// One file per test; every candidate of the test shares it.
+			db := sqliteFor(t)
+			s, err := store.NewSQLite(db, table)
+			require.NoError(t, err)
+			return s
+		}},
+	}
+}
+
+var sqliteDBs sync.Map // test name -> *sql.DB
+
+func sqliteFor(t *testing.T) *sql.DB {
+	if db, ok := sqliteDBs.Load(t.Name()); ok {
+		return db.(*sql.DB)
+	}
+	db := testdb.SQLite(t)
+	sqliteDBs.Store(t.Name(), db)
+	t.Cleanup(func() { sqliteDBs.Delete(t.Name()) })
+	return db
+}
+
+// recorder wraps a store and records, per candidate, what the protocol suite checks.
+type recorder struct {
+	casleader.Store
+	mu          sync.Mutex
+	lastRenewAt time.Time // send time of the last successful renewal
+	electedAt   time.Time // reply time of a won election or insert
+	releasedAt  time.Time // reply time of a successful release
+	electFrom   []int64   // versions of won elections
+}
+
+func (r *recorder) Renew(ctx context.Context, key, id string, v int64) (bool, error) {
+	sent := time.Now()
+	ok, err := r.Store.Renew(ctx, key, id, v)
+	if ok && err == nil {
+		r.mu.Lock()
+		r.lastRenewAt = sent
+		r.mu.Unlock()
+	}
+	return ok, err
+}
+
+func (r *recorder) Elect(ctx context.Context, key, id string, v int64, l time.Duration) (bool, error) {
+	ok, err := r.Store.Elect(ctx, key, id, v, l)
+	if ok && err == nil {
+		r.mu.Lock()
+		r.electedAt = time.Now()
+		r.electFrom = append(r.electFrom, v)
+		r.mu.Unlock()
+	}
+	return ok, err
+}
+
+func (r *recorder) Release(ctx context.Context, key, id string, v int64) (bool, error) {
+	ok, err := r.Store.Release(ctx, key, id, v)
+	if ok && err == nil {
+		r.mu.Lock()
+		r.releasedAt = time.Now()
+		r.mu.Unlock()
+	}
+	return ok, err
+}
+
+// candidate is one running elector.
+type candidate struct {
+	*casleader.Elector
+	rec    *recorder
+	cancel context.CancelFunc
+	done   chan error
+	tokens chan int64
+}
+
+// stop ends Run and waits for it.
+func (c *candidate) stop(t *testing.T) {
+	t.Helper()
+	c.cancel()
+	select {
+	case err := <-c.done:
+		require.NoError(t, err)
+	case <-time.After(settle):
+		t.Fatal("Run did not return after its context ended")
+	}
+}
+
+type env struct {
+	t     *testing.T
+	d     dialect
+	table string
+}
+
+func newEnv(t *testing.T, d dialect) *env {
+	table := testdb.Name(t)
+	s := d.open(t, table, 0)
+	require.NoError(t, s.CreateTable(context.Background()))
+	return &env{t: t, d: d, table: table}
+}
+
+func (e *env) start(key, id string, mod func(*casleader.Config)) *candidate {
+	return e.startTZ(key, id, 0, mod)
+}
+
+func (e *env) startTZ(key, id string, tz int, mod func(*casleader.Config)) *candidate {
+	t := e.t
+	rec := &recorder{Store: e.d.open(t, e.table, tz)}
+	c := &candidate{rec: rec, done: make(chan error, 1), tokens: make(chan int64, 100)}
+	cfg := casleader.Config{
+		Key: key, ID: id,
+		LeaseDuration: lease, RenewDeadline: renewDL, HeartbeatInterval: heartbeat, PollInterval: poll,
+		Logger: testLogger(t),
+		OnStartedLeading: func(ctx context.Context, token int64) {
+			c.tokens <- token
+			<-ctx.Done()
+		},
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	el, err := casleader.New(rec, cfg)
+	require.NoError(t, err)
+	c.Elector = el
+	ctx, cancel := context.WithCancel(context.Background())
+	c.cancel = cancel
+	go func() { c.done <- el.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-c.done
+	})
+	return c
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	if os.Getenv("CASLEADER_TEST_LOG") == "" {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", t.Name())
+}
+
+func leaders(cs []*candidate) []*candidate {
+	var out []*candidate
+	for _, c := range cs {
+		if c.IsLeader() {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// waitLeader waits until exactly one of cs leads and returns it.
+func waitLeader(t *testing.T, cs ...*candidate) *candidate {
+	t.Helper()
+	var l *candidate
+	require.Eventually(t, func() bool {
+		ls := leaders(cs)
+		if len(ls) == 1 {
+			l = ls[0]
+		}
+		return len(ls) == 1
+	}, settle, 5*time.Millisecond, "no single leader emerged")
+	return l
+}
+
+// watchSingleLeader samples cs until ctx ends and fails if two lead at once.
+func watchSingleLeader(t *testing.T, cs []*candidate) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			if ls := leaders(cs); len(ls) > 1 {
+				t.Errorf("%d candidates believe they lead at once", len(ls))
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	return func() { cancel(); wg.Wait() }
+}
+
+func TestProtocol(t *testing.T) {
+	for _, d := range dialects() {
+		t.Run(d.name, func(t *testing.T) {
+			t.Parallel()
+			t.Run("OneCandidateWins", func(t *testing.T) {
+				t.Parallel()
+				e := newEnv(t, d)
+				c := e.start("k", "solo", nil)
+				waitLeader(t, c)
+				tok := <-c.tokens
+				assert.Equal(t, int64(1), tok, "the first leader creates the row at term 1")
+				assert.Equal(t, tok, c.Token())
+				assert.Equal(t, "solo", c.Leader())
+			})
+
+			t.Run("TwentyRacingCandidatesYieldExactlyOneLeader", func(t *testing.T) {
+				t.Parallel()
+				e := newEnv(t, d)
+				var cs []*candidate
+				for i := range 20 {
+					cs = append(cs, e.start("herd", fmt.Sprintf("c%02d", i), nil))
+				}
+				stop := watchSingleLeader(t, cs)
+				l := waitLeader(t, cs...)
+				time.Sleep(3 * lease) // renewals keep exactly one leader
+				stop()
+				assert.Equal(t, []*candidate{l}, leaders(cs))
+				require.Eventually(t, func() bool {
+					for _, c := range cs {
+						if c.Leader() != l.ID() {
+							return false
+						}
+					}
+					return true
+				}, settle, 10*time.Millisecond, "every candidate observes the same leader")
+			})
+
+			t.Run("KilledLeaderIsReplacedAfterItsLeaseAndNeverBefore", func(t *testing.T) {
+				t.Parallel()
+				e := newEnv(t, d)
+				a := e.start("k", "a", func(c *casleader.Config) { c.KeepLeaseOnExit = true })
+				waitLeader(t, a)
+				b := e.start("k", "b", nil)
+				time.Sleep(2 * heartbeat)
+				a.stop(t) // stops renewing without resigning, like a killed process
+				assert.False(t, a.IsLeader())
+				waitLeader(t, b)
+				a.rec.mu.Lock()
+				lastRenew := a.rec.lastRenewAt
+				a.rec.mu.Unlock()
+				b.rec.mu.Lock()
+				won := b.rec.electedAt
+				b.rec.mu.Unlock()
+				require.False(t, lastRenew.IsZero(), "the leader renewed at least once")
+				// The database executed a's last renewal after lastRenew and b's election
+				// at least a lease later, before b saw the reply.
+				assert.GreaterOrEqual(t, won.Sub(lastRenew), lease, "b took over before a's lease expired")
+			})
+
+			t.Run("ResignGivesTakeoverWithoutWaitingForTheLease", func(t *testing.T) {
+				t.Parallel()
+				e := newEnv(t, d)
+				a := e.start("k", "a", nil)
+				waitLeader(t, a)
+				b := e.start("k", "b", nil)
+				require.Eventually(t, func() bool { return b.Leader() == "a" }, settle, 5*time.Millisecond)
+				require.NoError(t, a.Resign(context.Background()))
+				assert.False(t, a.IsLeader())
+				waitLeader(t, a, b)
+				assert.True(t, b.IsLeader())
+				a.rec.mu.Lock()
+				released := a.rec.releasedAt
+				a.rec.mu.Unlock()
+				b.rec.mu.Lock()
+				from := b.rec.electFrom
+				b.rec.mu.Unlock()
+				require.False(t, released.IsZero(), "resign released the row")
+				require.Len(t, from, 1)
+				// b won from the released version: the release, not the lease's expiry,
+				// let it in.
+				rec, found, err := b.rec.Store.Observe(context.Background(), "k")
+				require.NoError(t, err)
+				require.True(t, found)
+				assert.Equal(t, from[0]+1, rec.Term)
+			})
+
+			t.Run("CandidateWithAnotherClockSettingChangesNothing", func(t *testing.T) {
+				t.Parallel()
+				e := newEnv(t, d)
+				// b's database session runs an hour ahead of a's (MySQL time_zone,
+				// PostgreSQL TimeZone). Ages are computed by the database, so b
+				// neither takes a's live lease nor waits an hour for an expired one.
+				a := e.start("k", "a", func(c *casleader.Config) { c.KeepLeaseOnExit = true })
+				waitLeader(t, a)
+				b := e.startTZ("k", "b", 1, nil)
+				stop := watchSingleLeader(t, []*candidate{a, b})
+				time.Sleep(3 * lease)
+				assert.True(t, a.IsLeader(), "b took a's live lease")
+				assert.False(t, b.IsLeader())
+				a.stop(t)
+				waitLeader(t, b)
+				stop()
+				c := e.startTZ("k", "c", -1, nil)
+				time.Sleep(3 * lease)
+				assert.True(t, b.IsLeader(), "c took b's live lease")
+				assert.False(t, c.IsLeader())
+			})
+
+			t.Run("PausedCandidateNeverTakesOverUntilResumed", func(t *testing.T) {
+				t.Parallel()
+				e := newEnv(t, d)
+				a := e.start("k", "a", nil)
+				waitLeader(t, a)
+				b := e.start("k", "b", nil)
+				b.Pause()
+				require.NoError(t, a.ResignFor(context.Background(), time.Hour))
+				time.Sleep(3 * lease)
+				assert.False(t, a.IsLeader())
+				assert.False(t, b.IsLeader(), "a paused candidate took over")
+				b.Resume()
+				waitLeader(t, a, b)
+				assert.True(t, b.IsLeader())
+				// Pausing the leader resigns it.
+				c := e.start("k", "c", nil)
+				b.Pause()
+				waitLeader(t, a, b, c)
+				assert.True(t, c.IsLeader())
+			})
+
+			t.Run("ObserverReportsTheLeaderButNeverCampaigns", func(t *testing.T) {
+				t.Parallel()
+				e := newEnv(t, d)
+				o := e.start("k", "o", func(c *casleader.Config) { c.Observer = true })
+				time.Sleep(3 * poll)
+				assert.False(t, o.IsLeader())
+				a := e.start("k", "a", nil)
+				waitLeader(t, a)
+				require.Eventually(t, func() bool { return o.Leader() == "a" }, settle, 5*time.Millisecond)
+				require.NoError(t, a.ResignFor(context.Background(), time.Hour))
+				time.Sleep(3 * lease)
+				assert.False(t, o.IsLeader(), "an observer took the released lease")
+			})
+
+			t.Run("TwoKeysElectIndependently", func(t *testing.T) {
+				t.Parallel()
+				e := newEnv(t, d)
+				a1 := e.start("one", "a", nil)
+				waitLeader(t, a1)
+				b2 := e.start("two", "b", nil)
+				waitLeader(t, b2)
+				a2 := e.start("two", "a", nil)
+				b1 := e.start("one", "b", nil)
+				time.Sleep(2 * lease)
+				assert.True(t, a1.IsLeader())
+				assert.True(t, b2.IsLeader())
+				require.NoError(t, a1.Resign(context.Background()))
+				waitLeader(t, b1)
+				assert.True(t, b2.IsLeader(), "a resign on one key moved the other")
+				assert.False(t, a2.IsLeader())
+			})
+
+			t.Run("FencingTokenStrictlyIncreasesAcrossTerms", func(t *testing.T) {
+				t.Parallel()
+				e := newEnv(t, d)
+				var tokens []int64
+				var cs []*candidate
+				for i := range 4 {
+					c := e.start("k", fmt.Sprintf("c%d", i), func(c *casleader.Config) { c.KeepLeaseOnExit = i%2 == 1 })
+					cs = append(cs, c)
+				}
+				alive := cs
+				for len(alive) > 1 {
+					l := waitLeader(t, alive...)
+					tokens = append(tokens, <-l.tokens)
+					l.stop(t) // half resign, half vanish keeping the lease
+					var rest []*candidate
+					for _, c := range alive {
+						if c != l {
+							rest = append(rest, c)
+						}
+					}
+					alive = rest
+				}
+				l := waitLeader(t, alive...)
+				tokens = append(tokens, <-l.tokens)
+				require.Len(t, tokens, 4)
+				for i := 1; i < len(tokens); i++ {
+					assert.Greater(t, tokens[i], tokens[i-1], "tokens %v", tokens)
+				}
+			})
+
+			t.Run("LostLeadershipIsNotFatal", func(t *testing.T) {
+				t.Parallel()
+				e := newEnv(t, d)
+				a := e.start("k", "a", nil)
+				waitLeader(t, a)
+				b := e.start("k", "b", nil)
+				require.NoError(t, a.ResignFor(context.Background(), 0))
+				// a campaigns again and wins back after b resigns.
+				waitLeader(t, a, b)
+				l := leaders([]*candidate{a, b})[0]
+				require.NoError(t, l.ResignFor(context.Background(), time.Hour))
+				other := a
+				if l == a {
+					other = b
+				}
+				waitLeader(t, other)
+			})
+		})
+	}
+}
+
+func TestMissingTableStopsRunWithAClearError(t *testing.T) {
+	for _, d := range dialects() {
+		t.Run(d.name, func(t *testing.T) {
+			t.Parallel()
+			table := testdb.Name(t)
+			s := d.open(t, table, 0)
+			el, err := casleader.New(s, casleader.Config{Key: "k", LeaseDuration: lease, RenewDeadline: renewDL, HeartbeatInterval: heartbeat, PollInterval: poll})
+			require.NoError(t, err)
+			ctx, cancel := context.WithTimeout(context.Background(), settle)
+			defer cancel()
+			err = el.Run(ctx)
+			require.ErrorIs(t, err, store.ErrDeployment)
+			assert.Contains(t, err.Error(), table)
+			assert.Contains(t, err.Error(), "casleader migrate")
+			assert.False(t, el.IsLeader())
+		})
+	}
+}
+
+func TestDatabaseDownAtStartIsRetried(t *testing.T) {
+	t.Parallel()
+	db, err := store.OpenMySQL("root@tcp(127.0.0.1:1)/test?timeout=100ms")
+	require.NoError(t, err)
+	defer db.Close()
+	s, err := store.NewMySQL(db, "")
+	require.NoError(t, err)
+	var attempts atomic.Int32
+	el, err := casleader.New(countingStore{s, &attempts}, casleader.Config{Key: "k", LeaseDuration: lease, RenewDeadline: renewDL, HeartbeatInterval: heartbeat, PollInterval: poll})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- el.Run(ctx) }()
+	require.Eventually(t, func() bool { return attempts.Load() >= 3 }, settle, 10*time.Millisecond, "Run retries")
+	assert.False(t, el.IsLeader())
+	select {
+	case err := <-done:
+		t.Fatalf("Run returned early: %v", err)
+	default:
+	}
+	cancel()
+	assert.NoError(t, <-done)
+	assert.False(t, el.IsLeader())
+}
+
+type countingStore struct {
+	casleader.Store
+	n *atomic.Int32
+}
+
+func (c countingStore) Observe(ctx context.Context, key string) (store.Record, bool, error) {
+	c.n.Add(1)
+	r, f, err := c.Store.Observe(ctx, key)
+	if err != nil && !errors.Is(err, store.ErrTransient) {
+		return r, f, fmt.Errorf("unexpected error class: %w", err)
+	}
+	return r, f, err
+}

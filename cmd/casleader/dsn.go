@@ -1,0 +1,211 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/casleader/casleader/schema"
+	"github.com/casleader/casleader/store"
+)
+
+// envDSN names the environment variable read when --dsn is not given.
+const envDSN = "CASLEADER_DSN"
+
+// defaultSQLiteFile is the database used when neither --dsn nor CASLEADER_DSN is set.
+const defaultSQLiteFile = "casleader.db"
+
+// target is a parsed --dsn: the dialect and what the store's Open function takes.
+type target struct {
+	dialect schema.Dialect
+	raw     string // as the user gave it; only ever printed redacted
+	driver  string // go-sql-driver DSN (MySQL), URL or key=value DSN (PostgreSQL), file path (SQLite)
+}
+
+// errBadDSN marks a --dsn that cannot be parsed: a usage error.
+var errBadDSN = errors.New("bad DSN")
+
+// goSQLDriverAddr matches the start of a go-sql-driver DSN's address part: "tcp(",
+// "unix(" after an optional "user[:pass]@".
+var goSQLDriverAddr = regexp.MustCompile(`^(?:[^@]*@)?(?:tcp|tcp4|tcp6|unix)\(`)
+
+// pgKeyValue matches a libpq key=value DSN.
+var pgKeyValue = regexp.MustCompile(`(^|\s)(host|dbname|user|password)\s*=`)
+
+// parseDSN maps a --dsn value to a dialect and driver DSN:
+//
+//	mysql://user:pass@host:3306/db?param=value    (also mariadb://)
+//	mysql://user:pass@tcp(host:3306)/db?params    (a go-sql-driver DSN after mysql://)
+//	postgres://user:pass@host:5432/db?sslmode=... (also postgresql://)
+//	sqlite://path/to/file.db, sqlite:///abs/path, or a plain file path
+func parseDSN(s string) (target, error) {
+	t := target{raw: s}
+	if strings.TrimSpace(s) == "" {
+		return t, fmt.Errorf("%w: the DSN is empty", errBadDSN)
+	}
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok || strings.ContainsAny(scheme, "/@ \\") {
+		if strings.HasPrefix(s, "sqlite:") {
+			return sqliteTarget(t, strings.TrimPrefix(s, "sqlite:"))
+		}
+		// A plain file path, unless it is clearly a DSN for a server.
+		switch {
+		case goSQLDriverAddr.MatchString(s):
+			return t, fmt.Errorf("%w: %q looks like a go-sql-driver MySQL DSN: write it as mysql://%s", errBadDSN, redact(s), redact(s))
+		case pgKeyValue.MatchString(s):
+			return t, fmt.Errorf("%w: %q looks like a PostgreSQL key=value DSN: write it as a postgres://user:pass@host:5432/db URL", errBadDSN, redact(s))
+		}
+		return sqliteTarget(t, s)
+	}
+	switch strings.ToLower(scheme) {
+	case "mysql", "mariadb":
+		d, err := mysqlDriverDSN(rest)
+		if err != nil {
+			return t, err
+		}
+		t.dialect, t.driver = schema.MySQL, d
+		return t, nil
+	case "postgres", "postgresql":
+		if _, err := pgxpool.ParseConfig(s); err != nil {
+			return t, fmt.Errorf("%w: PostgreSQL URL: %w", errBadDSN, redactError(err, s))
+		}
+		t.dialect, t.driver = schema.Postgres, s
+		return t, nil
+	case "sqlite", "sqlite3", "file":
+		return sqliteTarget(t, rest)
+	}
+	return t, fmt.Errorf("%w: unknown scheme %q: use mysql://, postgres:// or sqlite:// (or a plain SQLite file path)", errBadDSN, scheme)
+}
+
+func sqliteTarget(t target, path string) (target, error) {
+	if path == "" {
+		return t, fmt.Errorf("%w: the SQLite file path is empty: use sqlite://casleader.db or sqlite:///abs/path.db", errBadDSN)
+	}
+	if strings.ContainsAny(path, "?#") {
+		return t, fmt.Errorf("%w: SQLite path %q: '?' and '#' are not allowed (casleader sets the connection parameters itself)", errBadDSN, path)
+	}
+	t.dialect, t.driver = schema.SQLite, path
+	return t, nil
+}
+
+// mysqlDriverDSN converts what follows "mysql://" into a go-sql-driver DSN. Two forms
+// are accepted: a URL authority ("user:pass@host:port/db?params", with percent-encoding
+// in user and password, port 3306 by default, and ?socket=/path for a Unix socket), and
+// a go-sql-driver DSN as it is ("user:pass@tcp(host:3306)/db?params").
+func mysqlDriverDSN(rest string) (string, error) {
+	if goSQLDriverAddr.MatchString(rest) {
+		if _, err := mysql.ParseDSN(rest); err != nil {
+			return "", fmt.Errorf("%w: MySQL DSN: %w", errBadDSN, redactError(err, rest))
+		}
+		return rest, nil
+	}
+	u, err := url.Parse("mysql://" + rest)
+	if err != nil {
+		return "", fmt.Errorf("%w: MySQL URL: %w: use mysql://user:pass@host:3306/db (percent-encode special characters in the password)", errBadDSN, redactError(err, "mysql://"+rest))
+	}
+	q := u.Query()
+	netw, addr := "tcp", u.Host
+	if sock := q.Get("socket"); sock != "" {
+		netw, addr = "unix", sock
+		q.Del("socket")
+	} else {
+		host, port := u.Hostname(), u.Port()
+		if host == "" {
+			host = "127.0.0.1"
+		}
+		if port == "" {
+			port = "3306"
+		}
+		addr = net.JoinHostPort(host, port)
+	}
+	db := strings.TrimPrefix(u.Path, "/")
+	if strings.Contains(db, "/") {
+		return "", fmt.Errorf("%w: MySQL URL path %q: give one database name, as in mysql://user:pass@host:3306/db", errBadDSN, u.Path)
+	}
+	// Let the driver parse the parameters (it knows its own and passes the others on
+	// as session variables), then add the credentials.
+	base := netw + "(" + addr + ")/" + db
+	if len(q) > 0 {
+		base += "?" + q.Encode()
+	}
+	cfg, err := mysql.ParseDSN(base)
+	if err != nil {
+		return "", fmt.Errorf("%w: MySQL URL: %w", errBadDSN, err)
+	}
+	if u.User != nil {
+		cfg.User = u.User.Username()
+		cfg.Passwd, _ = u.User.Password()
+	}
+	return cfg.FormatDSN(), nil
+}
+
+// secrets returns the password of dsn in every form it may appear in a message: as
+// store.Password finds it, as written (percent-encoded) and decoded.
+func secrets(dsn string) []string {
+	var out []string
+	add := func(p string) {
+		if p != "" && !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	add(store.Password(dsn))
+	// The userinfo of a URL, also when url.Parse rejects the URL.
+	if _, rest, ok := strings.Cut(dsn, "://"); ok {
+		auth := rest
+		if i := strings.IndexAny(auth, "/?#"); i >= 0 && !goSQLDriverAddr.MatchString(rest) {
+			auth = auth[:i]
+		}
+		if i := strings.LastIndex(auth, "@"); i >= 0 {
+			if _, p, ok := strings.Cut(auth[:i], ":"); ok {
+				add(p)
+				if d, err := url.PathUnescape(p); err == nil {
+					add(d)
+				}
+			}
+		}
+		add(store.Password(rest))
+	}
+	// Longest first, so that a shorter form inside a longer one leaves no rest.
+	slices.SortFunc(out, func(a, b string) int { return len(b) - len(a) })
+	return out
+}
+
+// redact returns dsn with its password replaced by "xxxxx", for messages.
+func redact(dsn string) string {
+	s := store.Redact(dsn)
+	for _, p := range secrets(dsn) {
+		s = strings.ReplaceAll(s, p, "xxxxx")
+	}
+	return s
+}
+
+// redactError returns err with dsn's password removed from its message.
+func redactError(err error, dsn string) error {
+	if err == nil {
+		return nil
+	}
+	err = store.RedactError(err, dsn)
+	msg := err.Error()
+	for _, p := range secrets(dsn) {
+		msg = strings.ReplaceAll(msg, p, "xxxxx")
+	}
+	if msg == err.Error() {
+		return err
+	}
+	return redactedError{msg: msg, err: err}
+}
+
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (r redactedError) Error() string { return r.msg }
+func (r redactedError) Unwrap() error { return r.err }

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/casleader/casleader/store"
+)
+
+const migrateUsage = `
+Usage: casleader migrate [--dsn DSN] [--table NAME]
+
+Creates the election table if it does not exist, or checks that the existing table
+has casleader's columns. It is idempotent: run it as often as you like, e.g. in a
+deployment step. It needs the right to create tables; elections afterwards need only
+SELECT, INSERT and UPDATE on the table. For SQLite it creates the file if needed.
+
+It prints "created table NAME" or "table NAME already exists and has casleader's
+columns", and exits 3 (with what to do) when the table cannot be created or has
+other columns.
+`
+
+func cmdMigrate(a *app, args []string) error {
+	fs := a.flagSet("migrate", migrateUsage)
+	if err := a.parse(fs, args); err != nil {
+		return err
+	}
+	if err := noArgs(fs); err != nil {
+		return err
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	d, err := a.open(ctx, mayCreate)
+	if err != nil {
+		return err
+	}
+	defer d.close()
+	where := fmt.Sprintf("%s (%s)", redact(d.raw), d.dialect)
+
+	cctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	err = d.st.Check(cctx)
+	if err == nil {
+		fmt.Fprintf(a.stdout, "table %s already exists and has casleader's columns in %s\n", d.st.Table(), where)
+		return nil
+	}
+	if !errors.Is(err, store.ErrDeployment) {
+		// Not a missing table: the database cannot be reached, or answers oddly.
+		return a.storeError("check table "+d.st.Table(), d.target, err)
+	}
+	// Missing table (or wrong columns, or no privilege): try to create it, then check
+	// again. CREATE TABLE IF NOT EXISTS leaves a table with other columns alone, so the
+	// second check reports that case.
+	a.log.Debug("casleader: table check failed, creating it", "table", d.st.Table(), "error", err)
+	if cerr := d.st.CreateTable(cctx); cerr != nil {
+		err := a.storeError("create table "+d.st.Table(), d.target, cerr)
+		var ee *exitError
+		if errors.As(err, &ee) && ee.hint == "" {
+			ee.hint = "migrate needs the right to create tables: run it as a user with CREATE on the database (or schema)"
+		}
+		return err
+	}
+	if err := d.st.Check(cctx); err != nil {
+		return a.storeError("check table "+d.st.Table()+" after creating it", d.target, err)
+	}
+	fmt.Fprintf(a.stdout, "created table %s in %s\n", d.st.Table(), where)
+	return nil
+}

@@ -1,0 +1,260 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	casleader "github.com/casleader/casleader"
+)
+
+const runUsage = `
+Usage: casleader run --key KEY [--id ID] [--lease D --renew D --heartbeat D --poll D]
+                     [--grace D] [--exit-on-loss] -- COMMAND [ARGS...]
+
+Takes part in the election KEY and runs COMMAND only while this instance leads, like
+'consul lock'. Start the same command line on several hosts: one runs COMMAND, the
+others wait and take over when it dies, stops renewing, or is asked to step down
+('casleader resign', 'casleader handover').
+
+The child gets the environment of casleader plus:
+  CASLEADER_KEY        the election key
+  CASLEADER_TOKEN      the fencing token (term) of this leadership: it strictly increases
+                       from one leader to the next; pass it with writes that must
+                       never come from a deposed leader
+  CASLEADER_LEADER_ID  this candidate's ID
+
+The child runs in its own process group (it cannot read from the terminal).
+  - It is started when this instance becomes leader.
+  - When leadership ends (lost, or a step-down requested), casleader sends SIGTERM to
+    the child's process group and SIGKILL after --grace; --grace ends before the
+    lease could pass to another candidate (it must be less than lease - renew), so
+    the child is gone before another one can start. A step-down request releases the
+    lease only after the child is gone.
+  - If casleader itself dies (even of SIGKILL), the child's group is killed at once
+    by a small supervisor process that notices casleader's death.
+  - SIGINT, SIGTERM and SIGHUP are forwarded to the child's group; before a child
+    runs they make casleader exit (128+N).
+  - When the child exits, casleader terminates what is left of its process group,
+    releases the lease (another candidate takes over at once) and exits with the
+    child's exit code (128+N if it died of signal N).
+  - After losing leadership casleader stays a candidate and runs the command again
+    when it is elected again, unless --exit-on-loss is given (exit code 4).
+Processes that leave the child's process group (setsid, daemons) are not tracked.
+
+Timing: heartbeat < renew < lease. The leader trusts its lease for --renew after the
+send time of its last successful renewal; followers take over --lease after it, by
+the database clock. Followers read the row at least every --poll.
+`
+
+func cmdRun(a *app, args []string) error {
+	fs := a.flagSet("run", runUsage)
+	key := fs.String("key", "", "the election `KEY` (required)")
+	id := fs.String("id", "", "this candidate's `ID`, unique among the candidates (default hostname-pid-random)")
+	lease := fs.Duration("lease", casleader.DefaultLeaseDuration, "lease: followers take over this long after the leader's last renewal, by the database clock")
+	renew := fs.Duration("renew", casleader.DefaultRenewDeadline, "renew deadline: the leader stops (and terminates the child) this long after the send time of its last successful renewal")
+	heartbeat := fs.Duration("heartbeat", casleader.DefaultHeartbeatInterval, "time between two renewals by the leader")
+	poll := fs.Duration("poll", casleader.DefaultPollInterval, "longest time between two reads of the row by a follower")
+	grace := fs.Duration("grace", 0, "time between SIGTERM and SIGKILL when leadership ends (default 3/4 of lease - renew)")
+	exitOnLoss := fs.Bool("exit-on-loss", false, "exit with code 4 after leadership is lost, instead of campaigning again")
+	if err := a.parse(fs, args); err != nil {
+		return err
+	}
+	argv := fs.Args()
+	if *key == "" {
+		return usagef("run", "--key is required: name the election, e.g. --key nightly-report")
+	}
+	if len(argv) == 0 {
+		return usagef("run", "no command given: put it after --, e.g. casleader run --key %s -- ./job.sh", *key)
+	}
+	if *lease > *renew && *grace == 0 {
+		*grace = (*lease - *renew) * 3 / 4
+	}
+	if *grace < 0 || (*lease > *renew && *grace >= *lease-*renew) {
+		return usagef("run", "--grace %v must be positive and less than lease - renew (%v): the child must be gone before another candidate can take over", *grace, *lease-*renew)
+	}
+	if _, err := exec.LookPath(argv[0]); err != nil {
+		code := exitNoExec
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+			code = exitNotFound
+		}
+		return &exitError{code: code, err: err, hint: "check the command after --, and PATH"}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return failf("cannot find casleader's own executable to supervise the child: %v", err)
+	}
+	if *id == "" {
+		*id = casleader.DefaultID()
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	d, err := a.open(ctx, mustExist)
+	if err != nil {
+		return err
+	}
+	defer d.close()
+	r := &runner{log: a.log.With("key", *key, "id", *id), key: *key, id: *id, argv: argv, self: self,
+		grace: *grace, exitOnLoss: *exitOnLoss, cancel: cancel}
+	el, err := casleader.New(d.st, casleader.Config{
+		Key:               *key,
+		ID:                *id,
+		LeaseDuration:     *lease,
+		RenewDeadline:     *renew,
+		HeartbeatInterval: *heartbeat,
+		PollInterval:      *poll,
+		DrainTimeout:      max(*lease-*renew, 0), // 0 (default) when invalid: New reports --renew
+		Logger:            a.log,
+		OnStartedLeading:  r.lead,
+	})
+	if errors.Is(err, casleader.ErrInvalidConfig) {
+		return usageError("run", errors.New(flagNames.Replace(err.Error())))
+	}
+	if err != nil {
+		return failf("%v", err)
+	}
+	if err := a.check(ctx, d); err != nil {
+		return err
+	}
+
+	sigc := make(chan os.Signal, 8)
+	signal.Notify(sigc, forwardedSignals...)
+	forwarded := make(chan struct{})
+	go func() {
+		defer close(forwarded)
+		for sig := range sigc {
+			r.signal(sig)
+		}
+	}()
+	a.log.Info("casleader: campaigning", "key", *key, "id", *id, "lease", *lease, "renew", *renew,
+		"heartbeat", *heartbeat, "poll", *poll, "grace", *grace, "table", d.st.Table(), "dsn", redact(d.raw))
+	runErr := el.Run(ctx)
+	signal.Stop(sigc)
+	close(sigc)
+	<-forwarded
+
+	r.mu.Lock()
+	finished, code, msg := r.finished, r.code, r.msg
+	r.mu.Unlock()
+	switch {
+	case runErr != nil:
+		return a.storeError("election "+fmt.Sprintf("%q", *key), d.target, runErr)
+	case !finished:
+		return failf("the election ended unexpectedly")
+	case msg != "":
+		return &exitError{code: code, err: errors.New(msg)}
+	}
+	return exitCode(code)
+}
+
+// flagNames maps Config field names in the library's errors to run's flags.
+var flagNames = strings.NewReplacer(
+	"LeaseDuration", "--lease", "RenewDeadline", "--renew", "HeartbeatInterval", "--heartbeat",
+	"PollInterval", "--poll", "DrainTimeout", "--lease - --renew", "Key ", "--key ", "ID ", "--id ",
+)
+
+// runner starts and stops run's child as leadership comes and goes. The elector calls
+// lead in its own goroutine; the signal goroutine calls signal.
+type runner struct {
+	log        *slog.Logger
+	key, id    string
+	argv       []string
+	self       string
+	grace      time.Duration
+	exitOnLoss bool
+	cancel     context.CancelFunc // ends Run, which then releases the lease
+
+	mu       sync.Mutex
+	child    *child // the running child, nil when none
+	finished bool   // no child may start any more; code is the exit code
+	code     int
+	msg      string // what to print with code, if anything
+}
+
+// finish records the exit code and ends the election (Run resigns). Call with mu held.
+func (r *runner) finishLocked(code int, msg string) {
+	if r.finished {
+		return
+	}
+	r.finished, r.code, r.msg = true, code, msg
+	r.cancel()
+}
+
+// lead is OnStartedLeading: it runs the child for one term. ctx is cancelled when
+// leadership ends, at the renew deadline at the latest.
+func (r *runner) lead(ctx context.Context, token int64) {
+	r.mu.Lock()
+	if r.finished || ctx.Err() != nil {
+		r.mu.Unlock()
+		return
+	}
+	env := append(os.Environ(),
+		"CASLEADER_KEY="+r.key,
+		fmt.Sprintf("CASLEADER_TOKEN=%d", token),
+		"CASLEADER_LEADER_ID="+r.id,
+	)
+	c, err := startChild(r.self, r.argv, env)
+	if err != nil {
+		r.finishLocked(exitNoExec, fmt.Sprintf("cannot start the child: %v", err))
+		r.mu.Unlock()
+		return
+	}
+	r.child = c
+	r.mu.Unlock()
+	r.log.Info("casleader: leading: started the child", "token", token, "pgid", c.pid(), "command", r.argv[0])
+
+	select {
+	case <-c.done:
+		code := c.exitCode()
+		r.log.Info("casleader: the child exited: resigning", "exit_code", code, "token", token)
+		r.mu.Lock()
+		r.finishLocked(code, "")
+		r.mu.Unlock()
+		if groupAlive(c.pid()) {
+			r.log.Warn("casleader: processes of the child's group are still running: terminating them before the lease is released", "pgid", c.pid())
+		}
+		c.terminate(r.grace, r.log) // no-op when the group is gone
+	case <-ctx.Done():
+		r.log.Warn("casleader: leadership ended: terminating the child", "token", token, "grace", r.grace, "pgid", c.pid())
+		c.terminate(r.grace, r.log)
+		r.log.Info("casleader: the child is gone", "exit_code", c.exitCode(), "token", token)
+		if r.exitOnLoss {
+			r.mu.Lock()
+			r.finishLocked(exitLost, fmt.Sprintf("leadership of %q ended (term %d); the child was terminated (--exit-on-loss)", r.key, token))
+			r.mu.Unlock()
+		}
+	}
+	r.mu.Lock()
+	r.child = nil
+	r.mu.Unlock()
+}
+
+// signal forwards sig to the child's process group, or ends the election when no
+// child runs.
+func (r *runner) signal(sig os.Signal) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.child != nil {
+		r.log.Info("casleader: forwarding the signal to the child's process group", "signal", sig.String(), "pgid", r.child.pid())
+		r.child.signal(sig)
+		return
+	}
+	if r.finished {
+		return
+	}
+	r.log.Info("casleader: signal received while not running a child: stopping", "signal", sig.String())
+	code := exitFailure
+	if s, ok := sig.(syscall.Signal); ok {
+		code = exitSignal + int(s)
+	}
+	r.finishLocked(code, "")
+}

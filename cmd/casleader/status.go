@@ -1,0 +1,263 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	casleader "github.com/casleader/casleader"
+	"github.com/casleader/casleader/store"
+)
+
+const statusUsage = `
+Usage: casleader status [--key KEY] [--json] [--watch [--interval D]] [--lease D]
+
+Shows one line per election (all keys in the table, or only --key): the leader, its
+term (the fencing token), the row's version, how long ago the leader last renewed
+(by the database's clock, never this host's), and whether the lease is live, expired
+or released. A pending step-down or handover request is shown too.
+
+The lease duration is a client setting, not stored in the row: pass the --lease your
+candidates use (default 15s, the library's default) to judge expiry.
+
+--json prints one JSON object per key and line: key, found, leader, term, version,
+age_seconds, lease_seconds, expired, released, remaining_seconds, stepdown_requested,
+handover_to. --watch refreshes every --interval (in place on a terminal; a JSON
+stream otherwise) until interrupted.
+
+Exits 1 when --key names no election (without --watch), 3 on database errors.
+`
+
+func cmdStatus(a *app, args []string) error {
+	fs := a.flagSet("status", statusUsage)
+	key := fs.String("key", "", "show only the election `KEY`")
+	asJSON := fs.Bool("json", false, "print one JSON object per key")
+	watch := fs.Bool("watch", false, "refresh until interrupted")
+	interval := fs.Duration("interval", time.Second, "time between two refreshes with --watch")
+	lease := fs.Duration("lease", casleader.DefaultLeaseDuration, "the candidates' lease, to judge expiry")
+	if err := a.parse(fs, args); err != nil {
+		return err
+	}
+	if err := noArgs(fs); err != nil {
+		return err
+	}
+	if *interval <= 0 {
+		return usagef("status", "--interval %v: it must be positive", *interval)
+	}
+	if *lease <= 0 {
+		return usagef("status", "--lease %v: it must be positive", *lease)
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	d, err := a.open(ctx, mustExist)
+	if err != nil {
+		return err
+	}
+	defer d.close()
+	if err := a.check(ctx, d); err != nil {
+		return err
+	}
+	s := &statusCmd{a: a, d: d, key: *key, lease: *lease, json: *asJSON}
+	if !*watch {
+		rows, err := s.snapshot(ctx)
+		if err != nil {
+			return err
+		}
+		if err := s.print(a.stdout, rows); err != nil {
+			return err
+		}
+		if *key != "" && !rows[0].Found {
+			return exitCode(exitFailure)
+		}
+		return nil
+	}
+	return s.watch(ctx, *interval)
+}
+
+type statusCmd struct {
+	a     *app
+	d     *database
+	key   string
+	lease time.Duration
+	json  bool
+}
+
+// statusRow is one election as status prints it; its JSON form is documented in
+// statusUsage.
+type statusRow struct {
+	Key               string  `json:"key"`
+	Found             bool    `json:"found"`
+	Leader            string  `json:"leader"`
+	Term              int64   `json:"term"`
+	Version           int64   `json:"version"`
+	AgeSeconds        float64 `json:"age_seconds"`
+	LeaseSeconds      float64 `json:"lease_seconds"`
+	Expired           bool    `json:"expired"`
+	Released          bool    `json:"released"`
+	RemainingSeconds  float64 `json:"remaining_seconds"`
+	StepDownRequested bool    `json:"stepdown_requested"`
+	HandoverTo        string  `json:"handover_to"`
+
+	age, remaining time.Duration
+}
+
+func newStatusRow(key string, rec store.Record, found bool, lease time.Duration) statusRow {
+	r := statusRow{Key: key, Found: found, LeaseSeconds: lease.Seconds()}
+	if !found {
+		return r
+	}
+	r.Leader, r.Term, r.Version = rec.LeaderID, rec.Term, rec.Version
+	r.age, r.remaining = rec.Age, rec.Remaining(lease)
+	r.AgeSeconds, r.RemainingSeconds = rec.Age.Seconds(), r.remaining.Seconds()
+	r.Expired, r.Released = rec.Expired(lease), rec.Released()
+	r.StepDownRequested, r.HandoverTo = rec.StepDown, rec.HandoverTo
+	return r
+}
+
+// snapshot reads the rows to show.
+func (s *statusCmd) snapshot(ctx context.Context) ([]statusRow, error) {
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	keys := []string{s.key}
+	if s.key == "" {
+		var err error
+		if keys, err = s.d.keys(ctx); err != nil {
+			return nil, s.a.storeError("list elections", s.d.target, err)
+		}
+	}
+	rows := make([]statusRow, 0, len(keys))
+	for _, k := range keys {
+		rec, found, err := s.d.st.Observe(ctx, k)
+		if err != nil {
+			if errors.Is(err, store.ErrInvalidArgument) {
+				return nil, usagef("status", "--key: %v", err)
+			}
+			return nil, s.a.storeError("read election "+fmt.Sprintf("%q", k), s.d.target, err)
+		}
+		if !found && s.key == "" {
+			continue // deleted since the listing
+		}
+		rows = append(rows, newStatusRow(k, rec, found, s.lease))
+	}
+	return rows, nil
+}
+
+func (s *statusCmd) print(w io.Writer, rows []statusRow) error {
+	if s.json {
+		enc := json.NewEncoder(w)
+		for _, r := range rows {
+			if err := enc.Encode(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if len(rows) == 0 {
+		_, err := fmt.Fprintf(w, "no elections in table %s yet\n", s.d.st.Table())
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KEY\tLEADER\tTERM\tVERSION\tAGE\tSTATE")
+	for _, r := range rows {
+		if !r.Found {
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\tno such election (no candidate has run with this key)\n", r.Key)
+			continue
+		}
+		leader := r.Leader
+		if leader == "" {
+			leader = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\n", r.Key, leader, r.Term, r.Version, fmtDur(r.age), r.state(s.lease))
+	}
+	return tw.Flush()
+}
+
+// state describes the lease: live, expired or released, and a pending request.
+func (r statusRow) state(lease time.Duration) string {
+	var st string
+	switch {
+	case r.Released:
+		st = "released"
+	case r.Expired:
+		st = fmt.Sprintf("expired %s ago (lease %s)", fmtDur(r.age-lease), fmtDur(lease))
+	default:
+		st = fmt.Sprintf("live, %s left", fmtDur(r.remaining))
+	}
+	switch {
+	case r.StepDownRequested && r.HandoverTo != "":
+		st += "; handover to " + r.HandoverTo + " requested"
+	case r.StepDownRequested:
+		st += "; step-down requested"
+	}
+	return st
+}
+
+func fmtDur(d time.Duration) string {
+	if d >= time.Minute {
+		return d.Round(time.Second).String()
+	}
+	return d.Round(time.Millisecond).String()
+}
+
+// watch prints a snapshot every interval until ctx ends. On a terminal the table is
+// redrawn in place; otherwise snapshots follow each other (JSON: a stream of objects).
+func (s *statusCmd) watch(ctx context.Context, interval time.Duration) error {
+	tty := isTerminal(s.a.stdout) && !s.json
+	lines := 0
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		rows, err := s.snapshot(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err != nil:
+			var ee *exitError
+			if errors.As(err, &ee) && (errors.Is(err, store.ErrDeployment) || ee.code == exitUsage) {
+				return err
+			}
+			s.a.log.Warn("casleader: status: reading the table failed; retrying", "error", err)
+		default:
+			var buf bytes.Buffer
+			if !s.json {
+				fmt.Fprintf(&buf, "table %s at %s, every %s (lease %s); Ctrl-C to stop\n",
+					s.d.st.Table(), time.Now().Format("15:04:05"), interval, fmtDur(s.lease))
+			}
+			if err := s.print(&buf, rows); err != nil {
+				return err
+			}
+			if tty {
+				if lines > 0 {
+					fmt.Fprintf(s.a.stdout, "\x1b[%dF\x1b[J", lines) // up to the first line, clear below
+				}
+				lines = strings.Count(buf.String(), "\n")
+			} else if !s.json {
+				buf.WriteString("\n")
+			}
+			if _, err := s.a.stdout.Write(buf.Bytes()); err != nil {
+				return nil // stdout closed (e.g. piped into head)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,478 @@
+// Package memstore is an in-memory election store for unit tests of the election
+// logic. It has the methods and semantics of package store's SQL stores and passes
+// the same conformance suite (store/storetest), which is why it can be trusted.
+//
+// Its "database clock" is [time.Now], so inside a testing/synctest bubble leases
+// expire in the bubble's fake time. Ages are computed from the stored tick_time at
+// microsecond resolution, as the SQL stores do.
+//
+// Fault hooks make the store misbehave the way a database or network does:
+// [Store.FailNext] (an error before the table is touched), [Store.CommitThenFail] (the
+// write commits, its reply is lost), [Store.Fail] (every call fails until cleared) and
+// [Store.SetDelay] (a slow round trip that honours the context). [Store.Put] writes an
+// arbitrary row, for instance an older version after a failover that lost writes.
+package memstore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/casleader/casleader/schema"
+	"github.com/casleader/casleader/store"
+)
+
+// Operation names for the fault hooks. They are the operation names that the SQL
+// stores put in their error messages.
+const (
+	OpObserve         = "observe"
+	OpInsert          = "insert"
+	OpElect           = "elect"
+	OpRenew           = "renew"
+	OpRelease         = "release"
+	OpHandover        = "handover"
+	OpRequestStepDown = "request step-down"
+	OpCheck           = "check"
+	OpCreateTable     = "create table"
+	// AnyOp makes a hook apply to every operation.
+	AnyOp = "*"
+)
+
+// futureTolerance mirrors the SQL stores: a tick_time up to this far in the future of
+// the clock reads as age zero; further is an invalid row.
+const futureTolerance = time.Second
+
+// Store is an in-memory election table. The zero value is not usable: call [New] or
+// [NewWithoutTable]. All methods are safe for concurrent use.
+type Store struct {
+	table string
+
+	mu      sync.Mutex
+	created bool
+	rows    map[string]*row
+	next    map[string][]fault // one-shot faults, in order, per operation
+	fail    map[string]error   // persistent failures per operation
+	delay   map[string]time.Duration
+	calls   map[string]int
+}
+
+type row struct {
+	version, term    int64
+	leader, handover string
+	stepdown         bool
+	tick             time.Time
+	null             string // a column that Corrupt set to NULL
+}
+
+type fault struct {
+	err    error
+	commit bool // apply the write, then return err
+}
+
+// New returns a store whose table exists and is empty.
+func New() *Store {
+	s := NewWithoutTable(schema.DefaultTable)
+	s.created = true
+	return s
+}
+
+// NewWithoutTable returns a store on a table that does not exist yet: every call
+// but CreateTable fails with [store.ErrDeployment], like a database where nobody ran
+// `casleader migrate`.
+func NewWithoutTable(table string) *Store {
+	return &Store{
+		table: table,
+		rows:  map[string]*row{},
+		next:  map[string][]fault{},
+		fail:  map[string]error{},
+		delay: map[string]time.Duration{},
+		calls: map[string]int{},
+	}
+}
+
+// Table returns the table's name.
+func (s *Store) Table() string { return s.table }
+
+// FailNext makes the next call of op (or of any operation, for [AnyOp]) return err
+// without touching the table, as when a request never reaches the database. Calls
+// queue: two FailNext make the next two calls fail.
+func (s *Store) FailNext(op string, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.next[op] = append(s.next[op], fault{err: err})
+}
+
+// CommitThenFail makes the next call of op (or of any operation, for [AnyOp]) apply
+// its write and then return err and swapped == false: an ambiguous commit, as when
+// the connection drops before the reply.
+func (s *Store) CommitThenFail(op string, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.next[op] = append(s.next[op], fault{err: err, commit: true})
+}
+
+// Fail makes every call of op (or of every operation, for [AnyOp]) return err without
+// touching the table, until Fail(op, nil): a database that is unreachable or down.
+func (s *Store) Fail(op string, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err == nil {
+		delete(s.fail, op)
+	} else {
+		s.fail[op] = err
+	}
+}
+
+// SetDelay makes every call of op (or of every operation, for [AnyOp]) wait d before
+// it reaches the table; zero removes the delay. A call whose context ends during the
+// wait returns an [store.ErrTransient] error and writes nothing.
+func (s *Store) SetDelay(op string, d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.delay[op] = d
+}
+
+// Calls returns how many calls of op (or of all operations, for [AnyOp]) were made,
+// including those that failed.
+func (s *Store) Calls(op string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if op != AnyOp {
+		return s.calls[op]
+	}
+	n := 0
+	for _, c := range s.calls {
+		n += c
+	}
+	return n
+}
+
+// Put writes rec as the row of rec.Key, whatever the row held, with a tick_time
+// rec.Age before now. It bypasses every check: use it to set up rows that no
+// compare-and-set would produce, such as an older version after a failover.
+func (s *Store) Put(rec store.Record) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rows[rec.Key] = &row{
+		version:  rec.Version,
+		term:     rec.Term,
+		leader:   rec.LeaderID,
+		handover: rec.HandoverTo,
+		stepdown: rec.StepDown,
+		tick:     time.Now().Add(-rec.Age),
+	}
+}
+
+// Corrupt overwrites the row of key with a value casleader never writes: "null_leader"
+// (leader_id NULL), "future_tick" (tick_time an hour after now) or "negative_version"
+// (version -1), the corruptions of store/storetest.
+func (s *Store) Corrupt(key, what string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.rows[key]
+	if !ok {
+		return fmt.Errorf("memstore: corrupt %q: no such row", key)
+	}
+	switch what {
+	case "null_leader":
+		r.leader, r.null = "", "leader_id"
+	case "future_tick":
+		r.tick = time.Now().Add(time.Hour)
+	case "negative_version":
+		r.version = -1
+	default:
+		return fmt.Errorf("memstore: unknown corruption %q", what)
+	}
+	return nil
+}
+
+// Observe reads the row of key and the clock. found is false when the row does not exist.
+func (s *Store) Observe(ctx context.Context, key string) (rec store.Record, found bool, err error) {
+	if err := validateNames(key); err != nil {
+		return store.Record{}, false, err
+	}
+	err = s.do(ctx, OpObserve, key, func(now time.Time) (bool, error) {
+		r, ok := s.rows[key]
+		if !ok {
+			return false, nil
+		}
+		rec, err = r.record(key, now)
+		if err != nil {
+			return false, fmt.Errorf("observe %s %q: %w", s.table, key, err)
+		}
+		found = true
+		return false, nil
+	})
+	if err != nil {
+		return store.Record{}, false, err
+	}
+	return rec, found, nil
+}
+
+// Insert creates the row of key with id as its first leader (version 1, term 1). It
+// never overwrites: inserted is false when the row exists.
+func (s *Store) Insert(ctx context.Context, key, id string) (inserted bool, err error) {
+	if err := validateNames(key, id); err != nil {
+		return false, err
+	}
+	return s.write(ctx, OpInsert, key, func(now time.Time) bool {
+		if _, ok := s.rows[key]; ok {
+			return false
+		}
+		s.rows[key] = &row{version: 1, term: 1, leader: id, tick: now}
+		return true
+	})
+}
+
+// Elect makes id the leader of key if the row is at version and its lease is
+// released or at least lease old by the clock. Version and term become version+1.
+func (s *Store) Elect(ctx context.Context, key, id string, version int64, lease time.Duration) (swapped bool, err error) {
+	if err := validateNames(key, id); err != nil {
+		return false, err
+	}
+	return s.write(ctx, OpElect, key, func(now time.Time) bool {
+		r := s.rows[key]
+		if r == nil || r.version != version {
+			return false
+		}
+		released := r.leader == "" && r.null != "leader_id" // NULL = '' is not true in SQL
+		if !released && now.Sub(r.tick).Microseconds() < lease.Microseconds() {
+			return false
+		}
+		*r = row{version: version + 1, term: version + 1, leader: id, tick: now}
+		return true
+	})
+}
+
+// Renew sets the tick_time of key to now and its version to version+1, if the row
+// is at version and held by id.
+func (s *Store) Renew(ctx context.Context, key, id string, version int64) (swapped bool, err error) {
+	if err := validateNames(key, id); err != nil {
+		return false, err
+	}
+	return s.write(ctx, OpRenew, key, func(now time.Time) bool {
+		r := s.held(key, id, version)
+		if r == nil {
+			return false
+		}
+		r.version, r.tick = version+1, now
+		return true
+	})
+}
+
+// Release gives up id's lease on key, if the row is at version and held by id. The
+// term is kept.
+func (s *Store) Release(ctx context.Context, key, id string, version int64) (swapped bool, err error) {
+	if err := validateNames(key, id); err != nil {
+		return false, err
+	}
+	return s.write(ctx, OpRelease, key, func(now time.Time) bool {
+		r := s.held(key, id, version)
+		if r == nil {
+			return false
+		}
+		*r = row{version: version + 1, term: r.term, tick: now}
+		return true
+	})
+}
+
+// Handover passes id's lease on key to to, with a fresh tick_time and a new term
+// (version+1), if the row is at version and held by id.
+func (s *Store) Handover(ctx context.Context, key, id string, version int64, to string) (swapped bool, err error) {
+	if err := validateNames(key, id); err != nil {
+		return false, err
+	}
+	if err := validateName("handover target", to); err != nil {
+		return false, err
+	}
+	return s.write(ctx, OpHandover, key, func(now time.Time) bool {
+		if s.held(key, id, version) == nil {
+			return false
+		}
+		s.rows[key] = &row{version: version + 1, term: version + 1, leader: to, tick: now}
+		return true
+	})
+}
+
+// RequestStepDown asks the leader of key to step down (handing over to to, when not
+// empty), if the row is at version and has a leader. Lease, leader and term stay.
+func (s *Store) RequestStepDown(ctx context.Context, key string, version int64, to string) (swapped bool, err error) {
+	if err := validateNames(key); err != nil {
+		return false, err
+	}
+	if to != "" {
+		if err := validateName("handover target", to); err != nil {
+			return false, err
+		}
+	}
+	return s.write(ctx, OpRequestStepDown, key, func(time.Time) bool {
+		r := s.rows[key]
+		if r == nil || r.version != version || r.leader == "" {
+			return false
+		}
+		r.version, r.handover, r.stepdown = version+1, to, true
+		return true
+	})
+}
+
+// Check reports a missing table like the SQL stores do. It writes nothing.
+func (s *Store) Check(ctx context.Context) error {
+	return s.do(ctx, OpCheck, "", func(time.Time) (bool, error) { return false, nil })
+}
+
+// CreateTable creates the table if it does not exist. It is idempotent.
+func (s *Store) CreateTable(ctx context.Context) error {
+	return s.do(ctx, OpCreateTable, "", func(time.Time) (bool, error) { return false, nil })
+}
+
+// held returns the row of key if it is at version and held by id, or nil.
+// The caller holds s.mu.
+func (s *Store) held(key, id string, version int64) *row {
+	r := s.rows[key]
+	if r == nil || r.version != version || r.leader != id {
+		return nil
+	}
+	return r
+}
+
+// write runs a compare-and-set through do.
+func (s *Store) write(ctx context.Context, op, key string, apply func(now time.Time) bool) (bool, error) {
+	var swapped bool
+	err := s.do(ctx, op, key, func(now time.Time) (bool, error) {
+		swapped = apply(now)
+		return swapped, nil
+	})
+	if err != nil {
+		return false, err
+	}
+	return swapped, nil
+}
+
+// do runs one round trip of op: the call is counted, delayed and failed as the hooks
+// say, then apply runs under the lock with the clock's time. apply's error is
+// returned as it is; the hooks' errors are wrapped with the operation, table and key.
+func (s *Store) do(ctx context.Context, op, key string, apply func(now time.Time) (bool, error)) error {
+	s.mu.Lock()
+	s.calls[op]++
+	delay := max(s.delay[op], s.delay[AnyOp])
+	failure := s.fail[op]
+	if failure == nil {
+		failure = s.fail[AnyOp]
+	}
+	var f fault
+	if failure == nil {
+		f = s.pop(op)
+	}
+	s.mu.Unlock()
+
+	if delay > 0 {
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return s.wrap(op, key, fmt.Errorf("%w: %w", store.ErrTransient, err))
+	}
+	if failure != nil {
+		return s.wrap(op, key, failure)
+	}
+	if f.err != nil && !f.commit {
+		return s.wrap(op, key, f.err)
+	}
+
+	s.mu.Lock()
+	if op == OpCreateTable {
+		s.created = true
+	}
+	if !s.created {
+		s.mu.Unlock()
+		return fmt.Errorf("%w: table %q does not exist: create it with schema.Apply, the store's CreateTable or `casleader migrate` (%s memstore %q)",
+			store.ErrDeployment, s.table, op, key)
+	}
+	_, err := apply(time.Now())
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if f.err != nil {
+		return s.wrap(op, key, f.err)
+	}
+	return nil
+}
+
+// pop removes and returns the next one-shot fault for op. The caller holds s.mu.
+func (s *Store) pop(op string) fault {
+	for _, k := range []string{op, AnyOp} {
+		if q := s.next[k]; len(q) > 0 {
+			s.next[k] = q[1:]
+			return q[0]
+		}
+	}
+	return fault{}
+}
+
+func (s *Store) wrap(op, key string, err error) error {
+	return fmt.Errorf("%s %s %q: %w", op, s.table, key, err)
+}
+
+// record decodes r like the SQL stores decode a row, rejecting values casleader
+// never writes.
+func (r *row) record(key string, now time.Time) (store.Record, error) {
+	if r.null != "" {
+		return store.Record{}, fmt.Errorf("%w: column %s is NULL: fix or delete the row", store.ErrInvalidRow, r.null)
+	}
+	if r.version < 1 {
+		return store.Record{}, fmt.Errorf("%w: version %d is not positive: fix or delete the row", store.ErrInvalidRow, r.version)
+	}
+	if r.term < 0 || r.term > r.version {
+		return store.Record{}, fmt.Errorf("%w: term %d is outside 0..version (%d): fix or delete the row", store.ErrInvalidRow, r.term, r.version)
+	}
+	age := time.Duration(now.Sub(r.tick).Microseconds()) * time.Microsecond
+	if age < -futureTolerance {
+		return store.Record{}, fmt.Errorf("%w: tick_time is %v in the future of the database clock (clock stepped back, or the row was written by another server): fix the row or wait", store.ErrInvalidRow, -age)
+	}
+	return store.Record{
+		Key:        key,
+		Version:    r.version,
+		LeaderID:   r.leader,
+		Term:       r.term,
+		Age:        max(age, 0),
+		HandoverTo: r.handover,
+		StepDown:   r.stepdown,
+	}, nil
+}
+
+// validateName and validateNames mirror package store's argument checks.
+func validateName(what, s string) error {
+	switch {
+	case s == "":
+		return fmt.Errorf("%w: %s is empty", store.ErrInvalidArgument, what)
+	case len(s) > store.MaxKeyLen:
+		return fmt.Errorf("%w: %s is %d bytes, the limit is %d", store.ErrInvalidArgument, what, len(s), store.MaxKeyLen)
+	case !utf8.ValidString(s):
+		return fmt.Errorf("%w: %s is not valid UTF-8", store.ErrInvalidArgument, what)
+	case strings.IndexByte(s, 0) >= 0:
+		return fmt.Errorf("%w: %s contains a NUL byte", store.ErrInvalidArgument, what)
+	case strings.HasSuffix(s, " "):
+		return fmt.Errorf("%w: %s %q ends with a space", store.ErrInvalidArgument, what, s)
+	}
+	return nil
+}
+
+func validateNames(key string, ids ...string) error {
+	if err := validateName("key", key); err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if err := validateName("id", id); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,284 @@
+package store_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/casleader/casleader/internal/memstore"
+	"github.com/casleader/casleader/internal/testdb"
+	"github.com/casleader/casleader/schema"
+	"github.com/casleader/casleader/store"
+	"github.com/casleader/casleader/store/storetest"
+)
+
+// Every store passes the conformance suite's interface.
+var (
+	_ storetest.Store = (*store.MySQL)(nil)
+	_ storetest.Store = (*store.Postgres)(nil)
+	_ storetest.Store = (*store.SQLite)(nil)
+	_ storetest.Store = (*memstore.Store)(nil)
+)
+
+func TestMySQL(t *testing.T) {
+	t.Parallel()
+	db := testdb.MySQL(t)
+	storetest.Run(t, sqlHarness{
+		dialect: schema.MySQL,
+		exec:    dbExec(db),
+		open:    func(table string) (storetest.Store, error) { return store.NewMySQL(db, table) },
+	}.harness())
+}
+
+func TestPostgresPgxPool(t *testing.T) {
+	t.Parallel()
+	pool := testdb.Postgres(t)
+	storetest.Run(t, sqlHarness{
+		dialect: schema.Postgres,
+		exec:    poolExec(pool),
+		open:    func(table string) (storetest.Store, error) { return store.NewPostgres(pool, table) },
+	}.harness())
+}
+
+func TestPostgresDatabaseSQL(t *testing.T) {
+	t.Parallel()
+	db, err := sql.Open("pgx", testdb.PostgresDSN(t))
+	require.NoError(t, err)
+	db.SetMaxOpenConns(32)
+	t.Cleanup(func() { db.Close() })
+	storetest.Run(t, sqlHarness{
+		dialect: schema.Postgres,
+		exec:    dbExec(db),
+		open:    func(table string) (storetest.Store, error) { return store.NewPostgresDB(db, table) },
+	}.harness())
+}
+
+func TestSQLite(t *testing.T) {
+	t.Parallel()
+	db := testdb.SQLite(t) // one file shared by all subtests, as candidates share one
+	storetest.Run(t, sqlHarness{
+		dialect:     schema.SQLite,
+		exec:        dbExec(db),
+		open:        func(table string) (storetest.Store, error) { return store.NewSQLite(db, table) },
+		dropNotNull: func(ctx context.Context, table string) error { return sqliteDropNotNull(ctx, db, table) },
+	}.harness())
+}
+
+func TestMemstore(t *testing.T) {
+	t.Parallel()
+	var stores sync.Map // table -> *memstore.Store
+	storetest.Run(t, storetest.Harness{
+		Open: func(t *testing.T, table string) storetest.Store {
+			s := memstore.NewWithoutTable(table)
+			stores.Store(table, s)
+			return s
+		},
+		Corrupt: func(t *testing.T, table, key, what string) {
+			s, ok := stores.Load(table)
+			require.True(t, ok, "no memstore for table %q", table)
+			require.NoError(t, s.(*memstore.Store).Corrupt(key, what))
+		},
+	})
+}
+
+// sqlHarness adapts one SQL store to the conformance suite.
+type sqlHarness struct {
+	dialect schema.Dialect
+	exec    func(ctx context.Context, query string, args ...any) (rowsAffected int64, err error)
+	open    func(table string) (storetest.Store, error)
+	// dropNotNull makes leader_id nullable, where ALTER TABLE cannot.
+	dropNotNull func(ctx context.Context, table string) error
+}
+
+func (h sqlHarness) harness() storetest.Harness {
+	return storetest.Harness{Open: h.openStore, Corrupt: h.corrupt}
+}
+
+func (h sqlHarness) openStore(t *testing.T, table string) storetest.Store {
+	t.Helper()
+	s, err := h.open(table)
+	require.NoError(t, err)
+	quoted, err := schema.Quote(h.dialect, table)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := h.exec(ctx, "DROP TABLE IF EXISTS "+quoted); err != nil {
+			t.Errorf("drop table %s: %v", quoted, err)
+		}
+	})
+	return s
+}
+
+// corrupt writes a row casleader never writes, with raw SQL.
+func (h sqlHarness) corrupt(t *testing.T, table, key, what string) {
+	t.Helper()
+	ctx := t.Context()
+	quoted, err := schema.Quote(h.dialect, table)
+	require.NoError(t, err)
+	param := "?"
+	if h.dialect == schema.Postgres {
+		param = "$1"
+	}
+	var set string
+	switch what {
+	case storetest.NegativeVersion:
+		set = "version = -1"
+	case storetest.FutureTick:
+		set = "tick_time = " + map[schema.Dialect]string{
+			schema.MySQL:    "NOW(6) + INTERVAL 1 HOUR",
+			schema.Postgres: "clock_timestamp() + interval '1 hour'",
+			schema.SQLite:   "CAST(unixepoch('subsec') * 1000000 AS INTEGER) + 3600000000",
+		}[h.dialect]
+	case storetest.NullLeader:
+		switch h.dialect {
+		case schema.MySQL:
+			_, err = h.exec(ctx, "ALTER TABLE "+quoted+" MODIFY leader_id VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL DEFAULT ''")
+		case schema.Postgres:
+			_, err = h.exec(ctx, "ALTER TABLE "+quoted+" ALTER COLUMN leader_id DROP NOT NULL")
+		default:
+			require.NotNil(t, h.dropNotNull, "dropNotNull for %s", h.dialect)
+			err = h.dropNotNull(ctx, table)
+		}
+		require.NoError(t, err, "make leader_id nullable")
+		set = "leader_id = NULL"
+	default:
+		t.Fatalf("unknown corruption %q", what)
+	}
+	n, err := h.exec(ctx, "UPDATE "+quoted+" SET "+set+" WHERE elect_key = "+param, key)
+	require.NoError(t, err, "corrupt %s", what)
+	require.EqualValues(t, 1, n, "corrupt %s: rows affected", what)
+}
+
+// sqliteDropNotNull rebuilds table with a nullable leader_id: SQLite's ALTER TABLE
+// cannot change a column's constraints.
+func sqliteDropNotNull(ctx context.Context, db *sql.DB, table string) error {
+	ddl, err := schema.DDL(schema.SQLite, table+"_new")
+	if err != nil {
+		return err
+	}
+	re := regexp.MustCompile(`leader_id\s+TEXT NOT NULL`)
+	if !re.MatchString(ddl) {
+		return fmt.Errorf("SQLite DDL has no %q: update the test", re)
+	}
+	ddl = re.ReplaceAllString(ddl, "leader_id TEXT")
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	for _, q := range []string{
+		ddl,
+		`INSERT INTO "` + table + `_new" SELECT * FROM "` + table + `"`,
+		`DROP TABLE "` + table + `"`,
+		`ALTER TABLE "` + table + `_new" RENAME TO "` + table + `"`,
+	} {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("%s: %w", q, err)
+		}
+	}
+	return tx.Commit()
+}
+
+func dbExec(db *sql.DB) func(ctx context.Context, query string, args ...any) (int64, error) {
+	return func(ctx context.Context, query string, args ...any) (int64, error) {
+		res, err := db.ExecContext(ctx, query, args...)
+		if err != nil {
+			return 0, err
+		}
+		return res.RowsAffected()
+	}
+}
+
+func poolExec(pool *pgxpool.Pool) func(ctx context.Context, query string, args ...any) (int64, error) {
+	return func(ctx context.Context, query string, args ...any) (int64, error) {
+		tag, err := pool.Exec(ctx, query, args...)
+		return tag.RowsAffected(), err
+	}
+}
+
+func TestPasswordRedactAndRedactError(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, dsn, password string
+	}{
+		{"MySQL", "app:s3cr3t@tcp(db.example:3306)/elect?parseTime=true", "s3cr3t"},
+		{"MySQLUnixSocket", "app:s3cr3t@unix(/run/mysqld/mysqld.sock)/elect", "s3cr3t"},
+		{"MySQLDefaultAddress", "app:s3cr3t@/elect", "s3cr3t"},
+		{"MySQLPasswordWithAtColonAndSlash", "app:p@ss:w/rd@tcp(db:3306)/elect", "p@ss:w/rd"},
+		{"MySQLPasswordWithParenthesis", "app:pa(ss)@tcp(db:3306)/elect", "pa(ss)"},
+		{"URL", "postgres://app:s3cr3t@db.example:5432/elect?sslmode=disable", "s3cr3t"},
+		{"URLPostgresql", "postgresql://app:s3cr3t@db.example/elect", "s3cr3t"},
+		{"URLPercentEncoded", "postgres://app:p%40ss%2Fw%3Ard@db.example/elect", "p@ss/w:rd"},
+		{"URLPasswordInQuery", "postgres://app@db.example/elect?sslmode=disable&password=s3%20cr3t", "s3 cr3t"},
+		{"URLWithoutUserPasswordInQuery", "postgresql://db.example/elect?user=app&password=s3cr3t", "s3cr3t"},
+		{"URLPasswordWithUnencodedAt", "postgres://app:p@ss@db.example/elect", "p@ss"},
+		{"URLBadEscape", "postgres://app:s3cr3t%zz@db.example/elect", "s3cr3t%zz"},
+		{"URLMySQLScheme", "mysql://app:s3cr3t@db.example:3306/elect", "s3cr3t"},
+		{"KeyValue", "host=db.example user=app password=s3cr3t dbname=elect", "s3cr3t"},
+		{"KeyValueFirst", "password=s3cr3t host=db.example user=app", "s3cr3t"},
+		{"KeyValueQuoted", "host=db user=app password='two words' dbname=elect", "two words"},
+		{"KeyValueQuotedWithEscapes", `host=db user=app password='it\'s \\ here' dbname=elect`, `it's \ here`},
+		{"KeyValueSpacesAroundEquals", "host=db user=app password = s3cr3t dbname=elect", "s3cr3t"},
+		{"KeyValueUnterminatedQuote", "host=db user=app password='s3 cr3t", "s3 cr3t"},
+		{"MySQLPasswordWithSchemeLikeText", "app:x://y@tcp(db:3306)/elect", "x://y"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.password, store.Password(tc.dsn), "Password")
+
+			red := store.Redact(tc.dsn)
+			assertNoPassword(t, red, tc.dsn, tc.password)
+			assert.Contains(t, red, "xxxxx")
+			assert.Contains(t, red, "app", "Redact keeps the rest of the DSN")
+
+			cause := errors.New("dial failed")
+			err := store.RedactError(fmt.Errorf("connect %s: %w", tc.dsn, cause), tc.dsn)
+			assertNoPassword(t, err.Error(), tc.dsn, tc.password)
+			assert.ErrorIs(t, err, cause, "RedactError keeps the chain")
+		})
+	}
+	t.Run("NoPassword", func(t *testing.T) {
+		for _, dsn := range []string{
+			"root@tcp(127.0.0.1:3306)/test",
+			"postgres://postgres@127.0.0.1:5432/test?sslmode=disable",
+			"host=db user=app dbname=elect",
+			"",
+		} {
+			assert.Empty(t, store.Password(dsn), dsn)
+			assert.Equal(t, dsn, store.Redact(dsn))
+			err := errors.New("boom " + dsn)
+			assert.Same(t, err, store.RedactError(err, dsn))
+		}
+		assert.NoError(t, store.RedactError(nil, "app:s3cr3t@/elect"))
+	})
+}
+
+// assertNoPassword checks that s holds the password in none of the forms it can take
+// in dsn: as written (perhaps percent-encoded or quoted) and decoded.
+func assertNoPassword(t *testing.T, s, dsn, password string) {
+	t.Helper()
+	assert.NotContains(t, s, password)
+	if u, err := url.Parse(dsn); err == nil && u.User != nil {
+		if _, raw, _ := strings.Cut(u.User.String(), ":"); raw != "" {
+			assert.NotContains(t, s, raw, "percent-encoded password")
+		}
+	}
+	if raw := url.QueryEscape(password); raw != password {
+		assert.NotContains(t, s, raw, "query-escaped password")
+	}
+	for _, word := range strings.Fields(password) {
+		assert.NotContains(t, s, word, "part of the password")
+	}
+}

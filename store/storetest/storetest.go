@@ -1,0 +1,767 @@
+// Package storetest is the conformance suite that every election store passes: the
+// SQL stores of package store on each database, and the in-memory fake that the
+// election logic is unit-tested against. The fake is trusted only because it passes
+// the same suite as the databases.
+//
+// A test supplies a [Harness] and calls [Run]. Every subtest runs in parallel on its
+// own table, and its name states the property it checks.
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/casleader/casleader/internal/testdb"
+	"github.com/casleader/casleader/store"
+)
+
+// Store is the set of methods the suite checks: those of [store.MySQL],
+// [store.Postgres], [store.SQLite] and the in-memory fake.
+type Store interface {
+	Observe(ctx context.Context, key string) (rec store.Record, found bool, err error)
+	Insert(ctx context.Context, key, id string) (inserted bool, err error)
+	Elect(ctx context.Context, key, id string, version int64, lease time.Duration) (swapped bool, err error)
+	Renew(ctx context.Context, key, id string, version int64) (swapped bool, err error)
+	Release(ctx context.Context, key, id string, version int64) (swapped bool, err error)
+	Handover(ctx context.Context, key, id string, version int64, to string) (swapped bool, err error)
+	RequestStepDown(ctx context.Context, key string, version int64, to string) (swapped bool, err error)
+	CreateTable(ctx context.Context) error
+	Check(ctx context.Context) error
+}
+
+// Corruptions that [Harness.Corrupt] writes: rows that casleader never writes.
+const (
+	// NullLeader sets leader_id to NULL (dropping the column's NOT NULL first).
+	NullLeader = "null_leader"
+	// FutureTick sets tick_time one hour after the database's current time.
+	FutureTick = "future_tick"
+	// NegativeVersion sets version to -1.
+	NegativeVersion = "negative_version"
+)
+
+// Harness connects the suite to one store implementation.
+type Harness struct {
+	// Open returns a store on the election table named table, which does not exist
+	// yet: the suite creates it with CreateTable where it needs it. Open fails t if it
+	// cannot open the store, and registers with t.Cleanup whatever drops the table.
+	Open func(t *testing.T, table string) Store
+	// Corrupt overwrites the existing row of key in table, bypassing the store, with
+	// the corruption named by what ([NullLeader], [FutureTick] or [NegativeVersion]).
+	// It fails t if the row cannot be written.
+	Corrupt func(t *testing.T, table, key, what string)
+}
+
+// Run runs the conformance suite on h. Every subtest calls t.Parallel and uses a
+// table of its own.
+func Run(t *testing.T, h Harness) {
+	t.Helper()
+	require.NotNil(t, h.Open, "Harness.Open")
+	require.NotNil(t, h.Corrupt, "Harness.Corrupt")
+	for _, tc := range []struct {
+		name string
+		run  func(*testing.T, Harness)
+	}{
+		{"MissingRowIsNotFound", missingRowIsNotFound},
+		{"InsertCreatesFirstLeaderAtVersionOne", insertCreatesFirstLeaderAtVersionOne},
+		{"InsertNeverOverwrites", insertNeverOverwrites},
+		{"ElectLosesWhileLeaseIsLive", electLosesWhileLeaseIsLive},
+		{"ElectWinsAfterLeaseExpiresInDatabaseTime", electWinsAfterLeaseExpiresInDatabaseTime},
+		{"ElectFromStaleVersionLoses", electFromStaleVersionLoses},
+		{"ElectAfterReleaseWinsAtOnce", electAfterReleaseWinsAtOnce},
+		{"TwentyRacingElectorsYieldExactlyOneWinner", twentyRacingElectorsYieldExactlyOneWinner},
+		{"RenewBumpsVersionAndResetsAge", renewBumpsVersionAndResetsAge},
+		{"RenewByAnotherIDLoses", renewByAnotherIDLoses},
+		{"RenewFromStaleVersionLoses", renewFromStaleVersionLoses},
+		{"RenewDoesNotChangeTerm", renewDoesNotChangeTerm},
+		{"ReleaseClearsLeaderAndKeepsTerm", releaseClearsLeaderAndKeepsTerm},
+		{"HandoverNamesTargetWithNewTerm", handoverNamesTargetWithNewTerm},
+		{"RequestStepDownKeepsLeaseAndTerm", requestStepDownKeepsLeaseAndTerm},
+		{"KeysAreIndependentAndCaseSensitive", keysAreIndependentAndCaseSensitive},
+		{"HostileKeysAreData", hostileKeysAreData},
+		{"InvalidArgumentsAreRefused", invalidArgumentsAreRefused},
+		{"MissingTableSaysHowToCreateIt", missingTableSaysHowToCreateIt},
+		{"CreateTableIsIdempotent", createTableIsIdempotent},
+		{"CorruptRowsGiveClearErrors", corruptRowsGiveClearErrors},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.run(t, h)
+		})
+	}
+}
+
+// Durations used by the suite. Leases that must not expire during a subtest are an
+// hour; leases that must expire are a fraction of the time the subtest sleeps.
+const (
+	longLease  = time.Hour
+	shortLease = 200 * time.Millisecond
+	outlive    = 300 * time.Millisecond // sleep that outlives shortLease
+	freshAge   = 5 * time.Second        // generous bound on the age of a row just written
+)
+
+// open returns a store on a new table of its own, created.
+func open(t *testing.T, h Harness) (Store, string) {
+	t.Helper()
+	table := testdb.Name(t)
+	s := h.Open(t, table)
+	require.NoError(t, s.CreateTable(t.Context()), "CreateTable")
+	return s, table
+}
+
+// observe reads the row of key, which must exist.
+func observe(t *testing.T, s Store, key string) store.Record {
+	t.Helper()
+	rec, found, err := s.Observe(t.Context(), key)
+	require.NoError(t, err, "Observe %q", key)
+	require.True(t, found, "Observe %q: row not found", key)
+	return rec
+}
+
+// won and lost check the outcome of a compare-and-set.
+func won(t *testing.T, swapped bool, err error, what string) {
+	t.Helper()
+	require.NoError(t, err, what)
+	require.True(t, swapped, "%s: lost, want won", what)
+}
+
+func lost(t *testing.T, swapped bool, err error, what string) {
+	t.Helper()
+	require.NoError(t, err, what)
+	require.False(t, swapped, "%s: won, want lost", what)
+}
+
+// insert creates key with leader id at version 1.
+func insert(t *testing.T, s Store, key, id string) {
+	t.Helper()
+	ok, err := s.Insert(t.Context(), key, id)
+	won(t, ok, err, "Insert")
+}
+
+// unchanged checks that the row of key still equals want, apart from its age.
+func unchanged(t *testing.T, s Store, want store.Record) {
+	t.Helper()
+	got := observe(t, s, want.Key)
+	got.Age, want.Age = 0, 0
+	assert.Equal(t, want, got, "row changed by a write that lost")
+}
+
+func missingRowIsNotFound(t *testing.T, h Harness) {
+	s, _ := open(t, h)
+	ctx, key := t.Context(), "nobody-here"
+
+	rec, found, err := s.Observe(ctx, key)
+	require.NoError(t, err)
+	assert.False(t, found)
+	assert.Zero(t, rec)
+
+	// Compare-and-set writes on a missing row lose; they never create it.
+	ok, err := s.Elect(ctx, key, "a", 0, 0)
+	lost(t, ok, err, "Elect")
+	ok, err = s.Renew(ctx, key, "a", 0)
+	lost(t, ok, err, "Renew")
+	ok, err = s.Release(ctx, key, "a", 0)
+	lost(t, ok, err, "Release")
+	ok, err = s.Handover(ctx, key, "a", 0, "b")
+	lost(t, ok, err, "Handover")
+	ok, err = s.RequestStepDown(ctx, key, 0, "b")
+	lost(t, ok, err, "RequestStepDown")
+
+	_, found, err = s.Observe(ctx, key)
+	require.NoError(t, err)
+	assert.False(t, found, "a losing write created the row")
+}
+
+func insertCreatesFirstLeaderAtVersionOne(t *testing.T, h Harness) {
+	s, _ := open(t, h)
+	insert(t, s, "k", "a")
+
+	rec := observe(t, s, "k")
+	assert.Equal(t, "k", rec.Key)
+	assert.Equal(t, int64(1), rec.Version)
+	assert.Equal(t, int64(1), rec.Term)
+	assert.Equal(t, "a", rec.LeaderID)
+	assert.Empty(t, rec.HandoverTo)
+	assert.False(t, rec.StepDown)
+	assert.GreaterOrEqual(t, rec.Age, time.Duration(0))
+	assert.Less(t, rec.Age, freshAge)
+	assert.False(t, rec.Expired(longLease))
+}
+
+func insertNeverOverwrites(t *testing.T, h Harness) {
+	s, _ := open(t, h)
+	ctx := t.Context()
+	insert(t, s, "k", "a")
+
+	ok, err := s.Insert(ctx, "k", "b")
+	lost(t, ok, err, "second Insert")
+	rec := observe(t, s, "k")
+	assert.Equal(t, "a", rec.LeaderID)
+	assert.Equal(t, int64(1), rec.Version)
+
+	// Not even a released row: taking it over is Elect's job, which checks the version.
+	ok, err = s.Release(ctx, "k", "a", 1)
+	won(t, ok, err, "Release")
+	ok, err = s.Insert(ctx, "k", "b")
+	lost(t, ok, err, "Insert over a released row")
+	rec = observe(t, s, "k")
+	assert.Empty(t, rec.LeaderID)
+	assert.Equal(t, int64(2), rec.Version)
+}
+
+func electLosesWhileLeaseIsLive(t *testing.T, h Harness) {
+	s, _ := open(t, h)
+	ctx := t.Context()
+	insert(t, s, "k", "a")
+	before := observe(t, s, "k")
+
+	ok, err := s.Elect(ctx, "k", "b", 1, longLease)
+	lost(t, ok, err, "Elect by another candidate")
+	ok, err = s.Elect(ctx, "k", "a", 1, longLease)
+	lost(t, ok, err, "Elect by the holder")
+	unchanged(t, s, before)
+}
+
+func electWinsAfterLeaseExpiresInDatabaseTime(t *testing.T, h Harness) {
+	s, _ := open(t, h)
+	ctx := t.Context()
+	insert(t, s, "k", "a")
+
+	ok, err := s.Elect(ctx, "k", "b", 1, time.Minute)
+	lost(t, ok, err, "Elect before the lease expired")
+
+	time.Sleep(outlive)
+	before := observe(t, s, "k")
+	assert.True(t, before.Expired(shortLease), "age %v after sleeping %v", before.Age, outlive)
+
+	ok, err = s.Elect(ctx, "k", "b", 1, shortLease)
+	won(t, ok, err, "Elect after the lease expired")
+	rec := observe(t, s, "k")
+	assert.Equal(t, "b", rec.LeaderID)
+	assert.Equal(t, int64(2), rec.Version)
+	assert.Equal(t, int64(2), rec.Term, "the term is the version at which the leader won")
+	assert.Less(t, rec.Age, before.Age, "Elect writes a fresh tick_time")
+	assert.False(t, rec.Expired(longLease))
+}
+
+func electFromStaleVersionLoses(t *testing.T, h Harness) {
+	s, _ := open(t, h)
+	ctx := t.Context()
+	insert(t, s, "k", "a")
+	ok, err := s.Release(ctx, "k", "a", 1)
+	won(t, ok, err, "Release")
+	before := observe(t, s, "k")
+
+	for _, v := range []int64{0, 1, 3} {
+		ok, err := s.Elect(ctx, "k", "b", v, shortLease)
+		lost(t, ok, err, fmt.Sprintf("Elect from version %d with the row at 2", v))
+	}
+	unchanged(t, s, before)
+
+	ok, err = s.Elect(ctx, "k", "b", 2, shortLease)
+	won(t, ok, err, "Elect from the current version")
+	ok, err = s.Elect(ctx, "k", "c", 2, 0)
+	lost(t, ok, err, "Elect from the version the winner replaced")
+}
+
+func electAfterReleaseWinsAtOnce(t *testing.T, h Harness) {
+	s, _ := open(t, h)
+	ctx := t.Context()
+	insert(t, s, "k", "a")
+	ok, err := s.Release(ctx, "k", "a", 1)
+	won(t, ok, err, "Release")
+
+	ok, err = s.Elect(ctx, "k", "b", 2, longLease)
+	won(t, ok, err, "Elect on a released row with an hour's lease")
+	rec := observe(t, s, "k")
+	assert.Equal(t, "b", rec.LeaderID)
+	assert.Equal(t, int64(3), rec.Version)
+	assert.Equal(t, int64(3), rec.Term)
+}
+
+func twentyRacingElectorsYieldExactlyOneWinner(t *testing.T, h Harness) {
+	s, _ := open(t, h)
+	ctx := t.Context()
+	const n = 20
+
+	// race runs try concurrently for n candidates and returns the winners.
+	race := func(t *testing.T, try func(id string) (bool, error)) []string {
+		var (
+			mu      sync.Mutex
+			winners []string
+			wg      sync.WaitGroup
+			start   = make(chan struct{})
+			ready   atomic.Int32
+		)
+		for i := range n {
+			id := fmt.Sprintf("candidate-%02d", i)
+			wg.Go(func() {
+				ready.Add(1)
+				<-start
+				ok, err := try(id)
+				assert.NoError(t, err, id)
+				if ok {
+					mu.Lock()
+					winners = append(winners, id)
+					mu.Unlock()
+				}
+			})
+		}
+		for ready.Load() < n {
+			time.Sleep(time.Millisecond)
+		}
+		close(start)
+		wg.Wait()
+		return winners
+	}
+
+	t.Run("ElectOnAnExpiredLease", func(t *testing.T) {
+		insert(t, s, "elect", "dead")
+		time.Sleep(outlive)
+		winners := race(t, func(id string) (bool, error) { return s.Elect(ctx, "elect", id, 1, shortLease) })
+		require.Len(t, winners, 1, "winners: %v", winners)
+		rec := observe(t, s, "elect")
+		assert.Equal(t, winners[0], rec.LeaderID)
+		assert.Equal(t, int64(2), rec.Version)
+		assert.Equal(t, int64(2), rec.Term)
+	})
+	t.Run("InsertOnAMissingRow", func(t *testing.T) {
+		winners := race(t, func(id string) (bool, error) { return s.Insert(ctx, "insert", id) })
+		require.Len(t, winners, 1, "winners: %v", winners)
+		rec := observe(t, s, "insert")
+		assert.Equal(t, winners[0], rec.LeaderID)
+		assert.Equal(t, int64(1), rec.Version)
+	})
+}
+
+func renewBumpsVersionAndResetsAge(t *testing.T, h Harness) {
+	s, _ := open(t, h)
+	insert(t, s, "k", "a")
+	time.Sleep(outlive)
+	before := observe(t, s, "k")
+	assert.GreaterOrEqual(t, before.Age, outlive/2, "age after sleeping %v", outlive)
+
+	ok, err := s.Renew(t.Context(), "k", "a", 1)
+	won(t, ok, err, "Renew")
+	rec := observe(t, s, "k")
+	assert.Equal(t, int64(2), rec.Version)
+	assert.Equal(t, "a", rec.LeaderID)
+	assert.Less(t, rec.Age, before.Age, "Renew writes a fresh tick_time")
+}
+
+func renewByAnotherIDLoses(t *testing.T, h Harness) {
+	s, _ := open(t, h)
+	ctx := t.Context()
+	insert(t, s, "k", "a")
+	before := observe(t, s, "k")
+
+	for _, id := range []string{"b", "A", "aa", " a"} {
+		ok, err := s.Renew(ctx, "k", id, 1)
+		lost(t, ok, err, fmt.Sprintf("Renew by %q", id))
+	}
+	unchanged(t, s, before)
+}
+
+func renewFromStaleVersionLoses(t *testing.T, h Harness) {
+	s, _ := open(t, h)
+	ctx := t.Context()
+	insert(t, s, "k", "a")
+
+	ok, err := s.Renew(ctx, "k", "a", 1)
+	won(t, ok, err, "first Renew")
+	before := observe(t, s, "k")
+	for _, v := range []int64{0, 1, 3} {
+		ok, err := s.Renew(ctx, "k", "a", v)
+		lost(t, ok, err, fmt.Sprintf("Renew from version %d with the row at 2", v))
+	}
+	unchanged(t, s, before)
+
+	ok, err = s.Renew(ctx, "k", "a", 2)
+	won(t, ok, err, "Renew from the current version")
+	assert.Equal(t, int64(3), observe(t, s, "k").Version)
+}
+
+func renewDoesNotChangeTerm(t *testing.T, h Harness) {
+	s, _ := open(t, h)
+	ctx := t.Context()
+	insert(t, s, "k", "a")
+	ok, err := s.Release(ctx, "k", "a", 1)
+	won(t, ok, err, "Release")
+	ok, err = s.Elect(ctx, "k", "b", 2, longLease)
+	won(t, ok, err, "Elect")
+
+	for v := int64(3); v < 6; v++ {
+		ok, err := s.Renew(ctx, "k", "b", v)
+		won(t, ok, err, fmt.Sprintf("Renew from version %d", v))
+		rec := observe(t, s, "k")
+		assert.Equal(t, v+1, rec.Version)
+		assert.Equal(t, int64(3), rec.Term, "Renew changed the term")
+	}
+}
+
+func releaseClearsLeaderAndKeepsTerm(t *testing.T, h Harness) {
+	s, _ := open(t, h)
+	ctx := t.Context()
+	insert(t, s, "k", "a")
+	before := observe(t, s, "k")
+
+	ok, err := s.Release(ctx, "k", "b", 1)
+	lost(t, ok, err, "Release by a non-holder")
+	ok, err = s.Release(ctx, "k", "a", 0)
+	lost(t, ok, err, "Release from a stale version")
+	unchanged(t, s, before)
+
+	ok, err = s.Release(ctx, "k", "a", 1)
+	won(t, ok, err, "Release")
+	rec := observe(t, s, "k")
+	assert.Empty(t, rec.LeaderID)
+	assert.True(t, rec.Released())
+	assert.True(t, rec.Expired(longLease), "a released lease is expired whatever its age")
+	assert.Zero(t, rec.Remaining(longLease))
+	assert.Equal(t, int64(2), rec.Version)
+	assert.Equal(t, int64(1), rec.Term, "Release kept the last leader's term")
+
+	// The former holder cannot renew or release again.
+	ok, err = s.Renew(ctx, "k", "a", 2)
+	lost(t, ok, err, "Renew after Release")
+	ok, err = s.Release(ctx, "k", "a", 2)
+	lost(t, ok, err, "second Release")
+	ok, err = s.RequestStepDown(ctx, "k", 2, "")
+	lost(t, ok, err, "RequestStepDown with no leader")
+}
+
+func handoverNamesTargetWithNewTerm(t *testing.T, h Harness) {
+	s, _ := open(t, h)
+	ctx := t.Context()
+	insert(t, s, "k", "a")
+	before := observe(t, s, "k")
+
+	ok, err := s.Handover(ctx, "k", "b", 1, "c")
+	lost(t, ok, err, "Handover by a non-holder")
+	ok, err = s.Handover(ctx, "k", "a", 0, "b")
+	lost(t, ok, err, "Handover from a stale version")
+	unchanged(t, s, before)
+
+	time.Sleep(outlive)
+	before = observe(t, s, "k")
+	ok, err = s.Handover(ctx, "k", "a", 1, "b")
+	won(t, ok, err, "Handover")
+	rec := observe(t, s, "k")
+	assert.Equal(t, "b", rec.LeaderID)
+	assert.Equal(t, int64(2), rec.Version)
+	assert.Equal(t, int64(2), rec.Term, "the target leads in a new term")
+	assert.Less(t, rec.Age, before.Age, "Handover writes a fresh tick_time")
+	assert.Empty(t, rec.HandoverTo)
+	assert.False(t, rec.StepDown)
+
+	ok, err = s.Renew(ctx, "k", "a", 2)
+	lost(t, ok, err, "Renew by the former leader")
+	ok, err = s.Renew(ctx, "k", "b", 2)
+	won(t, ok, err, "Renew by the target")
+}
+
+func requestStepDownKeepsLeaseAndTerm(t *testing.T, h Harness) {
+	s, _ := open(t, h)
+	ctx := t.Context()
+
+	t.Run("LeaseAndTermKept", func(t *testing.T) {
+		insert(t, s, "k", "a")
+		time.Sleep(outlive / 3)
+		before := observe(t, s, "k")
+
+		ok, err := s.RequestStepDown(ctx, "k", 0, "b")
+		lost(t, ok, err, "RequestStepDown from a stale version")
+		ok, err = s.RequestStepDown(ctx, "k", 1, "b")
+		won(t, ok, err, "RequestStepDown")
+		rec := observe(t, s, "k")
+		assert.Equal(t, "a", rec.LeaderID)
+		assert.Equal(t, int64(1), rec.Term)
+		assert.Equal(t, int64(2), rec.Version)
+		assert.True(t, rec.StepDown)
+		assert.Equal(t, "b", rec.HandoverTo)
+		assert.GreaterOrEqual(t, rec.Age, before.Age, "RequestStepDown touched tick_time")
+
+		// The leader's renewal from the version it wrote loses, so it reads the row
+		// and sees the request; from the new version it wins.
+		ok, err = s.Renew(ctx, "k", "a", 1)
+		lost(t, ok, err, "Renew from the version before the request")
+		ok, err = s.Renew(ctx, "k", "a", 2)
+		won(t, ok, err, "Renew from the request's version")
+		// A renewal does not clear the request: it stands until the leader releases,
+		// hands over, or loses the lease to an election.
+		rec = observe(t, s, "k")
+		assert.True(t, rec.StepDown, "Renew cleared the request")
+		assert.Equal(t, "b", rec.HandoverTo)
+	})
+	t.Run("WithoutTarget", func(t *testing.T) {
+		insert(t, s, "none", "a")
+		ok, err := s.RequestStepDown(ctx, "none", 1, "")
+		won(t, ok, err, "RequestStepDown")
+		rec := observe(t, s, "none")
+		assert.True(t, rec.StepDown)
+		assert.Empty(t, rec.HandoverTo)
+	})
+	t.Run("ReleaseClearsIt", func(t *testing.T) {
+		insert(t, s, "release", "a")
+		ok, err := s.RequestStepDown(ctx, "release", 1, "b")
+		won(t, ok, err, "RequestStepDown")
+		ok, err = s.Release(ctx, "release", "a", 2)
+		won(t, ok, err, "Release")
+		rec := observe(t, s, "release")
+		assert.False(t, rec.StepDown)
+		assert.Empty(t, rec.HandoverTo)
+	})
+	t.Run("HandoverClearsIt", func(t *testing.T) {
+		insert(t, s, "handover", "a")
+		ok, err := s.RequestStepDown(ctx, "handover", 1, "b")
+		won(t, ok, err, "RequestStepDown")
+		ok, err = s.Handover(ctx, "handover", "a", 2, "b")
+		won(t, ok, err, "Handover")
+		rec := observe(t, s, "handover")
+		assert.Equal(t, "b", rec.LeaderID)
+		assert.False(t, rec.StepDown)
+		assert.Empty(t, rec.HandoverTo)
+	})
+	t.Run("ElectClearsItAndTheLeaseStillExpires", func(t *testing.T) {
+		insert(t, s, "elect", "a")
+		time.Sleep(outlive)
+		// The request does not refresh the lease: it still expires from the last renewal.
+		ok, err := s.RequestStepDown(ctx, "elect", 1, "b")
+		won(t, ok, err, "RequestStepDown")
+		ok, err = s.Elect(ctx, "elect", "c", 2, shortLease)
+		won(t, ok, err, "Elect after the lease expired")
+		rec := observe(t, s, "elect")
+		assert.Equal(t, "c", rec.LeaderID)
+		assert.Equal(t, int64(3), rec.Term)
+		assert.False(t, rec.StepDown)
+		assert.Empty(t, rec.HandoverTo)
+	})
+}
+
+func keysAreIndependentAndCaseSensitive(t *testing.T, h Harness) {
+	s, _ := open(t, h)
+	ctx := t.Context()
+	keys := map[string]string{"Key": "a", "key": "b", "KEY": "c"}
+	for key, id := range keys {
+		insert(t, s, key, id)
+	}
+	for key, id := range keys {
+		rec := observe(t, s, key)
+		assert.Equal(t, key, rec.Key)
+		assert.Equal(t, id, rec.LeaderID, "key %q", key)
+	}
+
+	// Writes on one key leave the others alone.
+	ok, err := s.Renew(ctx, "Key", "a", 1)
+	won(t, ok, err, `Renew "Key"`)
+	ok, err = s.Release(ctx, "key", "b", 1)
+	won(t, ok, err, `Release "key"`)
+	assert.Equal(t, store.Record{Key: "Key", Version: 2, LeaderID: "a", Term: 1}, zeroAge(observe(t, s, "Key")))
+	assert.Equal(t, store.Record{Key: "key", Version: 2, LeaderID: "", Term: 1}, zeroAge(observe(t, s, "key")))
+	assert.Equal(t, store.Record{Key: "KEY", Version: 1, LeaderID: "c", Term: 1}, zeroAge(observe(t, s, "KEY")))
+
+	// Leader IDs are case-sensitive too.
+	ok, err = s.Renew(ctx, "KEY", "C", 1)
+	lost(t, ok, err, `Renew "KEY" by "C"`)
+}
+
+func zeroAge(r store.Record) store.Record {
+	r.Age = 0
+	return r
+}
+
+func hostileKeysAreData(t *testing.T, h Harness) {
+	s, table := open(t, h)
+	ctx := t.Context()
+	keys := []string{
+		`x'; DROP TABLE t; --`,
+		`'); DROP TABLE ` + table + `; --`,
+		`"; DROP TABLE "` + table + `"; --`,
+		"`; DROP TABLE `" + table + "`; --",
+		`'`, `"`, "`", `\`, `\\`, `\'`, `\"`, `''`,
+		`%`, `_`, `a%b`, `?`, `$1`, `:name`, `@p1`, `--`, `/*`, `*/`, `;`,
+		" leading space", "tab\tinside", "new\nline", "\r\n\tx",
+		"ключ-選挙-🗳️", "e\u0301", "\u00e9", "\u200b", "\U0001F600",
+		strings.Repeat("k", store.MaxKeyLen),
+		strings.Repeat("é", store.MaxKeyLen/2) + "x", // 255 bytes, 128 characters
+		strings.Repeat("🗳", store.MaxKeyLen/4),       // 252 bytes of 4-byte characters
+	}
+	// Each key is also its leader's ID.
+	for _, key := range keys {
+		ok, err := s.Insert(ctx, key, key)
+		won(t, ok, err, fmt.Sprintf("Insert %q", key))
+	}
+	// Each is then handed over to the next key as a new leader ID.
+	next := func(i int) string { return keys[(i+1)%len(keys)] }
+	for i, key := range keys {
+		rec := observe(t, s, key)
+		assert.Equal(t, key, rec.Key, "key read back")
+		assert.Equal(t, key, rec.LeaderID, "leader ID read back")
+		assert.Equal(t, int64(1), rec.Version, "key %q", key)
+		ok, err := s.Renew(ctx, key, key, 1)
+		won(t, ok, err, fmt.Sprintf("Renew %q", key))
+		ok, err = s.Handover(ctx, key, key, 2, next(i))
+		won(t, ok, err, fmt.Sprintf("Handover %q", key))
+	}
+	for i, key := range keys {
+		rec := observe(t, s, key)
+		assert.Equal(t, int64(3), rec.Version, "key %q", key)
+		assert.Equal(t, next(i), rec.LeaderID, "key %q", key)
+	}
+
+	// The table is still there and still works.
+	require.NoError(t, s.Check(ctx))
+	insert(t, s, "plain", "a")
+	assert.Equal(t, "a", observe(t, s, "plain").LeaderID)
+}
+
+func invalidArgumentsAreRefused(t *testing.T, h Harness) {
+	s, _ := open(t, h)
+	ctx := t.Context()
+	const key = "valid"
+	insert(t, s, key, "a")
+	before := observe(t, s, key)
+
+	for _, tc := range []struct {
+		name, bad string
+		lax       string // the key a store that truncates or trims might write instead
+	}{
+		{"Empty", "", ""},
+		{"256Bytes", strings.Repeat("k", store.MaxKeyLen+1), strings.Repeat("k", store.MaxKeyLen)},
+		{"InvalidUTF8", "k\xff", "k"},
+		{"NULByte", "k\x00", "k"},
+		{"TrailingSpace", "k ", "k"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, found, err := s.Observe(ctx, tc.bad)
+			require.ErrorIs(t, err, store.ErrInvalidArgument, "Observe")
+			assert.False(t, found)
+			_, err = s.Insert(ctx, tc.bad, "a")
+			require.ErrorIs(t, err, store.ErrInvalidArgument, "Insert with the key")
+			_, err = s.Insert(ctx, "other", tc.bad)
+			require.ErrorIs(t, err, store.ErrInvalidArgument, "Insert with the ID")
+			v := before.Version
+			for _, call := range []struct {
+				what string
+				err  error
+			}{
+				{"Elect with the key", second(s.Elect(ctx, tc.bad, "a", v, 0))},
+				{"Elect with the ID", second(s.Elect(ctx, key, tc.bad, v, 0))},
+				{"Renew with the key", second(s.Renew(ctx, tc.bad, "a", v))},
+				{"Renew with the ID", second(s.Renew(ctx, key, tc.bad, v))},
+				{"Release with the key", second(s.Release(ctx, tc.bad, "a", v))},
+				{"Release with the ID", second(s.Release(ctx, key, tc.bad, v))},
+				{"Handover with the key", second(s.Handover(ctx, tc.bad, "a", v, "b"))},
+				{"Handover with the ID", second(s.Handover(ctx, key, tc.bad, v, "b"))},
+				{"Handover with the target", second(s.Handover(ctx, key, "a", v, tc.bad))},
+				{"RequestStepDown with the key", second(s.RequestStepDown(ctx, tc.bad, v, "b"))},
+			} {
+				assert.ErrorIs(t, call.err, store.ErrInvalidArgument, call.what)
+			}
+			if tc.bad != "" { // an empty target means none
+				_, err = s.RequestStepDown(ctx, key, v, tc.bad)
+				require.ErrorIs(t, err, store.ErrInvalidArgument, "RequestStepDown with the target")
+			}
+
+			// Nothing was written.
+			unchanged(t, s, before)
+			for _, k := range []string{"other", tc.lax} {
+				if k == "" {
+					continue
+				}
+				_, found, err := s.Observe(ctx, k)
+				require.NoError(t, err)
+				assert.False(t, found, "row %q written", k)
+			}
+		})
+	}
+}
+
+// second returns the error of a compare-and-set.
+func second(_ bool, err error) error { return err }
+
+func missingTableSaysHowToCreateIt(t *testing.T, h Harness) {
+	table := testdb.Name(t)
+	s := h.Open(t, table)
+	ctx := t.Context()
+
+	deploymentError := func(err error, op string) {
+		t.Helper()
+		require.ErrorIs(t, err, store.ErrDeployment, op)
+		assert.Contains(t, err.Error(), table, "%s: the error names the table", op)
+		assert.Contains(t, err.Error(), "casleader migrate", "%s: the error says how to create the table", op)
+	}
+	_, found, err := s.Observe(ctx, "k")
+	deploymentError(err, "Observe")
+	assert.False(t, found)
+	_, err = s.Insert(ctx, "k", "a")
+	deploymentError(err, "Insert")
+	_, err = s.Elect(ctx, "k", "a", 1, shortLease)
+	deploymentError(err, "Elect")
+	_, err = s.Renew(ctx, "k", "a", 1)
+	deploymentError(err, "Renew")
+	deploymentError(s.Check(ctx), "Check")
+
+	require.NoError(t, s.CreateTable(ctx))
+	require.NoError(t, s.Check(ctx))
+	insert(t, s, "k", "a")
+}
+
+func createTableIsIdempotent(t *testing.T, h Harness) {
+	s := h.Open(t, testdb.Name(t))
+	ctx := t.Context()
+	require.NoError(t, s.CreateTable(ctx), "first CreateTable")
+	require.NoError(t, s.CreateTable(ctx), "second CreateTable")
+	require.NoError(t, s.Check(ctx))
+
+	// Creating it again leaves its rows alone.
+	insert(t, s, "k", "a")
+	require.NoError(t, s.CreateTable(ctx), "CreateTable on a table with rows")
+	assert.Equal(t, "a", observe(t, s, "k").LeaderID)
+}
+
+func corruptRowsGiveClearErrors(t *testing.T, h Harness) {
+	s, table := open(t, h)
+	ctx := t.Context()
+	insert(t, s, "healthy", "a")
+
+	for _, tc := range []struct{ what, mention string }{
+		{NullLeader, "leader_id"},
+		{FutureTick, "future"},
+		{NegativeVersion, "version"},
+	} {
+		t.Run(tc.what, func(t *testing.T) {
+			key := tc.what
+			insert(t, s, key, "a")
+			h.Corrupt(t, table, key, tc.what)
+
+			var (
+				found bool
+				err   error
+			)
+			require.NotPanics(t, func() { _, found, err = s.Observe(ctx, key) })
+			require.ErrorIs(t, err, store.ErrInvalidRow)
+			assert.Contains(t, err.Error(), tc.mention)
+			assert.Contains(t, err.Error(), key, "the error names the key")
+			assert.False(t, found)
+
+			// Writes on a corrupt row may win or lose, but never panic.
+			require.NotPanics(t, func() {
+				_, _ = s.Renew(ctx, key, "a", 1)
+				_, _ = s.RequestStepDown(ctx, key, 1, "b")
+				_, _ = s.Release(ctx, key, "a", 1)
+				_, _ = s.Elect(ctx, key, "b", 1, 0)
+			})
+		})
+	}
+
+	// Other rows are unaffected.
+	assert.Equal(t, "a", observe(t, s, "healthy").LeaderID)
+}
