@@ -144,7 +144,8 @@ type candidate struct {
 	*casleader.Elector
 	rec    *recorder
 	cancel context.CancelFunc
-	done   chan error
+	done   chan struct{} // closed when Run has returned
+	err    error         // what Run returned
 	tokens chan int64
 }
 
@@ -153,8 +154,8 @@ func (c *candidate) stop(t *testing.T) {
 	t.Helper()
 	c.cancel()
 	select {
-	case err := <-c.done:
-		require.NoError(t, err)
+	case <-c.done:
+		require.NoError(t, c.err)
 	case <-time.After(settle):
 		t.Fatal("Run did not return after its context ended")
 	}
@@ -180,7 +181,7 @@ func (e *env) start(key, id string, mod func(*casleader.Config)) *candidate {
 func (e *env) startTZ(key, id string, tz int, mod func(*casleader.Config)) *candidate {
 	t := e.t
 	rec := &recorder{Store: e.d.open(t, e.table, tz)}
-	c := &candidate{rec: rec, done: make(chan error, 1), tokens: make(chan int64, 100)}
+	c := &candidate{rec: rec, done: make(chan struct{}), tokens: make(chan int64, 100)}
 	cfg := casleader.Config{
 		Key: key, ID: id,
 		LeaseDuration: lease, RenewDeadline: renewDL, HeartbeatInterval: heartbeat, PollInterval: poll,
@@ -198,7 +199,10 @@ func (e *env) startTZ(key, id string, tz int, mod func(*casleader.Config)) *cand
 	c.Elector = el
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
-	go func() { c.done <- el.Run(ctx) }()
+	go func() {
+		c.err = el.Run(ctx)
+		close(c.done)
+	}()
 	t.Cleanup(func() {
 		cancel()
 		<-c.done
@@ -380,8 +384,8 @@ func TestProtocol(t *testing.T) {
 				// Pausing the leader resigns it.
 				c := e.start("k", "c", nil)
 				b.Pause()
-				waitLeader(t, a, b, c)
-				assert.True(t, c.IsLeader())
+				require.Eventually(t, c.IsLeader, settle, 5*time.Millisecond, "the paused leader did not hand over")
+				assert.False(t, b.IsLeader())
 			})
 
 			t.Run("ObserverReportsTheLeaderButNeverCampaigns", func(t *testing.T) {
