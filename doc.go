@@ -1,0 +1,58 @@
+// Package casleader elects one leader among N replicas of a service through a single
+// row in a SQL database the service already has: MySQL/MariaDB, PostgreSQL, or an
+// embedded SQLite file for one host.
+//
+// Each election is one row: its key, a version bumped by every write, the leader's ID,
+// the term (the version at which the leader won: its fencing token) and tick_time,
+// written with the database's clock. Every write is a compare-and-set on the version,
+// so exactly one of any set of racers wins a given version.
+//
+// # Roles
+//
+//	           ┌──────── lease live: sleep until it can expire ───────┐
+//	           ▼                                                      │
+//	      ┌──────────┐  row missing / released / expired   ┌───────────┴─┐
+//	      │ Follower │ ──────────────────────────────────▶ │  Candidate  │
+//	      └──────────┘ ◀────────── CAS lost ────────────── └─────────────┘
+//	           ▲                                                │ CAS won
+//	           │ deadline passed, row taken over,               ▼
+//	           │ resign (stop acting, drain, release)     ┌──────────┐
+//	           └──────────────────────────────────────────│  Leader  │ ◀─ renewal won:
+//	                                                      └──────────┘    trust = send + R
+//
+// A follower reads the row and the database's time in one statement, learns how long
+// the lease has left, and sleeps until then (at most PollInterval). When the lease has
+// expired by the database clock it campaigns from the version it read. The leader
+// renews every HeartbeatInterval and trusts its leadership until RenewDeadline after
+// the send time of its last successful renewal, by its own monotonic clock.
+//
+// # Guarantees
+//
+//   - At most one candidate wins each version; the fencing token ([Elector.Token])
+//     strictly increases across terms of one election.
+//   - A follower takes over only after the lease expired in database time
+//     (LeaseDuration after the leader's last renewal executed), or after the leader
+//     released it. Client wall clocks are never compared with tick_time.
+//   - [Elector.IsLeader] is false from the instant the trust deadline passes, even in
+//     a process that was frozen and has just resumed; the leader's context is
+//     cancelled by the same deadline.
+//   - Belief intervals of two candidates do not overlap provided
+//     RenewDeadline·(1+ρ) + ε < LeaseDuration·(1−ρ), where ρ bounds the clock rate
+//     error of the leader's host and of the database, and ε is the time between a
+//     leader's last IsLeader check and the end of the action it guards.
+//
+// Not promised: ε cannot be bounded in general (GC pauses, a frozen VM, a slow disk).
+// Writes that must never be made by two leaders must be fenced with the term's token
+// inside the same database transaction. The database must provide linearizable
+// single-row compare-and-set (InnoDB, PostgreSQL and SQLite do), its clock must not
+// step, and replicas that can be promoted must be synchronous.
+//
+// # Tuning
+//
+// HeartbeatInterval < RenewDeadline < LeaseDuration. The defaults (2 s, 10 s, 15 s)
+// follow client-go. LeaseDuration bounds crash failover; LeaseDuration − RenewDeadline
+// is the safety margin; RenewDeadline / HeartbeatInterval is how many renewals may
+// fail in a row before leadership is lost. Give the elector a small pool of its own:
+// renewals starved by the application's queries are the commonest cause of lost
+// leadership.
+package casleader

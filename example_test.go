@@ -1,0 +1,72 @@
+package casleader_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/casleader/casleader"
+	"github.com/casleader/casleader/store"
+)
+
+// One candidate on an embedded SQLite file: it creates the table, wins, runs its work
+// with the leadership context and resigns when its context ends.
+func Example() {
+	dir, err := os.MkdirTemp("", "casleader-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	db, err := store.OpenSQLite(filepath.Join(dir, "election.db"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+	st, err := store.NewSQLite(db, "")
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := st.CreateTable(context.Background()); err != nil {
+		log.Fatal(err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	el, err := casleader.New(st, casleader.Config{
+		Key: "nightly-report",
+		ID:  "replica-1",
+		OnStartedLeading: func(ctx context.Context, token int64) {
+			fmt.Println("leading with token", token)
+			cancel() // the work is done: end Run, which resigns
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := el.Run(ctx); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("leader after resign:", el.IsLeader())
+	// Output:
+	// leading with token 1
+	// leader after resign: false
+}
+
+// Gate periodic work on IsLeader, which costs no I/O.
+func ExampleElector_IsLeader() {
+	var el casleader.Leadership = casleader.NewStatic("solo", true)
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for range 3 {
+		<-tick.C
+		if el.IsLeader() {
+			fmt.Println("work as", el.Leader(), "with token", el.Token())
+		}
+	}
+	// Output:
+	// work as solo with token 1
+	// work as solo with token 1
+	// work as solo with token 1
+}
