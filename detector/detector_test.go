@@ -1,0 +1,115 @@
+package detector_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/casleader/casleader/detector"
+	"github.com/casleader/casleader/internal/memstore"
+	"github.com/casleader/casleader/store"
+)
+
+var _ detector.Reader = (*memstore.Store)(nil)
+
+const (
+	lease = time.Second
+	poll  = 400 * time.Millisecond
+)
+
+var cfg = detector.Config{Key: "k", Poll: poll, Timeout: 100 * time.Millisecond}
+
+// untilExpired is the follower's decision: wait for the lease's remainder, stop once
+// it has expired.
+func untilExpired(o detector.Observation) (time.Duration, bool) {
+	if !o.Found || o.Expired(lease) {
+		return 0, true
+	}
+	return o.Remaining(lease), false
+}
+
+func TestSleepsUntilTheObservedLeaseCanExpire(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		_, err := st.Insert(t.Context(), "k", "a")
+		require.NoError(t, err)
+		start := time.Now()
+		obs, err := detector.Watch(t.Context(), st, cfg, nil, untilExpired)
+		require.NoError(t, err)
+		waited := time.Since(start)
+		assert.GreaterOrEqual(t, waited, lease, "never decides before the lease expired in database time")
+		assert.Less(t, waited, lease+poll/10, "wakes at expiry, not a poll interval later")
+		assert.Equal(t, "a", obs.LeaderID)
+		// Reads: at 0, then capped by the poll interval (400, 800), then at expiry.
+		assert.Equal(t, 4, st.Calls(memstore.OpObserve))
+	})
+}
+
+func TestWakeReadsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		_, err := st.Insert(t.Context(), "k", "a")
+		require.NoError(t, err)
+		wake := make(chan struct{}, 1)
+		done := make(chan time.Duration, 1)
+		start := time.Now()
+		go func() {
+			_, err := detector.Watch(t.Context(), st, cfg, wake, untilExpired)
+			assert.NoError(t, err)
+			done <- time.Since(start)
+		}()
+		time.Sleep(50 * time.Millisecond)
+		ok, err := st.Release(t.Context(), "k", "a", 1)
+		require.NoError(t, err)
+		require.True(t, ok)
+		wake <- struct{}{}
+		assert.Equal(t, 50*time.Millisecond, <-done, "a wake-up ends the sleep")
+	})
+}
+
+func TestTransientErrorsAreRetriedAndDeploymentErrorsReturned(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		st.FailNext(memstore.OpObserve, fmt.Errorf("%w: connection refused", store.ErrTransient))
+		obs, err := detector.Watch(t.Context(), st, cfg, nil, untilExpired)
+		require.NoError(t, err)
+		assert.False(t, obs.Found)
+		assert.Equal(t, 2, st.Calls(memstore.OpObserve))
+
+		missing := memstore.NewWithoutTable("gone")
+		_, err = detector.Watch(t.Context(), missing, cfg, nil, untilExpired)
+		assert.ErrorIs(t, err, store.ErrDeployment)
+	})
+}
+
+func TestInvalidRowIsRetriedNotFatal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		_, err := st.Insert(t.Context(), "k", "a")
+		require.NoError(t, err)
+		require.NoError(t, st.Corrupt("k", "future_tick"))
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		defer cancel()
+		_, err = detector.Watch(ctx, st, cfg, nil, untilExpired)
+		assert.True(t, errors.Is(err, context.DeadlineExceeded), "kept retrying until the context ended: %v", err)
+		assert.Greater(t, st.Calls(memstore.OpObserve), 2)
+	})
+}
+
+func TestContextEndStopsWatching(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		_, err := st.Insert(t.Context(), "k", "a")
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+		defer cancel()
+		_, err = detector.Watch(ctx, st, cfg, nil, func(detector.Observation) (time.Duration, bool) { return lease, false })
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+	})
+}
