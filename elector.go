@@ -56,6 +56,7 @@ type Elector struct {
 	paused   bool
 	cooldown time.Time          // stay out of elections until then
 	stop     context.CancelFunc // interrupts the current phase
+	dirty    bool               // an interrupt arrived between two phases
 	pending  []request          // resign and handover requests for the Run goroutine
 }
 
@@ -190,7 +191,9 @@ func (e *Elector) send(ctx context.Context, r request) error {
 func (e *Elector) interruptLocked() {
 	if e.stop != nil {
 		e.stop()
+		return
 	}
+	e.dirty = true
 }
 
 // phase returns a context for one phase of Run that Pause, Resume and requests
@@ -199,11 +202,19 @@ func (e *Elector) phase(ctx context.Context) (context.Context, context.CancelFun
 	pctx, cancel := context.WithCancel(ctx)
 	e.mu.Lock()
 	e.stop = cancel
-	if len(e.pending) > 0 {
+	if e.dirty || len(e.pending) > 0 {
+		// Pause, Resume or a request came while no phase ran: let the caller
+		// look at the new state before it blocks again.
+		e.dirty = false
 		cancel()
 	}
 	e.mu.Unlock()
-	return pctx, cancel
+	return pctx, func() {
+		e.mu.Lock()
+		e.stop = nil
+		e.mu.Unlock()
+		cancel()
+	}
 }
 
 // takeRequests returns the pending requests and whether campaigning is allowed now,
