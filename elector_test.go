@@ -229,7 +229,7 @@ func TestStepDownRequestThroughTheRowHandsOver(t *testing.T) {
 		require.True(t, ok)
 		time.Sleep(heartbeat + time.Millisecond)
 		assert.False(t, a.IsLeader())
-		time.Sleep(poll + time.Millisecond)
+		time.Sleep(poll + poll/10) // the next read, jitter included
 		assert.True(t, b.IsLeader(), "the named candidate takes the lease it was handed")
 		assert.Greater(t, b.Token(), rec.Term)
 		require.NoError(t, stopA())
@@ -248,7 +248,7 @@ func TestHandoverToANamedCandidate(t *testing.T) {
 		stopB, stopC := running(t, b), running(t, c)
 		require.NoError(t, a.HandoverTo(t.Context(), "c"))
 		assert.False(t, a.IsLeader())
-		time.Sleep(poll + time.Millisecond)
+		time.Sleep(poll + poll/10) // the next read, jitter included
 		assert.True(t, c.IsLeader())
 		assert.False(t, b.IsLeader())
 		assert.ErrorIs(t, b.HandoverTo(t.Context(), "a"), casleader.ErrNotLeader)
