@@ -9,16 +9,16 @@
 //
 // # Roles
 //
-//	           ┌──────── lease live: sleep until it can expire ───────┐
-//	           ▼                                                      │
-//	      ┌──────────┐  row missing / released / expired   ┌───────────┴─┐
-//	      │ Follower │ ──────────────────────────────────▶ │  Candidate  │
-//	      └──────────┘ ◀────────── CAS lost ────────────── └─────────────┘
-//	           ▲                                                │ CAS won
-//	           │ deadline passed, row taken over,               ▼
-//	           │ resign (stop acting, drain, release)     ┌──────────┐
-//	           └──────────────────────────────────────────│  Leader  │ ◀─ renewal won:
-//	                                                      └──────────┘    trust = send + R
+//	     ┌──────── lease live: sleep until it can expire ───────┐
+//	     ▼                                                      │
+//	┌──────────┐  row missing / released / expired   ┌───────────┴─┐
+//	│ Follower │ ──────────────────────────────────▶ │  Candidate  │
+//	└──────────┘ ◀────────── CAS lost ────────────── └─────────────┘
+//	     ▲                                                │ CAS won
+//	     │ deadline passed, row taken over,               ▼
+//	     │ resign (stop acting, drain, release)     ┌──────────┐
+//	     └──────────────────────────────────────────│  Leader  │ ◀─ renewal won:
+//	                                                └──────────┘    trust = send + R
 //
 // A follower reads the row and the database's time in one statement, learns how long
 // the lease has left, and sleeps until then (at most PollInterval). When the lease has

@@ -18,15 +18,15 @@
 // itself; we keep cas free of I/O instead (the role sequencing is decided here, the
 // calls are made by the root package), so every transition is a table test.
 //
-//	            observe ──────────────┐
-//	              │ lease live        │ lease expired / released / row missing
-//	              ▼                   ▼
-//	          Follower ◀──lost──── Candidate
-//	              ▲                   │ won (version+1 = term)
-//	              │ deadline passed,  ▼
-//	              │ row not ours,   Leader ──renew won──▶ Leader (deadline = send + R)
-//	              └─ resign ───────── │
-//	                                  └─ renew lost/ambiguous ─▶ settle by one read
+//	  observe ──────────────┐
+//	    │ lease live        │ lease expired / released / row missing
+//	    ▼                   ▼
+//	Follower ◀──lost──── Candidate
+//	    ▲                   │ won (version+1 = term)
+//	    │ deadline passed,  ▼
+//	    │ row not ours,   Leader ──renew won──▶ Leader (deadline = send + R)
+//	    └─ resign ───────── │
+//	                        └─ renew lost/ambiguous ─▶ settle by one read
 package cas
 
 import (

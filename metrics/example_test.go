@@ -1,0 +1,96 @@
+package metrics_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/casleader/casleader"
+	"github.com/casleader/casleader/healthz"
+	"github.com/casleader/casleader/metrics"
+	"github.com/casleader/casleader/store"
+)
+
+// Serve /metrics and /healthz for an elector, as `casleader run --listen` does:
+// instrument the store and the Config with both packages before casleader.New,
+// then let the metrics read the elector at every scrape.
+func Example() {
+	dir, err := os.MkdirTemp("", "casleader-metrics-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	db, err := store.OpenSQLite(filepath.Join(dir, "election.db"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+	st, err := store.NewSQLite(db, "")
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := st.CreateTable(context.Background()); err != nil {
+		log.Fatal(err)
+	}
+
+	cfg := casleader.Config{Key: "nightly-report", ID: "replica-1"}
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	hc := healthz.New(0) // unhealthy once a lead phase outlives the lease
+	el, err := casleader.New(hc.Instrument(m.Instrument(st, &cfg), &cfg), cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	m.Track(el)
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("GET /healthz", hc)
+	srv := httptest.NewServer(mux) // http.ListenAndServe(":9090", mux) in a real process
+	defer srv.Close()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	running := make(chan error, 1)
+	go func() { running <- el.Run(ctx) }()
+	for !el.IsLeader() {
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	resp, err := http.Get(srv.URL + "/healthz")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("/healthz:", resp.Status)
+	resp.Body.Close()
+	resp, err = http.Get(srv.URL + "/metrics")
+	if err != nil {
+		log.Fatal(err)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), "casleader_is_leader{") {
+			fmt.Println(sc.Text())
+		}
+	}
+	resp.Body.Close()
+
+	cancel()
+	if err := <-running; err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// /healthz: 200 OK
+	// casleader_is_leader{key="nightly-report"} 1
+}

@@ -1,0 +1,299 @@
+// Package metrics exports Prometheus metrics for casleader electors, so that the
+// core library does not depend on Prometheus.
+//
+// [Metrics.Instrument] wraps an elector's store and chains its Config callbacks
+// before the elector is created; [Metrics.Track] then lets the is-leader gauge read
+// [casleader.Elector.IsLeader] at every scrape, so the gauge turns 0 the moment the
+// elector stops trusting its leadership, even in a process whose elector goroutine
+// is stuck and sends no event:
+//
+//	reg := prometheus.NewRegistry()
+//	m, err := metrics.New(reg)
+//	...
+//	st := m.Instrument(sqlStore, &cfg)
+//	el, err := casleader.New(st, cfg)
+//	...
+//	m.Track(el)
+//	http.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+//
+// # Metrics
+//
+// Every series has the label key, the election key.
+//
+//	casleader_is_leader                        gauge: 1 while this process leads the election
+//	casleader_token                            gauge: fencing token of the current term, 0 when not leading
+//	casleader_leadership_transitions_total     counter, label transition: "started" or "stopped"
+//	casleader_renewal_duration_seconds         histogram: round-trip time of the leader's renewals
+//	casleader_renewal_failures_total           counter, label kind: why a renewal did not succeed
+//	casleader_store_errors_total               counter, labels op and kind: every failed store call
+//	casleader_leader_changes_total             counter: changes of the observed leader (a release counts)
+//
+// The kinds are those of package store's error sentinels ([KindTransient],
+// [KindNotWritable], [KindDeployment], [KindInvalidRow], [KindInvalidArgument]),
+// [KindOther] for unclassified errors, and, for renewals only, [KindLost]: the
+// renewal lost its compare-and-set (somebody else wrote the row; the elector then
+// settles with one read). A call that the elector itself cancelled (to resign,
+// pause or exit) is not a failure and is not counted, nor timed. Alert on
+// casleader_renewal_failures_total{kind="deployment"} and
+// casleader_store_errors_total{kind="deployment"}: an operator must act.
+//
+// Electors with the same key in one process (tests, mostly) share their series: the
+// counters add up and the gauges show the highest value.
+package metrics
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/casleader/casleader"
+	"github.com/casleader/casleader/internal/tap"
+	"github.com/casleader/casleader/store"
+)
+
+// Failure kinds, the values of the kind label.
+const (
+	KindLost            = "lost"             // a renewal lost its compare-and-set
+	KindTransient       = "transient"        // [store.ErrTransient]: timeout, reset, deadlock; retried
+	KindNotWritable     = "not_writable"     // [store.ErrNotWritable]: read-only server
+	KindDeployment      = "deployment"       // [store.ErrDeployment]: missing table, column or privilege
+	KindInvalidRow      = "invalid_row"      // [store.ErrInvalidRow]: a row casleader cannot have written
+	KindInvalidArgument = "invalid_argument" // [store.ErrInvalidArgument]
+	KindOther           = "other"            // an error that the store did not classify
+)
+
+// kinds lists every kind, for the series created up front.
+var kinds = []string{KindLost, KindTransient, KindNotWritable, KindDeployment, KindInvalidRow, KindInvalidArgument, KindOther}
+
+// ErrorKind returns the failure kind of a store error: one of the Kind constants
+// other than [KindLost], or "" for nil.
+func ErrorKind(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, store.ErrDeployment):
+		return KindDeployment
+	case errors.Is(err, store.ErrNotWritable):
+		return KindNotWritable
+	case errors.Is(err, store.ErrInvalidRow):
+		return KindInvalidRow
+	case errors.Is(err, store.ErrInvalidArgument):
+		return KindInvalidArgument
+	case errors.Is(err, store.ErrTransient), errors.Is(err, context.DeadlineExceeded):
+		return KindTransient
+	}
+	return KindOther
+}
+
+// Elector is what [Metrics.Track] reads at every scrape. [*casleader.Elector]
+// implements it.
+type Elector interface {
+	Key() string
+	ID() string
+	IsLeader() bool
+	Token() int64
+}
+
+var _ Elector = (*casleader.Elector)(nil)
+
+// Metrics collects the metrics of any number of electors. It is a
+// [prometheus.Collector]. Its methods are safe for concurrent use.
+type Metrics struct {
+	transitions   *prometheus.CounterVec
+	renewals      *prometheus.HistogramVec
+	renewFailures *prometheus.CounterVec
+	storeErrors   *prometheus.CounterVec
+	leaderChanges *prometheus.CounterVec
+	isLeader      *prometheus.Desc
+	token         *prometheus.Desc
+
+	mu       sync.Mutex
+	electors []*entry
+}
+
+// entry is one elector: instrumented (state), tracked (el), or both.
+type entry struct {
+	key, id string
+	state   *tap.State
+	el      Elector
+}
+
+// RenewalBuckets are the buckets of casleader_renewal_duration_seconds, in seconds:
+// from 1 ms to the default renew deadline.
+var RenewalBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+
+// New returns the metrics, registered with reg when reg is not nil (a nil reg
+// leaves registering to the caller: Metrics is a Collector). The error is reg's: a
+// collector with the same metric names is registered already.
+func New(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "casleader_leadership_transitions_total",
+			Help: "Leadership transitions of this process: transition=\"started\" when it became leader (OnStartedLeading), \"stopped\" when its leadership ended and its work was drained (OnStoppedLeading).",
+		}, []string{"key", "transition"}),
+		renewals: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "casleader_renewal_duration_seconds",
+			Help:    "Round-trip time of the leader's renewals (a compare-and-set on the election row), whatever their outcome.",
+			Buckets: RenewalBuckets,
+		}, []string{"key"}),
+		renewFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "casleader_renewal_failures_total",
+			Help: "Renewals that did not succeed, by kind: lost (compare-and-set lost), transient, not_writable, deployment, invalid_row, invalid_argument, other.",
+		}, []string{"key", "kind"}),
+		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "casleader_store_errors_total",
+			Help: "Store calls (observe, insert, elect, renew, release, handover) that returned an error, by operation and kind.",
+		}, []string{"key", "op", "kind"}),
+		leaderChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "casleader_leader_changes_total",
+			Help: "Changes of the leader observed by this process (a released lease counts as a change to no leader).",
+		}, []string{"key"}),
+		isLeader: prometheus.NewDesc("casleader_is_leader",
+			"1 while this process leads the election (Elector.IsLeader at scrape time), else 0.",
+			[]string{"key"}, nil),
+		token: prometheus.NewDesc("casleader_token",
+			"Fencing token (term) of this process's current leadership, 0 when it does not lead.",
+			[]string{"key"}, nil),
+	}
+	if reg != nil {
+		if err := reg.Register(m); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// Instrument returns st wrapped so that its calls are measured, and chains cfg's
+// callbacks (OnStartedLeading, OnStoppedLeading, OnNewLeader) so that transitions
+// and leader changes are counted; the callbacks cfg had are still called, after the
+// metrics are updated. Call it after setting cfg's callbacks: a callback set
+// afterwards replaces the instrumentation. It gives cfg an ID (casleader.DefaultID)
+// when it has none. Pass the returned store and cfg to casleader.New, then the
+// elector to [Metrics.Track].
+//
+// Without Track the is-leader gauge is derived from the events: 1 from
+// OnStartedLeading until OnStoppedLeading or until RenewDeadline after the last
+// successful renewal, whichever comes first.
+func (m *Metrics) Instrument(st casleader.Store, cfg *casleader.Config) casleader.Store {
+	key := cfg.Key
+	m.init(key)
+	wrapped, state := tap.Instrument(st, cfg, tap.Hooks{
+		Call:      func(c tap.Call) { m.call(c) },
+		Started:   func(int64) { m.transitions.WithLabelValues(key, "started").Inc() },
+		Stopped:   func() { m.transitions.WithLabelValues(key, "stopped").Inc() },
+		NewLeader: func(string) { m.leaderChanges.WithLabelValues(key).Inc() },
+	})
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.electors = append(m.electors, &entry{key: key, id: cfg.ID, state: state})
+	return wrapped
+}
+
+// Track makes the is-leader and token gauges read el at every scrape. el is
+// matched with the instrumented elector of the same key and ID; an elector that
+// was not instrumented gets the gauges alone.
+func (m *Metrics) Track(el Elector) {
+	key, id := el.Key(), el.ID()
+	m.init(key)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, e := range m.electors {
+		if e.key == key && e.id == id && e.el == nil {
+			e.el = el
+			return
+		}
+	}
+	m.electors = append(m.electors, &entry{key: key, id: id, el: el})
+}
+
+// init creates the counters of key at zero, so that rates and increases work from
+// the first scrape.
+func (m *Metrics) init(key string) {
+	m.transitions.WithLabelValues(key, "started")
+	m.transitions.WithLabelValues(key, "stopped")
+	m.leaderChanges.WithLabelValues(key)
+	for _, k := range kinds {
+		m.renewFailures.WithLabelValues(key, k)
+	}
+}
+
+// call accounts for one store call.
+func (m *Metrics) call(c tap.Call) {
+	if c.Cancelled {
+		return // the elector stopped it: not the database's doing
+	}
+	kind := ErrorKind(c.Err)
+	if kind != "" {
+		m.storeErrors.WithLabelValues(c.Key, c.Op, kind).Inc()
+	}
+	if c.Op != tap.OpRenew {
+		return
+	}
+	m.renewals.WithLabelValues(c.Key).Observe(c.Duration.Seconds())
+	if kind == "" && !c.Swapped {
+		kind = KindLost
+	}
+	if kind != "" {
+		m.renewFailures.WithLabelValues(c.Key, kind).Inc()
+	}
+}
+
+// Describe implements [prometheus.Collector].
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	m.transitions.Describe(ch)
+	m.renewals.Describe(ch)
+	m.renewFailures.Describe(ch)
+	m.storeErrors.Describe(ch)
+	m.leaderChanges.Describe(ch)
+	ch <- m.isLeader
+	ch <- m.token
+}
+
+// Collect implements [prometheus.Collector]. The gauges are read now: from the
+// tracked elector, or derived from the events.
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	m.transitions.Collect(ch)
+	m.renewals.Collect(ch)
+	m.renewFailures.Collect(ch)
+	m.storeErrors.Collect(ch)
+	m.leaderChanges.Collect(ch)
+
+	type gauges struct{ leader, token float64 }
+	byKey := map[string]gauges{}
+	now := time.Now()
+	m.mu.Lock()
+	for _, e := range m.electors {
+		var leading bool
+		var token int64
+		if e.el != nil {
+			token = e.el.Token()
+			leading = e.el.IsLeader()
+			if !leading {
+				token = 0
+			}
+		} else if snap := e.state.Snapshot(); snap.Trusted(now) {
+			leading, token = true, snap.Token
+		}
+		g := byKey[e.key]
+		if leading {
+			g.leader = 1
+		}
+		g.token = max(g.token, float64(token))
+		byKey[e.key] = g
+	}
+	m.mu.Unlock()
+	keys := make([]string, 0, len(byKey))
+	for k := range byKey {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		g := byKey[k]
+		ch <- prometheus.MustNewConstMetric(m.isLeader, prometheus.GaugeValue, g.leader, k)
+		ch <- prometheus.MustNewConstMetric(m.token, prometheus.GaugeValue, g.token, k)
+	}
+}

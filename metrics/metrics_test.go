@@ -1,0 +1,483 @@
+package metrics_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/casleader/casleader"
+	"github.com/casleader/casleader/internal/memstore"
+	"github.com/casleader/casleader/metrics"
+	"github.com/casleader/casleader/store"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var _ prometheus.Collector = (*metrics.Metrics)(nil)
+
+const (
+	lease     = 400 * time.Millisecond
+	renewDL   = 250 * time.Millisecond
+	heartbeat = 60 * time.Millisecond
+	poll      = 100 * time.Millisecond
+)
+
+func cfg(id string) casleader.Config {
+	return casleader.Config{
+		Key: "k", ID: id,
+		LeaseDuration: lease, RenewDeadline: renewDL, HeartbeatInterval: heartbeat, PollInterval: poll,
+	}
+}
+
+// instrumented is one process: an elector on st with its own registry.
+type instrumented struct {
+	reg *prometheus.Registry
+	m   *metrics.Metrics
+	el  *casleader.Elector
+}
+
+func newInstrumented(t *testing.T, st casleader.Store, c casleader.Config, track bool) *instrumented {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg)
+	require.NoError(t, err)
+	el, err := casleader.New(m.Instrument(st, &c), c)
+	require.NoError(t, err)
+	if track {
+		m.Track(el)
+	}
+	return &instrumented{reg: reg, m: m, el: el}
+}
+
+// run starts Run and returns a function that ends it and returns its error.
+func (p *instrumented) run(t *testing.T) (stop func() error) {
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- p.el.Run(ctx) }()
+	var once sync.Once
+	var err error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			err = <-done
+		})
+		return err
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop
+}
+
+// find returns the series name{labels} gathered from g, or nil.
+func find(t *testing.T, g prometheus.Gatherer, name string, labels ...string) *dto.Metric {
+	t.Helper()
+	families, err := g.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	series:
+		for _, s := range f.GetMetric() {
+			have := map[string]string{}
+			for _, l := range s.GetLabel() {
+				have[l.GetName()] = l.GetValue()
+			}
+			for i := 0; i+1 < len(labels); i += 2 {
+				if have[labels[i]] != labels[i+1] {
+					continue series
+				}
+			}
+			return s
+		}
+	}
+	return nil
+}
+
+// value returns the value of a gauge or counter series; a missing series fails t.
+func value(t *testing.T, g prometheus.Gatherer, name string, labels ...string) float64 {
+	t.Helper()
+	s := find(t, g, name, labels...)
+	require.NotNil(t, s, "no series %s%v", name, labels)
+	switch {
+	case s.Gauge != nil:
+		return s.Gauge.GetValue()
+	case s.Counter != nil:
+		return s.Counter.GetValue()
+	}
+	t.Fatalf("%s%v is neither a gauge nor a counter", name, labels)
+	return 0
+}
+
+func renewals(t *testing.T, g prometheus.Gatherer) uint64 {
+	t.Helper()
+	s := find(t, g, "casleader_renewal_duration_seconds")
+	if s == nil {
+		return 0
+	}
+	return s.GetHistogram().GetSampleCount()
+}
+
+func failures(t *testing.T, g prometheus.Gatherer, kind string) float64 {
+	t.Helper()
+	return value(t, g, "casleader_renewal_failures_total", "key", "k", "kind", kind)
+}
+
+func totalFailures(t *testing.T, g prometheus.Gatherer) float64 {
+	t.Helper()
+	sum := 0.0
+	for _, k := range []string{metrics.KindLost, metrics.KindTransient, metrics.KindNotWritable,
+		metrics.KindDeployment, metrics.KindInvalidRow, metrics.KindInvalidArgument, metrics.KindOther} {
+		sum += failures(t, g, k)
+	}
+	return sum
+}
+
+func TestLeadershipIsCountedAndGaugedFromElectionToResign(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		c := cfg("a")
+		var userStarted, userStopped atomic.Int64
+		c.OnStartedLeading = func(ctx context.Context, token int64) { userStarted.Store(token) }
+		c.OnStoppedLeading = func() { userStopped.Add(1) }
+		p := newInstrumented(t, st, c, true)
+
+		assert.Zero(t, value(t, p.reg, "casleader_is_leader", "key", "k"), "a gauge from the start")
+		assert.Zero(t, value(t, p.reg, "casleader_leadership_transitions_total", "key", "k", "transition", "started"))
+
+		stop := p.run(t)
+		time.Sleep(time.Millisecond)
+		require.True(t, p.el.IsLeader())
+		synctest.Wait()
+		assert.Equal(t, 1.0, value(t, p.reg, "casleader_is_leader", "key", "k"))
+		assert.Equal(t, float64(p.el.Token()), value(t, p.reg, "casleader_token", "key", "k"))
+		assert.Equal(t, 1.0, value(t, p.reg, "casleader_leadership_transitions_total", "key", "k", "transition", "started"))
+		assert.Equal(t, p.el.Token(), userStarted.Load(), "the user's OnStartedLeading is still called")
+
+		time.Sleep(5 * heartbeat)
+		assert.GreaterOrEqual(t, renewals(t, p.reg), uint64(4), "every renewal is timed")
+		assert.Zero(t, totalFailures(t, p.reg))
+
+		require.NoError(t, stop())
+		assert.Zero(t, value(t, p.reg, "casleader_is_leader", "key", "k"))
+		assert.Zero(t, value(t, p.reg, "casleader_token", "key", "k"))
+		assert.Equal(t, 1.0, value(t, p.reg, "casleader_leadership_transitions_total", "key", "k", "transition", "stopped"))
+		assert.Equal(t, int64(1), userStopped.Load(), "the user's OnStoppedLeading is still called")
+		assert.Zero(t, totalFailures(t, p.reg))
+	})
+}
+
+func TestRenewalFailuresAreCountedByKind(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		p := newInstrumented(t, st, cfg("a"), true)
+		stop := p.run(t)
+		time.Sleep(time.Millisecond)
+		require.True(t, p.el.IsLeader())
+		token := p.el.Token()
+
+		for _, tc := range []struct {
+			kind string
+			err  error
+		}{
+			{metrics.KindTransient, fmt.Errorf("%w: connection reset", store.ErrTransient)},
+			{metrics.KindNotWritable, fmt.Errorf("%w: read-only", store.ErrNotWritable)},
+			{metrics.KindOther, errors.New("something unclassified")},
+		} {
+			st.FailNext(memstore.OpRenew, tc.err)
+			time.Sleep(heartbeat)
+			synctest.Wait()
+			assert.Equal(t, 1.0, failures(t, p.reg, tc.kind), tc.kind)
+			assert.Equal(t, 1.0, value(t, p.reg, "casleader_store_errors_total", "key", "k", "op", "renew", "kind", tc.kind), tc.kind)
+			require.True(t, p.el.IsLeader(), "one failed renewal does not end leadership")
+		}
+
+		// A write the leader did not make bumps the version: its next renewal loses
+		// its compare-and-set, and one read shows the lease is still its own.
+		synctest.Wait()
+		rec, found, err := st.Observe(t.Context(), "k")
+		require.NoError(t, err)
+		require.True(t, found)
+		rec.Version += 5
+		rec.Age = 0
+		st.Put(rec)
+		time.Sleep(heartbeat)
+		synctest.Wait()
+		assert.Equal(t, 1.0, failures(t, p.reg, metrics.KindLost))
+		require.True(t, p.el.IsLeader())
+		assert.Equal(t, token, p.el.Token())
+
+		st.FailNext(memstore.OpRenew, fmt.Errorf("%w: table is gone", store.ErrDeployment))
+		time.Sleep(heartbeat)
+		synctest.Wait()
+		assert.Equal(t, 1.0, failures(t, p.reg, metrics.KindDeployment))
+		assert.Equal(t, 1.0, value(t, p.reg, "casleader_store_errors_total", "key", "k", "op", "renew", "kind", metrics.KindDeployment))
+		assert.Zero(t, value(t, p.reg, "casleader_is_leader", "key", "k"))
+		require.ErrorIs(t, stop(), store.ErrDeployment)
+		assert.Equal(t, 5.0, totalFailures(t, p.reg))
+	})
+}
+
+func TestRenewalCancelledByResignIsNotAFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		p := newInstrumented(t, st, cfg("a"), true)
+		stop := p.run(t)
+		time.Sleep(time.Millisecond)
+		require.True(t, p.el.IsLeader())
+		st.SetDelay(memstore.OpRenew, time.Hour)
+		time.Sleep(heartbeat + time.Millisecond) // a renewal is in flight
+		synctest.Wait()
+		before := renewals(t, p.reg)
+		require.NoError(t, p.el.Resign(t.Context()))
+		assert.False(t, p.el.IsLeader())
+		synctest.Wait()
+		assert.Zero(t, totalFailures(t, p.reg))
+		assert.Nil(t, find(t, p.reg, "casleader_store_errors_total"), "no store error at all")
+		assert.Equal(t, before, renewals(t, p.reg), "a cancelled renewal is not timed")
+		require.NoError(t, stop())
+	})
+}
+
+func TestIsLeaderGaugeTurnsZeroAtTheDeadlineWithoutAnyEvent(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		track bool
+		// stall makes leadership end at the renew deadline with no event before
+		// the check; release undoes it.
+		stall func(st *memstore.Store, c *casleader.Config) (release func())
+	}{
+		{
+			// The elector's goroutine blocks right after it became leader: no
+			// renewal, no callback, like a frozen process. Only IsLeader knows.
+			name: "FrozenElectorTracked", track: true,
+			stall: func(st *memstore.Store, c *casleader.Config) func() {
+				frozen := make(chan struct{})
+				var once sync.Once
+				c.OnNewLeader = func(id string) {
+					if id == "a" {
+						once.Do(func() { <-frozen })
+					}
+				}
+				return func() { close(frozen) }
+			},
+		},
+		{
+			// Renewals hang until the deadline, and the work ignores its context,
+			// so OnStoppedLeading comes only after DrainTimeout.
+			name: "HangingRenewalsTracked", track: true, stall: hangRenewals,
+		},
+		{name: "HangingRenewalsDerivedFromEvents", track: false, stall: hangRenewals},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				st := memstore.New()
+				c := cfg("a")
+				release := tc.stall(st, &c)
+				p := newInstrumented(t, st, c, tc.track)
+				stop := p.run(t)
+				start := time.Now()
+				time.Sleep(time.Millisecond)
+				synctest.Wait()
+				require.True(t, p.el.IsLeader())
+				assert.Equal(t, 1.0, value(t, p.reg, "casleader_is_leader", "key", "k"))
+				time.Sleep(renewDL - time.Since(start))
+				synctest.Wait()
+				require.False(t, p.el.IsLeader())
+				assert.Zero(t, value(t, p.reg, "casleader_is_leader", "key", "k"), "the gauge must follow IsLeader")
+				assert.Zero(t, value(t, p.reg, "casleader_token", "key", "k"))
+				assert.Zero(t, value(t, p.reg, "casleader_leadership_transitions_total", "key", "k", "transition", "stopped"),
+					"OnStoppedLeading has not been called yet")
+				release()
+				require.NoError(t, stop())
+			})
+		})
+	}
+}
+
+// hangRenewals makes every renewal after the election hang and OnStartedLeading
+// ignore its context until released.
+func hangRenewals(st *memstore.Store, c *casleader.Config) func() {
+	st.SetDelay(memstore.OpRenew, time.Hour)
+	done := make(chan struct{})
+	c.OnStartedLeading = func(context.Context, int64) { <-done }
+	return func() { close(done) }
+}
+
+func TestObservedLeaderChangesAreCountedAndCallbacksChained(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		var seenA, seenB atomic.Int64
+		ca, cb := cfg("a"), cfg("b")
+		ca.OnNewLeader = func(string) { seenA.Add(1) }
+		cb.OnNewLeader = func(string) { seenB.Add(1) }
+		a := newInstrumented(t, st, ca, true)
+		stopA := a.run(t)
+		time.Sleep(time.Millisecond)
+		require.True(t, a.el.IsLeader())
+		b := newInstrumented(t, st, cb, true)
+		b.run(t)
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		require.Equal(t, "a", b.el.Leader())
+		assert.Equal(t, 1.0, value(t, b.reg, "casleader_leader_changes_total", "key", "k"))
+
+		require.NoError(t, stopA()) // a resigns; b takes over
+		for !b.el.IsLeader() {
+			time.Sleep(poll)
+		}
+		synctest.Wait()
+		assert.GreaterOrEqual(t, seenB.Load(), int64(2))
+		assert.Equal(t, float64(seenB.Load()), value(t, b.reg, "casleader_leader_changes_total", "key", "k"),
+			"every change the elector reported is counted")
+		assert.Equal(t, float64(seenA.Load()), value(t, a.reg, "casleader_leader_changes_total", "key", "k"))
+		assert.Equal(t, 1.0, value(t, b.reg, "casleader_is_leader", "key", "k"))
+		assert.Zero(t, value(t, a.reg, "casleader_is_leader", "key", "k"))
+	})
+}
+
+func TestElectorsWithOneKeyShareTheirSeries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		reg := prometheus.NewRegistry()
+		m, err := metrics.New(reg)
+		require.NoError(t, err)
+		var els []*casleader.Elector
+		for _, id := range []string{"a", "b"} {
+			c := cfg(id)
+			el, err := casleader.New(m.Instrument(st, &c), c)
+			require.NoError(t, err)
+			m.Track(el)
+			els = append(els, el)
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan error, 1)
+			go func() { done <- el.Run(ctx) }()
+			t.Cleanup(func() { cancel(); <-done })
+			time.Sleep(time.Millisecond)
+		}
+		synctest.Wait()
+		require.True(t, els[0].IsLeader())
+		assert.Equal(t, 1.0, value(t, reg, "casleader_is_leader", "key", "k"), "one of them leads")
+		assert.Equal(t, float64(els[0].Token()), value(t, reg, "casleader_token", "key", "k"))
+		problems, err := testutil.GatherAndLint(reg)
+		require.NoError(t, err)
+		assert.Empty(t, problems)
+	})
+}
+
+func TestNewReportsADuplicateRegistrationInsteadOfPanicking(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	_, err := metrics.New(reg)
+	require.NoError(t, err)
+	_, err = metrics.New(reg)
+	var are prometheus.AlreadyRegisteredError
+	assert.ErrorAs(t, err, &are)
+
+	m, err := metrics.New(nil)
+	require.NoError(t, err)
+	require.NoError(t, prometheus.NewRegistry().Register(m), "a Metrics from New(nil) can be registered by the caller")
+}
+
+func TestMetricsPassTheLinter(t *testing.T) {
+	m, err := metrics.New(nil)
+	require.NoError(t, err)
+	c := cfg("a")
+	m.Instrument(memstore.New(), &c)
+	problems, err := testutil.CollectAndLint(m)
+	require.NoError(t, err)
+	assert.Empty(t, problems)
+}
+
+func TestInstrumentGivesTheConfigAnID(t *testing.T) {
+	m, err := metrics.New(nil)
+	require.NoError(t, err)
+	c := casleader.Config{Key: "k"}
+	m.Instrument(memstore.New(), &c)
+	assert.NotEmpty(t, c.ID, "the decorator must know the candidate before New defaults it")
+	el, err := casleader.New(memstore.New(), c)
+	require.NoError(t, err)
+	assert.Equal(t, c.ID, el.ID())
+}
+
+func TestErrorKind(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{nil, ""},
+		{fmt.Errorf("renew: %w", store.ErrTransient), metrics.KindTransient},
+		{fmt.Errorf("renew: %w", context.DeadlineExceeded), metrics.KindTransient},
+		{fmt.Errorf("renew: %w", store.ErrNotWritable), metrics.KindNotWritable},
+		{fmt.Errorf("renew: %w", store.ErrDeployment), metrics.KindDeployment},
+		{fmt.Errorf("observe: %w", store.ErrInvalidRow), metrics.KindInvalidRow},
+		{fmt.Errorf("renew: %w", store.ErrInvalidArgument), metrics.KindInvalidArgument},
+		{errors.New("driver: bad things"), metrics.KindOther},
+		// A deployment error wins over the transient marker of its cause.
+		{fmt.Errorf("%w: %w", store.ErrDeployment, store.ErrTransient), metrics.KindDeployment},
+	} {
+		assert.Equal(t, tc.want, metrics.ErrorKind(tc.err), "%v", tc.err)
+	}
+}
+
+// The endpoint a process serves: a real HTTP round trip through promhttp.
+func TestMetricsAreServedOverHTTP(t *testing.T) {
+	st := memstore.New()
+	c := casleader.Config{Key: "served", ID: "a", LeaseDuration: 2 * time.Second, RenewDeadline: time.Second,
+		HeartbeatInterval: 100 * time.Millisecond, PollInterval: 200 * time.Millisecond}
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg)
+	require.NoError(t, err)
+	el, err := casleader.New(m.Instrument(st, &c), c)
+	require.NoError(t, err)
+	m.Track(el)
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	defer srv.Close()
+
+	get := func() string {
+		resp, err := srv.Client().Get(srv.URL)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return string(b)
+	}
+	assert.Contains(t, get(), `casleader_is_leader{key="served"} 0`)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- el.Run(ctx) }()
+	require.Eventually(t, el.IsLeader, 10*time.Second, 5*time.Millisecond)
+	for deadline := time.Now().Add(10 * time.Second); renewals(t, reg) == 0; {
+		require.True(t, time.Now().Before(deadline), "no renewal timed within 10s")
+		time.Sleep(5 * time.Millisecond)
+	}
+	token := el.Token()
+	body := get()
+	if el.IsLeader() && el.Token() == token { // still the same term after the scrape
+		assert.Contains(t, body, `casleader_is_leader{key="served"} 1`)
+		assert.Contains(t, body, fmt.Sprintf(`casleader_token{key="served"} %d`, token))
+		assert.Contains(t, body, `casleader_leadership_transitions_total{key="served",transition="started"} 1`)
+	}
+	cancel()
+	require.NoError(t, <-done)
+	body = get()
+	assert.Contains(t, body, `casleader_is_leader{key="served"} 0`)
+	assert.Contains(t, body, `casleader_leadership_transitions_total{key="served",transition="stopped"} 1`)
+	assert.Contains(t, body, `# TYPE casleader_renewal_duration_seconds histogram`)
+}
