@@ -111,7 +111,7 @@ func mysqlDriverDSN(rest string) (string, error) {
 		return "", fmt.Errorf("%w: MySQL URL: %w: use mysql://user:pass@host:3306/db (percent-encode special characters in the password)", errBadDSN, redactError(err, "mysql://"+rest))
 	}
 	q := u.Query()
-	netw, addr := "tcp", u.Host
+	var netw, addr string
 	if sock := q.Get("socket"); sock != "" {
 		netw, addr = "unix", sock
 		q.Del("socket")
@@ -123,7 +123,7 @@ func mysqlDriverDSN(rest string) (string, error) {
 		if port == "" {
 			port = "3306"
 		}
-		addr = net.JoinHostPort(host, port)
+		netw, addr = "tcp", net.JoinHostPort(host, port)
 	}
 	db := strings.TrimPrefix(u.Path, "/")
 	if strings.Contains(db, "/") {

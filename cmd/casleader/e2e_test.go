@@ -222,7 +222,7 @@ func TestStatusShowsLeaderTermAgeAndState(t *testing.T) {
 	forEachDB(t, func(t *testing.T, db testDB) {
 		migrate(t, db)
 		dir := t.TempDir()
-		key, done := testdb.Name(t), testdb.Name(t)+"_done"
+		key, done := "a-live", "b-released" // the table is the test's own
 		startRun(t, db, key, "cand-A", dir)
 		first := waitChildLines(t, filepath.Join(dir, "child.log"), "start", 1)[0]
 
@@ -528,5 +528,113 @@ func TestDemoShowsATakeoverAndAHandover(t *testing.T) {
 	}
 	if _, err := os.Stat(m[1]); !os.IsNotExist(err) {
 		t.Fatalf("demo left its temporary directory %s behind (%v)", m[1], err)
+	}
+}
+
+func TestRunKillsAChildThatIgnoresSIGTERMAfterTheGrace(t *testing.T) {
+	forEachDB(t, func(t *testing.T, db testDB) {
+		migrate(t, db)
+		dir := t.TempDir()
+		log := filepath.Join(dir, "child.log")
+		key := testdb.Name(t)
+		procs := map[string]*proc{
+			"cand-A": startRun(t, db, key, "cand-A", dir, "CHILD_IGNORE_TERM=1"),
+			"cand-B": startRun(t, db, key, "cand-B", dir, "CHILD_IGNORE_TERM=1"),
+		}
+		first := waitChildLines(t, log, "start", 1)[0]
+		must(t, append(db.args(), "resign", "--key", key)...)
+		second := waitChildLines(t, log, "start", 2)[1]
+		if second.id == first.id || second.token <= first.token {
+			t.Fatalf("after the resign: child %+v, first %+v", second, first)
+		}
+		if !processGone(first.pid) {
+			t.Fatalf("the first child (pid %d) still runs after the next one started", first.pid)
+		}
+		assertNoOverlap(t, log)
+		if sigs := linesOf(readChildLog(t, log), "signal"); len(sigs) != 1 || sigs[0].token != first.token {
+			t.Fatalf("the first child did not get SIGTERM first:\n%s", readFile(log))
+		}
+		if !strings.Contains(procs[first.id].stderr.String(), "sending SIGKILL") {
+			t.Fatalf("run does not say that it sent SIGKILL:\n%s", procs[first.id].stderr)
+		}
+	})
+}
+
+func TestRunFrozenLeaderLosesItsChildBeforeTheTakeover(t *testing.T) {
+	forEachDB(t, func(t *testing.T, db testDB) {
+		migrate(t, db)
+		dir := t.TempDir()
+		log := filepath.Join(dir, "child.log")
+		key := testdb.Name(t)
+		procs := map[string]*proc{
+			"cand-A": startRun(t, db, key, "cand-A", dir),
+			"cand-B": startRun(t, db, key, "cand-B", dir),
+		}
+		first := waitChildLines(t, log, "start", 1)[0]
+		frozen := procs[first.id]
+		other := "cand-A"
+		if first.id == "cand-A" {
+			other = "cand-B"
+		}
+		// Freeze the leading casleader (not its child): it can neither renew nor stop
+		// the child. Its supervisor must kill the child before the lease can pass.
+		frozen.signal(syscall.SIGSTOP)
+		second := waitChildLines(t, log, "start", 2)[1]
+		if second.id != other || second.token <= first.token {
+			t.Fatalf("after freezing %s: child %+v, first %+v", first.id, second, first)
+		}
+		if !processGone(first.pid) {
+			t.Fatalf("the frozen leader's child (pid %d) still runs after the next one started", first.pid)
+		}
+		assertNoOverlap(t, log)
+
+		// Thawed, the old leader finds its lease gone and follows; it does not exit.
+		frozen.signal(syscall.SIGCONT)
+		waitFor(t, "the thawed leader to step down", func() bool {
+			return strings.Contains(frozen.stderr.String(), "leadership ended")
+		}, func() string { return frozen.stderr.String() })
+		time.Sleep(500 * time.Millisecond)
+		select {
+		case <-frozen.done:
+			t.Fatalf("the thawed leader exited with %d instead of following", frozen.code)
+		default:
+		}
+		if row := status(t, db, key); row.Leader != other || row.Term != second.token {
+			t.Fatalf("status after the thaw: %+v", row)
+		}
+		assertNoOverlap(t, log)
+		if starts := linesOf(readChildLog(t, log), "start"); len(starts) != 2 {
+			t.Fatalf("children started: %v", starts)
+		}
+	})
+}
+
+func TestStatusShowsAnInvalidRowAndTheOthers(t *testing.T) {
+	t.Parallel()
+	db := newTestDB(t, "sqlite")
+	migrate(t, db)
+	path := strings.TrimPrefix(db.dsn, "sqlite://")
+	sq, err := store.OpenSQLite(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sq.Close()
+	now := time.Now().UnixMicro()
+	for _, q := range []string{
+		`INSERT INTO ` + db.table + ` VALUES ('a-good', 3, 'x', 2, ?, '', 0, ?, ?)`,
+		`INSERT INTO ` + db.table + ` VALUES ('b-bad', 0, 'x', 2, ?, '', 0, ?, ?)`, // version 0: never written
+	} {
+		if _, err := sq.Exec(q, now, now, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := runCL(t, nil, append(db.args(), "status")...)
+	if r.code != exitDatabase || !strings.Contains(r.stdout, "a-good") || !strings.Contains(r.stdout, "INVALID ROW") || !strings.Contains(r.stderr, "fix or delete") {
+		t.Fatalf("status with an invalid row: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	r = runCL(t, nil, append(db.args(), "status", "--json", "--key", "b-bad")...)
+	var row statusRow
+	if err := json.Unmarshal([]byte(r.stdout), &row); err != nil || row.Invalid == "" {
+		t.Fatalf("status --json of the invalid row: %q (%v)", r.stdout, err)
 	}
 }

@@ -18,12 +18,14 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"flag"
 	"fmt"
 	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,20 +38,28 @@ import (
 	"github.com/casleader/casleader/internal/testdb"
 )
 
-// binary is the casleader executable built by TestMain.
-var binary string
+// clBinary is the casleader executable built by TestMain.
+var clBinary string
 
 func TestMain(m *testing.M) {
 	if os.Getenv("CASLEADER_E2E_CHILD") == "1" {
 		os.Exit(childMain())
+	}
+	// The tests mostly wait for processes and leases, not for the CPU: unless -parallel
+	// is given, run more of them at once than the default GOMAXPROCS.
+	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit {
+		_ = flag.Set("test.parallel", strconv.Itoa(max(runtime.GOMAXPROCS(0), 8)))
 	}
 	dir, err := os.MkdirTemp("", "casleader-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	binary = filepath.Join(dir, "casleader")
-	args := []string{"build", "-o", binary}
+	clBinary = filepath.Join(dir, "casleader")
+	args := []string{"build", "-o", clBinary}
 	if raceEnabled {
 		args = append(args, "-race")
 	}
@@ -80,6 +90,7 @@ const waitLimit = 30 * time.Second
 //	CHILD_LOCK      file to flock exclusively (another live child holds it: "overlap")
 //	CHILD_EXIT      exit with this code right after starting
 //	CHILD_TERM_EXIT exit code after SIGTERM, SIGINT or SIGHUP (default 0)
+//	CHILD_IGNORE_TERM=1  log those signals but keep running (only SIGKILL ends it)
 func childMain() int {
 	token, id := os.Getenv("CASLEADER_TOKEN"), os.Getenv("CASLEADER_LEADER_ID")
 	logLine := func(format string, args ...any) {
@@ -110,11 +121,15 @@ func childMain() int {
 		logLine("exit token=%s id=%s", token, id)
 		return n
 	}
-	select {
-	case sig := <-sigc:
-		logLine("signal %s token=%s id=%s", sig, token, id)
-	case <-time.After(5 * time.Minute): // never outlive a broken test
-		logLine("timeout token=%s id=%s", token, id)
+	for waiting := true; waiting; {
+		select {
+		case sig := <-sigc:
+			logLine("signal %s token=%s id=%s", sig, token, id)
+			waiting = os.Getenv("CHILD_IGNORE_TERM") == "1"
+		case <-time.After(5 * time.Minute): // never outlive a broken test
+			logLine("timeout token=%s id=%s", token, id)
+			waiting = false
+		}
 	}
 	n, _ := strconv.Atoi(os.Getenv("CHILD_TERM_EXIT"))
 	return n
@@ -231,8 +246,9 @@ type testDB struct {
 // args returns the --dsn and --table flags.
 func (d testDB) args() []string { return []string{"--dsn", d.dsn, "--table", d.table} }
 
-// forEachDB runs f as a parallel subtest per database.
+// forEachDB runs f as a parallel subtest per database, in parallel with other tests.
 func forEachDB(t *testing.T, f func(t *testing.T, db testDB)) {
+	t.Parallel()
 	for _, kind := range []string{"sqlite", "mysql", "postgres"} {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
@@ -337,7 +353,7 @@ func (s *syncBuffer) String() string {
 // test's own environment is removed). It is killed when the test ends.
 func start(t *testing.T, name string, env []string, args ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
+	cmd := exec.Command(clBinary, args...)
 	cmd.Dir = t.TempDir()
 	cmd.Env = append(cleanEnv(), env...)
 	p := &proc{t: t, name: name, cmd: cmd, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
@@ -365,6 +381,9 @@ func start(t *testing.T, name string, env []string, args ...string) *proc {
 				<-p.done
 			}
 		}
+		if strings.Contains(p.stderr.String(), "DATA RACE") {
+			t.Errorf("%s: the race detector reported a data race", p.name)
+		}
 		if t.Failed() {
 			t.Logf("%s: casleader %s\nexit %d\nstdout:\n%s\nstderr:\n%s", p.name, strings.Join(args, " "), p.code, p.stdout, p.stderr)
 		}
@@ -372,10 +391,17 @@ func start(t *testing.T, name string, env []string, args ...string) *proc {
 	return p
 }
 
+// cleanEnv returns the test's environment without CASLEADER_DSN, and with the race
+// detector's exit delay (1 s by default, in every process built with -race: casleader,
+// its supervisor and the test child) cut short.
 func cleanEnv() []string {
-	var env []string
+	env := []string{"GORACE=atexit_sleep_ms=10"}
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "CASLEADER_DSN=") && !strings.HasPrefix(kv, "CASLEADER_E2E_CHILD=") {
+		switch {
+		case strings.HasPrefix(kv, "CASLEADER_DSN="), strings.HasPrefix(kv, "CASLEADER_E2E_CHILD="):
+		case strings.HasPrefix(kv, "GORACE="):
+			env[0] = kv + " atexit_sleep_ms=10"
+		default:
 			env = append(env, kv)
 		}
 	}

@@ -39,8 +39,11 @@ The child runs in its own process group (it cannot read from the terminal).
     lease could pass to another candidate (it must be less than lease - renew), so
     the child is gone before another one can start. A step-down request releases the
     lease only after the child is gone.
-  - If casleader itself dies (even of SIGKILL), the child's group is killed at once
-    by a small supervisor process that notices casleader's death.
+  - A small supervisor process (casleader's own binary) stands between casleader and
+    the child. If casleader dies (even of SIGKILL), it kills the child's group at once.
+    If casleader is frozen (SIGSTOP, a paused VM, heavy swapping) and stops
+    confirming that it leads, it kills the group with SIGKILL 7/8 of (lease - renew)
+    after the last confirmation, before another candidate can take over.
   - SIGINT, SIGTERM and SIGHUP are forwarded to the child's group; before a child
     runs they make casleader exit (128+N).
   - When the child exits, casleader terminates what is left of its process group,
@@ -49,6 +52,10 @@ The child runs in its own process group (it cannot read from the terminal).
   - After losing leadership casleader stays a candidate and runs the command again
     when it is elected again, unless --exit-on-loss is given (exit code 4).
 Processes that leave the child's process group (setsid, daemons) are not tracked.
+
+At start, casleader checks the table: it exits 3 when the database cannot be reached
+or the table is missing (run 'casleader migrate'). Later outages are retried: the
+leader stops (and terminates the child) at the renew deadline, and campaigns again.
 
 Timing: heartbeat < renew < lease. The leader trusts its lease for --renew after the
 send time of its last successful renewal; followers take over --lease after it, by
@@ -104,7 +111,8 @@ func cmdRun(a *app, args []string) error {
 	}
 	defer d.close()
 	r := &runner{log: a.log.With("key", *key, "id", *id), key: *key, id: *id, argv: argv, self: self,
-		grace: *grace, exitOnLoss: *exitOnLoss, cancel: cancel}
+		grace: *grace, exitOnLoss: *exitOnLoss, cancel: cancel,
+		killAfter: (*lease - *renew) * 7 / 8, keepEvery: max((*lease-*renew)/16, 5*time.Millisecond)}
 	el, err := casleader.New(d.st, casleader.Config{
 		Key:               *key,
 		ID:                *id,
@@ -122,6 +130,7 @@ func cmdRun(a *app, args []string) error {
 	if err != nil {
 		return failf("%v", err)
 	}
+	r.isLeader = el.IsLeader
 	if err := a.check(ctx, d); err != nil {
 		return err
 	}
@@ -143,8 +152,11 @@ func cmdRun(a *app, args []string) error {
 	<-forwarded
 
 	r.mu.Lock()
-	finished, code, msg := r.finished, r.code, r.msg
+	finished, code, msg, token := r.finished, r.code, r.msg, r.token
 	r.mu.Unlock()
+	if runErr == nil && token != 0 {
+		r.releaseLeftover(d.st, token)
+	}
 	switch {
 	case runErr != nil:
 		return a.storeError("election "+fmt.Sprintf("%q", *key), d.target, runErr)
@@ -172,8 +184,12 @@ type runner struct {
 	grace      time.Duration
 	exitOnLoss bool
 	cancel     context.CancelFunc // ends Run, which then releases the lease
+	isLeader   func() bool        // the elector's IsLeader
+	killAfter  time.Duration      // the supervisor's limit after the newest keep-alive
+	keepEvery  time.Duration      // time between keep-alives to the supervisor
 
 	mu       sync.Mutex
+	token    int64  // the token of the last term led, 0 before
 	child    *child // the running child, nil when none
 	finished bool   // no child may start any more; code is the exit code
 	code     int
@@ -192,8 +208,9 @@ func (r *runner) finishLocked(code int, msg string) {
 // lead is OnStartedLeading: it runs the child for one term. ctx is cancelled when
 // leadership ends, at the renew deadline at the latest.
 func (r *runner) lead(ctx context.Context, token int64) {
+	leadingAt := monoNow() // before the IsLeader check: the lease was trusted then
 	r.mu.Lock()
-	if r.finished || ctx.Err() != nil {
+	if r.finished || ctx.Err() != nil || !r.isLeader() {
 		r.mu.Unlock()
 		return
 	}
@@ -202,19 +219,51 @@ func (r *runner) lead(ctx context.Context, token int64) {
 		fmt.Sprintf("CASLEADER_TOKEN=%d", token),
 		"CASLEADER_LEADER_ID="+r.id,
 	)
-	c, err := startChild(r.self, r.argv, env)
+	c, err := startChild(r.self, r.argv, env, leadingAt, r.killAfter)
 	if err != nil {
 		r.finishLocked(exitNoExec, fmt.Sprintf("cannot start the child: %v", err))
 		r.mu.Unlock()
 		return
 	}
-	r.child = c
+	r.child, r.token = c, token
 	r.mu.Unlock()
 	r.log.Info("casleader: leading: started the child", "token", token, "pgid", c.pid(), "command", r.argv[0])
 
+	// Keep-alives prove to the supervisor that this instance still leads; without
+	// them it kills the group killAfter after the last one (see child).
+	stopKeep, keepDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(keepDone)
+		t := time.NewTicker(r.keepEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-stopKeep:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				at := monoNow()
+				if !r.isLeader() {
+					return
+				}
+				c.keepAlive(at)
+			}
+		}
+	}()
 	select {
 	case <-c.done:
+	case <-ctx.Done():
+	}
+	close(stopKeep)
+	<-keepDone
+
+	if c.exited() && ctx.Err() == nil && r.isLeader() {
+		// The child exited while this instance leads: resign and exit with its code.
 		code := c.exitCode()
+		if ws, ok := c.state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			r.log.Warn("casleader: the child's supervisor was killed (by its watchdog after casleader was frozen, or from outside)", "signal", ws.Signal().String())
+		}
 		r.log.Info("casleader: the child exited: resigning", "exit_code", code, "token", token)
 		r.mu.Lock()
 		r.finishLocked(code, "")
@@ -222,8 +271,8 @@ func (r *runner) lead(ctx context.Context, token int64) {
 		if groupAlive(c.pid()) {
 			r.log.Warn("casleader: processes of the child's group are still running: terminating them before the lease is released", "pgid", c.pid())
 		}
-		c.terminate(r.grace, r.log) // no-op when the group is gone
-	case <-ctx.Done():
+		c.terminate(r.grace, r.log) // returns at once when the group is gone
+	} else {
 		r.log.Warn("casleader: leadership ended: terminating the child", "token", token, "grace", r.grace, "pgid", c.pid())
 		c.terminate(r.grace, r.log)
 		r.log.Info("casleader: the child is gone", "exit_code", c.exitCode(), "token", token)
@@ -257,4 +306,32 @@ func (r *runner) signal(sig os.Signal) {
 		code = exitSignal + int(s)
 	}
 	r.finishLocked(code, "")
+}
+
+// releaseLeftover releases the lease of the last term if the row still shows it after
+// Run has returned (the child and the elector are gone, so nothing acts on it).
+//
+// Workaround for a library bug: when Run's context is cancelled while a renewal is
+// in flight, the renewal may commit but the elector keeps the old version, and its
+// release then loses its compare-and-set and gives up ("release lost its
+// compare-and-set"): the lease would stay held until it expires, and the other
+// candidates would wait a whole lease instead of taking over at once.
+func (r *runner) releaseLeftover(st electionStore, token int64) {
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	for attempt := 1; attempt <= 5; attempt++ {
+		rec, found, err := st.Observe(ctx, r.key)
+		if err != nil || !found || rec.LeaderID != r.id || rec.Term != token {
+			return // released, taken over, or unknown: nothing to do
+		}
+		r.log.Warn("casleader: the lease is still held after resigning: releasing it", "term", token, "version", rec.Version, "attempt", attempt)
+		ok, err := st.Release(ctx, r.key, r.id, rec.Version)
+		if err != nil {
+			r.log.Warn("casleader: releasing the leftover lease failed: it expires by itself", "error", err)
+			return
+		}
+		if ok {
+			return
+		}
+	}
 }

@@ -29,10 +29,11 @@ candidates use (default 15s, the library's default) to judge expiry.
 
 --json prints one JSON object per key and line: key, found, leader, term, version,
 age_seconds, lease_seconds, expired, released, remaining_seconds, stepdown_requested,
-handover_to. --watch refreshes every --interval (in place on a terminal; a JSON
+handover_to, and invalid (why the row is unreadable) for a row casleader never wrote. --watch refreshes every --interval (in place on a terminal; a JSON
 stream otherwise) until interrupted.
 
-Exits 1 when --key names no election (without --watch), 3 on database errors.
+Exits 1 when --key names no election (without --watch), 3 on database errors and
+invalid rows (which are still shown, with the other keys).
 `
 
 func cmdStatus(a *app, args []string) error {
@@ -73,6 +74,12 @@ func cmdStatus(a *app, args []string) error {
 		if err := s.print(a.stdout, rows); err != nil {
 			return err
 		}
+		for _, r := range rows {
+			if r.Invalid != "" {
+				return &exitError{code: exitDatabase, err: fmt.Errorf("election %q: %s", r.Key, r.Invalid),
+					hint: "the row holds values casleader never writes: fix or delete it (candidates of this election cannot proceed)"}
+			}
+		}
 		if *key != "" && !rows[0].Found {
 			return exitCode(exitFailure)
 		}
@@ -104,6 +111,7 @@ type statusRow struct {
 	RemainingSeconds  float64 `json:"remaining_seconds"`
 	StepDownRequested bool    `json:"stepdown_requested"`
 	HandoverTo        string  `json:"handover_to"`
+	Invalid           string  `json:"invalid,omitempty"` // why the row cannot be read, when it holds values casleader never writes
 
 	age, remaining time.Duration
 }
@@ -135,6 +143,12 @@ func (s *statusCmd) snapshot(ctx context.Context) ([]statusRow, error) {
 	rows := make([]statusRow, 0, len(keys))
 	for _, k := range keys {
 		rec, found, err := s.d.st.Observe(ctx, k)
+		if errors.Is(err, store.ErrInvalidRow) {
+			// Show it and go on with the other keys.
+			rows = append(rows, statusRow{Key: k, Found: true, LeaseSeconds: s.lease.Seconds(),
+				Invalid: s.a.redactString(err.Error())})
+			continue
+		}
 		if err != nil {
 			if errors.Is(err, store.ErrInvalidArgument) {
 				return nil, usagef("status", "--key: %v", err)
@@ -168,6 +182,10 @@ func (s *statusCmd) print(w io.Writer, rows []statusRow) error {
 	for _, r := range rows {
 		if !r.Found {
 			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\tno such election (no candidate has run with this key)\n", r.Key)
+			continue
+		}
+		if r.Invalid != "" {
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\tINVALID ROW: %s\n", r.Key, r.Invalid)
 			continue
 		}
 		leader := r.Leader
