@@ -90,6 +90,16 @@ type Config struct {
 	// returned (or DrainTimeout passed).
 	OnStoppedLeading func()
 
+	// Notifier, when not nil, wakes this follower as soon as a leader gives its lease
+	// up (resign, shutdown, handover), so that the next leader takes over within a
+	// few round trips instead of up to PollInterval. Package notify has one for
+	// PostgreSQL (LISTEN/NOTIFY) and one for MySQL/MariaDB (named locks). It is only
+	// a speed-up: followers still read the row when the observed lease can expire and
+	// at least every PollInterval, so a notifier that stops working (PgBouncer in
+	// transaction mode, a dropped connection) costs latency, never safety. With a
+	// working notifier PollInterval can be raised to LeaseDuration. Default nil.
+	Notifier Notifier
+
 	// OnNewLeader is called from the elector's goroutine when the observed leader
 	// changes, with its ID ("" when the lease was released). It must return quickly.
 	OnNewLeader func(id string)

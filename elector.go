@@ -27,6 +27,21 @@ type Store interface {
 	Handover(ctx context.Context, key, id string, version int64, to string) (swapped bool, err error)
 }
 
+// Notifier is an optional wake-up path between the candidates of an election (see
+// [Config.Notifier]; package notify implements it). The elector calls its methods
+// from its own goroutine: they must not block.
+type Notifier interface {
+	// Subscribe arranges for wake to be called when the lease of key may have been
+	// given up, until unsubscribe is called. Wake-ups may be spurious or lost.
+	Subscribe(key string, wake func()) (unsubscribe func())
+	// Observed is called with every row a follower reads.
+	Observed(key string, rec store.Record)
+	// Leading is called with true when this candidate starts leading key in the term
+	// token, and with false when that term has ended: after the release or handover
+	// write returned, or when the lease was lost.
+	Leading(key string, token int64, leading bool)
+}
+
 // Errors returned by the elector.
 var (
 	ErrNotLeader      = errors.New("casleader: not the leader")
@@ -217,8 +232,7 @@ func (e *Elector) phase(ctx context.Context) (context.Context, context.CancelFun
 	}
 }
 
-// takeRequests returns the pending requests and whether campaigning is allowed now,
-// and until when it is not (zero when paused indefinitely or allowed).
+// takeRequests returns the pending requests and forgets them.
 func (e *Elector) takeRequests() []request {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -227,19 +241,21 @@ func (e *Elector) takeRequests() []request {
 	return p
 }
 
-func (e *Elector) mayCampaign() (ok bool, until time.Time) {
+// participation says how this candidate takes part now, and until when a cool-down
+// lasts (zero when none).
+func (e *Elector) participation() (p cas.Participation, until time.Time) {
 	if e.cfg.Observer {
-		return false, time.Time{}
+		return cas.Abstaining, time.Time{}
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.paused {
-		return false, time.Time{}
+		return cas.Abstaining, time.Time{}
 	}
 	if time.Now().Before(e.cooldown) {
-		return false, e.cooldown
+		return cas.CoolingDown, e.cooldown
 	}
-	return true, time.Time{}
+	return cas.Campaigning, time.Time{}
 }
 
 func (e *Elector) setTrust(deadline time.Time) {
@@ -280,6 +296,10 @@ func (e *Elector) Run(ctx context.Context) error {
 	e.running = true
 	e.mu.Unlock()
 	r := &run{e: e, m: cas.New(e.cfg.ID, e.cfg.LeaseDuration, e.cfg.RenewDeadline)}
+	if n := e.cfg.Notifier; n != nil {
+		// Notifications only end a follower's sleep early (Elector.Wake).
+		defer n.Subscribe(e.cfg.Key, e.Wake)()
+	}
 	err := r.loop(ctx)
 	r.work.Wait()
 	e.mu.Lock()
@@ -338,7 +358,7 @@ func (r *run) loop(ctx context.Context) error {
 // election write, and returns the machine's decision with the write's send time.
 func (r *run) follow(ctx context.Context) (cas.Decision, time.Time, error) {
 	e := r.e
-	campaign, until := e.mayCampaign()
+	part, until := e.participation()
 	pctx, cancel := e.phase(ctx)
 	defer cancel()
 	if !until.IsZero() {
@@ -351,16 +371,21 @@ func (r *run) follow(ctx context.Context) (cas.Decision, time.Time, error) {
 	obs, err := detector.Watch(pctx, e.store, cfg, e.wake, func(o detector.Observation) (time.Duration, bool) {
 		if o.Found {
 			e.observeLeader(o.LeaderID)
+			if n := e.cfg.Notifier; n != nil {
+				n.Observed(e.cfg.Key, o.Record)
+			}
 		}
-		d = r.m.Observed(o.Record, o.Found, o.Sent, campaign)
+		d = r.m.Observed(o.Record, o.Found, o.Sent, part)
 		return d.Wait, d.Action != cas.Wait
 	})
 	if err != nil {
 		return cas.Decision{}, time.Time{}, err
 	}
 	switch d.Action {
-	case cas.Lead: // our own lease, adopted
-		return d, obs.Sent, nil
+	case cas.Lead:
+		// Our own lease, adopted: an election whose reply was lost, or a handover.
+		// No write of ours is known to have set it, so renew at once.
+		return d, time.Time{}, nil
 	case cas.Create:
 		sent := time.Now()
 		wctx, wcancel := context.WithTimeout(ctx, e.cfg.RenewDeadline)
@@ -407,6 +432,12 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 	e.setTrust(m.Deadline())
 	e.log.Info("casleader: became leader", "term", token, "version", m.Version())
 	e.observeLeader(e.cfg.ID)
+	if n := e.cfg.Notifier; n != nil {
+		n.Leading(e.cfg.Key, token, true)
+		// Told after the release or handover write below, so that woken followers
+		// find the row already free.
+		defer n.Leading(e.cfg.Key, token, false)
+	}
 
 	lctx, lcancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer lcancel()
@@ -468,9 +499,9 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 	switch {
 	case !held:
 	case d.Action == cas.Handover:
-		err = r.release(ctx, version, d.To)
+		err = r.release(ctx, token, version, d.To)
 	case d.Action == cas.Release:
-		err = r.release(ctx, version, "")
+		err = r.release(ctx, token, version, "")
 	}
 	if req != nil {
 		e.mu.Lock()
@@ -521,7 +552,7 @@ func (r *run) stopped(ctx context.Context) (cas.Decision, *request) {
 		}
 		return cas.Decision{Action: cas.Release, Version: m.Version()}, &req
 	}
-	if ok, _ := e.mayCampaign(); !ok {
+	if p, _ := e.participation(); p == cas.Abstaining {
 		return cas.Decision{Action: cas.Release, Version: m.Version()}, nil
 	}
 	return m.DeadlinePassed(time.Now()), nil
@@ -568,16 +599,29 @@ func (r *run) drain(workDone <-chan struct{}) {
 
 // release sends the release (to == "") or handover write after the leader stopped
 // acting. It runs even when Run's context has ended.
-func (r *run) release(ctx context.Context, version int64, to string) error {
+func (r *run) release(ctx context.Context, token, version int64, to string) error {
 	e := r.e
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(releaseTimeout, e.cfg.LeaseDuration))
 	defer cancel()
 	var ok bool
 	var err error
-	if to == "" {
-		ok, err = e.store.Release(wctx, e.cfg.Key, e.cfg.ID, version)
-	} else {
-		ok, err = e.store.Handover(wctx, e.cfg.Key, e.cfg.ID, version, to)
+	// A lost compare-and-set or an error may hide a write of ours that committed
+	// (a renewal whose reply was lost) or a step-down request: while the row still
+	// shows our term, try again from the version it shows.
+	for attempt := 0; attempt < 3; attempt++ {
+		if to == "" {
+			ok, err = e.store.Release(wctx, e.cfg.Key, e.cfg.ID, version)
+		} else {
+			ok, err = e.store.Handover(wctx, e.cfg.Key, e.cfg.ID, version, to)
+		}
+		if ok && err == nil {
+			break
+		}
+		rec, found, rerr := e.store.Observe(wctx, e.cfg.Key)
+		if rerr != nil || !found || rec.LeaderID != e.cfg.ID || rec.Term != token || rec.Version == version {
+			break
+		}
+		version = rec.Version
 	}
 	r.m.Released(version, ok && err == nil, to)
 	switch {
@@ -586,9 +630,11 @@ func (r *run) release(ctx context.Context, version int64, to string) error {
 		return fmt.Errorf("casleader: release %q: %w", e.cfg.Key, err)
 	case !ok:
 		e.log.Warn("casleader: release lost its compare-and-set; the row had moved on", "handover_to", to)
-	default:
-		e.log.Info("casleader: lease released", "handover_to", to)
+	case to != "":
+		e.log.Info("casleader: lease handed over", "handover_to", to)
 		e.observeLeader(to)
+	default:
+		e.observeLeader("") // logs the release
 	}
 	return nil
 }

@@ -366,3 +366,40 @@ func (o *orderStore) Release(ctx context.Context, key, id string, version int64)
 	}
 	return ok, err
 }
+
+func TestResignDuringAnInFlightRenewalStillReleases(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		el := newElector(t, st, cfg("a"))
+		stop := running(t, el)
+		time.Sleep(time.Millisecond)
+		require.True(t, el.IsLeader())
+		st.SetDelay(memstore.OpRenew, 30*time.Millisecond)
+		time.Sleep(heartbeat + 10*time.Millisecond) // a renewal is in flight and will commit
+		require.NoError(t, el.Resign(t.Context()))
+		rec, _, err := st.Observe(t.Context(), "k")
+		require.NoError(t, err)
+		assert.True(t, rec.Released(), "the lease must be released, not left to expire: %+v", rec)
+		require.NoError(t, stop())
+	})
+}
+
+func TestHandoverReachesACandidateInCoolDown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		a := newElector(t, st, cfg("a"))
+		stopA := running(t, a)
+		time.Sleep(time.Millisecond)
+		b := newElector(t, st, cfg("b"))
+		stopB := running(t, b)
+		require.NoError(t, b.ResignFor(t.Context(), time.Hour)) // b cools down for an hour
+		require.NoError(t, a.HandoverTo(t.Context(), "b"))
+		time.Sleep(poll + poll/10)
+		require.True(t, b.IsLeader(), "a lease handed by name is taken even while cooling down")
+		time.Sleep(3 * lease)
+		assert.True(t, b.IsLeader(), "b renews the lease it was handed")
+		assert.False(t, a.IsLeader())
+		require.NoError(t, stopA())
+		require.NoError(t, stopB())
+	})
+}

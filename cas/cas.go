@@ -85,6 +85,19 @@ func (a Action) String() string {
 	return [...]string{"invalid", "wait", "create", "campaign", "lead", "settle", "step-down", "release", "handover"}[min(int(a), 8)]
 }
 
+// Participation says how a candidate takes part in the election right now.
+type Participation uint8
+
+// The kinds of participation.
+const (
+	// Campaigning: takes a missing, released or expired lease.
+	Campaigning Participation = iota
+	// CoolingDown: after a resign; takes only a live lease handed to it by name.
+	CoolingDown
+	// Abstaining: paused or an observer; never takes a lease.
+	Abstaining
+)
+
 // Decision is the machine's answer to an event.
 type Decision struct {
 	Action  Action
@@ -143,9 +156,9 @@ func (m *Machine) Trusted(now time.Time) bool {
 	return m.role == Leader && now.Before(m.deadline)
 }
 
-// Observed handles a row read sent at sent. campaign is false for a candidate that
-// must not take the lease (paused, observer, cooling down).
-func (m *Machine) Observed(rec store.Record, found bool, sent time.Time, campaign bool) Decision {
+// Observed handles a row read sent at sent, by a candidate taking part as p.
+func (m *Machine) Observed(rec store.Record, found bool, sent time.Time, p Participation) Decision {
+	campaign := p == Campaigning
 	if m.role == Leader {
 		return m.Settled(rec, found, sent)
 	}
@@ -160,10 +173,11 @@ func (m *Machine) Observed(rec store.Record, found bool, sent time.Time, campaig
 	}
 	m.leader = rec.LeaderID
 	m.version = rec.Version
-	// Our own live lease: an election, creation or handover whose reply we did not see.
-	// Adopt it only while the read still leaves trust time; a stale one of ours is
-	// handled like anybody's.
-	if campaign && rec.LeaderID == m.id && rec.Age < m.renew {
+	// Our own live lease: an election, creation or handover whose reply we did not see,
+	// or a lease handed to us by name (also taken while cooling down). Adopt it only
+	// while the read still leaves trust time; a stale one of ours is handled like
+	// anybody's.
+	if p != Abstaining && rec.LeaderID == m.id && rec.Age < m.renew {
 		m.lead(rec.Version, rec.Term, sent.Add(m.renew-rec.Age))
 		return Decision{Action: Lead, Version: m.version}
 	}
@@ -233,7 +247,7 @@ func (m *Machine) RenewalFailed() Decision {
 // leadership is lost.
 func (m *Machine) Settled(rec store.Record, found bool, sent time.Time) Decision {
 	if m.role != Leader {
-		return m.Observed(rec, found, sent, false)
+		return m.Observed(rec, found, sent, Abstaining)
 	}
 	if !found || rec.LeaderID != m.id || rec.Term != m.term {
 		m.stepDown()

@@ -27,7 +27,7 @@ func row(version int64, leader string, term int64, age time.Duration) store.Reco
 func leading(t *testing.T) *Machine {
 	t.Helper()
 	m := New("me", lease, renew)
-	d := m.Observed(row(4, "old", 2, 2*lease), true, at(0), true)
+	d := m.Observed(row(4, "old", 2, 2*lease), true, at(0), Campaigning)
 	require.Equal(t, Decision{Action: Campaign, Version: 4}, d)
 	d = m.Elected(4, true, at(0))
 	require.Equal(t, Decision{Action: Lead, Version: 5}, d)
@@ -39,24 +39,26 @@ func TestObserved(t *testing.T) {
 		name     string
 		rec      store.Record
 		found    bool
-		campaign bool
+		p        Participation
 		want     Decision
 		role     Role
 	}{
-		{"MissingRowIsCreated", store.Record{}, false, true, Decision{Action: Create}, Candidate},
-		{"MissingRowWaitsWhenNotCampaigning", store.Record{}, false, false, Decision{Action: Wait, Wait: lease}, Follower},
-		{"LiveLeaseWaitsForItsRemainder", row(7, "other", 3, 300*time.Millisecond), true, true, Decision{Action: Wait, Wait: 700 * time.Millisecond}, Follower},
-		{"ExpiredLeaseIsContested", row(7, "other", 3, lease), true, true, Decision{Action: Campaign, Version: 7}, Candidate},
-		{"ReleasedLeaseIsContestedAtOnce", row(7, "", 3, 0), true, true, Decision{Action: Campaign, Version: 7}, Candidate},
-		{"PausedCandidateNeverContests", row(7, "", 3, 0), true, false, Decision{Action: Wait, Wait: lease}, Follower},
-		{"OwnFreshLeaseIsAdopted", row(7, "me", 7, 100*time.Millisecond), true, true, Decision{Action: Lead, Version: 7}, Leader},
-		{"OwnStaleLeaseIsTreatedLikeAnybodys", row(7, "me", 7, 700*time.Millisecond), true, true, Decision{Action: Wait, Wait: 300 * time.Millisecond}, Follower},
-		{"OwnLeaseIsNotAdoptedWhilePaused", row(7, "me", 7, 100*time.Millisecond), true, false, Decision{Action: Wait, Wait: 900 * time.Millisecond}, Follower},
+		{"MissingRowIsCreated", store.Record{}, false, Campaigning, Decision{Action: Create}, Candidate},
+		{"MissingRowWaitsWhenNotCampaigning", store.Record{}, false, Abstaining, Decision{Action: Wait, Wait: lease}, Follower},
+		{"LiveLeaseWaitsForItsRemainder", row(7, "other", 3, 300*time.Millisecond), true, Campaigning, Decision{Action: Wait, Wait: 700 * time.Millisecond}, Follower},
+		{"ExpiredLeaseIsContested", row(7, "other", 3, lease), true, Campaigning, Decision{Action: Campaign, Version: 7}, Candidate},
+		{"ReleasedLeaseIsContestedAtOnce", row(7, "", 3, 0), true, Campaigning, Decision{Action: Campaign, Version: 7}, Candidate},
+		{"PausedCandidateNeverContests", row(7, "", 3, 0), true, Abstaining, Decision{Action: Wait, Wait: lease}, Follower},
+		{"OwnFreshLeaseIsAdopted", row(7, "me", 7, 100*time.Millisecond), true, Campaigning, Decision{Action: Lead, Version: 7}, Leader},
+		{"OwnStaleLeaseIsTreatedLikeAnybodys", row(7, "me", 7, 700*time.Millisecond), true, Campaigning, Decision{Action: Wait, Wait: 300 * time.Millisecond}, Follower},
+		{"OwnLeaseIsNotAdoptedWhilePaused", row(7, "me", 7, 100*time.Millisecond), true, Abstaining, Decision{Action: Wait, Wait: 900 * time.Millisecond}, Follower},
+		{"HandedLeaseIsAdoptedWhileCoolingDown", row(7, "me", 7, 100*time.Millisecond), true, CoolingDown, Decision{Action: Lead, Version: 7}, Leader},
+		{"FreeLeaseIsNotTakenWhileCoolingDown", row(7, "", 3, 0), true, CoolingDown, Decision{Action: Wait, Wait: lease}, Follower},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := New("me", lease, renew)
-			got := m.Observed(tt.rec, tt.found, at(0), tt.campaign)
+			got := m.Observed(tt.rec, tt.found, at(0), tt.p)
 			assert.Equal(t, tt.want, got)
 			assert.Equal(t, tt.role, m.Role())
 			assert.Equal(t, tt.rec.LeaderID, m.Leader())
@@ -66,7 +68,7 @@ func TestObserved(t *testing.T) {
 
 func TestAdoptedLeaseIsTrustedUntilSendPlusRenewMinusAge(t *testing.T) {
 	m := New("me", lease, renew)
-	m.Observed(row(7, "me", 7, 100*time.Millisecond), true, at(50), true)
+	m.Observed(row(7, "me", 7, 100*time.Millisecond), true, at(50), Campaigning)
 	assert.Equal(t, at(50+600-100), m.Deadline())
 	assert.Equal(t, int64(7), m.Term())
 }
@@ -83,7 +85,7 @@ func TestElectionWonMakesVersionPlusOneTheTerm(t *testing.T) {
 
 func TestElectionLostGoesBackToFollowing(t *testing.T) {
 	m := New("me", lease, renew)
-	m.Observed(row(4, "", 2, 0), true, at(0), true)
+	m.Observed(row(4, "", 2, 0), true, at(0), Campaigning)
 	assert.Equal(t, Decision{Action: Wait}, m.Elected(4, false, at(0)))
 	assert.Equal(t, Follower, m.Role())
 	assert.Zero(t, m.Term())
@@ -92,24 +94,24 @@ func TestElectionLostGoesBackToFollowing(t *testing.T) {
 
 func TestCreated(t *testing.T) {
 	m := New("me", lease, renew)
-	require.Equal(t, Decision{Action: Create}, m.Observed(store.Record{}, false, at(0), true))
+	require.Equal(t, Decision{Action: Create}, m.Observed(store.Record{}, false, at(0), Campaigning))
 	assert.Equal(t, Decision{Action: Lead, Version: 1}, m.Created(true, at(10)))
 	assert.Equal(t, int64(1), m.Term())
 	assert.Equal(t, at(610), m.Deadline())
 
 	m = New("me", lease, renew)
-	m.Observed(store.Record{}, false, at(0), true)
+	m.Observed(store.Record{}, false, at(0), Campaigning)
 	assert.Equal(t, Decision{Action: Wait}, m.Created(false, at(10)))
 	assert.Equal(t, Follower, m.Role())
 }
 
 func TestUnsettledElectionIsSettledByTheNextRead(t *testing.T) {
 	m := New("me", lease, renew)
-	m.Observed(row(4, "", 2, 0), true, at(0), true)
+	m.Observed(row(4, "", 2, 0), true, at(0), Campaigning)
 	assert.Equal(t, Decision{Action: Wait}, m.Unsettled())
 	assert.False(t, m.Trusted(at(1)), "an election with a lost reply gives no trust")
 	// The write had committed: the next read shows our lease with term 5.
-	d := m.Observed(row(5, "me", 5, 30*time.Millisecond), true, at(40), true)
+	d := m.Observed(row(5, "me", 5, 30*time.Millisecond), true, at(40), Campaigning)
 	assert.Equal(t, Decision{Action: Lead, Version: 5}, d)
 	assert.Equal(t, at(40+600-30), m.Deadline())
 }
@@ -211,7 +213,7 @@ func TestResign(t *testing.T) {
 
 func TestHandoverTargetAdoptsTheLease(t *testing.T) {
 	m := New("next", lease, renew)
-	d := m.Observed(row(6, "next", 6, 10*time.Millisecond), true, at(0), true)
+	d := m.Observed(row(6, "next", 6, 10*time.Millisecond), true, at(0), Campaigning)
 	assert.Equal(t, Decision{Action: Lead, Version: 6}, d)
 	assert.Equal(t, int64(6), m.Term())
 }

@@ -91,7 +91,10 @@ func Run(ctx context.Context, r Renewer, cfg Config, version int64, last, deadli
 			return Result{Outcome: Stopped, Version: version}
 		}
 		sent := time.Now()
-		rctx, cancel := context.WithDeadline(ctx, deadline)
+		// The statement is not interrupted by ctx (a resign, a pause, Run's end): an
+		// interrupted renewal may still commit, and the release that follows would
+		// then lose its compare-and-set. It is bounded by the trust deadline instead.
+		rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 		ok, err := r.Renew(rctx, cfg.Key, cfg.ID, version)
 		cancel()
 		took := time.Since(sent)
