@@ -36,12 +36,12 @@ func leading(t *testing.T) *Machine {
 
 func TestObserved(t *testing.T) {
 	tests := []struct {
-		name     string
-		rec      store.Record
-		found    bool
-		p        Participation
-		want     Decision
-		role     Role
+		name  string
+		rec   store.Record
+		found bool
+		p     Participation
+		want  Decision
+		role  Role
 	}{
 		{"MissingRowIsCreated", store.Record{}, false, Campaigning, Decision{Action: Create}, Candidate},
 		{"MissingRowWaitsWhenNotCampaigning", store.Record{}, false, Abstaining, Decision{Action: Wait, Wait: lease}, Follower},
