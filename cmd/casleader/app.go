@@ -22,7 +22,7 @@ import (
 const (
 	exitOK       = 0   // success; for run: the child exited 0
 	exitFailure  = 1   // the operation did not succeed: no such election, no leader, --wait timed out, demo failed
-	exitUsage    = 2   // bad command line: unknown command or flag, missing --key, bad duration or DSN
+	exitUsage    = 2   // bad command line: unknown command or flag, missing --key, bad duration or DSN, run --listen address that cannot be listened on
 	exitDatabase = 3   // database or deployment error: unreachable, missing table (run migrate), wrong columns, privileges
 	exitLost     = 4   // run --exit-on-loss: leadership was lost and the child was terminated
 	exitNoExec   = 126 // run: the command cannot be executed
@@ -37,7 +37,8 @@ const exitCodesHelp = `Exit codes:
   0        success (run: the child exited 0)
   1        the operation did not succeed: no such election, no leader to ask,
            --wait timed out, the demo did not complete
-  2        usage error: unknown command or flag, missing --key, bad duration, bad DSN
+  2        usage error: unknown command or flag, missing --key, bad duration, bad DSN,
+           run --listen address that cannot be listened on (port in use)
   3        database or deployment error: database unreachable, table missing
            (run "casleader migrate"), wrong columns, missing privileges
   4        run --exit-on-loss: leadership was lost and the child was terminated
@@ -294,13 +295,12 @@ func printFlags(w io.Writer, fs *flag.FlagSet) {
 	}
 }
 
-// parse parses args with fs. It returns errHelp after printing the help for -h, and
+// parse parses args with fs. It returns errHelp after the help for -h is printed, and
 // a usage error for a bad flag. It sets up the logger.
 func (a *app) parse(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fs.Usage()
-			return errHelp
+			return errHelp // the flag package has printed fs.Usage
 		}
 		msg := err.Error()
 		if strings.Contains(msg, "parse error") && strings.Contains(msg, "invalid value") {

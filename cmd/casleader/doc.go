@@ -25,11 +25,27 @@
 // whatever happens to casleader. When the child exits, run releases the lease and
 // exits with the child's code.
 //
+// # Metrics and health check
+//
+// With run --listen ADDR (host:port, e.g. :9090; port 0 picks a free port), run serves
+// while it runs, over plain HTTP without authentication:
+//
+//	GET /metrics   Prometheus metrics of package metrics (casleader_is_leader{key="K"},
+//	               casleader_token, casleader_leadership_transitions_total, ...) and the
+//	               Go runtime and process collectors, from a registry of its own
+//	GET /healthz   package healthz: 200 "ok", or 500 when this instance believes it
+//	               leads but its last renewal is older than the lease (a liveness probe)
+//
+// The address in use is logged at start with the key addr. It is listened on before
+// the database check and the campaign: an address that cannot be listened on (port in
+// use, malformed) exits 2, like any unusable command-line value, without campaigning.
+//
 // # Exit codes
 //
 //	0        success (run: the child exited 0)
 //	1        the operation did not succeed (no such election, --wait timed out, ...)
-//	2        usage error (unknown command or flag, missing --key, bad duration or DSN)
+//	2        usage error (unknown command or flag, missing --key, bad duration or DSN,
+//	         a run --listen address that cannot be listened on)
 //	3        database or deployment error (unreachable, missing table, privileges)
 //	4        run --exit-on-loss: leadership was lost and the child was terminated
 //	126/127  run: the command cannot be executed / was not found

@@ -72,6 +72,7 @@ func TestUsageErrorsExit2WithAHint(t *testing.T) {
 		{"RenewNotBelowLease", []string{"run", "--key", "k", "--lease", "1s", "--renew", "2s", "--", "true"}, "--renew (2s) must be less than --lease (1s)"},
 		{"HeartbeatNotBelowRenew", []string{"run", "--key", "k", "--lease", "3s", "--renew", "1s", "--heartbeat", "1s", "--", "true"}, "--heartbeat"},
 		{"GraceTooLong", []string{"run", "--key", "k", "--lease", "3s", "--renew", "1s", "--grace", "2s", "--", "true"}, "--grace"},
+		{"BadListenAddress", []string{"run", "--key", "k", "--listen", "no-port-here", "--", "true"}, "--listen no-port-here"},
 		{"ResignWithoutKey", []string{"resign"}, "--key is required"},
 		{"HandoverWithoutTarget", []string{"handover", "--key", "k"}, "--to is required"},
 		{"BadInterval", []string{"status", "--watch", "--interval", "0s"}, "--interval"},
@@ -110,7 +111,7 @@ func TestHelpExits0(t *testing.T) {
 		{[]string{"--help"}, []string{"Commands:", "migrate", "status", "run", "resign", "handover", "demo", "Exit codes:", "mysql://"}},
 		{[]string{"help"}, []string{"Commands:"}},
 		{[]string{"help", "run"}, []string{"Usage: casleader run", "CASLEADER_TOKEN", "--grace", "--lease"}},
-		{[]string{"run", "--help"}, []string{"Usage: casleader run", "CASLEADER_LEADER_ID"}},
+		{[]string{"run", "--help"}, []string{"Usage: casleader run", "CASLEADER_LEADER_ID", "--listen ADDR", "GET /metrics", "GET /healthz", "casleader_is_leader", "exit 2"}},
 		{[]string{"status", "-h"}, []string{"Usage: casleader status", "--json", "--watch"}},
 		{[]string{"migrate", "--help"}, []string{"Usage: casleader migrate"}},
 		{[]string{"resign", "--help"}, []string{"Usage: casleader resign", "--wait"}},
@@ -120,6 +121,9 @@ func TestHelpExits0(t *testing.T) {
 		r := runCL(t, nil, tc.args...)
 		if r.code != 0 {
 			t.Errorf("casleader %v: exit %d\n%s", tc.args, r.code, r.stderr)
+		}
+		if n := strings.Count(r.stdout, "Usage:"); n != 1 {
+			t.Errorf("casleader %v: the usage is printed %d times:\n%s", tc.args, n, r.stdout)
 		}
 		for _, w := range tc.want {
 			if !strings.Contains(r.stdout, w) {

@@ -18,7 +18,7 @@ import (
 
 const runUsage = `
 Usage: casleader run --key KEY [--id ID] [--lease D --renew D --heartbeat D --poll D]
-                     [--grace D] [--exit-on-loss] -- COMMAND [ARGS...]
+                     [--grace D] [--exit-on-loss] [--listen ADDR] -- COMMAND [ARGS...]
 
 Takes part in the election KEY and runs COMMAND only while this instance leads, like
 'consul lock'. Start the same command line on several hosts: one runs COMMAND, the
@@ -57,6 +57,23 @@ At start, casleader checks the table: it exits 3 when the database cannot be rea
 or the table is missing (run 'casleader migrate'). Later outages are retried: the
 leader stops (and terminates the child) at the renew deadline, and campaigns again.
 
+Metrics and health check (--listen ADDR, e.g. :9090 or 127.0.0.1:9090): while run
+runs, an HTTP server answers
+  GET /metrics   Prometheus metrics of this candidate: casleader_is_leader{key="KEY"}
+                 (1 while this instance leads, read at scrape time), casleader_token,
+                 casleader_leadership_transitions_total{transition="started"|"stopped"},
+                 casleader_leader_changes_total, renewal durations and failures, store
+                 errors by kind, and the Go runtime and process metrics
+  GET /healthz   200 "ok"; 500 when this instance believes it leads (its term
+                 started and its child is not yet gone) but its last successful
+                 renewal was sent more than --lease ago: the elector is stuck. Use it
+                 as a liveness probe. Followers are healthy. /healthz?verbose
+                 describes the election's state.
+The address in use is logged at start ("listening" with addr=HOST:PORT; port 0 picks
+a free port). An address that cannot be listened on (port in use, malformed address,
+no permission) is a usage error: exit 2, before campaigning and before the database is
+checked. The endpoints have no authentication: bind them to a private interface.
+
 Timing: heartbeat < renew < lease. The leader trusts its lease for --renew after the
 send time of its last successful renewal; followers take over --lease after it, by
 the database clock. Followers read the row at least every --poll.
@@ -72,6 +89,7 @@ func cmdRun(a *app, args []string) error {
 	poll := fs.Duration("poll", casleader.DefaultPollInterval, "longest time between two reads of the row by a follower")
 	grace := fs.Duration("grace", 0, "time between SIGTERM and SIGKILL when leadership ends (default 3/4 of lease - renew)")
 	exitOnLoss := fs.Bool("exit-on-loss", false, "exit with code 4 after leadership is lost, instead of campaigning again")
+	listen := fs.String("listen", "", "serve Prometheus metrics at /metrics and the health check at /healthz on `ADDR` (host:port, e.g. :9090 or 127.0.0.1:0) while running")
 	if err := a.parse(fs, args); err != nil {
 		return err
 	}
@@ -113,7 +131,7 @@ func cmdRun(a *app, args []string) error {
 	r := &runner{log: a.log.With("key", *key, "id", *id), key: *key, id: *id, argv: argv, self: self,
 		grace: *grace, exitOnLoss: *exitOnLoss, cancel: cancel,
 		killAfter: (*lease - *renew) * 7 / 8, keepEvery: max((*lease-*renew)/16, 5*time.Millisecond)}
-	el, err := casleader.New(d.st, casleader.Config{
+	cfg := casleader.Config{
 		Key:               *key,
 		ID:                *id,
 		LeaseDuration:     *lease,
@@ -123,7 +141,16 @@ func cmdRun(a *app, args []string) error {
 		DrainTimeout:      max(*lease-*renew, 0), // 0 (default) when invalid: New reports --renew
 		Logger:            a.log,
 		OnStartedLeading:  r.lead,
-	})
+	}
+	var st casleader.Store = d.st
+	var obs *observer
+	if *listen != "" {
+		// After cfg's callbacks are set: the instrumentation chains them.
+		if obs, st, err = newObserver(st, &cfg); err != nil {
+			return failf("%v", err)
+		}
+	}
+	el, err := casleader.New(st, cfg)
 	if errors.Is(err, casleader.ErrInvalidConfig) {
 		return usageError("run", errors.New(flagNames.Replace(err.Error())))
 	}
@@ -131,8 +158,18 @@ func cmdRun(a *app, args []string) error {
 		return failf("%v", err)
 	}
 	r.isLeader = el.IsLeader
+	if obs != nil {
+		// Before the database check and the campaign: a taken port is reported at once.
+		if err := obs.listen(*listen); err != nil {
+			return err
+		}
+		defer obs.close() // after Run and the leftover release, before the database closes
+	}
 	if err := a.check(ctx, d); err != nil {
 		return err
+	}
+	if obs != nil {
+		obs.serve(el, a.log)
 	}
 
 	sigc := make(chan os.Signal, 8)
