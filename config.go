@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"os"
 	"time"
-	"unicode/utf8"
 
 	"github.com/casleader/casleader/store"
 )
@@ -62,7 +61,8 @@ type Config struct {
 
 	// PollInterval is the longest time a follower waits between two reads of the row.
 	// Followers read when the observed lease can expire, or sooner when woken.
-	// Default 5 s.
+	// Default 5 s; LeaseDuration when a Notifier is set (followers are woken on
+	// release, so each reads the row about once per lease).
 	PollInterval time.Duration
 
 	// DrainTimeout bounds how long, after leadership ends, the elector waits for
@@ -97,7 +97,7 @@ type Config struct {
 	// a speed-up: followers still read the row when the observed lease can expire and
 	// at least every PollInterval, so a notifier that stops working (PgBouncer in
 	// transaction mode, a dropped connection) costs latency, never safety. With a
-	// working notifier PollInterval can be raised to LeaseDuration. Default nil.
+	// notifier PollInterval defaults to LeaseDuration. Default nil.
 	Notifier Notifier
 
 	// OnNewLeader is called from the elector's goroutine when the observed leader
@@ -110,6 +110,9 @@ func (c Config) withDefaults() Config {
 	c.LeaseDuration = cmp.Or(c.LeaseDuration, DefaultLeaseDuration)
 	c.RenewDeadline = cmp.Or(c.RenewDeadline, DefaultRenewDeadline)
 	c.HeartbeatInterval = cmp.Or(c.HeartbeatInterval, DefaultHeartbeatInterval)
+	if c.PollInterval == 0 && c.Notifier != nil {
+		c.PollInterval = c.LeaseDuration // woken on release: poll only as a fallback
+	}
 	c.PollInterval = cmp.Or(c.PollInterval, DefaultPollInterval)
 	if c.DrainTimeout == 0 && c.LeaseDuration > c.RenewDeadline {
 		c.DrainTimeout = c.LeaseDuration - c.RenewDeadline
@@ -131,13 +134,11 @@ func (c Config) validate() error {
 	for _, f := range []struct {
 		name, v string
 	}{{"Key", c.Key}, {"ID", c.ID}} {
-		switch {
-		case f.v == "":
+		if f.v == "" {
 			return bad(f.name, "is empty: name the election (e.g. \"billing-cron\")")
-		case len(f.v) > store.MaxKeyLen:
-			return bad(f.name, "is %d bytes: the limit is %d", len(f.v), store.MaxKeyLen)
-		case !utf8.ValidString(f.v):
-			return bad(f.name, "is not valid UTF-8")
+		}
+		if err := store.ValidateName(f.name, f.v); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 		}
 	}
 	for _, d := range []struct {

@@ -403,3 +403,14 @@ func TestHandoverReachesACandidateInCoolDown(t *testing.T) {
 		require.NoError(t, stopB())
 	})
 }
+
+func TestConfigRefusesKeysTheStoresRefuse(t *testing.T) {
+	for _, key := range []string{"trailing ", "nul\x00byte"} {
+		c := cfg("a")
+		c.Key = key
+		_, err := casleader.New(memstore.New(), c)
+		require.ErrorIs(t, err, casleader.ErrInvalidConfig, "key %q", key)
+		assert.ErrorIs(t, err, store.ErrInvalidArgument)
+		assert.Contains(t, err.Error(), "Key")
+	}
+}

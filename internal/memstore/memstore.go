@@ -16,10 +16,8 @@ package memstore
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
@@ -449,21 +447,7 @@ func (r *row) record(key string, now time.Time) (store.Record, error) {
 }
 
 // validateName and validateNames mirror package store's argument checks.
-func validateName(what, s string) error {
-	switch {
-	case s == "":
-		return fmt.Errorf("%w: %s is empty", store.ErrInvalidArgument, what)
-	case len(s) > store.MaxKeyLen:
-		return fmt.Errorf("%w: %s is %d bytes, the limit is %d", store.ErrInvalidArgument, what, len(s), store.MaxKeyLen)
-	case !utf8.ValidString(s):
-		return fmt.Errorf("%w: %s is not valid UTF-8", store.ErrInvalidArgument, what)
-	case strings.IndexByte(s, 0) >= 0:
-		return fmt.Errorf("%w: %s contains a NUL byte", store.ErrInvalidArgument, what)
-	case strings.HasSuffix(s, " "):
-		return fmt.Errorf("%w: %s %q ends with a space", store.ErrInvalidArgument, what, s)
-	}
-	return nil
-}
+func validateName(what, s string) error { return store.ValidateName(what, s) }
 
 func validateNames(key string, ids ...string) error {
 	if err := validateName("key", key); err != nil {
