@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -27,6 +28,7 @@ var ErrInvalidArgument = errors.New("store: invalid argument")
 type backend interface {
 	exec(ctx context.Context, query string, args ...any) (int64, error)
 	queryRow(ctx context.Context, query string, args ...any) scanner
+	query(ctx context.Context, query string, args ...any) (rowScanner, error)
 }
 
 type scanner interface {
@@ -53,9 +55,10 @@ type core struct {
 	q        queries
 	b        backend
 	classify func(error) error
+	bq       batchQueries
 }
 
-func newCore(d schema.Dialect, table string, b backend, classify func(error) error, build func(quoted string) queries) (core, error) {
+func newCore(d schema.Dialect, table string, b backend, classify func(error) error, build func(quoted, table string) queries) (core, error) {
 	if table == "" {
 		table = schema.DefaultTable
 	}
@@ -63,7 +66,16 @@ func newCore(d schema.Dialect, table string, b backend, classify func(error) err
 	if err != nil {
 		return core{}, err
 	}
-	return core{dialect: d, table: table, q: build(quoted), b: b, classify: classify}, nil
+	var bq batchQueries
+	switch d {
+	case schema.MySQL:
+		bq = mysqlBatch{quoted}
+	case schema.Postgres:
+		bq = postgresBatch{t: quoted, notify: pgNotify(table)}
+	default:
+		bq = sqliteBatch{quoted}
+	}
+	return core{dialect: d, table: table, q: build(quoted, table), b: b, classify: classify, bq: bq}, nil
 }
 
 // Dialect returns the store's SQL dialect.
@@ -177,6 +189,9 @@ func decode(key string, version sql.NullInt64, leader sql.NullString, term, ageM
 		return Record{}, fmt.Errorf("%w: term %d is outside 0..version (%d): fix or delete the row", ErrInvalidRow, term.Int64, version.Int64)
 	}
 	age := time.Duration(ageMicros.Int64) * time.Microsecond
+	if ageMicros.Int64 > math.MaxInt64/int64(time.Microsecond) {
+		age = math.MaxInt64 // centuries old (a corrupt tick_time): expired, not wrapped
+	}
 	if age < -futureTolerance {
 		return Record{}, fmt.Errorf("%w: tick_time is %v in the future of the database clock (clock stepped back, or the row was written by another server): fix the row or wait", ErrInvalidRow, -age)
 	}

@@ -9,8 +9,11 @@ import (
 	"net"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 )
 
 const (
@@ -42,39 +45,51 @@ func Password(dsn string) string {
 
 // password returns the password in dsn decoded, and as written in dsn.
 func password(dsn string) (decoded, raw string) {
-	if scheme, rest, ok := strings.Cut(dsn, "://"); ok && !strings.ContainsAny(scheme, ":@/ ") {
-		// Split as url.Parse does, without failing on bad escapes: cut the
-		// fragment, then the query; the authority ends at the first '/', the
-		// userinfo at its last '@', the user at the first ':'.
-		rest, _, _ = strings.Cut(rest, "#")
-		authority, query, _ := strings.Cut(rest, "?")
-		authority, _, _ = strings.Cut(authority, "/")
-		if i := strings.LastIndex(authority, "@"); i >= 0 {
-			if _, raw, ok := strings.Cut(authority[:i], ":"); ok {
-				return unescape(url.PathUnescape, raw), raw
-			}
-		}
-		// libpq and pgx also take the password as a query parameter.
-		for _, kv := range strings.Split(query, "&") {
-			if raw, ok := strings.CutPrefix(kv, "password="); ok {
-				return unescape(url.QueryUnescape, raw), raw
-			}
-		}
-		return "", ""
+	if scheme, rest, ok := strings.Cut(dsn, "://"); ok && urlScheme.MatchString(scheme) {
+		return urlPassword(rest)
 	}
 	if loc := kvPassword.FindStringIndex(dsn); loc != nil {
 		return keyValue(dsn[loc[1]:])
 	}
-	// go-sql-driver: [user[:password]@][net[(addr)]]/dbname[?params], split at the
-	// last '/', then the last '@' before it, then the first ':'.
-	if i := strings.LastIndex(dsn, "/"); i > 0 {
-		if j := strings.LastIndex(dsn[:i], "@"); j >= 0 {
-			if _, p, ok := strings.Cut(dsn[:j], ":"); ok {
-				return p, p
-			}
+	p := mysqlPassword(dsn)
+	return p, p
+}
+
+// urlPassword returns the password of a URL DSN after its "scheme://". Like libpq
+// and pgx, the user information ends at an '@' before the first '/', whatever '?' or
+// '#' it holds (pgx takes "postgres://u:pa#ss@db/x" as password "pa#ss"); the last
+// such '@' is taken, as url.Parse does, so that a password with an unencoded '@' is
+// hidden whole. Without one, the password may be a query parameter.
+func urlPassword(rest string) (decoded, raw string) {
+	authority, _, _ := strings.Cut(rest, "/")
+	if i := strings.LastIndex(authority, "@"); i >= 0 {
+		if _, raw, ok := strings.Cut(authority[:i], ":"); ok && raw != "" {
+			return unescape(url.PathUnescape, raw), raw
+		}
+	}
+	// libpq and pgx also take the password as a query parameter (URLs of theirs
+	// have no fragment: a '#' is data).
+	_, query, _ := strings.Cut(rest, "?")
+	for _, kv := range strings.Split(query, "&") {
+		if raw, ok := strings.CutPrefix(kv, "password="); ok {
+			return unescape(url.QueryUnescape, raw), raw
 		}
 	}
 	return "", ""
+}
+
+// mysqlPassword returns the password of a go-sql-driver DSN:
+// [user[:password]@][net[(addr)]]/dbname[?params], split at the last '/', then the
+// last '@' before it, then the first ':'.
+func mysqlPassword(dsn string) string {
+	if i := strings.LastIndex(dsn, "/"); i > 0 {
+		if j := strings.LastIndex(dsn[:i], "@"); j >= 0 {
+			if _, p, ok := strings.Cut(dsn[:j], ":"); ok {
+				return p
+			}
+		}
+	}
+	return ""
 }
 
 // unescape returns s unescaped by f, or s itself when it is not validly escaped.
@@ -84,6 +99,12 @@ func unescape(f func(string) (string, error), s string) string {
 	}
 	return s
 }
+
+// urlScheme matches the scheme of a URL (RFC 3986).
+var urlScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*$`)
+
+// queryPassword matches a password query parameter of a URL DSN.
+var queryPassword = regexp.MustCompile(`[?&]password=([^&]*)`)
 
 // kvPassword matches the start of a libpq key=value password setting.
 var kvPassword = regexp.MustCompile(`(?:^|\s)password\s*=\s*`)
@@ -113,18 +134,68 @@ func keyValue(s string) (value, raw string) {
 	return b.String(), s
 }
 
-// redact replaces every form of dsn's password in s by "xxxxx".
+// redact replaces every form of dsn's password in s by "xxxxx". A DSN that reads
+// differently to the drivers (go-sql-driver takes "app://x@/db" as user "app" with
+// password "//x", a URL parser as user "x" without one) has each reading hidden.
 func redact(s, dsn string) string {
 	decoded, raw := password(dsn)
-	if len(raw) < len(decoded) {
-		raw, decoded = decoded, raw
+	forms := []string{raw, decoded}
+	if loc := kvPassword.FindStringIndex(dsn); loc != nil {
+		d, r := keyValue(dsn[loc[1]:])
+		forms = append(forms, d, r)
 	}
-	for _, p := range []string{raw, decoded} { // the longer first
-		if p != "" {
-			s = strings.ReplaceAll(s, p, "xxxxx")
+	if scheme, rest, ok := strings.Cut(dsn, "://"); ok && urlScheme.MatchString(scheme) {
+		// A query parameter overrides the user information's password in pgx, and
+		// the query starts at a '?' after the user information, which may hold one:
+		// hide every "password=" value after a '?' or '&'.
+		for _, m := range queryPassword.FindAllStringSubmatch(rest, -1) {
+			forms = append(forms, m[1], unescape(url.QueryUnescape, m[1]))
 		}
 	}
-	return s
+	if cfg, err := mysql.ParseDSN(dsn); err == nil {
+		forms = append(forms, cfg.Passwd)
+	}
+	for _, p := range forms {
+		forms = append(forms, strings.TrimSpace(p)) // as pgx reads "u:pw @db"
+	}
+	return mask(s, forms)
+}
+
+// mask replaces every occurrence of each of forms in s by "xxxxx". Occurrences that
+// overlap (two readings of one password) are masked as one, so masking one reading
+// never hides another from its turn.
+func mask(s string, forms []string) string {
+	var spans [][2]int
+	for _, p := range forms {
+		if p == "" {
+			continue
+		}
+		for i := 0; i <= len(s)-len(p); {
+			j := strings.Index(s[i:], p)
+			if j < 0 {
+				break
+			}
+			spans = append(spans, [2]int{i + j, i + j + len(p)})
+			i += j + 1
+		}
+	}
+	if len(spans) == 0 {
+		return s
+	}
+	slices.SortFunc(spans, func(a, b [2]int) int { return a[0] - b[0] })
+	var b strings.Builder
+	at := 0
+	for k := 0; k < len(spans); {
+		start, end := spans[k][0], spans[k][1]
+		for k++; k < len(spans) && spans[k][0] <= end; k++ {
+			end = max(end, spans[k][1])
+		}
+		b.WriteString(s[at:start])
+		b.WriteString("xxxxx")
+		at = end
+	}
+	b.WriteString(s[at:])
+	return b.String()
 }
 
 // Redact returns dsn with its password, as written and decoded, replaced by "xxxxx".

@@ -62,7 +62,7 @@ func OpenMySQL(dsn string) (*sql.DB, error) {
 	return db, nil
 }
 
-func mysqlQueries(t string) queries {
+func mysqlQueries(t, _ string) queries {
 	const now = "NOW(6)"
 	return queries{
 		observe: `SELECT version, leader_id, term, TIMESTAMPDIFF(MICROSECOND, tick_time, NOW(6)), handover_to, stepdown FROM ` + t + ` WHERE elect_key = ?`,
@@ -122,6 +122,11 @@ func classifyMySQL(err error) error {
 			myServerShutdown, myTooManyConnections, myQueryInterrupted, myMaxStatementExceeded:
 			return fmt.Errorf("%w: %w", ErrTransient, err)
 		}
+	}
+	if errors.Is(err, mysql.ErrInvalidConn) {
+		// The connection broke after the statement was sent: the write may or may
+		// not have committed (go-sql-driver reports no network error here).
+		return fmt.Errorf("%w: %w", ErrTransient, err)
 	}
 	return classifyCommon(err)
 }

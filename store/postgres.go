@@ -66,8 +66,27 @@ func OpenPostgres(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
-func postgresQueries(t string) queries {
+// NotifyChannel is the PostgreSQL notification channel on which release and
+// handover writes announce a free (or handed-over) lease, with the payload given by
+// [NotifyPayload]. Package notify listens on it.
+const NotifyChannel = "casleader"
+
+// NotifyPayload returns the payload of the notification sent when the lease of key in
+// table is released or handed over: the table name as configured, a space, the key.
+// Table names hold no space, so the first space separates the two.
+func NotifyPayload(table, key string) string { return table + " " + key }
+
+// pgNotify is the SELECT that follows a release or handover's CTE u (which returns
+// the key of the row it changed): one notification per changed row.
+func pgNotify(table string) string {
+	// table passed schema.ValidateTable: letters, digits, underscores and one dot,
+	// safe inside a string literal.
+	return `SELECT pg_notify('` + NotifyChannel + `', '` + table + ` ' || elect_key) FROM u`
+}
+
+func postgresQueries(t, table string) queries {
 	const now = "clock_timestamp()"
+	notify := pgNotify(table)
 	const age = `(EXTRACT(EPOCH FROM (clock_timestamp() - tick_time)) * 1000000)::bigint`
 	return queries{
 		observe: `SELECT version, leader_id, term, ` + age + `, handover_to, stepdown FROM ` + t + ` WHERE elect_key = $1`,
@@ -77,10 +96,13 @@ func postgresQueries(t string) queries {
 			` WHERE elect_key = $4 AND version = $5 AND (leader_id = '' OR tick_time <= clock_timestamp() - $6::bigint * interval '1 microsecond')`,
 		renew: `UPDATE ` + t + ` SET version = $1, tick_time = ` + now + `, update_time = ` + now +
 			` WHERE elect_key = $2 AND version = $3 AND leader_id = $4`,
-		release: `UPDATE ` + t + ` SET version = $1, leader_id = '', tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +
-			` WHERE elect_key = $2 AND version = $3 AND leader_id = $4`,
-		handover: `UPDATE ` + t + ` SET version = $1, leader_id = $2, term = $3, tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +
-			` WHERE elect_key = $4 AND version = $5 AND leader_id = $6`,
+		// Release and handover notify listeners (package notify) in the same
+		// statement: the notification is delivered when the write commits, and only if
+		// it won. Rows affected is the SELECT's row count: 1 when the write won.
+		release: `WITH u AS (UPDATE ` + t + ` SET version = $1, leader_id = '', tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +
+			` WHERE elect_key = $2 AND version = $3 AND leader_id = $4 RETURNING elect_key) ` + notify,
+		handover: `WITH u AS (UPDATE ` + t + ` SET version = $1, leader_id = $2, term = $3, tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +
+			` WHERE elect_key = $4 AND version = $5 AND leader_id = $6 RETURNING elect_key) ` + notify,
 		request: `UPDATE ` + t + ` SET version = $1, handover_to = $2, stepdown = 1, update_time = ` + now +
 			` WHERE elect_key = $3 AND version = $4 AND leader_id <> ''`,
 		check: `SELECT ` + strings.Join(schema.Columns, ", ") + ` FROM ` + t + ` WHERE false`,

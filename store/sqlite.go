@@ -51,7 +51,7 @@ func OpenSQLite(path string) (*sql.DB, error) {
 	return db, nil
 }
 
-func sqliteQueries(t string) queries {
+func sqliteQueries(t, _ string) queries {
 	const now = `CAST(unixepoch('subsec') * 1000000 AS INTEGER)`
 	return queries{
 		observe: `SELECT version, leader_id, term, ` + now + ` - tick_time, handover_to, stepdown FROM ` + t + ` WHERE elect_key = ?`,

@@ -30,26 +30,31 @@ var (
 	_ storetest.Store = (*store.Postgres)(nil)
 	_ storetest.Store = (*store.SQLite)(nil)
 	_ storetest.Store = (*memstore.Store)(nil)
+
+	_ storetest.Batch = (*store.MySQL)(nil)
+	_ storetest.Batch = (*store.Postgres)(nil)
+	_ storetest.Batch = (*store.SQLite)(nil)
+	_ storetest.Batch = (*memstore.Store)(nil)
 )
 
 func TestMySQL(t *testing.T) {
 	t.Parallel()
 	db := testdb.MySQL(t)
-	storetest.Run(t, sqlHarness{
+	runBoth(t, sqlHarness{
 		dialect: schema.MySQL,
 		exec:    dbExec(db),
 		open:    func(table string) (storetest.Store, error) { return store.NewMySQL(db, table) },
-	}.harness())
+	})
 }
 
 func TestPostgresPgxPool(t *testing.T) {
 	t.Parallel()
 	pool := testdb.Postgres(t)
-	storetest.Run(t, sqlHarness{
+	runBoth(t, sqlHarness{
 		dialect: schema.Postgres,
 		exec:    poolExec(pool),
 		open:    func(table string) (storetest.Store, error) { return store.NewPostgres(pool, table) },
-	}.harness())
+	})
 }
 
 func TestPostgresDatabaseSQL(t *testing.T) {
@@ -58,28 +63,28 @@ func TestPostgresDatabaseSQL(t *testing.T) {
 	require.NoError(t, err)
 	db.SetMaxOpenConns(32)
 	t.Cleanup(func() { db.Close() })
-	storetest.Run(t, sqlHarness{
+	runBoth(t, sqlHarness{
 		dialect: schema.Postgres,
 		exec:    dbExec(db),
 		open:    func(table string) (storetest.Store, error) { return store.NewPostgresDB(db, table) },
-	}.harness())
+	})
 }
 
 func TestSQLite(t *testing.T) {
 	t.Parallel()
 	db := testdb.SQLite(t) // one file shared by all subtests, as candidates share one
-	storetest.Run(t, sqlHarness{
+	runBoth(t, sqlHarness{
 		dialect:     schema.SQLite,
 		exec:        dbExec(db),
 		open:        func(table string) (storetest.Store, error) { return store.NewSQLite(db, table) },
 		dropNotNull: func(ctx context.Context, table string) error { return sqliteDropNotNull(ctx, db, table) },
-	}.harness())
+	})
 }
 
 func TestMemstore(t *testing.T) {
 	t.Parallel()
 	var stores sync.Map // table -> *memstore.Store
-	storetest.Run(t, storetest.Harness{
+	runBoth(t, plain{
 		Open: func(t *testing.T, table string) storetest.Store {
 			s := memstore.NewWithoutTable(table)
 			stores.Store(table, s)
@@ -92,6 +97,18 @@ func TestMemstore(t *testing.T) {
 		},
 	})
 }
+
+// runBoth runs the conformance suite and the batched methods' suite on h.
+func runBoth(t *testing.T, h interface{ harness() storetest.Harness }) {
+	t.Helper()
+	storetest.Run(t, h.harness())
+	t.Run("Batch", func(t *testing.T) { storetest.RunBatch(t, h.harness()) })
+}
+
+// plain makes a storetest.Harness usable by runBoth.
+type plain storetest.Harness
+
+func (p plain) harness() storetest.Harness { return storetest.Harness(p) }
 
 // sqlHarness adapts one SQL store to the conformance suite.
 type sqlHarness struct {

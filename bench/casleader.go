@@ -1,0 +1,359 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/casleader/casleader"
+	"github.com/casleader/casleader/notify"
+	"github.com/casleader/casleader/store"
+)
+
+// candidateLog receives the casleader candidates' logs (-v).
+var candidateLog = slog.New(slog.DiscardHandler)
+
+// dbs holds the DSNs of the benchmark's databases.
+type dbs struct {
+	MySQL, Postgres, PgBouncer, SQLiteDir string
+}
+
+func randName(prefix string) string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return prefix + "_" + hex.EncodeToString(b)
+}
+
+// casOptions choose how casleader candidates connect.
+type casOptions struct {
+	dialect  string // "mariadb", "postgres", "pgbouncer", "sqlite"
+	notifier bool   // wake followers on release (PostgreSQL LISTEN/NOTIFY, MySQL named locks)
+	shared   bool   // all candidates share one pool (8 connections) instead of one each
+	conns    int    // connections per candidate's own pool (default 4)
+}
+
+type casSystem struct {
+	name  string
+	t     timing
+	opt   casOptions
+	dsn   dbs
+	table string
+
+	admin    func(ctx context.Context, q string) error
+	closers  []func()
+	mu       sync.Mutex
+	shared   casleader.Store
+	count    counter
+	sqlite   string
+	pgShared *pgxpool.Pool
+	myShared *sql.DB
+}
+
+func newCasSystem(ctx context.Context, name string, t timing, d dbs, opt casOptions) (*casSystem, error) {
+	s := &casSystem{name: name, t: t, opt: opt, dsn: d, table: randName("bench_cas")}
+	st, closeFn, err := s.open(ctx, 8)
+	if err != nil {
+		return nil, err
+	}
+	if err := st.(interface{ CreateTable(context.Context) error }).CreateTable(ctx); err != nil {
+		closeFn()
+		return nil, err
+	}
+	s.shared = st
+	s.closers = append(s.closers, closeFn)
+	return s, nil
+}
+
+func (s *casSystem) Name() string { return s.name }
+
+// open returns a store on a new pool of n connections, and its closer.
+func (s *casSystem) open(ctx context.Context, n int) (casleader.Store, func(), error) {
+	switch s.opt.dialect {
+	case "mariadb":
+		db, err := store.OpenMySQL(s.dsn.MySQL)
+		if err != nil {
+			return nil, nil, err
+		}
+		db.SetMaxOpenConns(n)
+		db.SetMaxIdleConns(n)
+		st, err := store.NewMySQL(db, s.table)
+		if err != nil {
+			db.Close()
+			return nil, nil, err
+		}
+		if s.admin == nil {
+			s.admin = func(ctx context.Context, q string) error { _, err := db.ExecContext(ctx, q); return err }
+		}
+		return st, func() { db.Close() }, nil
+	case "postgres", "pgbouncer":
+		dsn := s.dsn.Postgres
+		if s.opt.dialect == "pgbouncer" {
+			dsn = s.dsn.PgBouncer
+		}
+		cfg, err := pgxpool.ParseConfig(dsn)
+		if err != nil {
+			return nil, nil, err
+		}
+		cfg.MaxConns = int32(n)
+		pool, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			return nil, nil, err
+		}
+		st, err := store.NewPostgres(pool, s.table)
+		if err != nil {
+			pool.Close()
+			return nil, nil, err
+		}
+		if s.admin == nil {
+			s.admin = func(ctx context.Context, q string) error { _, err := pool.Exec(ctx, q); return err }
+		}
+		return st, pool.Close, nil
+	case "sqlite":
+		if s.sqlite == "" {
+			s.sqlite = filepath.Join(s.dsn.SQLiteDir, s.table+".db")
+		}
+		db, err := store.OpenSQLite(s.sqlite)
+		if err != nil {
+			return nil, nil, err
+		}
+		db.SetMaxOpenConns(n)
+		st, err := store.NewSQLite(db, s.table)
+		if err != nil {
+			db.Close()
+			return nil, nil, err
+		}
+		if s.admin == nil {
+			s.admin = func(ctx context.Context, q string) error { _, err := db.ExecContext(ctx, q); return err }
+		}
+		return st, func() { db.Close() }, nil
+	}
+	return nil, nil, fmt.Errorf("unknown dialect %q", s.opt.dialect)
+}
+
+func (s *casSystem) Statements() map[string]int64 { return s.count.snapshot() }
+
+func (s *casSystem) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if s.admin != nil && s.opt.dialect != "sqlite" {
+		_ = s.admin(ctx, "DROP TABLE IF EXISTS "+s.table)
+	}
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		s.closers[i]()
+	}
+}
+
+func (s *casSystem) Start(ctx context.Context, key, id string) (candidate, error) {
+	c := &casCandidate{id: id, sys: s, done: make(chan struct{})}
+	var st casleader.Store
+	var closers []func()
+	if s.opt.shared {
+		st = s.shared
+	} else {
+		n := s.opt.conns
+		if n == 0 {
+			n = 4
+		}
+		var closeFn func()
+		var err error
+		st, closeFn, err = s.open(ctx, n)
+		if err != nil {
+			return nil, err
+		}
+		closers = append(closers, closeFn)
+	}
+	c.rec = &recorder{Store: st, marks: &c.marks, count: &s.count, mysql: s.opt.dialect == "mariadb", log: candidateLog.With("system", s.name, "id", id)}
+	cfg := casleader.Config{
+		Key: key, ID: id, Logger: candidateLog.With("system", s.name),
+		LeaseDuration: s.t.Lease, RenewDeadline: s.t.Renew, HeartbeatInterval: s.t.Heartbeat, PollInterval: s.t.Poll,
+		KeepLeaseOnExit: true, // Crash keeps the lease; Stop resigns explicitly
+	}
+	rctx, cancel := context.WithCancel(context.Background())
+	c.cancel = cancel
+	var runs []func(context.Context) error
+	if s.opt.notifier {
+		switch s.opt.dialect {
+		case "mariadb":
+			db, err := store.OpenMySQL(s.dsn.MySQL)
+			if err != nil {
+				cancel()
+				return nil, err
+			}
+			db.SetMaxOpenConns(4)
+			closers = append(closers, func() { db.Close() })
+			n, err := notify.NewMySQL(notify.MySQLConfig{DB: db, Table: s.table, Logger: cfg.Logger})
+			if err != nil {
+				cancel()
+				return nil, err
+			}
+			cfg.Notifier = n
+			runs = append(runs, n.Run)
+		case "postgres", "pgbouncer":
+			dsn := s.dsn.Postgres
+			if s.opt.dialect == "pgbouncer" {
+				dsn = s.dsn.PgBouncer // the self-test fails: polling fallback
+			}
+			n, err := notify.NewPostgres(notify.PostgresConfig{DSN: dsn, Table: s.table, SelfTestTimeout: 500 * time.Millisecond, Logger: cfg.Logger})
+			if err != nil {
+				cancel()
+				return nil, err
+			}
+			cfg.Notifier = n
+			runs = append(runs, n.Run)
+		}
+	}
+	el, err := casleader.New(c.rec, cfg)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	c.el = el
+	var wg sync.WaitGroup
+	for _, r := range runs {
+		wg.Go(func() { _ = r(rctx) })
+	}
+	wg.Go(func() {
+		if err := el.Run(rctx); err != nil {
+			c.err = err
+		}
+	})
+	go func() {
+		wg.Wait()
+		for _, f := range closers {
+			f()
+		}
+		close(c.done)
+	}()
+	return c, nil
+}
+
+type casCandidate struct {
+	id     string
+	sys    *casSystem
+	el     *casleader.Elector
+	rec    *recorder
+	marks  markBox
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error
+	once   sync.Once
+}
+
+func (c *casCandidate) ID() string     { return c.id }
+func (c *casCandidate) IsLeader() bool { return c.el.IsLeader() }
+func (c *casCandidate) Marks() marks   { return c.marks.get() }
+
+func (c *casCandidate) Crash() {
+	c.once.Do(func() {
+		c.cancel()
+		<-c.done
+	})
+}
+
+func (c *casCandidate) Resign(ctx context.Context) error {
+	return c.el.ResignFor(ctx, time.Hour)
+}
+
+func (c *casCandidate) Stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if c.el.IsLeader() {
+		_ = c.el.ResignFor(ctx, time.Hour)
+	}
+	c.Crash()
+}
+
+// recorder wraps a store: it counts statements and records a candidate's marks.
+type recorder struct {
+	casleader.Store
+	marks *markBox
+	count *counter
+	mysql bool
+	log   *slog.Logger
+}
+
+func (r *recorder) Observe(ctx context.Context, key string) (store.Record, bool, error) {
+	r.count.add("observe", 1)
+	sent := time.Now()
+	rec, found, err := r.Store.Observe(ctx, key)
+	if r.log != nil {
+		r.log.Debug("bench: observe", "version", rec.Version, "leader", rec.LeaderID, "age", rec.Age, "took", time.Since(sent), "error", err)
+	}
+	return rec, found, err
+}
+
+func (r *recorder) Insert(ctx context.Context, key, id string) (bool, error) {
+	r.count.add("insert", 1)
+	ok, err := r.Store.Insert(ctx, key, id)
+	if ok && err == nil {
+		now := time.Now()
+		r.marks.set(func(m *marks) { m.Won = now })
+	}
+	r.errs(err)
+	return ok, err
+}
+
+func (r *recorder) Elect(ctx context.Context, key, id string, v int64, l time.Duration) (bool, error) {
+	r.count.add("elect", 1)
+	sent := time.Now()
+	ok, err := r.Store.Elect(ctx, key, id, v, l)
+	if r.log != nil {
+		r.log.Debug("bench: elect", "from", v, "ok", ok, "took", time.Since(sent), "error", err)
+	}
+	if ok && err == nil {
+		now := time.Now()
+		r.marks.set(func(m *marks) { m.Won = now })
+	}
+	r.errs(err)
+	return ok, err
+}
+
+func (r *recorder) Renew(ctx context.Context, key, id string, v int64) (bool, error) {
+	r.count.add("renew", 1)
+	sent := time.Now()
+	ok, err := r.Store.Renew(ctx, key, id, v)
+	if r.log != nil {
+		r.log.Debug("bench: renew", "from", v, "ok", ok, "took", time.Since(sent), "error", err)
+	}
+	if ok && err == nil {
+		r.marks.set(func(m *marks) { m.LastRenew = sent })
+	}
+	r.errs(err)
+	return ok, err
+}
+
+func (r *recorder) Release(ctx context.Context, key, id string, v int64) (bool, error) {
+	r.count.add("release", 1)
+	ok, err := r.Store.Release(ctx, key, id, v)
+	if ok && err == nil {
+		now := time.Now()
+		r.marks.set(func(m *marks) { m.Released = now })
+	}
+	r.errs(err)
+	return ok, err
+}
+
+func (r *recorder) Handover(ctx context.Context, key, id string, v int64, to string) (bool, error) {
+	r.count.add("handover", 1)
+	ok, err := r.Store.Handover(ctx, key, id, v, to)
+	if ok && err == nil {
+		now := time.Now()
+		r.marks.set(func(m *marks) { m.Released = now })
+	}
+	r.errs(err)
+	return ok, err
+}
+
+func (r *recorder) errs(err error) {
+	if err != nil {
+		r.count.add("error", 1)
+	}
+}

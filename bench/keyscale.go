@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/casleader/casleader/group"
+	"github.com/casleader/casleader/store"
+)
+
+// groupStore counts the statements of a group's batched calls (a MySQL write is an
+// UPDATE and a read-back) and records RenewMany latencies.
+type groupStore struct {
+	group.Store
+	mysql bool
+	count counter
+	mu    sync.Mutex
+	lat   []time.Duration
+}
+
+func (g *groupStore) write(kind string) {
+	n := int64(1)
+	if g.mysql {
+		n = 2
+	}
+	g.count.add(kind, n)
+}
+
+func (g *groupStore) ObserveMany(ctx context.Context, keys []string) (map[string]store.Record, error) {
+	g.count.add("observe_many", 1)
+	return g.Store.ObserveMany(ctx, keys)
+}
+
+func (g *groupStore) InsertMany(ctx context.Context, id string, keys []string) ([]store.Won, error) {
+	g.write("insert_many")
+	return g.Store.InsertMany(ctx, id, keys)
+}
+
+func (g *groupStore) ElectMany(ctx context.Context, id string, from []store.KeyVersion, l time.Duration) ([]store.Won, error) {
+	g.write("elect_many")
+	return g.Store.ElectMany(ctx, id, from, l)
+}
+
+func (g *groupStore) RenewMany(ctx context.Context, id string, held []store.KeyVersion) ([]store.Won, error) {
+	g.write("renew_many")
+	start := time.Now()
+	w, err := g.Store.RenewMany(ctx, id, held)
+	took := time.Since(start)
+	g.mu.Lock()
+	g.lat = append(g.lat, took)
+	g.mu.Unlock()
+	if err != nil {
+		g.count.add("error", 1)
+	}
+	return w, err
+}
+
+func (g *groupStore) ReleaseMany(ctx context.Context, id string, held []store.KeyVersion) ([]store.Won, error) {
+	g.write("release_many")
+	return g.Store.ReleaseMany(ctx, id, held)
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := int(float64(len(s)-1) * p)
+	return s[i]
+}
+
+// keyScale: one group leads k keys on a pool of 8 connections with a 1 s heartbeat
+// for dur; statements per second, CPU, renewal latency, and lost leases.
+func keyScale(ctx context.Context, sys *casSystem, k int, dur time.Duration) result {
+	r := result{Scenario: "keys", System: sys.Name(), Params: map[string]any{"keys": k, "seconds": dur.Seconds(), "pool": 8}, Values: map[string]float64{}}
+	st, closeFn, err := sys.open(ctx, 8)
+	if err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	defer closeFn()
+	gs := &groupStore{Store: st.(group.Store), mysql: sys.opt.dialect == "mariadb"}
+	keys := make([]string, k)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("%s-%05d", randName("key"), i)
+	}
+	g, err := group.New(gs, group.Config{
+		ID: "scaler", Keys: keys,
+		LeaseDuration: 5 * time.Second, RenewDeadline: 3 * time.Second, HeartbeatInterval: time.Second, PollInterval: 5 * time.Second,
+		BatchSize: 1000, Parallel: 4,
+	})
+	if err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	gctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- g.Run(gctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	t0 := time.Now()
+	for g.Stats().Leading < k {
+		if time.Since(t0) > time.Minute {
+			r.Error = fmt.Sprintf("only %d of %d keys led after a minute", g.Stats().Leading, k)
+			return r
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	r.Values["acquire_all_ms"] = ms(time.Since(t0))
+	time.Sleep(1500 * time.Millisecond) // into the steady rhythm
+	before := gs.count.snapshot()
+	gs.mu.Lock()
+	gs.lat = nil
+	gs.mu.Unlock()
+	lost0 := g.Stats().LostLeases
+	cpu0, start := cpuTime(), time.Now()
+	minLeading := k
+	for time.Since(start) < dur {
+		minLeading = min(minLeading, g.Stats().Leading)
+		time.Sleep(50 * time.Millisecond)
+	}
+	secs := time.Since(start).Seconds()
+	cpu := cpuTime() - cpu0
+	d := diff(gs.count.snapshot(), before)
+	total := 0.0
+	for kind, v := range d {
+		if kind == "error" {
+			r.Values["errors"] = float64(v)
+			continue
+		}
+		total += float64(v)
+		r.Values["per_s_"+kind] = float64(v) / secs
+	}
+	gs.mu.Lock()
+	lat := gs.lat
+	gs.mu.Unlock()
+	notLed := 0
+	for _, key := range keys {
+		if !g.IsLeader(key) {
+			notLed++
+		}
+	}
+	r.Values["per_s"] = total / secs
+	r.Values["cpu_percent"] = 100 * cpu.Seconds() / secs
+	r.Values["renew_p50_ms"] = ms(percentile(lat, 0.5))
+	r.Values["renew_p99_ms"] = ms(percentile(lat, 0.99))
+	r.Values["renew_max_ms"] = ms(percentile(lat, 1))
+	r.Values["lost_leases"] = float64(g.Stats().LostLeases - lost0)
+	r.Values["min_leading"] = float64(minLeading)
+	r.Values["not_led_at_end"] = float64(notLed)
+	return r
+}

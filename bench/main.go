@@ -1,0 +1,290 @@
+// Command bench compares casleader with the seeds' upsert design and with etcd's
+// concurrency.Election, in one process run with the same lease and heartbeat:
+// crash failover, graceful handover, steady-state load, a herd of 64 candidates and
+// one process leading up to 10,000 keys (the last two for casleader only).
+//
+//	cd bench && go run . [-trials N] [-smoke] [-out DIR] [-only failover,handover,steady,herd,keys]
+//
+// It prints markdown tables, and writes (by default into results/) DIR/results.jsonl (one JSON object per
+// measurement), DIR/summary.md, DIR/failover.svg and DIR/handover.svg. Databases
+// come from CASLEADER_MYSQL_DSN, CASLEADER_POSTGRES_DSN and CASLEADER_PGBOUNCER_DSN
+// (defaults: local MariaDB and PostgreSQL, database test); etcd is embedded and
+// listens on 127.0.0.1 only. -smoke is a one-trial quick run for CI: it never
+// asserts timings, and fails only when a run breaks (setup errors, two leaders at
+// once, a takeover before the lease expired).
+package main
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	trials := flag.Int("trials", 20, "trials per failover/handover/herd measurement")
+	smoke := flag.Bool("smoke", false, "one quick trial of everything (CI); never asserts timings")
+	out := flag.String("out", "", "directory for results.jsonl, summary.md and the SVG timelines (default results, or a temporary directory with -smoke)")
+	only := flag.String("only", "failover,handover,steady,herd,keys", "scenarios to run")
+	systems := flag.String("systems", "", "run only the systems whose name contains one of these comma-separated words")
+	steadyFor := flag.Duration("steady", 20*time.Second, "measuring window of each steady-state run")
+	keysFor := flag.Duration("keys-for", 30*time.Second, "measuring window of each key-scaling run (10,000 keys: at least 2 min)")
+	verbose := flag.String("v", "", "log the casleader candidates at this level (debug, info, warn)")
+	flag.Parse()
+	if *verbose != "" {
+		var lvl slog.Level
+		check(lvl.UnmarshalText([]byte(*verbose)))
+		candidateLog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+	}
+	log.SetFlags(log.Ltime | log.Lmicroseconds)
+	if *smoke {
+		*trials, *steadyFor, *keysFor = 1, 3*time.Second, 3*time.Second
+	}
+	if *out == "" {
+		*out = "results"
+		if *smoke {
+			*out = filepath.Join(os.TempDir(), "casleader-bench-smoke")
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	d := dbs{
+		MySQL:     cmp.Or(os.Getenv("CASLEADER_MYSQL_DSN"), "root@tcp(127.0.0.1:3306)/test"),
+		Postgres:  cmp.Or(os.Getenv("CASLEADER_POSTGRES_DSN"), "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"),
+		PgBouncer: os.Getenv("CASLEADER_PGBOUNCER_DSN"),
+	}
+	dir, err := os.MkdirTemp("", "casleader-bench-sqlite-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	d.SQLiteDir = dir
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		log.Fatal(err)
+	}
+
+	// One setting for everybody: lease 2 s (etcd session TTL 2 s, its minimum here
+	// being 1.5 s), heartbeat 500 ms (etcd's keep-alive is TTL/3 and not configurable
+	// through concurrency.Session), casleader's renew deadline 1.4 s, and follower
+	// poll interval = lease (followers read once per lease unless woken).
+	t := timing{Lease: 2 * time.Second, Renew: 1400 * time.Millisecond, Heartbeat: 500 * time.Millisecond, Poll: 2 * time.Second}
+	want := map[string]bool{}
+	for _, s := range strings.Split(*only, ",") {
+		want[strings.TrimSpace(s)] = true
+	}
+	hdr := fmt.Sprintf("lease %v, heartbeat %v, renew deadline %v (casleader), poll %v (casleader), %d trials, %s/%s, %d CPUs, GOMAXPROCS %d",
+		t.Lease, t.Heartbeat, t.Renew, t.Poll, *trials, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0))
+	log.Printf("bench: %s", hdr)
+	load := watchLoad()
+
+	var results []result
+	var broken []string
+	record := func(r result) {
+		results = append(results, r)
+		b, _ := jsonLine(r)
+		log.Printf("%s", b)
+		if r.Error != "" {
+			log.Printf("  error: %s", r.Error)
+		}
+		if r.Values["max_leaders"] > 1 {
+			broken = append(broken, fmt.Sprintf("%s %s: %v candidates led at once", r.Scenario, r.System, r.Values["max_leaders"]))
+		}
+		if strings.Contains(r.Error, "before the lease expired") && !strings.HasPrefix(r.System, "etcd") {
+			broken = append(broken, fmt.Sprintf("%s %s trial %d: %s", r.Scenario, r.System, r.Trial, r.Error))
+		}
+	}
+
+	type mk struct {
+		name string
+		new  func() (system, error)
+	}
+	cas := func(name string, o casOptions) mk {
+		return mk{name, func() (system, error) { return newCasSystem(ctx, name, t, d, o) }}
+	}
+	seeds := mk{"seeds-upsert/MariaDB", func() (system, error) { return newSeedsSystem(ctx, t, d.MySQL) }}
+	etcd := mk{"etcd-election", func() (system, error) { return newEtcdSystem(t) }}
+	latencySystems := []mk{
+		cas("casleader/PostgreSQL+notify", casOptions{dialect: "postgres", notifier: true}),
+		cas("casleader/MariaDB+notify", casOptions{dialect: "mariadb", notifier: true}),
+		cas("casleader/SQLite", casOptions{dialect: "sqlite"}),
+		cas("casleader/MariaDB (polling)", casOptions{dialect: "mariadb"}),
+	}
+	if d.PgBouncer != "" {
+		latencySystems = append(latencySystems, cas("casleader/PgBouncer-tx (notify falls back)", casOptions{dialect: "pgbouncer", notifier: true}))
+	}
+	latencySystems = append(latencySystems, seeds, etcd)
+
+	var failTL, handTL []*timeline
+	run := func(m mk, f func(system)) {
+		if ctx.Err() != nil || !selected(m.name, *systems) {
+			return
+		}
+		sys, err := m.new()
+		if err != nil {
+			broken = append(broken, fmt.Sprintf("%s: setup: %v", m.name, err))
+			log.Printf("%s: setup failed: %v", m.name, err)
+			return
+		}
+		defer sys.Close()
+		f(sys)
+	}
+	if want["failover"] {
+		for _, m := range latencySystems {
+			if strings.Contains(m.name, "polling") || strings.Contains(m.name, "PgBouncer") {
+				continue // notifications play no part in a crash
+			}
+			run(m, func(sys system) {
+				for i := 0; i < *trials && ctx.Err() == nil; i++ {
+					r, tl := failover(ctx, sys, t, i)
+					record(r)
+					if tl != nil && i == 0 {
+						failTL = append(failTL, tl, closeUp(tl, 1))
+					}
+				}
+			})
+		}
+	}
+	if want["handover"] {
+		for _, m := range latencySystems {
+			run(m, func(sys system) {
+				for i := 0; i < *trials && ctx.Err() == nil; i++ {
+					r, tl := handover(ctx, sys, t, i)
+					record(r)
+					if tl != nil && i == 0 {
+						handTL = append(handTL, tl)
+						if last := tl.Events[len(tl.Events)-1].At; last.Sub(tl.Events[0].At) < 100*time.Millisecond {
+							handTL = append(handTL, closeUp(tl, 0))
+						}
+					}
+				}
+			})
+		}
+	}
+	if want["steady"] {
+		steadySystems := []mk{
+			cas("casleader/PostgreSQL", casOptions{dialect: "postgres", shared: true}),
+			cas("casleader/MariaDB", casOptions{dialect: "mariadb", shared: true}),
+			cas("casleader/SQLite", casOptions{dialect: "sqlite", shared: true}),
+			seeds, etcd,
+		}
+		for _, m := range steadySystems {
+			run(m, func(sys system) {
+				for _, n := range []int{1, 10, 50} {
+					record(steady(ctx, sys, t, n, *steadyFor))
+				}
+			})
+		}
+	}
+	if want["herd"] {
+		for _, m := range []mk{
+			cas("casleader/PostgreSQL", casOptions{dialect: "postgres", conns: 1}),
+			cas("casleader/MariaDB", casOptions{dialect: "mariadb", conns: 1}),
+			cas("casleader/SQLite", casOptions{dialect: "sqlite", conns: 1}),
+		} {
+			run(m, func(sys system) {
+				for i := range max(*trials/4, 1) {
+					record(herd(ctx, sys, 64, i))
+				}
+			})
+		}
+	}
+	if want["keys"] {
+		for _, m := range []struct {
+			name string
+			o    casOptions
+		}{
+			{"casleader-group/PostgreSQL", casOptions{dialect: "postgres"}},
+			{"casleader-group/MariaDB", casOptions{dialect: "mariadb"}},
+			{"casleader-group/SQLite", casOptions{dialect: "sqlite"}},
+		} {
+			run(cas(m.name, m.o), func(sys system) {
+				for _, k := range []int{1, 100, 1000, 10000} {
+					dur := *keysFor
+					if k == 10000 && !*smoke {
+						dur = max(dur, 2*time.Minute)
+					}
+					record(keyScale(ctx, sys.(*casSystem), k, dur))
+				}
+			})
+		}
+	}
+
+	// Output.
+	var md bytes.Buffer
+	fmt.Fprintf(&md, "Settings: %s.\n\nMachine: %s.\n", hdr, load)
+	markdown(&md, results, map[string]string{"failover": "seeds-upsert/MariaDB", "handover": "seeds-upsert/MariaDB"})
+	fmt.Fprintf(&md, "\nRatios against etcd-election (p50): %s\n", etcdRatios(results))
+	os.Stdout.Write(md.Bytes())
+	check(os.WriteFile(filepath.Join(*out, "summary.md"), md.Bytes(), 0o644))
+	f, err := os.Create(filepath.Join(*out, "results.jsonl"))
+	check(err)
+	check(writeJSONL(f, results))
+	check(f.Close())
+	check(svg(filepath.Join(*out, "failover.svg"), "Crash failover: the leader is killed; followers win once its lease has expired", failTL))
+	check(svg(filepath.Join(*out, "handover.svg"), "Graceful handover: the leader resigns; the next one wins", handTL))
+	if len(broken) > 0 {
+		fmt.Fprintf(os.Stderr, "bench: broken runs:\n  %s\n", strings.Join(broken, "\n  "))
+		os.Exit(1)
+	}
+}
+
+func selected(name, words string) bool {
+	if words == "" {
+		return true
+	}
+	for _, w := range strings.Split(words, ",") {
+		if w != "" && strings.Contains(name, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// closeUp returns a copy of tl drawn around its events from the from-th on.
+func closeUp(tl *timeline, from int) *timeline {
+	z := *tl
+	z.Zoom, z.ZoomFrom = true, from
+	return &z
+}
+
+func etcdRatios(rs []result) string {
+	var parts []string
+	for _, sc := range []struct{ scenario, metric string }{{"failover", "after_expiry_ms"}, {"handover", "after_release_ms"}} {
+		order, vals, _ := values(rs, sc.scenario, sc.metric)
+		base := summarize(vals["etcd-election"]).P50
+		if base == 0 {
+			continue
+		}
+		for _, sys := range order {
+			if strings.HasPrefix(sys, "casleader") && len(vals[sys]) > 0 {
+				parts = append(parts, fmt.Sprintf("%s %s %.2g×", sc.scenario, sys, summarize(vals[sys]).P50/base))
+			}
+		}
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, "; ")
+}
+
+func jsonLine(r result) ([]byte, error) {
+	var b bytes.Buffer
+	err := writeJSONL(&b, []result{r})
+	return bytes.TrimSpace(b.Bytes()), err
+}
+
+func check(err error) {
+	if err != nil {
+		log.Fatal(err)
+	}
+}

@@ -1,0 +1,325 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// result is one measurement, written as one JSON line.
+type result struct {
+	Scenario string             `json:"scenario"`
+	System   string             `json:"system"`
+	Trial    int                `json:"trial"`
+	Params   map[string]any     `json:"params,omitempty"`
+	Values   map[string]float64 `json:"values"`
+	Error    string             `json:"error,omitempty"`
+}
+
+// timeline is what one trial looked like, for the SVG.
+type timeline struct {
+	System   string
+	Zoom     bool // a close-up of the events from ZoomFrom on
+	ZoomFrom int
+	Rows     []string
+	Spans    map[string][][2]time.Time // candidate -> leading intervals
+	Events   []event
+}
+
+type event struct {
+	At    time.Time
+	Label string
+}
+
+// sampler records who believes it leads, every 250 µs.
+type sampler struct {
+	mu    sync.Mutex
+	cs    []candidate
+	spans map[string][][2]time.Time
+	open  map[string]time.Time
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+func sample(cs []candidate) *sampler {
+	s := &sampler{cs: cs, spans: map[string][][2]time.Time{}, open: map[string]time.Time{}, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		t := time.NewTicker(250 * time.Microsecond)
+		defer t.Stop()
+		for {
+			now := time.Now()
+			s.mu.Lock()
+			for _, c := range s.cs {
+				_, was := s.open[c.ID()]
+				is := c.IsLeader()
+				switch {
+				case is && !was:
+					s.open[c.ID()] = now
+				case !is && was:
+					s.spans[c.ID()] = append(s.spans[c.ID()], [2]time.Time{s.open[c.ID()], now})
+					delete(s.open, c.ID())
+				}
+			}
+			s.mu.Unlock()
+			select {
+			case <-s.stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return s
+}
+
+func (s *sampler) finish() map[string][][2]time.Time {
+	close(s.stop)
+	<-s.done
+	now := time.Now()
+	for id, at := range s.open {
+		s.spans[id] = append(s.spans[id], [2]time.Time{at, now})
+	}
+	return s.spans
+}
+
+// leaders returns the candidates that believe they lead.
+func leaders(cs []candidate) []candidate {
+	var out []candidate
+	for _, c := range cs {
+		if c.IsLeader() {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// waitOne waits until exactly one of cs leads.
+func waitOne(cs []candidate, timeout time.Duration) (candidate, error) {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if ls := leaders(cs); len(ls) == 1 {
+			return ls[0], nil
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+	return nil, fmt.Errorf("no single leader within %v (%d lead)", timeout, len(leaders(cs)))
+}
+
+func startN(ctx context.Context, sys system, key string, n int) ([]candidate, error) {
+	var cs []candidate
+	for i := range n {
+		c, err := sys.Start(ctx, key, fmt.Sprintf("c%02d", i))
+		if err != nil {
+			stopAll(cs)
+			return nil, err
+		}
+		cs = append(cs, c)
+	}
+	return cs, nil
+}
+
+func stopAll(cs []candidate) {
+	var wg sync.WaitGroup
+	for _, c := range cs {
+		wg.Go(c.Stop)
+	}
+	wg.Wait()
+}
+
+func others(cs []candidate, not candidate) []candidate {
+	var out []candidate
+	for _, c := range cs {
+		if c != not {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// failover: three candidates; the leader crashes (keeps its lease); how long after
+// the lease expired does a follower win? Expiry is the send time of the dead
+// leader's last successful renewal plus the lease (the database executed it later,
+// so the delay is overestimated by at most one one-way trip); the win is the reply
+// time of the winning write.
+func failover(ctx context.Context, sys system, t timing, trial int) (result, *timeline) {
+	r := result{Scenario: "failover", System: sys.Name(), Trial: trial, Values: map[string]float64{}}
+	cs, err := startN(ctx, sys, randName("failover"), 3)
+	if err != nil {
+		r.Error = err.Error()
+		return r, nil
+	}
+	defer stopAll(cs)
+	l, err := waitOne(cs, 15*time.Second)
+	if err != nil {
+		r.Error = err.Error()
+		return r, nil
+	}
+	smp := sample(cs)
+	time.Sleep(t.Lease / 2) // followers settle into their rhythm
+	crashAt := time.Now()
+	l.Crash()
+	m := l.Marks()
+	expiry := m.LastRenew.Add(t.Lease)
+	rest := others(cs, l)
+	w, err := waitOne(rest, t.Lease+10*time.Second)
+	time.Sleep(50 * time.Millisecond)
+	spans := smp.finish()
+	if err != nil {
+		r.Error = err.Error()
+		return r, nil
+	}
+	won := w.Marks().Won
+	r.Values["after_expiry_ms"] = ms(won.Sub(expiry))
+	r.Values["after_crash_ms"] = ms(won.Sub(crashAt))
+	if won.Before(expiry) {
+		r.Error = fmt.Sprintf("won %v before the lease expired", expiry.Sub(won))
+	}
+	tl := &timeline{System: sys.Name(), Spans: spans,
+		Events: []event{{crashAt, "leader crashed"}, {expiry, "its lease expired"}, {won, "next leader won"}}}
+	for _, c := range cs {
+		tl.Rows = append(tl.Rows, c.ID())
+	}
+	return r, tl
+}
+
+// handover: three candidates; the leader resigns; how long after the release is
+// committed (its reply) does the next leader win (its write's reply)?
+func handover(ctx context.Context, sys system, t timing, trial int) (result, *timeline) {
+	r := result{Scenario: "handover", System: sys.Name(), Trial: trial, Values: map[string]float64{}}
+	cs, err := startN(ctx, sys, randName("handover"), 3)
+	if err != nil {
+		r.Error = err.Error()
+		return r, nil
+	}
+	defer stopAll(cs)
+	l, err := waitOne(cs, 15*time.Second)
+	if err != nil {
+		r.Error = err.Error()
+		return r, nil
+	}
+	smp := sample(cs)
+	time.Sleep(t.Lease / 2)
+	resignAt := time.Now()
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	err = l.Resign(rctx)
+	cancel()
+	if err != nil {
+		smp.finish()
+		r.Error = err.Error()
+		return r, nil
+	}
+	released := l.Marks().Released
+	rest := others(cs, l)
+	w, err := waitOne(rest, t.Lease+10*time.Second)
+	time.Sleep(20 * time.Millisecond)
+	spans := smp.finish()
+	if err != nil {
+		r.Error = err.Error()
+		return r, nil
+	}
+	won := w.Marks().Won
+	if released.IsZero() {
+		r.Error = "the release was not recorded"
+		return r, nil
+	}
+	r.Values["after_release_ms"] = ms(won.Sub(released))
+	r.Values["after_resign_call_ms"] = ms(won.Sub(resignAt))
+	tl := &timeline{System: sys.Name(), Spans: spans,
+		Events: []event{{resignAt, "resign called"}, {released, "release committed"}, {won, "next leader won"}}}
+	for _, c := range cs {
+		tl.Rows = append(tl.Rows, c.ID())
+	}
+	return r, tl
+}
+
+// steady: n candidates for dur after the leader is established; requests per second
+// by kind, and whether more than one ever believed it led.
+func steady(ctx context.Context, sys system, t timing, n int, dur time.Duration) result {
+	r := result{Scenario: "steady", System: sys.Name(), Params: map[string]any{"candidates": n, "seconds": dur.Seconds()}, Values: map[string]float64{}}
+	cs, err := startN(ctx, sys, randName("steady"), n)
+	if err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	defer stopAll(cs)
+	if _, err := waitOne(cs, 30*time.Second); err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	time.Sleep(t.Lease + t.Heartbeat) // every follower has read and gone to sleep
+	before := sys.Statements()
+	start := time.Now()
+	maxLeaders := 0
+	for time.Since(start) < dur {
+		maxLeaders = max(maxLeaders, len(leaders(cs)))
+		time.Sleep(5 * time.Millisecond)
+	}
+	secs := time.Since(start).Seconds()
+	d := diff(sys.Statements(), before)
+	total := 0.0
+	for k, v := range d {
+		if k == "error" {
+			r.Values["errors"] = float64(v)
+			continue
+		}
+		r.Values["per_s_"+k] = float64(v) / secs
+		total += float64(v)
+	}
+	r.Values["per_s"] = total / secs
+	r.Values["max_leaders"] = float64(maxLeaders)
+	return r
+}
+
+// herd: n candidates, each on its own connection, start together on a new key.
+func herd(ctx context.Context, sys system, n int, trial int) result {
+	r := result{Scenario: "herd", System: sys.Name(), Trial: trial, Params: map[string]any{"candidates": n}, Values: map[string]float64{}}
+	key := randName("herd")
+	before := sys.Statements()
+	start := time.Now()
+	cs := make([]candidate, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { cs[i], errs[i] = sys.Start(ctx, key, fmt.Sprintf("h%02d", i)) })
+	}
+	wg.Wait()
+	var started []candidate
+	for i, c := range cs {
+		if errs[i] != nil {
+			r.Error = errs[i].Error()
+		} else {
+			started = append(started, c)
+		}
+	}
+	defer stopAll(started)
+	if r.Error != "" {
+		return r
+	}
+	first, err := waitOne(started, 30*time.Second)
+	if err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	r.Values["first_leader_ms"] = ms(first.Marks().Won.Sub(start))
+	maxLeaders := 0
+	for t0 := time.Now(); time.Since(t0) < time.Second; time.Sleep(time.Millisecond) {
+		maxLeaders = max(maxLeaders, len(leaders(started)))
+	}
+	r.Values["max_leaders"] = float64(maxLeaders)
+	d := diff(sys.Statements(), before)
+	r.Values["store_errors"] = float64(d["error"])
+	var runErrs int
+	for _, c := range started {
+		if cc, ok := c.(*casCandidate); ok && cc.err != nil {
+			runErrs++
+		}
+	}
+	r.Values["run_errors"] = float64(runErrs)
+	return r
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+var errSkip = errors.New("skipped")

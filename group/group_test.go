@@ -1,0 +1,309 @@
+package group_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/casleader/casleader/group"
+	"github.com/casleader/casleader/internal/memstore"
+	"github.com/casleader/casleader/internal/testdb"
+	"github.com/casleader/casleader/store"
+)
+
+var (
+	_ group.Store = (*store.MySQL)(nil)
+	_ group.Store = (*store.Postgres)(nil)
+	_ group.Store = (*store.SQLite)(nil)
+	_ group.Store = (*memstore.Store)(nil)
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const (
+	lease     = 400 * time.Millisecond
+	renewDL   = 250 * time.Millisecond
+	heartbeat = 60 * time.Millisecond
+	poll      = 100 * time.Millisecond
+)
+
+func keys(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("key-%04d", i)
+	}
+	return out
+}
+
+func newGroup(t *testing.T, st group.Store, id string, ks []string, mod func(*group.Config)) *group.Group {
+	t.Helper()
+	cfg := group.Config{ID: id, Keys: ks, LeaseDuration: lease, RenewDeadline: renewDL, HeartbeatInterval: heartbeat, PollInterval: poll, BatchSize: 7}
+	if mod != nil {
+		mod(&cfg)
+	}
+	g, err := group.New(st, cfg)
+	require.NoError(t, err)
+	return g
+}
+
+func running(t *testing.T, g *group.Group) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx) }()
+	return func() {
+		cancel()
+		require.NoError(t, <-done)
+	}
+}
+
+func count(g *group.Group, ks []string) int {
+	n := 0
+	for _, k := range ks {
+		if g.IsLeader(k) {
+			n++
+		}
+	}
+	return n
+}
+
+func TestOneGroupLeadsEveryKeyWithBatchedStatements(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		ks := keys(50)
+		g := newGroup(t, st, "a", ks, nil)
+		stop := running(t, g)
+		time.Sleep(time.Millisecond)
+		assert.Equal(t, 50, count(g, ks))
+		assert.Equal(t, 8, st.Calls(memstore.OpInsertMany), "50 keys in batches of 7")
+		before := st.Calls(memstore.OpRenewMany)
+		time.Sleep(10 * heartbeat)
+		assert.Equal(t, 50, count(g, ks), "renewals keep every lease")
+		assert.InDelta(t, 10*8, st.Calls(memstore.OpRenewMany)-before, 8, "one statement per batch per heartbeat")
+		assert.Zero(t, g.Stats().LostLeases)
+		for _, k := range ks {
+			assert.Equal(t, int64(1), g.Token(k))
+		}
+		stop()
+		assert.Zero(t, count(g, ks))
+		recs, err := st.ObserveMany(t.Context(), ks[:10])
+		require.NoError(t, err)
+		for _, rec := range recs {
+			assert.True(t, rec.Released(), "Run's exit releases")
+		}
+	})
+}
+
+func TestFollowerGroupTakesOverAfterTheLeaseAndNeverBefore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		ks := keys(20)
+		a := newGroup(t, st, "a", ks, func(c *group.Config) { c.KeepLeaseOnExit = true })
+		stopA := running(t, a)
+		time.Sleep(time.Millisecond)
+		b := newGroup(t, st, "b", ks, nil)
+		stopB := running(t, b)
+		time.Sleep(3 * lease)
+		assert.Equal(t, 20, count(a, ks))
+		assert.Zero(t, count(b, ks), "b took a live lease")
+		reads := st.Calls(memstore.OpObserveMany)
+		time.Sleep(3 * lease)
+		// 3 batches, read every PollInterval (100 ms) for 1.2 s.
+		assert.LessOrEqual(t, st.Calls(memstore.OpObserveMany)-reads, 3*(12+2), "a follower reads in batches")
+		stopA() // vanishes, keeping its leases
+		killed := time.Now()
+		for count(b, ks) < 20 {
+			time.Sleep(time.Millisecond)
+		}
+		took := time.Since(killed)
+		assert.Greater(t, took, lease-renewDL, "b took over before a's leases expired")
+		assert.Less(t, took, lease+poll)
+		assert.Zero(t, count(a, ks))
+		stopB()
+	})
+}
+
+func TestRemoveReleasesAndAnotherGroupTakesOver(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		ks := keys(10)
+		a := newGroup(t, st, "a", ks, nil)
+		stopA := running(t, a)
+		time.Sleep(time.Millisecond)
+		b := newGroup(t, st, "b", ks, nil)
+		stopB := running(t, b)
+		time.Sleep(lease / 2)
+		a.Remove(ks[:5]...)
+		time.Sleep(poll + 20*time.Millisecond)
+		assert.Equal(t, 5, count(b, ks[:5]), "released keys are taken over within a poll")
+		assert.Equal(t, 5, count(a, ks[5:]))
+		assert.Zero(t, count(a, ks[:5]))
+		stopA()
+		stopB()
+	})
+}
+
+func TestLostRenewalIsSettledAndStepsDown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		ks := keys(3)
+		var mu sync.Mutex
+		var changes []string
+		g := newGroup(t, st, "a", ks, func(c *group.Config) {
+			c.OnChange = func(key string, leading bool, token int64) {
+				mu.Lock()
+				changes = append(changes, fmt.Sprint(key, leading, token))
+				mu.Unlock()
+			}
+		})
+		stop := running(t, g)
+		time.Sleep(time.Millisecond)
+		rec, _, err := st.Observe(t.Context(), ks[0])
+		require.NoError(t, err)
+		st.Put(store.Record{Key: ks[0], Version: rec.Version + 5, LeaderID: "b", Term: rec.Version + 5})
+		ok, err := st.RequestStepDown(t.Context(), ks[1], rec.Version, "")
+		require.NoError(t, err)
+		require.True(t, ok)
+		time.Sleep(heartbeat + time.Millisecond)
+		assert.False(t, g.IsLeader(ks[0]), "taken over")
+		assert.False(t, g.IsLeader(ks[1]), "step-down requested")
+		assert.True(t, g.IsLeader(ks[2]))
+		r1, _, err := st.Observe(t.Context(), ks[1])
+		require.NoError(t, err)
+		assert.True(t, r1.Released())
+		assert.Equal(t, int64(1), g.Stats().LostLeases)
+		stop()
+		mu.Lock()
+		defer mu.Unlock()
+		assert.Contains(t, changes, fmt.Sprint(ks[0], false, 1))
+	})
+}
+
+func TestRenewalThatHangsEndsTrustAtTheDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		ks := keys(3)
+		g := newGroup(t, st, "a", ks, nil)
+		stop := running(t, g)
+		time.Sleep(time.Millisecond)
+		start := time.Now()
+		st.SetDelay(memstore.OpRenewMany, time.Hour)
+		for count(g, ks) > 0 {
+			time.Sleep(time.Millisecond)
+		}
+		assert.LessOrEqual(t, time.Since(start), renewDL)
+		st.SetDelay(memstore.OpRenewMany, 0)
+		stop()
+	})
+}
+
+func TestConfigValidation(t *testing.T) {
+	st := memstore.New()
+	for name, mod := range map[string]func(*group.Config){
+		"NoID":            func(c *group.Config) { c.ID = "" },
+		"RenewAboveLease": func(c *group.Config) { c.RenewDeadline = c.LeaseDuration },
+		"HeartbeatSlow":   func(c *group.Config) { c.HeartbeatInterval = c.RenewDeadline },
+		"BatchTooBig":     func(c *group.Config) { c.BatchSize = store.MaxBatch + 1 },
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := group.Config{ID: "a", LeaseDuration: lease, RenewDeadline: renewDL, HeartbeatInterval: heartbeat}
+			mod(&cfg)
+			_, err := group.New(st, cfg)
+			assert.ErrorIs(t, err, group.ErrInvalidConfig)
+		})
+	}
+	_, err := group.New(nil, group.Config{ID: "a"})
+	assert.ErrorIs(t, err, group.ErrInvalidConfig)
+}
+
+// TestDatabases runs two groups against each database: every key gets exactly one
+// leader, and a vanished group's keys move to the other after their leases.
+func TestDatabases(t *testing.T) {
+	for _, d := range []struct {
+		name string
+		open func(t *testing.T, table string) (group.Store, func(string) error)
+	}{
+		{"MariaDB", func(t *testing.T, table string) (group.Store, func(string) error) {
+			db := testdb.MySQL(t)
+			s, err := store.NewMySQL(db, table)
+			require.NoError(t, err)
+			require.NoError(t, s.CreateTable(t.Context()))
+			return s, dropper(db)
+		}},
+		{"PostgreSQL", func(t *testing.T, table string) (group.Store, func(string) error) {
+			pool := testdb.Postgres(t)
+			s, err := store.NewPostgres(pool, table)
+			require.NoError(t, err)
+			require.NoError(t, s.CreateTable(t.Context()))
+			return s, func(q string) error { _, err := pool.Exec(context.Background(), q); return err }
+		}},
+		{"SQLite", func(t *testing.T, table string) (group.Store, func(string) error) {
+			db := testdb.SQLite(t)
+			s, err := store.NewSQLite(db, table)
+			require.NoError(t, err)
+			require.NoError(t, s.CreateTable(t.Context()))
+			return s, dropper(db)
+		}},
+	} {
+		t.Run(d.name, func(t *testing.T) {
+			t.Parallel()
+			table := testdb.Name(t)
+			st, exec := d.open(t, table)
+			t.Cleanup(func() { _ = exec("DROP TABLE IF EXISTS " + table) })
+			ks := keys(300)
+			patient := func(c *group.Config) {
+				c.LeaseDuration, c.RenewDeadline, c.HeartbeatInterval, c.PollInterval, c.BatchSize = 2*time.Second, 1200*time.Millisecond, 100*time.Millisecond, 2*time.Second, 100
+			}
+			a := newGroup(t, st, "a", ks[:200], func(c *group.Config) { patient(c); c.KeepLeaseOnExit = true })
+			b := newGroup(t, st, "b", ks[100:], patient)
+			stopA, stopB := running(t, a), running(t, b)
+			defer stopB()
+			require.Eventually(t, func() bool {
+				for _, k := range ks {
+					if a.IsLeader(k) == b.IsLeader(k) {
+						return false
+					}
+				}
+				return true
+			}, 10*time.Second, 10*time.Millisecond, "every key gets exactly one leader")
+			stopA()
+			require.Eventually(t, func() bool { return count(b, ks[100:]) == 200 }, 10*time.Second, 10*time.Millisecond,
+				"b takes over a's shared keys after their leases")
+		})
+	}
+}
+
+func dropper(db *sql.DB) func(string) error {
+	return func(q string) error { _, err := db.Exec(q); return err }
+}
+
+// BenchmarkIsLeader measures a group's IsLeader for one of 10,000 led keys.
+func BenchmarkIsLeader(b *testing.B) {
+	ks := keys(10000)
+	g, err := group.New(memstore.New(), group.Config{ID: "a", Keys: ks, LeaseDuration: time.Hour, RenewDeadline: 50 * time.Minute, HeartbeatInterval: time.Minute})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	for g.Stats().Leading < len(ks) {
+		time.Sleep(time.Millisecond)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if !g.IsLeader(ks[i%len(ks)]) {
+			b.Fatal("not leading")
+		}
+		i++
+	}
+}

@@ -1,0 +1,159 @@
+package memstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/casleader/casleader/store"
+)
+
+// Operation names of the batched methods, for the fault hooks.
+const (
+	OpObserveMany = "observe many"
+	OpInsertMany  = "insert many"
+	OpElectMany   = "elect many"
+	OpRenewMany   = "renew many"
+	OpReleaseMany = "release many"
+)
+
+func checkBatch(n int) error {
+	if n > store.MaxBatch {
+		return fmt.Errorf("%w: %d keys in one batch, the limit is %d", store.ErrInvalidArgument, n, store.MaxBatch)
+	}
+	return nil
+}
+
+func validKVs(id string, kvs []store.KeyVersion) error {
+	if err := checkBatch(len(kvs)); err != nil {
+		return err
+	}
+	if err := validateName("id", id); err != nil {
+		return err
+	}
+	for _, kv := range kvs {
+		if err := validateName("key", kv.Key); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ObserveMany reads the rows of keys in one round trip; missing keys are absent.
+func (s *Store) ObserveMany(ctx context.Context, keys []string) (map[string]store.Record, error) {
+	if err := checkBatch(len(keys)); err != nil {
+		return nil, err
+	}
+	for _, k := range keys {
+		if err := validateName("key", k); err != nil {
+			return nil, err
+		}
+	}
+	out := make(map[string]store.Record, len(keys))
+	key := ""
+	if len(keys) > 0 {
+		key = keys[0]
+	}
+	err := s.do(ctx, OpObserveMany, key, func(now time.Time) (bool, error) {
+		for _, k := range keys {
+			r, ok := s.rows[k]
+			if !ok {
+				continue
+			}
+			rec, err := r.record(k, now)
+			if err != nil {
+				return false, fmt.Errorf("observe %s %q: %w", s.table, k, err)
+			}
+			out[k] = rec
+		}
+		return false, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// batch runs apply per distinct key in one round trip and returns the keys it won.
+func (s *Store) batch(ctx context.Context, op, id string, kvs []store.KeyVersion, apply func(kv store.KeyVersion, now time.Time) bool) ([]store.Won, error) {
+	if err := validKVs(id, kvs); err != nil {
+		return nil, err
+	}
+	if len(kvs) == 0 {
+		return nil, nil
+	}
+	var won []store.Won
+	sent := time.Now()
+	err := s.do(ctx, op, kvs[0].Key, func(now time.Time) (bool, error) {
+		seen := map[string]bool{}
+		for _, kv := range kvs {
+			if seen[kv.Key] {
+				continue
+			}
+			seen[kv.Key] = true
+			if apply(kv, now) {
+				won = append(won, store.Won{Key: kv.Key, Since: sent})
+			}
+		}
+		return len(won) > 0, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return won, nil
+}
+
+// InsertMany creates the missing rows among keys with id as first leader.
+func (s *Store) InsertMany(ctx context.Context, id string, keys []string) ([]store.Won, error) {
+	kvs := make([]store.KeyVersion, len(keys))
+	for i, k := range keys {
+		kvs[i] = store.KeyVersion{Key: k}
+	}
+	return s.batch(ctx, OpInsertMany, id, kvs, func(kv store.KeyVersion, now time.Time) bool {
+		if _, ok := s.rows[kv.Key]; ok {
+			return false
+		}
+		s.rows[kv.Key] = &row{version: 1, term: 1, leader: id, tick: now}
+		return true
+	})
+}
+
+// ElectMany is Elect per key, in one round trip.
+func (s *Store) ElectMany(ctx context.Context, id string, from []store.KeyVersion, lease time.Duration) ([]store.Won, error) {
+	return s.batch(ctx, OpElectMany, id, from, func(kv store.KeyVersion, now time.Time) bool {
+		r := s.rows[kv.Key]
+		if r == nil || r.version != kv.Version {
+			return false
+		}
+		released := r.leader == "" && r.null != "leader_id"
+		if !released && now.Sub(r.tick).Microseconds() < lease.Microseconds() {
+			return false
+		}
+		*r = row{version: kv.Version + 1, term: kv.Version + 1, leader: id, tick: now}
+		return true
+	})
+}
+
+// RenewMany is Renew per key, in one round trip.
+func (s *Store) RenewMany(ctx context.Context, id string, held []store.KeyVersion) ([]store.Won, error) {
+	return s.batch(ctx, OpRenewMany, id, held, func(kv store.KeyVersion, now time.Time) bool {
+		r := s.held(kv.Key, id, kv.Version)
+		if r == nil {
+			return false
+		}
+		r.version, r.tick = kv.Version+1, now
+		return true
+	})
+}
+
+// ReleaseMany is Release per key, in one round trip.
+func (s *Store) ReleaseMany(ctx context.Context, id string, held []store.KeyVersion) ([]store.Won, error) {
+	return s.batch(ctx, OpReleaseMany, id, held, func(kv store.KeyVersion, now time.Time) bool {
+		r := s.held(kv.Key, id, kv.Version)
+		if r == nil {
+			return false
+		}
+		*r = row{version: kv.Version + 1, term: r.term, tick: now}
+		return true
+	})
+}

@@ -1,0 +1,168 @@
+package casleader_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/casleader/casleader"
+	"github.com/casleader/casleader/internal/memstore"
+	"github.com/casleader/casleader/store"
+)
+
+// fakeNotifier records the elector's calls and lets a test wake its subscribers, like
+// a notification arriving.
+type fakeNotifier struct {
+	st     *memstore.Store
+	mu     sync.Mutex
+	events []string
+	subs   map[string]func()
+}
+
+var _ casleader.Notifier = (*fakeNotifier)(nil)
+
+func (f *fakeNotifier) log(format string, args ...any) {
+	f.mu.Lock()
+	f.events = append(f.events, fmt.Sprintf(format, args...))
+	f.mu.Unlock()
+}
+
+func (f *fakeNotifier) Subscribe(key string, wake func()) func() {
+	f.mu.Lock()
+	if f.subs == nil {
+		f.subs = map[string]func(){}
+	}
+	f.subs[key] = wake
+	f.mu.Unlock()
+	f.log("subscribe %s", key)
+	return func() {
+		f.mu.Lock()
+		delete(f.subs, key)
+		f.mu.Unlock()
+		f.log("unsubscribe %s", key)
+	}
+}
+
+func (f *fakeNotifier) Observed(key string, rec store.Record) {
+	f.log("observed %s leader=%q", key, rec.LeaderID)
+}
+
+func (f *fakeNotifier) Leading(key string, token int64, leading bool) {
+	// The row as the notifier would find it when told: for leading=false, the
+	// release must already be written.
+	rec, _, _ := f.st.Observe(context.Background(), key)
+	f.log("leading %s %d %v row-leader=%q", key, token, leading, rec.LeaderID)
+}
+
+func (f *fakeNotifier) wake(key string) {
+	f.mu.Lock()
+	w := f.subs[key]
+	f.mu.Unlock()
+	if w != nil {
+		w()
+	}
+}
+
+func (f *fakeNotifier) took() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.events...)
+}
+
+func TestNotifierHearsOfTermsAfterTheReleaseIsWritten(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		n := &fakeNotifier{st: st}
+		c := cfg("a")
+		c.Notifier = n
+		el := newElector(t, st, c)
+		stop := running(t, el)
+		time.Sleep(time.Millisecond)
+		require.True(t, el.IsLeader())
+		require.NoError(t, el.Resign(t.Context()))
+		synctest.Wait() // the elector has read the row again and sleeps
+		require.NoError(t, stop())
+		assert.Equal(t, []string{
+			"subscribe k",
+			`leading k 1 true row-leader="a"`,
+			`leading k 1 false row-leader=""`, // told after the release was written
+			`observed k leader=""`,            // then it follows (cooling down)
+			"unsubscribe k",
+		}, n.took())
+	})
+}
+
+func TestNotificationWakesASleepingFollowerAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		na, nb := &fakeNotifier{st: st}, &fakeNotifier{st: st}
+		ca, cb := cfg("a"), cfg("b")
+		ca.Notifier, cb.Notifier = na, nb
+		// Without the wake-up, b would sleep until the lease expires or a minute passes.
+		ca.LeaseDuration, ca.RenewDeadline, ca.PollInterval = time.Hour, 50*time.Minute, time.Minute
+		cb.LeaseDuration, cb.RenewDeadline, cb.PollInterval = time.Hour, 50*time.Minute, time.Minute
+		a := newElector(t, st, ca)
+		stopA := running(t, a)
+		time.Sleep(time.Millisecond)
+		b := newElector(t, st, cb)
+		stopB := running(t, b)
+		time.Sleep(time.Millisecond)
+		require.Equal(t, "a", b.Leader())
+		assert.Contains(t, nb.took(), `observed k leader="a"`, "the follower tells the notifier what it saw")
+
+		require.NoError(t, a.ResignFor(t.Context(), time.Hour))
+		time.Sleep(time.Second)
+		assert.False(t, b.IsLeader(), "no notification yet: b sleeps")
+		nb.wake("k")
+		time.Sleep(time.Millisecond)
+		assert.True(t, b.IsLeader(), "the wake-up made b read the released row and win")
+		require.NoError(t, stopA())
+		require.NoError(t, stopB())
+	})
+}
+
+func TestFollowerWithANotifierReadsAboutOncePerLease(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		notifier bool
+		max      int
+	}{
+		{"WithNotifier", true, 12}, // 10 leases: about one read per lease
+		{"WithoutNotifier", false, 130},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				st := memstore.New()
+				long := func(id string) casleader.Config {
+					c := cfg(id)
+					c.LeaseDuration, c.RenewDeadline, c.HeartbeatInterval, c.PollInterval = time.Minute, 40*time.Second, 10*time.Second, 0
+					if tc.notifier {
+						c.Notifier = &fakeNotifier{st: st}
+					}
+					return c
+				}
+				a := newElector(t, st, long("a"))
+				stopA := running(t, a)
+				time.Sleep(time.Millisecond)
+				b := newElector(t, st, long("b"))
+				stopB := running(t, b)
+				time.Sleep(time.Millisecond)
+				before := st.Calls(memstore.OpObserve)
+				time.Sleep(10 * time.Minute)
+				reads := st.Calls(memstore.OpObserve) - before
+				assert.LessOrEqual(t, reads, tc.max)
+				if !tc.notifier {
+					assert.GreaterOrEqual(t, reads, 100, "without a notifier the default PollInterval (5 s) caps the sleep")
+				}
+				require.NoError(t, stopA())
+				require.NoError(t, stopB())
+			})
+		})
+	}
+}

@@ -1,0 +1,84 @@
+package notify
+
+import (
+	"sync"
+)
+
+// hub is the set of subscribers, per election key.
+type hub struct {
+	mu   sync.Mutex
+	subs map[string]map[*func()]struct{}
+	// added is signalled (latest only) when a key gets its first subscriber.
+	added chan struct{}
+}
+
+func newHub() hub {
+	return hub{subs: map[string]map[*func()]struct{}{}, added: make(chan struct{}, 1)}
+}
+
+// Subscribe calls wake on every notification for key until unsubscribe is called.
+func (h *hub) Subscribe(key string, wake func()) (unsubscribe func()) {
+	p := &wake
+	h.mu.Lock()
+	m := h.subs[key]
+	if m == nil {
+		m = map[*func()]struct{}{}
+		h.subs[key] = m
+		select {
+		case h.added <- struct{}{}:
+		default:
+		}
+	}
+	m[p] = struct{}{}
+	h.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			h.mu.Lock()
+			delete(h.subs[key], p)
+			if len(h.subs[key]) == 0 {
+				delete(h.subs, key)
+			}
+			h.mu.Unlock()
+		})
+	}
+}
+
+// wake calls the subscribers of key. It returns whether there were any.
+func (h *hub) wake(key string) bool {
+	h.mu.Lock()
+	fs := make([]func(), 0, len(h.subs[key]))
+	for p := range h.subs[key] {
+		fs = append(fs, *p)
+	}
+	h.mu.Unlock()
+	for _, f := range fs {
+		f()
+	}
+	return len(fs) > 0
+}
+
+// wakeAll calls every subscriber: notifications may have been missed.
+func (h *hub) wakeAll() {
+	for _, k := range h.keys() {
+		h.wake(k)
+	}
+}
+
+// keys returns the subscribed keys.
+func (h *hub) keys() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ks := make([]string, 0, len(h.subs))
+	for k := range h.subs {
+		ks = append(ks, k)
+	}
+	return ks
+}
+
+// subscribed reports whether key has subscribers.
+func (h *hub) subscribed(key string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.subs[key]) > 0
+}

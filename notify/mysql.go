@@ -1,0 +1,400 @@
+package notify
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"database/sql/driver"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/casleader/casleader/schema"
+	"github.com/casleader/casleader/store"
+)
+
+// MySQLConfig configures [NewMySQL]. Zero values get the defaults given per field.
+type MySQLConfig struct {
+	// DB is the pool the notifier takes its dedicated connections from: one for the
+	// locks this process holds, one per key followed. Required.
+	DB *sql.DB
+	// Table is the election table, spelled as the stores are given it; it namespaces
+	// the lock names. Default schema.DefaultTable.
+	Table string
+	// WaitTimeout bounds one GET_LOCK wait of a follower, after which it waits again.
+	// Whole seconds. Default 30 s.
+	WaitTimeout time.Duration
+	// Logger receives connection failures. nil means discard.
+	Logger *slog.Logger
+}
+
+// MySQL wakes followers through named locks (see the package doc). It implements
+// casleader.Notifier. Create it with [NewMySQL] and run [MySQL.Run].
+type MySQL struct {
+	cfg MySQLConfig
+	hub hub
+
+	mu     sync.Mutex
+	armed  map[string]int64 // key -> term of the live leader a follower waits on
+	rearm  map[string]chan struct{}
+	lead   map[string]int64 // key -> term this process leads
+	change chan struct{}    // wakes the lock holder (latest only)
+
+	woken atomic.Int64
+}
+
+// NewMySQL validates cfg and returns a notifier. It does no I/O.
+func NewMySQL(cfg MySQLConfig) (*MySQL, error) {
+	if cfg.DB == nil {
+		return nil, fmt.Errorf("%w: notify: MySQLConfig.DB is nil", store.ErrInvalidArgument)
+	}
+	cfg.Table = cmp.Or(cfg.Table, schema.DefaultTable)
+	if err := schema.ValidateTable(cfg.Table); err != nil {
+		return nil, err
+	}
+	cfg.WaitTimeout = max(cmp.Or(cfg.WaitTimeout, 30*time.Second).Round(time.Second), time.Second)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &MySQL{
+		cfg:    cfg,
+		hub:    newHub(),
+		armed:  map[string]int64{},
+		rearm:  map[string]chan struct{}{},
+		lead:   map[string]int64{},
+		change: make(chan struct{}, 1),
+	}, nil
+}
+
+// LockName returns the name of the lock that the leader of key in term holds.
+func (m *MySQL) LockName(key string, term int64) string {
+	h := sha256.Sum256([]byte(m.cfg.Table + "\x00" + key))
+	return "casleader:" + hex.EncodeToString(h[:16]) + ":" + strconv.FormatInt(term, 10)
+}
+
+// Subscribe calls wake when the leader of key releases its lock.
+func (m *MySQL) Subscribe(key string, wake func()) (unsubscribe func()) {
+	return m.hub.Subscribe(key, wake)
+}
+
+// Observed arms the follower of key on the lock of the term it saw, or disarms it
+// when the lease is released.
+func (m *MySQL) Observed(key string, rec store.Record) {
+	term := rec.Term
+	if rec.Released() {
+		term = 0
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.lead[key] == term && term != 0 {
+		term = 0 // our own lease
+	}
+	if m.armed[key] == term {
+		return
+	}
+	m.armed[key] = term
+	if ch := m.rearm[key]; ch != nil {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Leading makes the lock holder take (leading) or release the lock of key and term.
+func (m *MySQL) Leading(key string, term int64, leading bool) {
+	m.mu.Lock()
+	if leading {
+		m.lead[key] = term
+		if m.armed[key] != 0 { // a leader does not wait on anybody's lock
+			m.armed[key] = 0
+			if ch := m.rearm[key]; ch != nil {
+				select {
+				case ch <- struct{}{}:
+				default:
+				}
+			}
+		}
+	} else if m.lead[key] == term {
+		delete(m.lead, key)
+	}
+	m.mu.Unlock()
+	select {
+	case m.change <- struct{}{}:
+	default:
+	}
+}
+
+// Woken returns how many wake-ups lock grants have caused.
+func (m *MySQL) Woken() int64 { return m.woken.Load() }
+
+// Run holds the locks of the terms this process leads and waits on those of the
+// terms it follows, until ctx ends; then it releases everything and returns nil.
+func (m *MySQL) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wg.Go(func() { m.hold(ctx) })
+	waiting := map[string]context.CancelFunc{}
+	for {
+		// Start a waiter per subscribed key, stop those of keys no longer subscribed.
+		live := map[string]bool{}
+		for _, k := range m.hub.keys() {
+			live[k] = true
+			if waiting[k] == nil {
+				wctx, wcancel := context.WithCancel(ctx)
+				waiting[k] = wcancel
+				ch := make(chan struct{}, 1)
+				m.mu.Lock()
+				m.rearm[k] = ch
+				m.mu.Unlock()
+				wg.Go(func() { m.follow(wctx, k, ch) })
+			}
+		}
+		for k, c := range waiting {
+			if !live[k] {
+				c()
+				delete(waiting, k)
+			}
+		}
+		t := time.NewTimer(time.Second) // also notices unsubscriptions
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-m.hub.added:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// hold keeps the set of locks held on one dedicated connection equal to the terms
+// this process leads. Releases go first: they are what followers wait for.
+func (m *MySQL) hold(ctx context.Context) {
+	var conn *sql.Conn
+	held := map[string]bool{}
+	failures := 0
+	defer func() {
+		if conn != nil {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			_, _ = conn.ExecContext(rctx, `DO RELEASE_ALL_LOCKS()`)
+			cancel()
+			discard(conn)
+		}
+	}()
+	for {
+		m.mu.Lock()
+		want := make(map[string]bool, len(m.lead))
+		for k, t := range m.lead {
+			want[m.LockName(k, t)] = true
+		}
+		m.mu.Unlock()
+		err := func() error {
+			if conn == nil && len(want) > 0 {
+				c, err := m.cfg.DB.Conn(ctx)
+				if err != nil {
+					return err
+				}
+				conn, held = c, map[string]bool{}
+			}
+			for name := range held {
+				if !want[name] {
+					if _, err := conn.ExecContext(ctx, `DO RELEASE_LOCK(?)`, name); err != nil {
+						return err
+					}
+					delete(held, name)
+				}
+			}
+			for name := range want {
+				if held[name] {
+					continue
+				}
+				// Followers hold the lock only for a moment when they are granted it.
+				var got sql.NullInt64
+				if err := conn.QueryRowContext(ctx, `SELECT GET_LOCK(?, 2)`, name).Scan(&got); err != nil {
+					return err
+				}
+				if got.Int64 == 1 {
+					held[name] = true
+				}
+			}
+			return nil
+		}()
+		wait := time.Duration(0)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			failures++
+			wait = backoff(failures)
+			m.cfg.Logger.Warn("casleader notify: lock holder connection failed", "table", m.cfg.Table, "error", err, "retry_in", wait)
+			if conn != nil {
+				discard(conn)
+				conn = nil
+			}
+		} else {
+			failures = 0
+		}
+		if wait == 0 && len(held) < len(want) {
+			wait = 100 * time.Millisecond // a lock still taken: try again soon
+		}
+		var t *time.Timer
+		var tc <-chan time.Time
+		if wait > 0 {
+			t = time.NewTimer(wait)
+			tc = t.C
+		}
+		select {
+		case <-ctx.Done():
+		case <-m.change:
+		case <-tc:
+		}
+		if t != nil {
+			t.Stop()
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// follow waits on the lock of the term armed for key and wakes the subscribers when
+// the server grants it.
+func (m *MySQL) follow(ctx context.Context, key string, rearm <-chan struct{}) {
+	var conn *sql.Conn
+	defer func() {
+		if conn != nil {
+			discard(conn)
+		}
+	}()
+	var quick int // grants in a row that came at once, for term quickTerm
+	var quickTerm int64
+	failures := 0
+	for ctx.Err() == nil {
+		m.mu.Lock()
+		term := m.armed[key]
+		m.mu.Unlock()
+		if term == 0 || (term == quickTerm && quick >= 3) {
+			select {
+			case <-ctx.Done():
+				return
+			case <-rearm:
+			}
+			continue
+		}
+		if conn == nil {
+			c, err := m.cfg.DB.Conn(ctx)
+			if err != nil {
+				failures++
+				sleep(ctx, backoff(failures))
+				continue
+			}
+			conn = c
+		}
+		name := m.LockName(key, term)
+		// Wait on the lock; a re-arm for another term ends the wait (the driver then
+		// closes the connection, which ends the wait on the server too).
+		wctx, cancel := context.WithCancel(ctx)
+		helper := make(chan struct{})
+		go func() {
+			defer close(helper)
+			for {
+				select {
+				case <-rearm:
+					m.mu.Lock()
+					changed := m.armed[key] != term
+					m.mu.Unlock()
+					if changed {
+						cancel()
+						return
+					}
+				case <-wctx.Done():
+					return
+				}
+			}
+		}()
+		start := time.Now()
+		var got sql.NullInt64
+		err := conn.QueryRowContext(wctx, `SELECT GET_LOCK(?, ?)`, name, int(m.cfg.WaitTimeout/time.Second)).Scan(&got)
+		waited := time.Since(start)
+		if err == nil && got.Int64 == 1 {
+			_, err = conn.ExecContext(ctx, `DO RELEASE_LOCK(?)`, name)
+		}
+		interrupted := wctx.Err() != nil
+		cancel()
+		<-helper // no signal may be taken by a helper that is going away
+		if err != nil {
+			discard(conn)
+			conn = nil
+			if ctx.Err() != nil {
+				return
+			}
+			if !interrupted {
+				failures++
+				m.cfg.Logger.Warn("casleader notify: lock waiter connection failed", "table", m.cfg.Table, "key", key, "error", err)
+				sleep(ctx, backoff(failures))
+			}
+			continue
+		}
+		failures = 0
+		if got.Int64 != 1 {
+			continue // timed out: wait again
+		}
+		m.mu.Lock()
+		still := m.armed[key] == term
+		m.mu.Unlock()
+		if !still {
+			continue
+		}
+		if waited > 20*time.Millisecond {
+			// Granted after a real wait: the leader released it, or its connection
+			// dropped. Wake the follower to read the row.
+			quick, quickTerm = 0, 0
+			m.woken.Add(1)
+			m.hub.wake(key)
+			continue
+		}
+		// Granted at once: the leader has not taken it yet (it just won), is gone,
+		// or runs without a notifier. Look again after a pause; after three such
+		// grants, wake the follower and stop waiting on this term.
+		if quickTerm != term {
+			quick, quickTerm = 0, term
+		}
+		quick++
+		if quick >= 3 {
+			m.woken.Add(1)
+			m.hub.wake(key)
+			continue
+		}
+		sleep(ctx, 25*time.Millisecond<<quick)
+	}
+}
+
+func backoff(n int) time.Duration {
+	d := min(50*time.Millisecond<<min(n-1, 10), 10*time.Second)
+	return d/2 + rand.N(d/2+1)
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// discard closes conn and keeps database/sql from reusing it: a connection that may
+// still hold a named lock must never go back to the pool.
+func discard(conn *sql.Conn) {
+	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+	conn.Close()
+}

@@ -1,0 +1,179 @@
+package notify_test
+
+import (
+	"context"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/casleader/casleader"
+	"github.com/casleader/casleader/internal/testdb"
+	"github.com/casleader/casleader/notify"
+	"github.com/casleader/casleader/store"
+)
+
+var (
+	_ casleader.Notifier = (*notify.Postgres)(nil)
+	_ casleader.Notifier = (*notify.MySQL)(nil)
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// Timings under which a follower could only take over a released lease quickly by
+// being woken: it would otherwise sleep until the lease expires (30 s) or its poll
+// interval (1 min) passes.
+func slowPolling(c *casleader.Config) {
+	c.LeaseDuration, c.RenewDeadline, c.HeartbeatInterval, c.PollInterval = 30*time.Second, 20*time.Second, time.Second, time.Minute
+}
+
+const settle = 10 * time.Second
+
+type runner interface {
+	casleader.Notifier
+	Run(ctx context.Context) error
+}
+
+// start runs fn until the test ends.
+func start(t *testing.T, fn func(ctx context.Context) error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { assert.NoError(t, fn(ctx)) })
+	t.Cleanup(func() { cancel(); wg.Wait() })
+}
+
+func elector(t *testing.T, st casleader.Store, id string, n casleader.Notifier) *casleader.Elector {
+	cfg := casleader.Config{Key: "k", ID: id, Notifier: n}
+	slowPolling(&cfg)
+	el, err := casleader.New(st, cfg)
+	require.NoError(t, err)
+	start(t, el.Run)
+	return el
+}
+
+// handover checks that resign and a planned handover reach a follower at once.
+func handover(t *testing.T, st casleader.Store, notifiers func() runner) {
+	na, nb, nc := notifiers(), notifiers(), notifiers()
+	for _, n := range []runner{na, nb, nc} {
+		start(t, n.Run)
+	}
+	a := elector(t, st, "a", na)
+	require.Eventually(t, a.IsLeader, settle, 5*time.Millisecond)
+	b := elector(t, st, "b", nb)
+	c := elector(t, st, "c", nc)
+	require.Eventually(t, func() bool { return b.Leader() == "a" && c.Leader() == "a" }, settle, 5*time.Millisecond)
+	time.Sleep(200 * time.Millisecond) // the followers wait on the leader's lock (MySQL)
+
+	t.Run("ResignWakesAFollower", func(t *testing.T) {
+		require.NoError(t, a.ResignFor(context.Background(), time.Hour))
+		require.Eventually(t, func() bool { return b.IsLeader() || c.IsLeader() }, settle, time.Millisecond,
+			"nobody took the released lease: followers were not woken")
+	})
+	t.Run("PlannedHandoverWakesTheTarget", func(t *testing.T) {
+		from, to := b, c
+		if c.IsLeader() {
+			from, to = c, b
+		}
+		time.Sleep(200 * time.Millisecond)
+		require.NoError(t, from.HandoverTo(context.Background(), to.ID()))
+		require.Eventually(t, to.IsLeader, settle, time.Millisecond, "the handover target was not woken")
+	})
+}
+
+func TestPostgres(t *testing.T) {
+	dsn := testdb.PostgresDSN(t)
+	pool := testdb.Postgres(t)
+	table := testdb.Name(t)
+	st, err := store.NewPostgres(pool, table)
+	require.NoError(t, err)
+	require.NoError(t, st.CreateTable(t.Context()))
+	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+table) })
+
+	var ns []*notify.Postgres
+	handover(t, st, func() runner {
+		n, err := notify.NewPostgres(notify.PostgresConfig{DSN: dsn, Table: table})
+		require.NoError(t, err)
+		ns = append(ns, n)
+		return n
+	})
+	for _, n := range ns {
+		assert.True(t, n.Listening(), "self-test on a direct connection")
+	}
+	assert.Positive(t, ns[1].Received()+ns[2].Received())
+}
+
+func TestPostgresThroughPgBouncerFallsBackToPolling(t *testing.T) {
+	dsn := os.Getenv("CASLEADER_PGBOUNCER_DSN")
+	if dsn == "" {
+		testdb.Unavailable(t, "CASLEADER_PGBOUNCER_DSN is not set: set it to a PgBouncer in transaction pooling mode")
+	}
+	n, err := notify.NewPostgres(notify.PostgresConfig{DSN: dsn, Table: testdb.Name(t), SelfTestTimeout: 500 * time.Millisecond})
+	require.NoError(t, err)
+	woken := make(chan struct{}, 10)
+	defer n.Subscribe("k", func() { woken <- struct{}{} })()
+	start(t, n.Run)
+	// The self-test fails; the notifier says so and wakes its subscribers, which
+	// then rely on polling.
+	select {
+	case <-woken:
+	case <-time.After(settle):
+		t.Fatal("the failed self-test did not wake the subscriber")
+	}
+	assert.False(t, n.Listening(), "LISTEN cannot work through PgBouncer in transaction mode")
+}
+
+func TestMySQL(t *testing.T) {
+	db := testdb.MySQL(t)
+	table := testdb.Name(t)
+	st, err := store.NewMySQL(db, table)
+	require.NoError(t, err)
+	require.NoError(t, st.CreateTable(t.Context()))
+	t.Cleanup(func() { _, _ = db.Exec("DROP TABLE IF EXISTS " + table) })
+
+	var ns []*notify.MySQL
+	handover(t, st, func() runner {
+		n, err := notify.NewMySQL(notify.MySQLConfig{DB: db, Table: table})
+		require.NoError(t, err)
+		ns = append(ns, n)
+		return n
+	})
+	assert.Positive(t, ns[1].Woken()+ns[2].Woken())
+}
+
+func TestMySQLCrashedLeaderWakesFollowersButItsLeaseStillHolds(t *testing.T) {
+	db := testdb.MySQL(t)
+	table := testdb.Name(t)
+	st, err := store.NewMySQL(db, table)
+	require.NoError(t, err)
+	require.NoError(t, st.CreateTable(t.Context()))
+	t.Cleanup(func() { _, _ = db.Exec("DROP TABLE IF EXISTS " + table) })
+
+	na, err := notify.NewMySQL(notify.MySQLConfig{DB: db, Table: table})
+	require.NoError(t, err)
+	nb, err := notify.NewMySQL(notify.MySQLConfig{DB: db, Table: table})
+	require.NoError(t, err)
+	start(t, nb.Run)
+	actx, crash := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = na.Run(actx) })
+	defer func() { crash(); wg.Wait() }()
+
+	cfg := casleader.Config{Key: "k", ID: "a", Notifier: na, KeepLeaseOnExit: true}
+	slowPolling(&cfg)
+	a, err := casleader.New(st, cfg)
+	require.NoError(t, err)
+	wg.Go(func() { _ = a.Run(actx) })
+	require.Eventually(t, a.IsLeader, settle, 5*time.Millisecond)
+	b := elector(t, st, "b", nb)
+	require.Eventually(t, func() bool { return b.Leader() == "a" }, settle, 5*time.Millisecond)
+	time.Sleep(200 * time.Millisecond)
+
+	crash() // the leader's connections drop, its lease stays
+	require.Eventually(t, func() bool { return nb.Woken() > 0 }, settle, time.Millisecond, "the dropped lock did not wake the follower")
+	time.Sleep(500 * time.Millisecond)
+	assert.False(t, b.IsLeader(), "the follower took a live lease")
+}

@@ -1,0 +1,224 @@
+package notify
+
+import (
+	"cmp"
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/casleader/casleader/schema"
+	"github.com/casleader/casleader/store"
+)
+
+// PostgresConfig configures [NewPostgres]. Zero values get the defaults given per field.
+type PostgresConfig struct {
+	// DSN reaches PostgreSQL directly or through a session-pooling proxy: LISTEN
+	// needs a session of its own. Required.
+	DSN string
+	// Table is the election table, spelled as the stores are given it. Default
+	// schema.DefaultTable.
+	Table string
+	// SelfTestTimeout bounds the wait for the self-test notification. Default 2 s.
+	SelfTestTimeout time.Duration
+	// RetestInterval is the wait before connecting and testing again after the
+	// self-test failed. Default 1 min.
+	RetestInterval time.Duration
+	// PingInterval is how often an idle listening connection is checked. Default 30 s.
+	PingInterval time.Duration
+	// Logger receives connection and self-test outcomes. nil means discard.
+	Logger *slog.Logger
+}
+
+// Postgres listens for release and handover notifications on one dedicated
+// connection and wakes the subscribed electors. It implements casleader.Notifier.
+// Create it with [NewPostgres] and run [Postgres.Run].
+type Postgres struct {
+	cfg       PostgresConfig
+	conn      *pgx.ConnConfig
+	hub       hub
+	listening atomic.Bool
+	warned    atomic.Bool
+	received  atomic.Int64
+}
+
+// NewPostgres validates cfg and returns a notifier. It does no I/O.
+func NewPostgres(cfg PostgresConfig) (*Postgres, error) {
+	cfg.Table = cmp.Or(cfg.Table, schema.DefaultTable)
+	if err := schema.ValidateTable(cfg.Table); err != nil {
+		return nil, err
+	}
+	cfg.SelfTestTimeout = cmp.Or(cfg.SelfTestTimeout, 2*time.Second)
+	cfg.RetestInterval = cmp.Or(cfg.RetestInterval, time.Minute)
+	cfg.PingInterval = cmp.Or(cfg.PingInterval, 30*time.Second)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	cc, err := pgx.ParseConfig(cfg.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("notify: parse PostgreSQL DSN: %w", store.RedactError(err, cfg.DSN))
+	}
+	if cc.ConnectTimeout == 0 {
+		cc.ConnectTimeout = 5 * time.Second
+	}
+	// No statement cache: the listener runs only LISTEN, pg_notify and SELECT 1.
+	cc.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	return &Postgres{cfg: cfg, conn: cc, hub: newHub()}, nil
+}
+
+// Subscribe calls wake whenever the lease of key is released or handed over.
+func (p *Postgres) Subscribe(key string, wake func()) (unsubscribe func()) {
+	return p.hub.Subscribe(key, wake)
+}
+
+// Observed does nothing: PostgreSQL followers need no arming.
+func (p *Postgres) Observed(string, store.Record) {}
+
+// Leading does nothing: the release and handover statements notify by themselves.
+func (p *Postgres) Leading(string, int64, bool) {}
+
+// Listening reports whether the notifier holds a connection on which the self-test
+// notification arrived: notifications are being delivered.
+func (p *Postgres) Listening() bool { return p.listening.Load() }
+
+// Received returns how many election notifications for this table have arrived.
+func (p *Postgres) Received() int64 { return p.received.Load() }
+
+// Run listens until ctx ends, reconnecting with backoff and retesting as configured,
+// and returns nil then. Subscribers are woken after every (re)connection, in case a
+// notification was missed while disconnected.
+func (p *Postgres) Run(ctx context.Context) error {
+	log := p.cfg.Logger
+	failures := 0
+	for ctx.Err() == nil {
+		err := p.session(ctx)
+		p.listening.Store(false)
+		if ctx.Err() != nil {
+			return nil
+		}
+		wait := p.cfg.RetestInterval
+		if errors.Is(err, errSelfTest) {
+			failures = 0
+			level := slog.LevelDebug
+			if !p.warned.Swap(true) {
+				level = slog.LevelWarn
+			}
+			log.Log(ctx, level, "casleader notify: LISTEN/NOTIFY does not work on this connection (PgBouncer in transaction mode?): followers poll",
+				"table", p.cfg.Table, "retest_in", wait, "error", err)
+		} else {
+			failures++
+			wait = min(100*time.Millisecond<<min(failures-1, 10), p.cfg.RetestInterval)
+			wait = wait/2 + rand.N(wait/2+1)
+			log.Warn("casleader notify: listener connection failed, reconnecting", "table", p.cfg.Table, "error", store.RedactError(err, p.cfg.DSN), "retry_in", wait)
+		}
+		p.hub.wakeAll() // notifications may have been lost meanwhile
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	return nil
+}
+
+var errSelfTest = errors.New("notify: self-test notification did not arrive")
+
+// session connects, listens, self-tests and dispatches until an error or ctx ends.
+func (p *Postgres) session(ctx context.Context) error {
+	conn, err := pgx.ConnectConfig(ctx, p.conn)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		_ = conn.Close(cctx)
+	}()
+	if _, err := conn.Exec(ctx, `LISTEN `+pgx.Identifier{store.NotifyChannel}.Sanitize()); err != nil {
+		return err
+	}
+	if err := p.selfTest(ctx, conn); err != nil {
+		return err
+	}
+	p.listening.Store(true)
+	p.cfg.Logger.Info("casleader notify: listening", "table", p.cfg.Table, "channel", store.NotifyChannel)
+	p.hub.wakeAll()
+	prefix := p.cfg.Table + " "
+	for {
+		wctx, cancel := context.WithTimeout(ctx, p.cfg.PingInterval)
+		n, err := conn.WaitForNotification(wctx)
+		cancel()
+		switch {
+		case err == nil:
+			if key, ok := strings.CutPrefix(n.Payload, prefix); ok {
+				p.received.Add(1)
+				p.hub.wake(key)
+			}
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.Is(err, context.DeadlineExceeded) || pgconnTimeout(err):
+			// Idle: make sure the connection is still alive.
+			pctx, pcancel := context.WithTimeout(ctx, p.cfg.SelfTestTimeout)
+			err := conn.Ping(pctx)
+			pcancel()
+			if err != nil {
+				return err
+			}
+		default:
+			return err
+		}
+	}
+}
+
+// selfTest sends a notification through a second connection and waits for it on
+// conn. Through PgBouncer in transaction mode the LISTEN session is not ours after
+// its transaction, and nothing arrives.
+func (p *Postgres) selfTest(ctx context.Context, conn *pgx.Conn) error {
+	b := make([]byte, 8)
+	_, _ = crand.Read(b)
+	payload := "casleader-selftest " + hex.EncodeToString(b)
+	other, err := pgx.ConnectConfig(ctx, p.conn)
+	if err != nil {
+		return err
+	}
+	_, err = other.Exec(ctx, `SELECT pg_notify($1, $2)`, store.NotifyChannel, payload)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	_ = other.Close(cctx)
+	cancel()
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(p.cfg.SelfTestTimeout)
+	for {
+		wctx, cancel := context.WithDeadline(ctx, deadline)
+		n, err := conn.WaitForNotification(wctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if errors.Is(err, context.DeadlineExceeded) || pgconnTimeout(err) {
+				return errSelfTest
+			}
+			return err
+		}
+		if n.Payload == payload {
+			return nil
+		}
+	}
+}
+
+// pgconnTimeout reports whether err is a timeout that leaves the connection usable.
+func pgconnTimeout(err error) bool {
+	var te interface{ Timeout() bool }
+	return errors.As(err, &te) && te.Timeout()
+}

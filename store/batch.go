@@ -1,0 +1,424 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/casleader/casleader/schema"
+)
+
+// MaxBatch is the largest number of keys one batched call accepts. Callers split
+// larger sets; one call is one statement (two on MySQL, see [MySQL]).
+const MaxBatch = 2000
+
+// KeyVersion names an election key and the row version a compare-and-set is made from.
+type KeyVersion struct {
+	Key     string
+	Version int64
+}
+
+// Won is a key whose batched compare-and-set won.
+type Won struct {
+	Key string
+	// Since is a local time (with a monotonic reading) no later than the moment the
+	// database executed the winning write: a leader may trust the lease until
+	// Since + its renew deadline. It is the statement's send time, or on MySQL, where
+	// the outcome is read back, the read's send time minus the age of the write it
+	// found.
+	Since time.Time
+}
+
+// Keys returns the keys of ws, in order.
+func Keys(ws []Won) []string {
+	out := make([]string, len(ws))
+	for i, w := range ws {
+		out[i] = w.Key
+	}
+	return out
+}
+
+type rowScanner interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+	Close()
+}
+
+// batchQueries builds one dialect's batched statements for n keys.
+type batchQueries interface {
+	// observe: keys... -> rows of (key, version, leader, term, age, handover, stepdown)
+	observeMany(n int) string
+	// renew, elect, release, insert: see the methods of core for arguments. When
+	// readBack is not empty, the write returns no rows and readBack (args: keys...)
+	// returns (key, version, leader, term, fresh) to tell the outcome per key.
+	renewMany(n int) (write, readBack string)
+	electMany(n int) (write, readBack string)
+	releaseMany(n int) (write, readBack string)
+	insertMany(n int) (write, readBack string)
+}
+
+func checkBatch(id string, n int) error {
+	if err := validateName("id", id); err != nil {
+		return err
+	}
+	if n > MaxBatch {
+		return fmt.Errorf("%w: %d keys in one batch, the limit is %d", ErrInvalidArgument, n, MaxBatch)
+	}
+	return nil
+}
+
+// ObserveMany reads the rows of keys and the database's current time in one
+// statement. Keys without a row are missing from the result. A row that cannot be
+// decoded fails the whole call with [ErrInvalidRow] naming its key.
+func (c *core) ObserveMany(ctx context.Context, keys []string) (map[string]Record, error) {
+	if len(keys) > MaxBatch {
+		return nil, fmt.Errorf("%w: %d keys in one batch, the limit is %d", ErrInvalidArgument, len(keys), MaxBatch)
+	}
+	keys, err := uniqueKeys(keys)
+	if err != nil || len(keys) == 0 {
+		return map[string]Record{}, err
+	}
+	rows, err := c.b.query(ctx, c.bq.observeMany(len(keys)), c.keyArgs(keys)...)
+	if err != nil {
+		return nil, c.wrap("observe many", keys[0], err)
+	}
+	defer rows.Close()
+	out := make(map[string]Record, len(keys))
+	for rows.Next() {
+		var (
+			key                                string
+			version, term, ageMicros, stepdown sql.NullInt64
+			leader, handover                   sql.NullString
+		)
+		if err := rows.Scan(&key, &version, &leader, &term, &ageMicros, &handover, &stepdown); err != nil {
+			return nil, c.wrap("observe many", keys[0], err)
+		}
+		rec, err := decode(key, version, leader, term, ageMicros, handover, stepdown)
+		if err != nil {
+			return nil, fmt.Errorf("observe %s %q: %w", c.table, key, err)
+		}
+		out[key] = rec
+	}
+	if err := rows.Err(); err != nil {
+		return nil, c.wrap("observe many", keys[0], err)
+	}
+	return out, nil
+}
+
+// RenewMany renews id's lease on each key held at its version, like Renew per key,
+// and returns the keys whose compare-and-set won: their version is now Version+1.
+// An error means the outcome of every key is unknown: settle with ObserveMany.
+func (c *core) RenewMany(ctx context.Context, id string, held []KeyVersion) (renewed []Won, err error) {
+	return c.batchCAS(ctx, "renew many", id, held, c.bq.renewMany, nil, func(r readBack, kv KeyVersion) bool {
+		return r.version == kv.Version+1 && r.leader == id && r.fresh
+	})
+}
+
+// ElectMany makes id the leader of each key whose row is still at Version and whose
+// lease is released or has expired by the database clock for lease, like Elect per
+// key. It returns the keys won: their version and term are now Version+1.
+func (c *core) ElectMany(ctx context.Context, id string, from []KeyVersion, lease time.Duration) (won []Won, err error) {
+	return c.batchCAS(ctx, "elect many", id, from, c.bq.electMany, []any{lease.Microseconds()}, func(r readBack, kv KeyVersion) bool {
+		return r.version == kv.Version+1 && r.term == kv.Version+1 && r.leader == id && r.fresh
+	})
+}
+
+// ReleaseMany gives up id's lease on each key held at its version, like Release per
+// key, and returns the keys released.
+func (c *core) ReleaseMany(ctx context.Context, id string, held []KeyVersion) (released []Won, err error) {
+	return c.batchCAS(ctx, "release many", id, held, c.bq.releaseMany, nil, func(r readBack, kv KeyVersion) bool {
+		return r.version == kv.Version+1 && r.leader == ""
+	})
+}
+
+// InsertMany creates the missing rows among keys with id as their first leader
+// (version 1, term 1), like Insert per key, and returns the keys it created.
+func (c *core) InsertMany(ctx context.Context, id string, keys []string) (inserted []Won, err error) {
+	kvs := make([]KeyVersion, len(keys))
+	for i, k := range keys {
+		kvs[i] = KeyVersion{Key: k}
+	}
+	return c.batchCAS(ctx, "insert many", id, kvs, c.bq.insertMany, nil, func(r readBack, _ KeyVersion) bool {
+		return r.version == 1 && r.term == 1 && r.leader == id && r.fresh
+	})
+}
+
+// readBack is one row of a MySQL read-back.
+type readBack struct {
+	version, term int64
+	leader        string
+	fresh         bool  // tick_time = update_time: the last write renewed the lease
+	ageMicros     int64 // age of tick_time at the read, by the database clock
+}
+
+// batchCAS runs one batched compare-and-set. Its argument list is: id, then
+// (key, version) pairs, then extra. When the dialect needs a read-back (MySQL has no
+// RETURNING), won decides per key from the row read after the write, and the row's
+// tick_time must be younger than the time since the write was sent: a row that
+// looks right but was written earlier (by an earlier attempt) does not count.
+func (c *core) batchCAS(ctx context.Context, op, id string, kvs []KeyVersion, build func(int) (string, string),
+	extra []any, won func(readBack, KeyVersion) bool) ([]Won, error) {
+	if err := checkBatch(id, len(kvs)); err != nil {
+		return nil, err
+	}
+	seen := make(map[string]bool, len(kvs))
+	uniq := kvs[:0:0]
+	for _, kv := range kvs {
+		if err := validateName("key", kv.Key); err != nil {
+			return nil, err
+		}
+		if !seen[kv.Key] {
+			seen[kv.Key] = true
+			uniq = append(uniq, kv)
+		}
+	}
+	if len(uniq) == 0 {
+		return nil, nil
+	}
+	write, back := build(len(uniq))
+	args := c.casArgs(id, uniq, extra)
+	sent := time.Now()
+	if back == "" {
+		rows, err := c.b.query(ctx, write, args...)
+		if err != nil {
+			return nil, c.wrap(op, uniq[0].Key, err)
+		}
+		defer rows.Close()
+		var out []Won
+		for rows.Next() {
+			var k string
+			if err := rows.Scan(&k); err != nil {
+				return nil, c.wrap(op, uniq[0].Key, err)
+			}
+			out = append(out, Won{Key: k, Since: sent})
+		}
+		if err := rows.Err(); err != nil {
+			return nil, c.wrap(op, uniq[0].Key, err)
+		}
+		return out, nil
+	}
+	if _, err := c.b.exec(ctx, write, args...); err != nil {
+		return nil, c.wrap(op, uniq[0].Key, err)
+	}
+	keys := make([]string, len(uniq))
+	for i, kv := range uniq {
+		keys[i] = kv.Key
+	}
+	readSent := time.Now()
+	rows, err := c.b.query(ctx, back, c.keyArgs(keys)...)
+	if err != nil {
+		return nil, c.wrap(op+" (read back)", uniq[0].Key, err)
+	}
+	defer rows.Close()
+	got := make(map[string]readBack, len(uniq))
+	for rows.Next() {
+		var k string
+		var r readBack
+		if err := rows.Scan(&k, &r.version, &r.leader, &r.term, &r.fresh, &r.ageMicros); err != nil {
+			return nil, c.wrap(op+" (read back)", uniq[0].Key, err)
+		}
+		got[k] = r
+	}
+	if err := rows.Err(); err != nil {
+		return nil, c.wrap(op+" (read back)", uniq[0].Key, err)
+	}
+	elapsed := time.Since(sent)
+	var out []Won
+	for _, kv := range uniq {
+		r, ok := got[kv.Key]
+		age := time.Duration(r.ageMicros) * time.Microsecond
+		if ok && won(r, kv) && age <= elapsed {
+			out = append(out, Won{Key: kv.Key, Since: readSent.Add(-max(age, 0))})
+		}
+	}
+	return out, nil
+}
+
+func uniqueKeys(keys []string) ([]string, error) {
+	seen := make(map[string]bool, len(keys))
+	out := make([]string, 0, len(keys))
+	for _, k := range keys {
+		if err := validateName("key", k); err != nil {
+			return nil, err
+		}
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
+	}
+	return out, nil
+}
+
+// keyArgs and casArgs lay arguments out for the dialect: PostgreSQL takes arrays,
+// the others one placeholder per value.
+func (c *core) keyArgs(keys []string) []any {
+	if c.dialect == schema.Postgres {
+		return []any{keys}
+	}
+	args := make([]any, len(keys))
+	for i, k := range keys {
+		args[i] = k
+	}
+	return args
+}
+
+func (c *core) casArgs(id string, kvs []KeyVersion, extra []any) []any {
+	if c.dialect == schema.Postgres {
+		keys := make([]string, len(kvs))
+		versions := make([]int64, len(kvs))
+		for i, kv := range kvs {
+			keys[i], versions[i] = kv.Key, kv.Version
+		}
+		return append([]any{id, keys, versions}, extra...)
+	}
+	args := make([]any, 0, 1+2*len(kvs)+len(extra))
+	args = append(args, id)
+	for _, kv := range kvs {
+		args = append(args, kv.Key, kv.Version)
+	}
+	return append(args, extra...)
+}
+
+// placeholders returns "?, ?, …" (n times) and "(?, ?), (?, ?), …" (n pairs).
+func placeholders(n int) string { return strings.TrimSuffix(strings.Repeat("?, ", n), ", ") }
+
+func pairs(n int) string { return strings.TrimSuffix(strings.Repeat("(?, ?), ", n), ", ") }
+
+// --- MySQL: multi-row UPDATE on (elect_key, version) IN (…), then a read-back.
+
+type mysqlBatch struct{ t string }
+
+func (q mysqlBatch) observeMany(n int) string {
+	return `SELECT elect_key, version, leader_id, term, TIMESTAMPDIFF(MICROSECOND, tick_time, NOW(6)), handover_to, stepdown FROM ` + q.t +
+		` WHERE elect_key IN (` + placeholders(n) + `)`
+}
+
+// readBack reports tick_time = update_time: renew, elect and insert write both
+// with the statement's NOW(6); a step-down request writes only update_time.
+func (q mysqlBatch) readBack(n int) string {
+	return `SELECT elect_key, version, leader_id, term, tick_time = update_time, TIMESTAMPDIFF(MICROSECOND, tick_time, NOW(6)) FROM ` + q.t +
+		` WHERE elect_key IN (` + placeholders(n) + `)`
+}
+
+// The id comes first in every write: SET leader_id = ? (elect, insert) or
+// WHERE leader_id = ? (renew, release), so the argument order stays id, pairs, extra.
+// MySQL assigns left to right and MariaDB (SIMULTANEOUS_ASSIGNMENT) all at once:
+// "term = version + 1, version = version + 1" gives the same result under both.
+
+func (q mysqlBatch) renewMany(n int) (string, string) {
+	return `UPDATE ` + q.t + ` SET version = version + 1, tick_time = NOW(6), update_time = NOW(6)` +
+		` WHERE leader_id = ? AND (elect_key, version) IN (` + pairs(n) + `)`, q.readBack(n)
+}
+
+func (q mysqlBatch) electMany(n int) (string, string) {
+	return `UPDATE ` + q.t + ` SET leader_id = ?, term = version + 1, version = version + 1, tick_time = NOW(6), handover_to = '', stepdown = 0, update_time = NOW(6)` +
+		` WHERE (elect_key, version) IN (` + pairs(n) + `) AND (leader_id = '' OR TIMESTAMPDIFF(MICROSECOND, tick_time, NOW(6)) >= ?)`, q.readBack(n)
+}
+
+func (q mysqlBatch) releaseMany(n int) (string, string) {
+	return `UPDATE ` + q.t + ` SET version = version + 1, leader_id = '', tick_time = NOW(6), handover_to = '', stepdown = 0, update_time = NOW(6)` +
+		` WHERE leader_id = ? AND (elect_key, version) IN (` + pairs(n) + `)`, q.readBack(n)
+}
+
+// insertMany selects from a derived table of (key, version) pairs (the versions are
+// unused), built with UNION ALL: MariaDB and MySQL spell table value constructors
+// differently.
+func (q mysqlBatch) insertMany(n int) (string, string) {
+	derived := `SELECT ? AS k, ? AS v` + strings.Repeat(` UNION ALL SELECT ?, ?`, n-1)
+	return `INSERT IGNORE INTO ` + q.t + ` (elect_key, version, leader_id, term, tick_time, handover_to, stepdown, create_time, update_time)` +
+		` SELECT d.k, 1, ?, 1, NOW(6), '', 0, NOW(6), NOW(6) FROM (` + derived + `) AS d`, q.readBack(n)
+}
+
+// --- PostgreSQL: UPDATE … FROM unnest($2::text[], $3::bigint[]) … RETURNING.
+
+type postgresBatch struct{ t, notify string }
+
+const pgAge = `(EXTRACT(EPOCH FROM (clock_timestamp() - tick_time)) * 1000000)::bigint`
+
+func (q postgresBatch) observeMany(int) string {
+	return `SELECT elect_key, version, leader_id, term, ` + pgAge + `, handover_to, stepdown FROM ` + q.t + ` WHERE elect_key = ANY($1::text[])`
+}
+
+const pgFrom = ` FROM unnest($2::text[], $3::bigint[]) AS v(k, ver) WHERE e.elect_key = v.k AND e.version = v.ver`
+
+func (q postgresBatch) renewMany(int) (string, string) {
+	return `UPDATE ` + q.t + ` AS e SET version = e.version + 1, tick_time = clock_timestamp(), update_time = clock_timestamp()` +
+		pgFrom + ` AND e.leader_id = $1 RETURNING e.elect_key`, ""
+}
+
+func (q postgresBatch) electMany(int) (string, string) {
+	return `UPDATE ` + q.t + ` AS e SET version = e.version + 1, leader_id = $1, term = e.version + 1, tick_time = clock_timestamp(), handover_to = '', stepdown = 0, update_time = clock_timestamp()` +
+		pgFrom + ` AND (e.leader_id = '' OR e.tick_time <= clock_timestamp() - $4::bigint * interval '1 microsecond') RETURNING e.elect_key`, ""
+}
+
+func (q postgresBatch) releaseMany(int) (string, string) {
+	return `WITH u AS (UPDATE ` + q.t + ` AS e SET version = e.version + 1, leader_id = '', tick_time = clock_timestamp(), handover_to = '', stepdown = 0, update_time = clock_timestamp()` +
+		pgFrom + ` AND e.leader_id = $1 RETURNING e.elect_key) SELECT elect_key FROM (` + strings.Replace(q.notify, "SELECT pg_notify(", "SELECT elect_key, pg_notify(", 1) + `) AS n`, ""
+}
+
+func (q postgresBatch) insertMany(int) (string, string) {
+	return `INSERT INTO ` + q.t + ` (elect_key, version, leader_id, term, tick_time, handover_to, stepdown, create_time, update_time)` +
+		` SELECT v.k, 1, $1, 1, clock_timestamp(), '', 0, clock_timestamp(), clock_timestamp() FROM unnest($2::text[], $3::bigint[]) AS v(k, ver)` +
+		` ON CONFLICT (elect_key) DO NOTHING RETURNING elect_key`, ""
+}
+
+// --- SQLite: UPDATE … WHERE (elect_key, version) IN (VALUES …) RETURNING.
+
+type sqliteBatch struct{ t string }
+
+const sqliteNow = `CAST(unixepoch('subsec') * 1000000 AS INTEGER)`
+
+func (q sqliteBatch) observeMany(n int) string {
+	return `SELECT elect_key, version, leader_id, term, ` + sqliteNow + ` - tick_time, handover_to, stepdown FROM ` + q.t +
+		` WHERE elect_key IN (` + placeholders(n) + `)`
+}
+
+func values(n int) string { return `VALUES ` + pairs(n) }
+
+func (q sqliteBatch) renewMany(n int) (string, string) {
+	return `UPDATE ` + q.t + ` SET version = version + 1, tick_time = ` + sqliteNow + `, update_time = ` + sqliteNow +
+		` WHERE leader_id = ?1 AND (elect_key, version) IN (` + values(n) + `) RETURNING elect_key`, ""
+}
+
+func (q sqliteBatch) electMany(n int) (string, string) {
+	return `UPDATE ` + q.t + ` SET leader_id = ?1, term = version + 1, version = version + 1, tick_time = ` + sqliteNow + `, handover_to = '', stepdown = 0, update_time = ` + sqliteNow +
+		` WHERE (elect_key, version) IN (` + values(n) + `) AND (leader_id = '' OR ` + sqliteNow + ` - tick_time >= ?) RETURNING elect_key`, ""
+}
+
+func (q sqliteBatch) releaseMany(n int) (string, string) {
+	return `UPDATE ` + q.t + ` SET version = version + 1, leader_id = '', tick_time = ` + sqliteNow + `, handover_to = '', stepdown = 0, update_time = ` + sqliteNow +
+		` WHERE leader_id = ?1 AND (elect_key, version) IN (` + values(n) + `) RETURNING elect_key`, ""
+}
+
+func (q sqliteBatch) insertMany(n int) (string, string) {
+	return `INSERT INTO ` + q.t + ` (elect_key, version, leader_id, term, tick_time, handover_to, stepdown, create_time, update_time)` +
+		` SELECT column1, 1, ?1, 1, ` + sqliteNow + `, '', 0, ` + sqliteNow + `, ` + sqliteNow + ` FROM (` + values(n) + `) WHERE true` +
+		` ON CONFLICT (elect_key) DO NOTHING RETURNING elect_key`, ""
+}
+
+// query implementations of the backends.
+
+func (b sqlBackend) query(ctx context.Context, query string, args ...any) (rowScanner, error) {
+	rows, err := b.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	return sqlRows{rows}, nil
+}
+
+type sqlRows struct{ *sql.Rows }
+
+func (r sqlRows) Close() { _ = r.Rows.Close() }
+
+func (b pgxBackend) query(ctx context.Context, query string, args ...any) (rowScanner, error) {
+	rows, err := b.pool.Query(ctx, query, append([]any{pgx.QueryExecModeExec}, args...)...)
+	if err != nil {
+		return nil, err
+	}
+	return rows, nil
+}

@@ -1,0 +1,103 @@
+package store_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/casleader/casleader/internal/testdb"
+	"github.com/casleader/casleader/store"
+)
+
+// TestPostgresReleaseAndHandoverNotifyOnlyWhenTheyWin checks the notification that
+// package notify listens for: sent by the winning release or handover statement
+// itself, on store.NotifyChannel with store.NotifyPayload, never by a write that
+// lost, and never by other writes.
+func TestPostgresReleaseAndHandoverNotifyOnlyWhenTheyWin(t *testing.T) {
+	t.Parallel()
+	dsn := testdb.PostgresDSN(t)
+	pool := testdb.Postgres(t)
+	table := testdb.Name(t)
+	s, err := store.NewPostgres(pool, table)
+	require.NoError(t, err)
+	ctx := t.Context()
+	require.NoError(t, s.CreateTable(ctx))
+	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+table) })
+
+	l, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	defer l.Close(context.Background())
+	_, err = l.Exec(ctx, `LISTEN `+pgx.Identifier{store.NotifyChannel}.Sanitize())
+	require.NoError(t, err)
+	// next returns the next notification for this test's table within wait; other
+	// tests notify the same channel for their own tables. Notifications that must
+	// not come are waited for briefly; those that must, generously.
+	next := func(wait time.Duration) (string, bool) {
+		wctx, cancel := context.WithTimeout(ctx, wait)
+		defer cancel()
+		for {
+			n, err := l.WaitForNotification(wctx)
+			if err != nil {
+				return "", false
+			}
+			assert.Equal(t, store.NotifyChannel, n.Channel)
+			if strings.HasPrefix(n.Payload, table+" ") {
+				return n.Payload, true
+			}
+		}
+	}
+
+	const quiet, settle = 300 * time.Millisecond, 10 * time.Second
+	key := "it's a key\nwith a newline"
+	ok, err := s.Insert(ctx, key, "a")
+	require.True(t, ok)
+	require.NoError(t, err)
+	ok, err = s.Renew(ctx, key, "a", 1)
+	require.True(t, ok)
+	require.NoError(t, err)
+	_, got := next(quiet)
+	assert.False(t, got, "insert and renew do not notify")
+
+	ok, err = s.Release(ctx, key, "a", 1) // stale version: loses
+	require.NoError(t, err)
+	require.False(t, ok)
+	_, got = next(quiet)
+	assert.False(t, got, "a losing release does not notify")
+
+	ok, err = s.Release(ctx, key, "a", 2)
+	require.NoError(t, err)
+	require.True(t, ok, "rows affected counts the SELECT's row")
+	p, got := next(settle)
+	require.True(t, got, "a winning release notifies")
+	assert.Equal(t, store.NotifyPayload(table, key), p)
+
+	ok, err = s.Elect(ctx, key, "b", 3, time.Hour)
+	require.NoError(t, err)
+	require.True(t, ok)
+	ok, err = s.Handover(ctx, key, "b", 4, "c")
+	require.NoError(t, err)
+	require.True(t, ok)
+	p, got = next(settle)
+	require.True(t, got, "a winning handover notifies")
+	assert.Equal(t, store.NotifyPayload(table, key), p)
+
+	// The batched release notifies once per released key.
+	ins, err := s.InsertMany(ctx, "m", []string{"x", "y"})
+	require.NoError(t, err)
+	require.Len(t, ins, 2)
+	rel, err := s.ReleaseMany(ctx, "m", []store.KeyVersion{{Key: "x", Version: 1}, {Key: "y", Version: 1}})
+	require.NoError(t, err)
+	assert.Len(t, rel, 2)
+	var payloads []string
+	for range 2 {
+		p, got := next(settle)
+		require.True(t, got, "ReleaseMany notifies each key")
+		payloads = append(payloads, p)
+	}
+	assert.ElementsMatch(t, []string{store.NotifyPayload(table, "x"), store.NotifyPayload(table, "y")}, payloads)
+}
