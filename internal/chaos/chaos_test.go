@@ -1,0 +1,154 @@
+//go:build linux
+
+package chaos_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/casleader/casleader/internal/chaos"
+	"github.com/casleader/casleader/internal/testdb"
+	"github.com/casleader/casleader/schema"
+)
+
+// Environment variables of the chaos suite.
+const (
+	// envSoak runs each database's suite for this long (a Go duration, e.g. 20m)
+	// instead of the short CI run, and prints the summary.
+	envSoak = "CASLEADER_SOAK"
+	// envSeed fixes the fault schedule's seed (default: from the clock, logged).
+	envSeed = "CASLEADER_CHAOS_SEED"
+	// envReport, when set, names a file the summaries are appended to.
+	envReport = "CASLEADER_CHAOS_REPORT"
+	// envKinds restricts the faults on the leader to a comma-separated list of kinds
+	// (e.g. rollback-row,stop-leader).
+	envKinds = "CASLEADER_CHAOS_KINDS"
+	// envDump, when set, writes every run's history as JSON to a temporary file.
+	envDump = "CASLEADER_CHAOS_DUMP"
+	// envRecheck names a history written by envDump for TestRecheck to check again.
+	envRecheck = "CASLEADER_CHAOS_RECHECK"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(chaos.EnvChild) == "1" {
+		os.Exit(chaos.Child())
+	}
+	os.Exit(m.Run())
+}
+
+// Timings of the suite: L = 1.5 s, R = 900 ms, H = 150 ms, P = 300 ms. The liveness
+// slack covers the idle-transaction timeout (1 s) that frees the row lock of a frozen
+// or cut-off leader's guarded transaction, round trips, and a loaded CI machine.
+const (
+	lease     = 1500 * time.Millisecond
+	renew     = 900 * time.Millisecond
+	heartbeat = 150 * time.Millisecond
+	poll      = 300 * time.Millisecond
+	slack     = 3 * time.Second
+)
+
+func TestChaos(t *testing.T) {
+	trials := 10
+	if testing.Short() {
+		trials = 4
+	}
+	var soak time.Duration
+	if v := os.Getenv(envSoak); v != "" {
+		d, err := time.ParseDuration(v)
+		require.NoError(t, err, "%s=%q", envSoak, v)
+		soak = d
+	}
+	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv(envSeed); v != "" {
+		s, err := strconv.ParseUint(v, 10, 64)
+		require.NoError(t, err, "%s=%q", envSeed, v)
+		seed = s
+	}
+	var kinds []string
+	if v := os.Getenv(envKinds); v != "" {
+		kinds = strings.Split(v, ",")
+	}
+	for _, db := range []struct {
+		name    string
+		dialect schema.Dialect
+		dsn     func(testing.TB) string
+	}{
+		{"MariaDB", schema.MySQL, testdb.MySQLDSN},
+		{"PostgreSQL", schema.Postgres, testdb.PostgresDSN},
+	} {
+		t.Run(db.name, func(t *testing.T) {
+			t.Parallel()
+			dsn := db.dsn(t)
+			t.Logf("seed %d (%s=%d repeats the schedule)", seed, envSeed, seed)
+			c, err := chaos.New(chaos.Config{
+				Dialect: db.dialect, DSN: dsn, Table: testdb.Name(t),
+				Candidates: 3,
+				Lease:      lease, Renew: renew, Heartbeat: heartbeat, Poll: poll, Slack: slack,
+				Trials: trials, Duration: soak, Seed: seed, Kinds: kinds,
+				Logf: t.Logf,
+			})
+			require.NoError(t, err)
+			t.Cleanup(c.Close)
+			ctx := context.Background()
+			start := time.Now()
+			rep, err := c.Run(ctx)
+			require.NoError(t, err)
+			summary := fmt.Sprintf("%s chaos run: %v, seed %d, L=%v R=%v H=%v P=%v slack=%v\n%s",
+				db.name, time.Since(start).Round(time.Second), seed, lease, renew, heartbeat, poll, slack, rep)
+			t.Log(summary)
+			if path := os.Getenv(envReport); path != "" {
+				f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+				require.NoError(t, err)
+				_, err = f.WriteString(summary + "\n")
+				require.NoError(t, err)
+				require.NoError(t, f.Close())
+			}
+			require.NotZero(t, rep.ActionsChecked, "no fenced action was performed")
+			if !rep.OK() || os.Getenv(envDump) != "" {
+				dumpHistory(t, c.History)
+			}
+			if !rep.OK() {
+				t.Errorf("the history has %d violations:\n%s", len(rep.Violations), rep)
+			}
+		})
+	}
+}
+
+// dumpHistory writes the run's history as JSON to a file of the test's temporary
+// directory's parent (kept after the test) for a closer look.
+func dumpHistory(t *testing.T, h chaos.History) {
+	f, err := os.CreateTemp("", "casleader-chaos-*.json")
+	if err != nil {
+		t.Logf("dump history: %v", err)
+		return
+	}
+	defer f.Close()
+	if err := json.NewEncoder(f).Encode(h); err != nil {
+		t.Logf("dump history: %v", err)
+		return
+	}
+	t.Logf("history written to %s", f.Name())
+}
+
+// TestRecheck checks a dumped history again (CASLEADER_CHAOS_RECHECK=file), with the
+// suite's bounds: for a closer look at a run, or after the checker changed.
+func TestRecheck(t *testing.T) {
+	path := os.Getenv(envRecheck)
+	if path == "" {
+		t.Skipf("%s is not set: nothing to recheck", envRecheck)
+	}
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var h chaos.History
+	require.NoError(t, json.Unmarshal(b, &h))
+	rep := chaos.Check(h, chaos.Bounds{Lease: lease, Renew: renew, Poll: poll, Slack: slack})
+	t.Logf("%s:\n%s", path, rep)
+}

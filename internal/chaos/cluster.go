@@ -1,0 +1,784 @@
+//go:build linux
+
+package chaos
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgxpool"
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
+	"github.com/rs/zerolog"
+
+	"github.com/casleader/casleader/schema"
+	"github.com/casleader/casleader/store"
+)
+
+// Config configures a [Cluster].
+type Config struct {
+	Dialect schema.Dialect // schema.MySQL or schema.Postgres
+	DSN     string         // an account that may create tables
+	Table   string         // election table (created, and dropped by Close)
+
+	Candidates int // candidate processes alive at any time (default 3)
+
+	Lease, Renew, Heartbeat, Poll time.Duration
+	Slack                         time.Duration // added to Lease + Poll for the liveness bound
+
+	// Trials is the number of faults to inject; Duration, when not zero, runs
+	// trials until it has passed instead.
+	Trials   int
+	Duration time.Duration
+	Seed     uint64
+	// Kinds restricts the faults injected on the leader (or the row) to these kinds;
+	// empty means all of them.
+	Kinds []string
+
+	// Logf receives progress lines (nil: none).
+	Logf func(format string, args ...any)
+}
+
+// Cluster is a set of candidate processes, their proxies and the fault schedule.
+type Cluster struct {
+	cfg     Config
+	rng     *rand.Rand
+	key     string
+	actions string
+	db      *sql.DB // direct connection of the parent (no proxy)
+	up      string  // the database's host:port
+	server  *toxiproxy.ApiServer
+
+	mu       sync.Mutex
+	slots    []*proc
+	all      []*proc
+	open     map[string]Interval // beliefs not ended yet, by candidate
+	hist     History
+	snaps    []snapshot
+	failures []string // unexpected exits of candidates
+	nextID   int
+
+	// History is what the last Run observed, for a closer look when a check fails.
+	History History
+}
+
+type proc struct {
+	id     string
+	slot   int
+	proxy  *toxiproxy.Proxy
+	cmd    *exec.Cmd
+	stderr *tail
+	exited chan struct{}
+	killed bool // by the harness: its exit is expected
+	err    error
+	// logFile keeps the whole log under EnvLogDir; closed when the process has exited.
+	logFile *os.File
+}
+
+// snapshot is the election row as the parent read it.
+type snapshot struct {
+	at                  int64
+	version, term, tick int64 // tick in microseconds since the epoch
+	leader              string
+}
+
+// New prepares a cluster: tables, proxies. It starts no process.
+func New(cfg Config) (*Cluster, error) {
+	cfg.Candidates = max(cfg.Candidates, 2)
+	if cfg.Lease == 0 || cfg.Renew == 0 || cfg.Heartbeat == 0 || cfg.Poll == 0 {
+		return nil, errors.New("chaos: Lease, Renew, Heartbeat and Poll are required")
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	c := &Cluster{
+		cfg:     cfg,
+		rng:     rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
+		key:     "chaos",
+		actions: cfg.Table + "_actions",
+		open:    map[string]Interval{},
+		hist:    History{Rejected: map[string]int{}},
+	}
+	var err error
+	switch cfg.Dialect {
+	case schema.MySQL:
+		var mc *mysql.Config
+		if mc, err = mysql.ParseDSN(cfg.DSN); err != nil {
+			return nil, store.RedactError(err, cfg.DSN)
+		}
+		c.up = mc.Addr
+		if !strings.Contains(c.up, ":") {
+			c.up += ":3306"
+		}
+		c.db, err = store.OpenMySQL(cfg.DSN)
+	case schema.Postgres:
+		var pc *pgxpool.Config
+		if pc, err = pgxpool.ParseConfig(cfg.DSN); err != nil {
+			return nil, store.RedactError(err, cfg.DSN)
+		}
+		c.up = net.JoinHostPort(pc.ConnConfig.Host, strconv.Itoa(int(pc.ConnConfig.Port)))
+		c.db, err = sql.Open("pgx", cfg.DSN)
+	default:
+		return nil, fmt.Errorf("chaos: dialect %q: want mysql or postgres", cfg.Dialect)
+	}
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.createTables(ctx); err != nil {
+		c.db.Close()
+		return nil, err
+	}
+	c.server = toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
+	for i := range cfg.Candidates {
+		p := toxiproxy.NewProxy(c.server, fmt.Sprintf("slot%d", i), "127.0.0.1:0", c.up)
+		if err := c.server.Collection.Add(p, true); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("chaos: proxy: %w", err)
+		}
+		c.slots = append(c.slots, &proc{slot: i, proxy: p})
+	}
+	return c, nil
+}
+
+func (c *Cluster) quote(name string) string {
+	q, err := schema.Quote(c.cfg.Dialect, name)
+	if err != nil {
+		panic(err) // names come from testdb.Name
+	}
+	return q
+}
+
+func (c *Cluster) createTables(ctx context.Context) error {
+	if err := schema.Apply(ctx, c.db, c.cfg.Dialect, c.cfg.Table); err != nil {
+		return err
+	}
+	id := "id BIGINT AUTO_INCREMENT PRIMARY KEY"
+	if c.cfg.Dialect == schema.Postgres {
+		id = "id BIGSERIAL PRIMARY KEY"
+	}
+	_, err := c.db.ExecContext(ctx, "CREATE TABLE "+c.quote(c.actions)+" ("+id+
+		", token BIGINT NOT NULL, cand VARCHAR(64) NOT NULL, seq BIGINT NOT NULL, chk BIGINT NOT NULL)")
+	return err
+}
+
+// Close stops every process and proxy and drops the tables.
+func (c *Cluster) Close() {
+	c.stopAll()
+	for _, p := range c.slots {
+		p.proxy.Stop()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, t := range []string{c.cfg.Table, c.actions} {
+		_, _ = c.db.ExecContext(ctx, "DROP TABLE IF EXISTS "+c.quote(t))
+	}
+	c.db.Close()
+}
+
+// idleVariable is the MySQL session variable that aborts idle transactions.
+func (c *Cluster) idleVariable(ctx context.Context) string {
+	var v string
+	if err := c.db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&v); err == nil && strings.Contains(strings.ToLower(v), "mariadb") {
+		return "idle_transaction_timeout"
+	}
+	return "wait_timeout"
+}
+
+// start launches a candidate in slot.
+func (c *Cluster) start(slot int) error {
+	c.mu.Lock()
+	c.nextID++
+	id := fmt.Sprintf("c%d.%d", slot, c.nextID)
+	sp := c.slots[slot]
+	c.mu.Unlock()
+
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(os.Args[0])
+	cfg := c.cfg
+	cmd.Env = append(os.Environ(),
+		EnvChild+"=1",
+		envDialect+"="+string(cfg.Dialect),
+		envDSN+"="+cfg.DSN,
+		envAddr+"="+sp.proxy.Listen,
+		envTable+"="+cfg.Table,
+		envActions+"="+c.actions,
+		envKey+"="+c.key,
+		envID+"="+id,
+		envTimings+"="+strings.Join([]string{cfg.Lease.String(), cfg.Renew.String(), cfg.Heartbeat.String(), cfg.Poll.String()}, ","),
+		envIdle+"="+c.idleVariable(context.Background()),
+	)
+	cmd.ExtraFiles = []*os.File{w}
+	p := &proc{id: id, slot: slot, proxy: sp.proxy, cmd: cmd, stderr: &tail{max: 64 << 10}, exited: make(chan struct{})}
+	cmd.Stderr = p.stderr
+	if dir := os.Getenv(EnvLogDir); dir != "" {
+		// Keep each candidate's whole log too (slog text lines, Debug and up).
+		if f, err := os.Create(filepath.Join(dir, id+".log")); err == nil {
+			cmd.Stderr = io.MultiWriter(p.stderr, f)
+			cmd.Env = append(cmd.Env, envDebug+"=1")
+			p.logFile = f
+		}
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		r.Close()
+		w.Close()
+		if p.logFile != nil {
+			p.logFile.Close()
+		}
+		return err
+	}
+	w.Close()
+	c.mu.Lock()
+	c.slots[slot] = p
+	c.all = append(c.all, p)
+	c.mu.Unlock()
+	go c.read(p, r)
+	return nil
+}
+
+// read consumes a candidate's event lines until it exits.
+func (c *Cluster) read(p *proc, r *os.File) {
+	defer r.Close()
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 0 {
+			continue
+		}
+		c.mu.Lock()
+		switch f[0] {
+		case "B":
+			if len(f) == 3 {
+				at, _ := strconv.ParseInt(f[1], 10, 64)
+				tok, _ := strconv.ParseInt(f[2], 10, 64)
+				c.open[p.id] = Interval{Cand: p.id, Token: tok, Start: at}
+			}
+		case "E":
+			if len(f) == 2 {
+				at, _ := strconv.ParseInt(f[1], 10, 64)
+				c.closeBelief(p.id, at)
+			}
+		case "R":
+			if len(f) == 2 {
+				c.hist.Rejected[f[1]]++
+			}
+		}
+		c.mu.Unlock()
+	}
+	err := p.cmd.Wait() // returns once the stderr copy is done
+	if p.logFile != nil {
+		p.logFile.Close()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p.err = err
+	if _, ok := c.open[p.id]; ok {
+		// Killed while leading: its belief ended when it died (the harness closed it
+		// already at the kill). An unexpected death is closed here.
+		c.closeBelief(p.id, Mono())
+	}
+	if !p.killed && err != nil {
+		c.failures = append(c.failures, fmt.Sprintf("candidate %s exited: %v\n%s", p.id, err, p.stderr.String()))
+	}
+	close(p.exited)
+}
+
+func (c *Cluster) closeBelief(id string, end int64) {
+	b, ok := c.open[id]
+	if !ok {
+		return
+	}
+	delete(c.open, id)
+	b.End = max(end, b.Start)
+	c.hist.Beliefs = append(c.hist.Beliefs, b)
+}
+
+// leader returns the candidate that believes it leads now (the most recent one if
+// several do), or nil.
+func (c *Cluster) leader() *proc {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var best *proc
+	var at int64
+	for _, p := range c.slots {
+		if b, ok := c.open[p.id]; ok && p.cmd != nil && (best == nil || b.Start > at) {
+			best, at = p, b.Start
+		}
+	}
+	return best
+}
+
+// waitLeader waits up to d for a leader and returns it, or nil.
+func (c *Cluster) waitLeader(ctx context.Context, d time.Duration) *proc {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if l := c.leader(); l != nil {
+			return l
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return nil
+}
+
+// snapshotLoop reads the election row every 200 ms for rollback faults.
+func (c *Cluster) snapshotLoop(ctx context.Context) {
+	q := "SELECT version, term, leader_id, TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', tick_time) FROM " + c.quote(c.cfg.Table) + " WHERE elect_key = ?"
+	if c.cfg.Dialect == schema.Postgres {
+		q = "SELECT version, term, leader_id, (EXTRACT(EPOCH FROM tick_time) * 1000000)::bigint FROM " + c.quote(c.cfg.Table) + " WHERE elect_key = $1"
+	}
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		var s snapshot
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		err := c.db.QueryRowContext(rctx, q, c.key).Scan(&s.version, &s.term, &s.leader, &s.tick)
+		cancel()
+		if err != nil {
+			continue
+		}
+		s.at = Mono()
+		c.mu.Lock()
+		c.snaps = append(c.snaps, s)
+		if len(c.snaps) > 100 {
+			c.snaps = c.snaps[len(c.snaps)-100:]
+		}
+		c.mu.Unlock()
+	}
+}
+
+// rollback writes back a snapshot between 1 and 8 seconds old.
+func (c *Cluster) rollback(ctx context.Context) (string, error) {
+	now := Mono()
+	c.mu.Lock()
+	var cands []snapshot
+	for _, s := range c.snaps {
+		if age := time.Duration(now - s.at); age >= time.Second && age <= 8*time.Second {
+			cands = append(cands, s)
+		}
+	}
+	c.mu.Unlock()
+	if len(cands) == 0 {
+		return "", errors.New("no snapshot old enough")
+	}
+	s := cands[c.rng.IntN(len(cands))]
+	q := "UPDATE " + c.quote(c.cfg.Table) + " SET version = ?, term = ?, leader_id = ?, tick_time = TIMESTAMPADD(MICROSECOND, ?, '1970-01-01 00:00:00'), handover_to = '', stepdown = 0 WHERE elect_key = ?"
+	if c.cfg.Dialect == schema.Postgres {
+		q = "UPDATE " + c.quote(c.cfg.Table) + " SET version = $1, term = $2, leader_id = $3, tick_time = timestamptz 'epoch' + $4::bigint * interval '1 microsecond', handover_to = '', stepdown = 0 WHERE elect_key = $5"
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err := c.db.ExecContext(wctx, q, s.version, s.term, s.leader, s.tick, c.key)
+	return fmt.Sprintf("version %d term %d leader %q, %v old", s.version, s.term, s.leader, time.Duration(now-s.at).Round(time.Millisecond)), err
+}
+
+// toxic adds a toxic to p's proxy.
+func toxic(p *proc, name, typ, stream string, attrs string) error {
+	_, err := p.proxy.Toxics.AddToxicJson(strings.NewReader(fmt.Sprintf(
+		`{"name":%q,"type":%q,"stream":%q,"toxicity":1,"attributes":{%s}}`, name, typ, stream, attrs)))
+	return err
+}
+
+// plan is one fault of a trial on one target: apply starts it; heal ends it.
+type plan struct {
+	kind   string
+	target *proc
+	dur    time.Duration
+	heal   func() error
+}
+
+func (c *Cluster) dur(lo, hi float64) time.Duration {
+	return time.Duration((lo + c.rng.Float64()*(hi-lo)) * float64(c.cfg.Lease))
+}
+
+// pick chooses the trial's faults: one on the leader (or the row, or everyone), and
+// sometimes one on a follower.
+func (c *Cluster) pick(leader *proc) []*plan {
+	primary := []struct {
+		kind   string
+		weight int
+	}{
+		{KillLeader, 2}, {StopLeader, 2}, {CutLeader, 2}, {RefuseLeader, 1}, {CutAll, 1},
+		{SlowLeader, 1}, {ResetLeader, 2}, {RollbackRow, 1},
+	}
+	if len(c.cfg.Kinds) > 0 {
+		kept := primary[:0]
+		for _, k := range primary {
+			if slices.Contains(c.cfg.Kinds, k.kind) {
+				kept = append(kept, k)
+			}
+		}
+		primary = kept
+	}
+	total := 0
+	for _, k := range primary {
+		total += k.weight
+	}
+	n := c.rng.IntN(total)
+	var kind string
+	for _, k := range primary {
+		if n -= k.weight; n < 0 {
+			kind = k.kind
+			break
+		}
+	}
+	plans := []*plan{{kind: kind, target: leader}}
+	if kind != CutAll && c.rng.IntN(10) < 3 {
+		var followers []*proc
+		c.mu.Lock()
+		for _, p := range c.slots {
+			if p != leader && p.cmd != nil && !p.killed {
+				followers = append(followers, p)
+			}
+		}
+		c.mu.Unlock()
+		if len(followers) > 0 {
+			f := followers[c.rng.IntN(len(followers))]
+			fk := []string{KillFollower, StopFollower, CutFollower, SlowFollower, ResetFollower}[c.rng.IntN(5)]
+			plans = append(plans, &plan{kind: fk, target: f})
+		}
+	}
+	return plans
+}
+
+// apply starts one planned fault. It sets p.dur (how long to keep it) and p.heal.
+func (c *Cluster) apply(ctx context.Context, p *plan) (string, error) {
+	cfg := c.cfg
+	noop := func() error { return nil }
+	t := p.target
+	switch p.kind {
+	case KillLeader, KillFollower:
+		p.heal = noop
+		return "", c.kill(t)
+	case StopLeader, StopFollower:
+		p.dur = cfg.Lease + c.dur(0.2, 1.2)
+		if err := t.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			return "", err
+		}
+		p.heal = func() error { return t.cmd.Process.Signal(syscall.SIGCONT) }
+	case CutLeader, CutFollower:
+		p.dur = cfg.Lease + c.dur(0.2, 1.0)
+		if err := c.cut(t); err != nil {
+			return "", err
+		}
+		p.heal = func() error { return c.clear(t) }
+	case CutAll:
+		p.dur = c.dur(0.5, 2.0)
+		var cut []*proc
+		for _, s := range c.liveSlots() {
+			if err := c.cut(s); err != nil {
+				return "", err
+			}
+			cut = append(cut, s)
+		}
+		p.heal = func() error {
+			var errs []error
+			for _, s := range cut {
+				errs = append(errs, c.clear(s))
+			}
+			return errors.Join(errs...)
+		}
+	case RefuseLeader:
+		p.dur = cfg.Lease + c.dur(0.2, 1.0)
+		t.proxy.Stop()
+		p.heal = func() error { return t.proxy.Start() }
+	case SlowLeader, SlowFollower:
+		p.dur = c.dur(1.5, 2.5)
+		lat := cfg.Renew + time.Duration(c.rng.Int64N(int64(cfg.Renew)))
+		attrs := fmt.Sprintf(`"latency":%d,"jitter":0`, lat.Milliseconds()/2)
+		if err := toxic(t, "slow_up", "latency", "upstream", attrs); err != nil {
+			return "", err
+		}
+		if err := toxic(t, "slow_down", "latency", "downstream", attrs); err != nil {
+			return "", err
+		}
+		p.heal = func() error { return c.clear(t) }
+		return fmt.Sprintf("round trip +%v", lat.Round(time.Millisecond)), nil
+	case ResetLeader, ResetFollower:
+		// Replies are reset as they come back: writes sent before commit, their
+		// replies are lost (ambiguous commit), for one to three heartbeats.
+		p.dur = cfg.Heartbeat + time.Duration(c.rng.Int64N(int64(2*cfg.Heartbeat)))
+		if err := toxic(t, "reset_down", "reset_peer", "downstream", `"timeout":0`); err != nil {
+			return "", err
+		}
+		p.heal = func() error { return c.clear(t) }
+	case RollbackRow:
+		p.heal = noop
+		return c.rollback(ctx)
+	default:
+		return "", fmt.Errorf("unknown fault %q", p.kind)
+	}
+	return "", nil
+}
+
+func (c *Cluster) cut(p *proc) error {
+	if err := toxic(p, "cut_up", "timeout", "upstream", `"timeout":0`); err != nil {
+		return err
+	}
+	return toxic(p, "cut_down", "timeout", "downstream", `"timeout":0`)
+}
+
+func (c *Cluster) clear(p *proc) error {
+	p.proxy.Toxics.ResetToxics(context.Background())
+	return nil
+}
+
+func (c *Cluster) liveSlots() []*proc {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*proc
+	for _, p := range c.slots {
+		if p.cmd != nil && !p.killed {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// kill sends SIGKILL to p and closes its belief at the moment of death.
+func (c *Cluster) kill(p *proc) error {
+	c.mu.Lock()
+	p.killed = true
+	c.mu.Unlock()
+	err := p.cmd.Process.Kill()
+	now := Mono()
+	c.mu.Lock()
+	c.closeBelief(p.id, now)
+	c.mu.Unlock()
+	<-p.exited
+	return err
+}
+
+// stopAll ends every process: SIGCONT (in case), SIGTERM, then SIGKILL after 20 s.
+func (c *Cluster) stopAll() {
+	c.mu.Lock()
+	procs := slices.Clone(c.all)
+	c.mu.Unlock()
+	for _, p := range procs {
+		select {
+		case <-p.exited:
+			continue
+		default:
+		}
+		_ = p.cmd.Process.Signal(syscall.SIGCONT)
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	for _, p := range procs {
+		select {
+		case <-p.exited:
+		case <-time.After(20 * time.Second):
+			c.mu.Lock()
+			c.failures = append(c.failures, fmt.Sprintf("candidate %s did not exit within 20s of SIGTERM\n%s", p.id, p.stderr.String()))
+			p.killed = true
+			c.mu.Unlock()
+			_ = p.cmd.Process.Kill()
+			<-p.exited
+		}
+	}
+}
+
+// Run starts the candidates, injects the trials, stops everything and checks the
+// history. The error reports a harness failure (a candidate that crashed, a leader
+// that never came back); the report says whether the protocol held.
+func (c *Cluster) Run(ctx context.Context) (Report, error) {
+	cfg := c.cfg
+	sctx, stopSnaps := context.WithCancel(ctx)
+	defer stopSnaps()
+	go c.snapshotLoop(sctx)
+	for i := range c.slots {
+		if err := c.start(i); err != nil {
+			return Report{}, err
+		}
+	}
+	bound := cfg.Lease + cfg.Poll + cfg.Slack
+	if c.waitLeader(ctx, 30*time.Second) == nil {
+		return Report{}, c.harnessError("no leader within 30s of the start")
+	}
+	begin := time.Now()
+	for trial := 0; ; trial++ {
+		if cfg.Duration > 0 && time.Since(begin) >= cfg.Duration || cfg.Duration == 0 && trial >= cfg.Trials {
+			break
+		}
+		if ctx.Err() != nil {
+			return Report{}, ctx.Err()
+		}
+		if err := c.failure(); err != nil {
+			return Report{}, err
+		}
+		time.Sleep(time.Duration(300+c.rng.IntN(1200)) * time.Millisecond) // let it work
+		leader := c.waitLeader(ctx, bound)
+		if leader == nil {
+			return Report{}, c.harnessError(fmt.Sprintf("trial %d: no leader to hit", trial))
+		}
+		plans := c.pick(leader)
+		f := Fault{Leader: leader.id, Start: Mono()}
+		var notes []string
+		for _, p := range plans {
+			note, err := c.apply(ctx, p)
+			if err != nil {
+				if p.kind == RollbackRow && p.heal != nil {
+					notes = append(notes, "rollback skipped: "+err.Error())
+					continue
+				}
+				return Report{}, fmt.Errorf("trial %d: apply %s: %w", trial, p.kind, err)
+			}
+			f.Kinds = append(f.Kinds, p.kind)
+			f.Targets = append(f.Targets, p.target.id)
+			if note != "" {
+				notes = append(notes, p.kind+": "+note)
+			}
+		}
+		if len(f.Kinds) == 0 {
+			continue
+		}
+		f.Note = strings.Join(notes, "; ")
+		// Each fault is healed when its own duration has passed.
+		slices.SortFunc(plans, func(a, b *plan) int { return int(a.dur - b.dur) })
+		began := time.Now()
+		var longest time.Duration
+		for _, p := range plans {
+			time.Sleep(time.Until(began.Add(p.dur)))
+			longest = max(longest, p.dur)
+			if p.heal != nil {
+				if err := p.heal(); err != nil {
+					return Report{}, fmt.Errorf("trial %d: heal %s: %w", trial, p.kind, err)
+				}
+			}
+		}
+		f.Heal = Mono()
+		c.mu.Lock()
+		c.hist.Faults = append(c.hist.Faults, f)
+		c.mu.Unlock()
+		after := c.waitLeader(ctx, bound+30*time.Second)
+		back := time.Duration(Mono() - f.Heal)
+		cfg.Logf("%s trial %d: %s on %v (leader %s) for %v %s; leader %s after heal (%v)", time.Now().Format("15:04:05.000"), trial, f.Name(), f.Targets, leader.id,
+			longest.Round(time.Millisecond), strings.Join(notes, "; "), procID(after), back.Round(time.Millisecond))
+		if after == nil {
+			return Report{}, c.harnessError(fmt.Sprintf("trial %d: no leader within %v of healing %s", trial, bound+30*time.Second, f.Name()))
+		}
+		// Replace killed candidates.
+		for i, p := range c.slots {
+			if p.killed {
+				if err := c.start(i); err != nil {
+					return Report{}, err
+				}
+			}
+		}
+	}
+	time.Sleep(time.Second) // a last stretch of history after the last heal
+	stopSnaps()
+	c.mu.Lock()
+	c.hist.End = Mono()
+	c.mu.Unlock()
+	c.stopAll()
+	if err := c.failure(); err != nil {
+		return Report{}, err
+	}
+	c.mu.Lock()
+	for id := range c.open {
+		c.closeBelief(id, Mono())
+	}
+	h := c.hist
+	c.mu.Unlock()
+	acts, err := c.readActions(ctx)
+	if err != nil {
+		return Report{}, err
+	}
+	h.Actions = acts
+	c.History = h
+	return Check(h, Bounds{Lease: cfg.Lease, Renew: cfg.Renew, Poll: cfg.Poll, Slack: cfg.Slack}), nil
+}
+
+func procID(p *proc) string {
+	if p == nil {
+		return "none"
+	}
+	return p.id
+}
+
+func (c *Cluster) failure() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.failures) > 0 {
+		return errors.New(strings.Join(c.failures, "\n"))
+	}
+	return nil
+}
+
+func (c *Cluster) harnessError(msg string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var b strings.Builder
+	b.WriteString(msg)
+	for _, p := range c.slots {
+		if p.stderr != nil {
+			fmt.Fprintf(&b, "\n--- %s stderr (tail) ---\n%s", p.id, p.stderr.String())
+		}
+	}
+	return errors.New(b.String())
+}
+
+func (c *Cluster) readActions(ctx context.Context) ([]Action, error) {
+	rows, err := c.db.QueryContext(ctx, "SELECT id, token, cand, chk FROM "+c.quote(c.actions)+" ORDER BY id")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Action
+	for rows.Next() {
+		var a Action
+		if err := rows.Scan(&a.ID, &a.Token, &a.Cand, &a.Check); err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
+// tail keeps the last max bytes written to it.
+type tail struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > t.max {
+		t.b = t.b[len(t.b)-t.max:]
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.b)
+}

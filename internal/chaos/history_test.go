@@ -1,0 +1,120 @@
+package chaos
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const s = int64(time.Second)
+
+var bounds = Bounds{Lease: time.Second, Renew: 600 * time.Millisecond, Poll: 200 * time.Millisecond, Slack: time.Second}
+
+func props(vs []Violation) []string {
+	var out []string
+	for _, v := range vs {
+		out = append(out, v.Property)
+	}
+	return out
+}
+
+func TestCheckAcceptsAHealthyHistory(t *testing.T) {
+	h := History{
+		Beliefs: []Interval{{"a", 1, 0, 10 * s}, {"b", 12, 11 * s, 20 * s}},
+		Actions: []Action{{1, 1, "a", 1 * s}, {2, 1, "a", 2 * s}, {3, 12, "b", 12 * s}, {4, 12, "b", 13 * s}},
+		Faults:  []Fault{{Kinds: []string{KillLeader}, Targets: []string{"a"}, Leader: "a", Start: 10 * s, Heal: 10 * s}},
+		End:     20 * s,
+	}
+	r := Check(h, bounds)
+	require.True(t, r.OK(), "%v", r.Violations)
+	assert.Equal(t, 1, r.Trials)
+	assert.Equal(t, 4, r.ActionsChecked)
+	assert.Equal(t, []time.Duration{time.Second}, r.Failovers)
+	assert.Equal(t, []time.Duration{time.Second}, r.Liveness)
+	assert.Zero(t, r.MaxOverlap)
+}
+
+func TestCheckFindsTokensGoingBackwards(t *testing.T) {
+	h := History{Actions: []Action{{1, 5, "a", 1 * s}, {2, 7, "b", 2 * s}, {3, 5, "a", 3 * s}}}
+	r := Check(h, bounds)
+	require.Equal(t, []string{"token-order"}, props(r.Violations))
+	assert.Contains(t, r.Violations[0].Detail, "token 5 after action 2")
+}
+
+func TestCheckFindsOneTokenUsedByTwoCandidates(t *testing.T) {
+	h := History{Actions: []Action{{1, 5, "a", 1 * s}, {2, 5, "b", 2 * s}}}
+	r := Check(h, bounds)
+	require.Equal(t, []string{"token-order"}, props(r.Violations))
+	assert.Contains(t, r.Violations[0].Detail, "used by a")
+}
+
+func TestCheckExcusesTokenRegressionsAfterARollback(t *testing.T) {
+	h := History{
+		Beliefs: []Interval{{"a", 9, 0, 2 * s}, {"b", 4, 2*s + 1, 4 * s}},
+		Actions: []Action{{1, 9, "a", 1 * s}, {2, 4, "b", 3 * s}},
+		Faults:  []Fault{{Kinds: []string{RollbackRow}, Start: 2 * s, Heal: 2 * s}},
+	}
+	r := Check(h, bounds)
+	assert.True(t, r.OK(), "%v", r.Violations)
+	require.Equal(t, []string{"token-order"}, props(r.Excused))
+	assert.Equal(t, RollbackRow, r.Excused[0].Excused)
+}
+
+func TestCheckFindsOverlappingBeliefs(t *testing.T) {
+	h := History{Beliefs: []Interval{{"a", 1, 0, 10 * s}, {"b", 2, 9 * s, 20 * s}, {"a", 3, 21 * s, 22 * s}}}
+	r := Check(h, bounds)
+	require.Equal(t, []string{"belief-overlap"}, props(r.Violations))
+	assert.Equal(t, time.Second, r.MaxOverlap)
+}
+
+func TestCheckIgnoresBeliefsOfOneCandidate(t *testing.T) {
+	h := History{Beliefs: []Interval{{"a", 1, 0, 10 * s}, {"a", 2, 5 * s, 20 * s}}}
+	assert.True(t, Check(h, bounds).OK())
+}
+
+func TestCheckExcusesOverlapsOfAFrozenCandidate(t *testing.T) {
+	h := History{
+		Beliefs: []Interval{{"a", 1, 0, 10 * s}, {"b", 2, 9 * s, 20 * s}},
+		Faults:  []Fault{{Kinds: []string{StopLeader}, Targets: []string{"a"}, Leader: "a", Start: 5 * s, Heal: 9 * s}},
+	}
+	r := Check(h, bounds)
+	assert.Empty(t, props(r.Violations))
+	require.Equal(t, []string{"belief-overlap"}, props(r.Excused))
+	assert.Equal(t, time.Second, r.MaxOverlapExcused[StopLeader])
+	assert.Zero(t, r.MaxOverlap)
+}
+
+func TestCheckFindsALeaderThatCameBackTooLate(t *testing.T) {
+	h := History{
+		Beliefs: []Interval{{"a", 1, 0, 10 * s}, {"b", 2, 15 * s, 20 * s}},
+		Faults:  []Fault{{Kinds: []string{CutLeader}, Targets: []string{"a"}, Leader: "a", Start: 10 * s, Heal: 11 * s}},
+		End:     20 * s,
+	}
+	r := Check(h, bounds)
+	require.Equal(t, []string{"liveness"}, props(r.Violations))
+	assert.Equal(t, []time.Duration{4 * time.Second}, r.Liveness)
+	assert.Equal(t, []time.Duration{5 * time.Second}, r.Failovers)
+}
+
+func TestCheckFindsNoLeaderAtAll(t *testing.T) {
+	h := History{
+		Beliefs: []Interval{{"a", 1, 0, 10 * s}},
+		Faults:  []Fault{{Kinds: []string{CutAll}, Leader: "a", Start: 10 * s, Heal: 11 * s}},
+		End:     30 * s,
+	}
+	assert.Equal(t, []string{"liveness"}, props(Check(h, bounds).Violations))
+	// A run that ended before the bound passed cannot be judged.
+	h.End = 12 * s
+	assert.True(t, Check(h, bounds).OK())
+}
+
+func TestPercentile(t *testing.T) {
+	ds := []time.Duration{5, 1, 4, 2, 3}
+	assert.Equal(t, time.Duration(3), Percentile(ds, 50))
+	assert.Equal(t, time.Duration(5), Percentile(ds, 99))
+	assert.Equal(t, time.Duration(5), Percentile(ds, 100))
+	assert.Equal(t, time.Duration(1), Percentile(ds, 0))
+	assert.Zero(t, Percentile(nil, 50))
+}

@@ -1,0 +1,283 @@
+// Package faultstore is an election store decorator that injects faults into a real
+// store (MariaDB, PostgreSQL, SQLite) the way a database or network misbehaves: an
+// error before the statement reaches the table, a write that commits and then loses
+// its reply, a slow round trip, a failure that lasts until cleared.
+//
+// The store's own error classification happens below the decorator, so injected
+// errors are built to look like classified ones: [Error] wraps a driver error of
+// the named kind with the sentinel of package store that the store's classifier
+// would have added ([store.ErrNotWritable] for MySQL error 1290 or PostgreSQL
+// SQLSTATE 25006, [store.ErrTransient] for a deadlock, and so on). The classifiers
+// themselves are tested in package store, against the same driver errors.
+package faultstore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/casleader/casleader/store"
+)
+
+// Operation names; AnyOp matches them all.
+const (
+	OpObserve  = "observe"
+	OpInsert   = "insert"
+	OpElect    = "elect"
+	OpRenew    = "renew"
+	OpRelease  = "release"
+	OpHandover = "handover"
+	OpGuard    = "guard"
+	AnyOp      = "*"
+)
+
+// Inner is the store being decorated: the methods of casleader.Store.
+type Inner interface {
+	Observe(ctx context.Context, key string) (rec store.Record, found bool, err error)
+	Insert(ctx context.Context, key, id string) (inserted bool, err error)
+	Elect(ctx context.Context, key, id string, version int64, lease time.Duration) (swapped bool, err error)
+	Renew(ctx context.Context, key, id string, version int64) (swapped bool, err error)
+	Release(ctx context.Context, key, id string, version int64) (swapped bool, err error)
+	Handover(ctx context.Context, key, id string, version int64, to string) (swapped bool, err error)
+}
+
+// Store decorates an [Inner] store with fault hooks. Its methods are safe for
+// concurrent use.
+type Store struct {
+	inner Inner
+
+	mu    sync.Mutex
+	next  map[string][]fault
+	fail  map[string]error
+	delay map[string]time.Duration
+	calls map[string]int
+}
+
+type fault struct {
+	err    error
+	commit bool
+}
+
+// New decorates inner.
+func New(inner Inner) *Store {
+	return &Store{inner: inner, next: map[string][]fault{}, fail: map[string]error{}, delay: map[string]time.Duration{}, calls: map[string]int{}}
+}
+
+// FailNext makes the next call of op (or of any operation, for AnyOp) return err
+// without reaching the database.
+func (s *Store) FailNext(op string, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.next[op] = append(s.next[op], fault{err: err})
+}
+
+// CommitThenFail makes the next write op (or any, for AnyOp) reach the database and
+// commit, then return err and swapped == false: the reply was lost.
+func (s *Store) CommitThenFail(op string, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.next[op] = append(s.next[op], fault{err: err, commit: true})
+}
+
+// Fail makes every call of op (or of every operation, for AnyOp) return err until
+// Fail(op, nil).
+func (s *Store) Fail(op string, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err == nil {
+		delete(s.fail, op)
+	} else {
+		s.fail[op] = err
+	}
+}
+
+// SetDelay makes every call of op (or of every operation) wait d before it is sent;
+// a context that ends first ends the call with a transient error. Zero removes it.
+func (s *Store) SetDelay(op string, d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.delay[op] = d
+}
+
+// Calls returns how many calls of op (or of all operations, for AnyOp) were made.
+func (s *Store) Calls(op string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if op != AnyOp {
+		return s.calls[op]
+	}
+	n := 0
+	for _, c := range s.calls {
+		n += c
+	}
+	return n
+}
+
+// before runs the hooks of op. It returns the error to return now (nil: go on) and
+// whether the call must commit first and then return that error.
+func (s *Store) before(ctx context.Context, op string) (err error, commitThen bool) {
+	s.mu.Lock()
+	s.calls[op]++
+	d := max(s.delay[op], s.delay[AnyOp])
+	var f *fault
+	for _, k := range []string{op, AnyOp} {
+		if q := s.next[k]; len(q) > 0 {
+			f = &q[0]
+			s.next[k] = q[1:]
+			break
+		}
+	}
+	persistent := s.fail[op]
+	if persistent == nil {
+		persistent = s.fail[AnyOp]
+	}
+	s.mu.Unlock()
+	if d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("faultstore: %s: %w: %w", op, store.ErrTransient, ctx.Err()), false
+		case <-t.C:
+		}
+	}
+	switch {
+	case f != nil:
+		return f.err, f.commit
+	case persistent != nil:
+		return persistent, false
+	}
+	return nil, false
+}
+
+func (s *Store) write(ctx context.Context, op string, do func() (bool, error)) (bool, error) {
+	err, commit := s.before(ctx, op)
+	if err != nil && !commit {
+		return false, err
+	}
+	ok, werr := do()
+	if commit {
+		return false, err
+	}
+	return ok, werr
+}
+
+// Observe reads the row, with the faults of OpObserve.
+func (s *Store) Observe(ctx context.Context, key string) (store.Record, bool, error) {
+	if err, _ := s.before(ctx, OpObserve); err != nil {
+		return store.Record{}, false, err
+	}
+	return s.inner.Observe(ctx, key)
+}
+
+// Insert creates the row, with the faults of OpInsert.
+func (s *Store) Insert(ctx context.Context, key, id string) (bool, error) {
+	return s.write(ctx, OpInsert, func() (bool, error) { return s.inner.Insert(ctx, key, id) })
+}
+
+// Elect sends an election, with the faults of OpElect.
+func (s *Store) Elect(ctx context.Context, key, id string, version int64, lease time.Duration) (bool, error) {
+	return s.write(ctx, OpElect, func() (bool, error) { return s.inner.Elect(ctx, key, id, version, lease) })
+}
+
+// Renew sends a renewal, with the faults of OpRenew.
+func (s *Store) Renew(ctx context.Context, key, id string, version int64) (bool, error) {
+	return s.write(ctx, OpRenew, func() (bool, error) { return s.inner.Renew(ctx, key, id, version) })
+}
+
+// Release sends a release, with the faults of OpRelease.
+func (s *Store) Release(ctx context.Context, key, id string, version int64) (bool, error) {
+	return s.write(ctx, OpRelease, func() (bool, error) { return s.inner.Release(ctx, key, id, version) })
+}
+
+// Handover sends a handover, with the faults of OpHandover.
+func (s *Store) Handover(ctx context.Context, key, id string, version int64, to string) (bool, error) {
+	return s.write(ctx, OpHandover, func() (bool, error) { return s.inner.Handover(ctx, key, id, version, to) })
+}
+
+// Guard forwards to the inner store's guard for database/sql transactions, with the
+// faults of OpGuard.
+func (s *Store) Guard(ctx context.Context, tx *sql.Tx, key, id string, token int64, lease time.Duration) error {
+	g, ok := s.inner.(interface {
+		Guard(context.Context, *sql.Tx, string, string, int64, time.Duration) error
+	})
+	if !ok {
+		return fmt.Errorf("faultstore: the store %T has no Guard", s.inner)
+	}
+	if err, _ := s.before(ctx, OpGuard); err != nil {
+		return err
+	}
+	return g.Guard(ctx, tx, key, id, token, lease)
+}
+
+// GuardPgx forwards to the inner store's guard for pgx transactions, with the faults
+// of OpGuard.
+func (s *Store) GuardPgx(ctx context.Context, tx pgx.Tx, key, id string, token int64, lease time.Duration) error {
+	g, ok := s.inner.(interface {
+		GuardPgx(context.Context, pgx.Tx, string, string, int64, time.Duration) error
+	})
+	if !ok {
+		return fmt.Errorf("faultstore: the store %T has no GuardPgx", s.inner)
+	}
+	if err, _ := s.before(ctx, OpGuard); err != nil {
+		return err
+	}
+	return g.GuardPgx(ctx, tx, key, id, token, lease)
+}
+
+// Kind names a class of server error that [Error] builds.
+type Kind string
+
+// The kinds of injected server errors.
+const (
+	ReadOnly      Kind = "read-only"     // MySQL 1290 (--read-only), PostgreSQL 25006
+	Deadlock      Kind = "deadlock"      // MySQL 1213, PostgreSQL 40P01
+	Serialization Kind = "serialization" // PostgreSQL 40001 (MySQL has none: a deadlock stands in)
+	NoPrivilege   Kind = "no-privilege"  // MySQL 1142, PostgreSQL 42501
+	ConnReset     Kind = "conn-reset"    // the connection broke mid-statement
+)
+
+// Error returns an error like the one a store of dialect ("mysql" or "postgres")
+// returns for a server error of kind k: the driver error, wrapped with the sentinel
+// of package store that its classifier adds.
+func Error(dialect string, k Kind) error {
+	var driverErr error
+	sentinel := store.ErrTransient
+	switch k {
+	case ReadOnly:
+		sentinel = store.ErrNotWritable
+		driverErr = pick(dialect, &mysql.MySQLError{Number: 1290, Message: "The MariaDB server is running with the --read-only option so it cannot execute this statement"},
+			&pgconn.PgError{Code: "25006", Message: "cannot execute UPDATE in a read-only transaction"})
+	case Deadlock:
+		driverErr = pick(dialect, &mysql.MySQLError{Number: 1213, Message: "Deadlock found when trying to get lock; try restarting transaction"},
+			&pgconn.PgError{Code: "40P01", Message: "deadlock detected"})
+	case Serialization:
+		driverErr = pick(dialect, &mysql.MySQLError{Number: 1213, Message: "Deadlock found when trying to get lock; try restarting transaction"},
+			&pgconn.PgError{Code: "40001", Message: "could not serialize access due to concurrent update"})
+	case NoPrivilege:
+		sentinel = store.ErrDeployment
+		driverErr = pick(dialect, &mysql.MySQLError{Number: 1142, Message: "UPDATE command denied to user 'app'@'localhost' for table 'casleader_election'"},
+			&pgconn.PgError{Code: "42501", Message: "permission denied for table casleader_election"})
+	case ConnReset:
+		driverErr = mysql.ErrInvalidConn
+		if dialect == "postgres" {
+			driverErr = fmt.Errorf("read tcp 127.0.0.1:5432: connection reset by peer")
+		}
+	default:
+		panic("faultstore: unknown kind " + string(k))
+	}
+	return fmt.Errorf("injected %s: %w: %w", k, sentinel, driverErr)
+}
+
+func pick(dialect string, my, pg error) error {
+	if dialect == "postgres" {
+		return pg
+	}
+	return my
+}

@@ -1,0 +1,85 @@
+package faultstore_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/casleader/casleader/internal/faultstore"
+	"github.com/casleader/casleader/internal/memstore"
+	"github.com/casleader/casleader/store"
+)
+
+var boom = errors.New("boom")
+
+func TestFailNextFailsOneCallWithoutWriting(t *testing.T) {
+	ms := memstore.New()
+	fs := faultstore.New(ms)
+	ctx := context.Background()
+	fs.FailNext(faultstore.OpInsert, boom)
+	ok, err := fs.Insert(ctx, "k", "a")
+	require.ErrorIs(t, err, boom)
+	assert.False(t, ok)
+	_, found, err := ms.Observe(ctx, "k")
+	require.NoError(t, err)
+	assert.False(t, found, "the failed insert wrote")
+	ok, err = fs.Insert(ctx, "k", "a")
+	require.NoError(t, err)
+	assert.True(t, ok)
+	assert.Equal(t, 2, fs.Calls(faultstore.OpInsert))
+}
+
+func TestCommitThenFailWritesAndLosesTheReply(t *testing.T) {
+	ms := memstore.New()
+	fs := faultstore.New(ms)
+	ctx := context.Background()
+	_, err := fs.Insert(ctx, "k", "a")
+	require.NoError(t, err)
+	fs.CommitThenFail(faultstore.AnyOp, boom)
+	ok, err := fs.Renew(ctx, "k", "a", 1)
+	require.ErrorIs(t, err, boom)
+	assert.False(t, ok)
+	rec, _, err := ms.Observe(ctx, "k")
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), rec.Version, "the renewal committed")
+}
+
+func TestFailLastsUntilClearedAndDelayHonoursTheContext(t *testing.T) {
+	fs := faultstore.New(memstore.New())
+	ctx := context.Background()
+	fs.Fail(faultstore.OpObserve, boom)
+	for range 3 {
+		_, _, err := fs.Observe(ctx, "k")
+		require.ErrorIs(t, err, boom)
+	}
+	fs.Fail(faultstore.OpObserve, nil)
+	_, _, err := fs.Observe(ctx, "k")
+	require.NoError(t, err)
+
+	fs.SetDelay(faultstore.AnyOp, time.Hour)
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+	defer cancel()
+	_, err = fs.Insert(dctx, "k", "a")
+	require.ErrorIs(t, err, store.ErrTransient)
+	assert.Equal(t, 5, fs.Calls(faultstore.AnyOp))
+}
+
+func TestErrorLooksClassified(t *testing.T) {
+	for _, d := range []string{"mysql", "postgres"} {
+		assert.ErrorIs(t, faultstore.Error(d, faultstore.ReadOnly), store.ErrNotWritable)
+		assert.ErrorIs(t, faultstore.Error(d, faultstore.Deadlock), store.ErrTransient)
+		assert.ErrorIs(t, faultstore.Error(d, faultstore.Serialization), store.ErrTransient)
+		assert.ErrorIs(t, faultstore.Error(d, faultstore.ConnReset), store.ErrTransient)
+		assert.ErrorIs(t, faultstore.Error(d, faultstore.NoPrivilege), store.ErrDeployment)
+	}
+}
+
+func TestGuardNeedsAnInnerGuard(t *testing.T) {
+	fs := faultstore.New(memstore.New())
+	assert.ErrorContains(t, fs.Guard(context.Background(), nil, "k", "a", 1, time.Second), "has no Guard")
+	assert.ErrorContains(t, fs.GuardPgx(context.Background(), nil, "k", "a", 1, time.Second), "has no GuardPgx")
+}

@@ -1,0 +1,205 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/casleader/casleader/schema"
+)
+
+// ErrFenced is returned by the guards ([MySQL.Guard], [Postgres.Guard],
+// [Postgres.GuardPgx], [SQLite.Guard]) when the fencing token no longer holds the
+// lease: another candidate won a newer term, the lease was released or has expired
+// by the database clock, or the row is missing or was rolled back. The caller must
+// roll its transaction back and must not act as leader.
+var ErrFenced = errors.New("store: fenced: the token does not hold the lease")
+
+// The guard is the fencing check of the protocol: inside the caller's own
+// transaction, on the same database as the election row, it reads the row with a
+// shared row lock and verifies, by the database clock, that
+//
+//   - the row exists and names id as its leader (not released),
+//   - its term is token (no newer term was won, and the row was not rolled back to
+//     an older one),
+//   - the lease has not expired: the last renewal is less than lease old.
+//
+// The shared lock is held until the caller's transaction ends, and every write of
+// the election row (an election, a renewal, a release) needs an exclusive lock on
+// it, so no newer leader can win while the guarded transaction is open: the
+// caller's writes commit before any takeover, never after. The pattern is:
+//
+//	tx, _ := db.BeginTx(ctx, nil)
+//	defer tx.Rollback()
+//	if err := st.Guard(ctx, tx, key, id, token, lease); err != nil {
+//		return err // errors.Is(err, store.ErrFenced): not the leader any more
+//	}
+//	// ... the writes that only the leader may do ...
+//	return tx.Commit()
+//
+// Call the guard first in the transaction (a REPEATABLE READ or SERIALIZABLE
+// snapshot taken before it may make PostgreSQL report a serialization failure) and
+// keep the transaction short: it delays the leader's own renewals too.
+//
+// Per database:
+//   - MySQL/MariaDB: SELECT … LOCK IN SHARE MODE (understood by MySQL 8 and MariaDB);
+//     the age is computed with NOW(6), the statement's start.
+//   - PostgreSQL: SELECT … FOR SHARE (it needs the UPDATE privilege on the table,
+//     which the election user has anyway); the age is computed with
+//     clock_timestamp().
+//   - SQLite has no row locks: a write transaction locks the whole database file
+//     against other writers. The guard first runs a write statement that changes
+//     nothing, so the transaction holds SQLite's write lock (RESERVED) from then on
+//     even when it was begun DEFERRED; a takeover's UPDATE then waits (busy timeout)
+//     until the transaction ends. If another connection committed after the
+//     transaction's snapshot, that statement fails with SQLITE_BUSY(_SNAPSHOT) and
+//     the guard returns an [ErrTransient] error.
+
+// guardQueries returns the guard's statements for dialect d and the quoted table:
+// lock (may be empty) takes the write lock where the database has no row locks; read
+// selects leader_id, term and the age in microseconds of the row of key, locked.
+func guardQueries(d schema.Dialect, t string) (lock, read string) {
+	switch d {
+	case schema.MySQL:
+		return "", `SELECT leader_id, term, TIMESTAMPDIFF(MICROSECOND, tick_time, NOW(6)) FROM ` + t + ` WHERE elect_key = ? LOCK IN SHARE MODE`
+	case schema.Postgres:
+		return "", `SELECT leader_id, term, (EXTRACT(EPOCH FROM (clock_timestamp() - tick_time)) * 1000000)::bigint FROM ` + t + ` WHERE elect_key = $1 FOR SHARE`
+	default: // SQLite
+		return `UPDATE ` + t + ` SET version = version WHERE 0`,
+			`SELECT leader_id, term, CAST(unixepoch('subsec') * 1000000 AS INTEGER) - tick_time FROM ` + t + ` WHERE elect_key = ?`
+	}
+}
+
+// txQuerier is what the guard needs from *sql.Tx (or *sql.Conn).
+type txQuerier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// guardSQL runs the guard in a database/sql transaction.
+func (c *core) guardSQL(ctx context.Context, tx txQuerier, key, id string, token int64, lease time.Duration) error {
+	if err := c.guardArgs(key, id, token, lease); err != nil {
+		return err
+	}
+	if tx == nil {
+		return fmt.Errorf("%w: nil transaction", ErrInvalidArgument)
+	}
+	quoted, err := schema.Quote(c.dialect, c.table)
+	if err != nil {
+		return err
+	}
+	lock, read := guardQueries(c.dialect, quoted)
+	if lock != "" {
+		if _, err := tx.ExecContext(ctx, lock); err != nil {
+			return c.wrap("guard", key, err)
+		}
+	}
+	var leader sql.NullString
+	var term, age sql.NullInt64
+	err = tx.QueryRowContext(ctx, read, key).Scan(&leader, &term, &age)
+	return c.judge(key, id, token, lease, leader, term, age, err)
+}
+
+// guardPgx runs the guard in a pgx transaction, in exec mode (no named prepared
+// statement, so it works through PgBouncer in transaction pooling mode).
+func (c *core) guardPgx(ctx context.Context, tx pgx.Tx, key, id string, token int64, lease time.Duration) error {
+	if err := c.guardArgs(key, id, token, lease); err != nil {
+		return err
+	}
+	if tx == nil {
+		return fmt.Errorf("%w: nil transaction", ErrInvalidArgument)
+	}
+	quoted, err := schema.Quote(c.dialect, c.table)
+	if err != nil {
+		return err
+	}
+	_, read := guardQueries(c.dialect, quoted)
+	var leader sql.NullString
+	var term, age sql.NullInt64
+	err = tx.QueryRow(ctx, read, pgx.QueryExecModeExec, key).Scan(&leader, &term, &age)
+	return c.judge(key, id, token, lease, leader, term, age, err)
+}
+
+func (c *core) guardArgs(key, id string, token int64, lease time.Duration) error {
+	if err := validateNames(key, id); err != nil {
+		return err
+	}
+	if lease <= 0 {
+		return fmt.Errorf("%w: lease %v is not positive", ErrInvalidArgument, lease)
+	}
+	if token <= 0 {
+		return fmt.Errorf("%w: token %d is not a term (not leading?) (guard %s %q)", ErrFenced, token, c.table, key)
+	}
+	return nil
+}
+
+// judge turns the guard's read into nil (the token holds the lease) or an error.
+func (c *core) judge(key, id string, token int64, lease time.Duration, leader sql.NullString, term, age sql.NullInt64, err error) error {
+	fenced := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s (guard %s %q, token %d, id %q)", ErrFenced, fmt.Sprintf(format, args...), c.table, key, token, id)
+	}
+	switch {
+	case errors.Is(err, sql.ErrNoRows) || errors.Is(err, pgx.ErrNoRows):
+		return fenced("the election row does not exist")
+	case err != nil:
+		return c.wrap("guard", key, err)
+	case !leader.Valid || !term.Valid || !age.Valid:
+		return fmt.Errorf("guard %s %q: %w: a column is NULL: fix or delete the row", c.table, key, ErrInvalidRow)
+	case term.Int64 > token:
+		return fenced("a newer term %d was won by %q", term.Int64, leader.String)
+	case term.Int64 < token:
+		return fenced("the row's term %d is older than the token: the row was rolled back (a failover that lost writes?)", term.Int64)
+	case leader.String == "":
+		return fenced("the lease of term %d was released", term.Int64)
+	case leader.String != id:
+		return fenced("term %d is held by %q: the row was rolled back and the term issued again", term.Int64, leader.String)
+	}
+	if a := time.Duration(age.Int64) * time.Microsecond; a >= lease {
+		return fenced("the lease of term %d expired: last renewed %v ago by the database clock, lease %v", term.Int64, a.Round(time.Millisecond), lease)
+	}
+	return nil
+}
+
+// Guard verifies, inside tx and with a shared lock on the election row of key held
+// until tx ends, that token is the term of an unexpired lease (by the database
+// clock, for the given lease duration) held by candidate id. It returns nil if so,
+// an error matching [ErrFenced] if not, and a classified database error
+// ([ErrTransient], [ErrNotWritable], [ErrDeployment]) if the check could not be made.
+// In every case but nil the caller must roll tx back.
+//
+// The guard section of this package's source describes the locking per database.
+func (s *MySQL) Guard(ctx context.Context, tx *sql.Tx, key, id string, token int64, lease time.Duration) error {
+	return s.guardSQL(ctx, nilTx(tx), key, id, token, lease)
+}
+
+// Guard is [MySQL.Guard] for a database/sql transaction on PostgreSQL (pgx's stdlib
+// driver). It uses SELECT … FOR SHARE.
+func (s *Postgres) Guard(ctx context.Context, tx *sql.Tx, key, id string, token int64, lease time.Duration) error {
+	return s.guardSQL(ctx, nilTx(tx), key, id, token, lease)
+}
+
+// GuardPgx is [MySQL.Guard] for a pgx transaction (pgxpool.Pool.Begin,
+// pgx.Conn.Begin). It sends no named prepared statement, so it works through
+// PgBouncer in transaction pooling mode.
+func (s *Postgres) GuardPgx(ctx context.Context, tx pgx.Tx, key, id string, token int64, lease time.Duration) error {
+	return s.guardPgx(ctx, tx, key, id, token, lease)
+}
+
+// Guard is [MySQL.Guard] for SQLite. SQLite locks the database file, not rows: the
+// guard takes the write lock first, so the transaction blocks every other writer,
+// including a takeover, until it ends.
+func (s *SQLite) Guard(ctx context.Context, tx *sql.Tx, key, id string, token int64, lease time.Duration) error {
+	return s.guardSQL(ctx, nilTx(tx), key, id, token, lease)
+}
+
+// nilTx keeps a nil *sql.Tx from becoming a non-nil interface.
+func nilTx(tx *sql.Tx) txQuerier {
+	if tx == nil {
+		return nil
+	}
+	return tx
+}

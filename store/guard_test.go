@@ -1,0 +1,569 @@
+package store_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/casleader/casleader/internal/testdb"
+	"github.com/casleader/casleader/schema"
+	"github.com/casleader/casleader/store"
+)
+
+// guardStore is a store with a guard for database/sql transactions.
+type guardStore interface {
+	CreateTable(ctx context.Context) error
+	Insert(ctx context.Context, key, id string) (bool, error)
+	Elect(ctx context.Context, key, id string, version int64, lease time.Duration) (bool, error)
+	Release(ctx context.Context, key, id string, version int64) (bool, error)
+	Renew(ctx context.Context, key, id string, version int64) (bool, error)
+}
+
+var (
+	_ interface {
+		Guard(context.Context, *sql.Tx, string, string, int64, time.Duration) error
+	} = (*store.MySQL)(nil)
+	_ interface {
+		Guard(context.Context, *sql.Tx, string, string, int64, time.Duration) error
+		GuardPgx(context.Context, pgx.Tx, string, string, int64, time.Duration) error
+	} = (*store.Postgres)(nil)
+	_ interface {
+		Guard(context.Context, *sql.Tx, string, string, int64, time.Duration) error
+	} = (*store.SQLite)(nil)
+)
+
+// guardTx is one of the user's transactions, of either driver family.
+type guardTx interface {
+	guard(ctx context.Context, key, id string, token int64, lease time.Duration) error
+	exec(ctx context.Context, query string, args ...any) error
+	commit() error
+	rollback()
+}
+
+type sqlTx struct {
+	tx *sql.Tx
+	g  func(ctx context.Context, tx *sql.Tx, key, id string, token int64, lease time.Duration) error
+}
+
+func (x sqlTx) guard(ctx context.Context, key, id string, token int64, lease time.Duration) error {
+	return x.g(ctx, x.tx, key, id, token, lease)
+}
+func (x sqlTx) exec(ctx context.Context, q string, args ...any) error {
+	_, err := x.tx.ExecContext(ctx, q, args...)
+	return err
+}
+func (x sqlTx) commit() error { return x.tx.Commit() }
+func (x sqlTx) rollback()     { _ = x.tx.Rollback() }
+
+type pgxTx struct {
+	tx pgx.Tx
+	s  *store.Postgres
+}
+
+func (x pgxTx) guard(ctx context.Context, key, id string, token int64, lease time.Duration) error {
+	return x.s.GuardPgx(ctx, x.tx, key, id, token, lease)
+}
+func (x pgxTx) exec(ctx context.Context, q string, args ...any) error {
+	_, err := x.tx.Exec(ctx, q, args...)
+	return err
+}
+func (x pgxTx) commit() error { return x.tx.Commit(context.Background()) }
+func (x pgxTx) rollback()     { _ = x.tx.Rollback(context.Background()) }
+
+// guardConn is one subtest's connection to a database: a store on its table, a way
+// to begin the user's transactions, and raw SQL for setting up and checking.
+type guardConn struct {
+	s     guardStore
+	begin func(ctx context.Context) (guardTx, error)
+	// exec runs raw SQL outside any transaction.
+	exec func(ctx context.Context, q string, args ...any) error
+	// strings runs a query returning one text column.
+	strings func(ctx context.Context, q string) ([]string, error)
+	// lockWaits counts the sessions waiting for a row lock on table; nil where the
+	// database cannot tell (SQLite).
+	lockWaits func(ctx context.Context, table string) (int, error)
+}
+
+// guardHarness opens connections to one database.
+type guardHarness struct {
+	name    string
+	dialect schema.Dialect
+	open    func(t *testing.T, table string) guardConn
+}
+
+func guardHarnesses() []guardHarness {
+	return []guardHarness{
+		{name: "MariaDB", dialect: schema.MySQL, open: func(t *testing.T, table string) guardConn {
+			db := testdb.MySQL(t)
+			s, err := store.NewMySQL(db, table)
+			require.NoError(t, err)
+			c := sqlConn(db, s, s.Guard)
+			c.lockWaits = func(ctx context.Context, table string) (n int, err error) {
+				err = db.QueryRowContext(ctx,
+					`SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT' AND trx_query LIKE ?`,
+					"%"+table+"%").Scan(&n)
+				return n, err
+			}
+			return c
+		}},
+		{name: "PostgreSQLDatabaseSQL", dialect: schema.Postgres, open: func(t *testing.T, table string) guardConn {
+			db, err := sql.Open("pgx", testdb.PostgresDSN(t))
+			require.NoError(t, err)
+			t.Cleanup(func() { db.Close() })
+			s, err := store.NewPostgresDB(db, table)
+			require.NoError(t, err)
+			c := sqlConn(db, s, s.Guard)
+			c.lockWaits = pgLockWaits(testdb.Postgres(t))
+			return c
+		}},
+		{name: "PostgreSQLPgx", dialect: schema.Postgres, open: func(t *testing.T, table string) guardConn {
+			pool := testdb.Postgres(t)
+			s, err := store.NewPostgres(pool, table)
+			require.NoError(t, err)
+			return guardConn{
+				s: s,
+				begin: func(ctx context.Context) (guardTx, error) {
+					tx, err := pool.Begin(ctx)
+					return pgxTx{tx, s}, err
+				},
+				exec: func(ctx context.Context, q string, args ...any) error {
+					_, err := pool.Exec(ctx, q, args...)
+					return err
+				},
+				strings: func(ctx context.Context, q string) ([]string, error) {
+					rows, err := pool.Query(ctx, q)
+					if err != nil {
+						return nil, err
+					}
+					return pgx.CollectRows(rows, pgx.RowTo[string])
+				},
+				lockWaits: pgLockWaits(pool),
+			}
+		}},
+		{name: "PgBouncerPgx", dialect: schema.Postgres, open: func(t *testing.T, table string) guardConn {
+			// A pgx transaction through PgBouncer in transaction pooling mode: the
+			// transaction keeps one server connection, so the lock holds.
+			pool := testdb.PostgresAt(t, testdb.PgBouncerDSN(t))
+			s, err := store.NewPostgres(pool, table)
+			require.NoError(t, err)
+			return guardConn{
+				s: s,
+				begin: func(ctx context.Context) (guardTx, error) {
+					tx, err := pool.Begin(ctx)
+					return pgxTx{tx, s}, err
+				},
+				exec: func(ctx context.Context, q string, args ...any) error {
+					_, err := pool.Exec(ctx, q, args...)
+					return err
+				},
+				strings: func(ctx context.Context, q string) ([]string, error) {
+					rows, err := pool.Query(ctx, q)
+					if err != nil {
+						return nil, err
+					}
+					return pgx.CollectRows(rows, pgx.RowTo[string])
+				},
+				lockWaits: pgLockWaits(testdb.Postgres(t)),
+			}
+		}},
+		{name: "PgBouncerDatabaseSQL", dialect: schema.Postgres, open: func(t *testing.T, table string) guardConn {
+			db, err := sql.Open("pgx", execModeDSN(testdb.PgBouncerDSN(t)))
+			require.NoError(t, err)
+			t.Cleanup(func() { db.Close() })
+			s, err := store.NewPostgresDB(db, table)
+			require.NoError(t, err)
+			c := sqlConn(db, s, s.Guard)
+			c.lockWaits = pgLockWaits(testdb.Postgres(t))
+			return c
+		}},
+		{name: "SQLite", dialect: schema.SQLite, open: func(t *testing.T, table string) guardConn {
+			db := testdb.SQLite(t) // a file of its own, shared by the subtest's connections
+			s, err := store.NewSQLite(db, table)
+			require.NoError(t, err)
+			return sqlConn(db, s, s.Guard)
+		}},
+		{name: "SQLiteDeferredTransactions", dialect: schema.SQLite, open: func(t *testing.T, table string) guardConn {
+			// The user's own pool on the file begins DEFERRED transactions (no _txlock):
+			// the guard must take the write lock itself.
+			path := filepath.Join(t.TempDir(), "casleader.db")
+			db, err := store.OpenSQLite(path)
+			require.NoError(t, err)
+			t.Cleanup(func() { db.Close() })
+			s, err := store.NewSQLite(db, table)
+			require.NoError(t, err)
+			user, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)")
+			require.NoError(t, err)
+			t.Cleanup(func() { user.Close() })
+			c := sqlConn(user, s, s.Guard)
+			return c
+		}},
+	}
+}
+
+func sqlConn(db *sql.DB, s guardStore, g func(context.Context, *sql.Tx, string, string, int64, time.Duration) error) guardConn {
+	return guardConn{
+		s: s,
+		begin: func(ctx context.Context) (guardTx, error) {
+			tx, err := db.BeginTx(ctx, nil)
+			return sqlTx{tx, g}, err
+		},
+		exec: func(ctx context.Context, q string, args ...any) error {
+			_, err := db.ExecContext(ctx, q, args...)
+			return err
+		},
+		strings: func(ctx context.Context, q string) ([]string, error) {
+			rows, err := db.QueryContext(ctx, q)
+			if err != nil {
+				return nil, err
+			}
+			defer rows.Close()
+			var out []string
+			for rows.Next() {
+				var s string
+				if err := rows.Scan(&s); err != nil {
+					return nil, err
+				}
+				out = append(out, s)
+			}
+			return out, rows.Err()
+		},
+	}
+}
+
+func pgLockWaits(pool *pgxpool.Pool) func(ctx context.Context, table string) (int, error) {
+	return func(ctx context.Context, table string) (n int, err error) {
+		err = pool.QueryRow(ctx,
+			`SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1 AND pid <> pg_backend_pid()`,
+			"%"+table+"%").Scan(&n)
+		return n, err
+	}
+}
+
+const hour = time.Hour
+
+func TestGuard(t *testing.T) {
+	for _, h := range guardHarnesses() {
+		t.Run(h.name, func(t *testing.T) {
+			t.Parallel()
+			for _, tc := range []struct {
+				name string
+				run  func(t *testing.T, h guardHarness)
+			}{
+				{"PassesForTheLiveTerm", guardPassesForTheLiveTerm},
+				{"FailsAfterTakeover", guardFailsAfterTakeover},
+				{"FailsAfterRelease", guardFailsAfterRelease},
+				{"FailsWhenTheLeaseExpiredInDatabaseTime", guardFailsWhenTheLeaseExpired},
+				{"FailsForAnotherIDTokenOrKey", guardFailsForAnotherIDTokenOrKey},
+				{"FailsOnARolledBackRow", guardFailsOnARolledBackRow},
+				{"TakeoverWaitsForTheGuardedTransaction", takeoverWaitsForTheGuardedTransaction},
+				{"FencedWriteNeverLandsAfterTheNewLeaderWon", fencedWriteNeverLandsAfterTheNewLeaderWon},
+				{"MissingTableIsADeploymentErrorNotFenced", guardMissingTable},
+				{"HostileKeysAndIDsAreData", guardHostileKeys},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					t.Parallel()
+					tc.run(t, h)
+				})
+			}
+		})
+	}
+}
+
+// guardEnv is one subtest's table, store and helpers.
+type guardEnv struct {
+	guardConn
+	t      *testing.T
+	h      guardHarness
+	table  string
+	quoted string
+}
+
+func newGuardEnv(t *testing.T, h guardHarness) *guardEnv {
+	t.Helper()
+	table := testdb.Name(t)
+	c := h.open(t, table)
+	quoted, err := schema.Quote(h.dialect, table)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		for _, q := range []string{quoted, actionsTable(h.dialect, table)} {
+			if err := c.exec(ctx, "DROP TABLE IF EXISTS "+q); err != nil {
+				t.Errorf("drop %s: %v", q, err)
+			}
+		}
+	})
+	require.NoError(t, c.s.CreateTable(t.Context()))
+	return &guardEnv{guardConn: c, t: t, h: h, table: table, quoted: quoted}
+}
+
+func actionsTable(d schema.Dialect, table string) string {
+	q, _ := schema.Quote(d, table+"_a")
+	return q
+}
+
+// createActions creates the table that guarded transactions write to, with an
+// id in insertion order.
+func (e *guardEnv) createActions() string {
+	q := actionsTable(e.h.dialect, e.table)
+	id := map[schema.Dialect]string{
+		schema.MySQL:    "id BIGINT AUTO_INCREMENT PRIMARY KEY",
+		schema.Postgres: "id BIGSERIAL PRIMARY KEY",
+		schema.SQLite:   "id INTEGER PRIMARY KEY",
+	}[e.h.dialect]
+	require.NoError(e.t, e.exec(e.t.Context(), "CREATE TABLE "+q+" ("+id+", token BIGINT NOT NULL, who VARCHAR(64) NOT NULL)"))
+	return q
+}
+
+func (e *guardEnv) param(i int) string {
+	if e.h.dialect == schema.Postgres {
+		return fmt.Sprintf("$%d", i)
+	}
+	return "?"
+}
+
+// guardOnce runs the guard in a new transaction and rolls it back.
+func (e *guardEnv) guardOnce(key, id string, token int64, lease time.Duration) error {
+	e.t.Helper()
+	tx, err := e.begin(e.t.Context())
+	require.NoError(e.t, err)
+	defer tx.rollback()
+	return tx.guard(e.t.Context(), key, id, token, lease)
+}
+
+func (e *guardEnv) insert(key, id string) {
+	e.t.Helper()
+	ok, err := e.s.Insert(e.t.Context(), key, id)
+	require.NoError(e.t, err)
+	require.True(e.t, ok, "insert %q", key)
+}
+
+func fenced(t *testing.T, err error, mention string) {
+	t.Helper()
+	require.ErrorIs(t, err, store.ErrFenced)
+	assert.Contains(t, err.Error(), mention)
+	for _, other := range []error{store.ErrTransient, store.ErrDeployment, store.ErrNotWritable, store.ErrInvalidArgument} {
+		assert.NotErrorIs(t, err, other)
+	}
+}
+
+func guardPassesForTheLiveTerm(t *testing.T, h guardHarness) {
+	e := newGuardEnv(t, h)
+	e.insert("k", "a")
+	actions := e.createActions()
+	tx, err := e.begin(t.Context())
+	require.NoError(t, err)
+	defer tx.rollback()
+	require.NoError(t, tx.guard(t.Context(), "k", "a", 1, hour))
+	require.NoError(t, tx.exec(t.Context(), "INSERT INTO "+actions+" (token, who) VALUES ("+e.param(1)+", 'a')", 1))
+	require.NoError(t, tx.commit())
+
+	// After a renewal the term, and so the token, is the same.
+	ok, err := e.s.Renew(t.Context(), "k", "a", 1)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.NoError(t, e.guardOnce("k", "a", 1, hour))
+}
+
+func guardFailsAfterTakeover(t *testing.T, h guardHarness) {
+	e := newGuardEnv(t, h)
+	ctx := t.Context()
+	e.insert("k", "a")
+	// b takes over once the lease (1 µs here) has expired: term 2.
+	time.Sleep(5 * time.Millisecond) // SQLite's clock has millisecond steps
+	ok, err := e.s.Elect(ctx, "k", "b", 1, time.Microsecond)
+	require.NoError(t, err)
+	require.True(t, ok)
+	fenced(t, e.guardOnce("k", "a", 1, hour), "newer term 2")
+	require.NoError(t, e.guardOnce("k", "b", 2, hour), "the new leader's token holds")
+}
+
+func guardFailsAfterRelease(t *testing.T, h guardHarness) {
+	e := newGuardEnv(t, h)
+	e.insert("k", "a")
+	ok, err := e.s.Release(t.Context(), "k", "a", 1)
+	require.NoError(t, err)
+	require.True(t, ok)
+	fenced(t, e.guardOnce("k", "a", 1, hour), "released")
+}
+
+func guardFailsWhenTheLeaseExpired(t *testing.T, h guardHarness) {
+	e := newGuardEnv(t, h)
+	e.insert("k", "a")
+	time.Sleep(300 * time.Millisecond)
+	fenced(t, e.guardOnce("k", "a", 1, 200*time.Millisecond), "expired")
+	require.NoError(t, e.guardOnce("k", "a", 1, hour), "the same row with a longer lease")
+}
+
+func guardFailsForAnotherIDTokenOrKey(t *testing.T, h guardHarness) {
+	e := newGuardEnv(t, h)
+	e.insert("k", "a")
+	fenced(t, e.guardOnce("k", "b", 1, hour), `held by "a"`)
+	fenced(t, e.guardOnce("k", "a", 2, hour), "rolled back")
+	fenced(t, e.guardOnce("k", "a", 0, hour), "not a term")
+	fenced(t, e.guardOnce("k", "a", -1, hour), "not a term")
+	fenced(t, e.guardOnce("other", "a", 1, hour), "does not exist")
+	fenced(t, e.guardOnce("K", "a", 1, hour), "does not exist")
+	for _, bad := range []struct{ key, id string }{{"", "a"}, {"k", ""}, {"k ", "a"}, {"k", "a\x00"}, {strings.Repeat("k", 256), "a"}} {
+		err := e.guardOnce(bad.key, bad.id, 1, hour)
+		require.ErrorIs(t, err, store.ErrInvalidArgument, "%q %q", bad.key, bad.id)
+		assert.NotErrorIs(t, err, store.ErrFenced)
+	}
+	require.ErrorIs(t, e.guardOnce("k", "a", 1, 0), store.ErrInvalidArgument, "zero lease")
+}
+
+func guardFailsOnARolledBackRow(t *testing.T, h guardHarness) {
+	e := newGuardEnv(t, h)
+	ctx := t.Context()
+	e.insert("k", "a")
+	time.Sleep(5 * time.Millisecond)
+	ok, err := e.s.Elect(ctx, "k", "b", 1, time.Microsecond) // b: term 2
+	require.NoError(t, err)
+	require.True(t, ok)
+	// A failover loses b's election and c wins from version 1 again: term 2 is issued
+	// a second time, to c. b's token 2 must not pass on c's lease.
+	require.NoError(t, e.exec(ctx, "UPDATE "+e.quoted+" SET version = 1, term = 1, leader_id = 'a' WHERE elect_key = 'k'"))
+	time.Sleep(5 * time.Millisecond)
+	ok, err = e.s.Elect(ctx, "k", "c", 1, time.Microsecond)
+	require.NoError(t, err)
+	require.True(t, ok)
+	fenced(t, e.guardOnce("k", "b", 2, hour), `held by "c"`)
+	require.NoError(t, e.guardOnce("k", "c", 2, hour))
+}
+
+// takeoverWaitsForTheGuardedTransaction: while a guarded transaction is open, an
+// election (and a renewal) of the row waits for it.
+func takeoverWaitsForTheGuardedTransaction(t *testing.T, h guardHarness) {
+	e := newGuardEnv(t, h)
+	ctx := t.Context()
+	e.insert("k", "a")
+	tx, err := e.begin(ctx)
+	require.NoError(t, err)
+	defer tx.rollback()
+	require.NoError(t, tx.guard(ctx, "k", "a", 1, hour))
+
+	done := make(chan error, 1)
+	go func() {
+		// The lease is expired for this election (1 µs), so only the lock stops it.
+		ok, err := e.s.Elect(context.WithoutCancel(ctx), "k", "b", 1, time.Microsecond)
+		if err == nil && !ok {
+			err = errors.New("election lost its compare-and-set")
+		}
+		done <- err
+	}()
+	e.waitBlocked(done)
+	require.NoError(t, tx.commit())
+	select {
+	case err := <-done:
+		require.NoError(t, err, "the election after the guarded transaction ended")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the election did not proceed after the guarded transaction committed")
+	}
+	fenced(t, e.guardOnce("k", "a", 1, hour), "newer term")
+}
+
+// waitBlocked asserts that the write whose result arrives on done is blocked: the
+// database reports a session waiting for a lock on the table (where it can tell),
+// and the write has not returned.
+func (e *guardEnv) waitBlocked(done <-chan error) {
+	e.t.Helper()
+	if e.lockWaits != nil {
+		require.Eventually(e.t, func() bool {
+			n, err := e.lockWaits(e.t.Context(), e.table)
+			require.NoError(e.t, err)
+			return n > 0
+		}, 10*time.Second, 10*time.Millisecond, "no session waits for the row lock")
+	}
+	select {
+	case err := <-done:
+		e.t.Fatalf("the write went through a guarded transaction's lock (err %v)", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+// fencedWriteNeverLandsAfterTheNewLeaderWon: the old leader's guarded write and the
+// new leader's election are serialised by the lock, in either order: either the
+// write commits before the election, or the guard refuses it.
+func fencedWriteNeverLandsAfterTheNewLeaderWon(t *testing.T, h guardHarness) {
+	e := newGuardEnv(t, h)
+	ctx := t.Context()
+	e.insert("k", "a")
+	actions := e.createActions()
+	write := func(id string, token int64, pause time.Duration) error {
+		tx, err := e.begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer tx.rollback()
+		if err := tx.guard(ctx, "k", id, token, hour); err != nil {
+			return err
+		}
+		time.Sleep(pause) // a slow action: the election overtakes it unless locked out
+		if err := tx.exec(ctx, "INSERT INTO "+actions+" (token, who) VALUES ("+e.param(1)+", "+e.param(2)+")", token, id); err != nil {
+			return err
+		}
+		return tx.commit()
+	}
+	// a's write is in flight when b's election is sent; b writes after it won.
+	aDone := make(chan error, 1)
+	go func() { aDone <- write("a", 1, 100*time.Millisecond) }()
+	time.Sleep(20 * time.Millisecond)
+	ok, err := e.s.Elect(ctx, "k", "b", 1, time.Microsecond)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.NoError(t, write("b", 2, 0))
+	aErr := <-aDone
+	if aErr != nil {
+		// On SQLite, a guard that lost the race for the file's write lock to the
+		// election fails with a busy error, not fenced: either way nothing is written.
+		t.Logf("a's write was refused: %v", aErr)
+	}
+	// The table holds b's action last, and a's only if it came first.
+	rows := e.readActions(actions)
+	require.NotEmpty(t, rows)
+	assert.Equal(t, "b", rows[len(rows)-1], "the newer leader's write is the last one: %v", rows)
+	fenced(t, write("a", 1, 0), "newer term")
+}
+
+func (e *guardEnv) readActions(actions string) []string {
+	e.t.Helper()
+	out, err := e.strings(e.t.Context(), "SELECT who FROM "+actions+" ORDER BY id")
+	require.NoError(e.t, err)
+	return out
+}
+
+func guardMissingTable(t *testing.T, h guardHarness) {
+	table := testdb.Name(t)
+	c := h.open(t, table)
+	tx, err := c.begin(t.Context())
+	require.NoError(t, err)
+	defer tx.rollback()
+	err = tx.guard(t.Context(), "k", "a", 1, hour)
+	require.ErrorIs(t, err, store.ErrDeployment)
+	assert.NotErrorIs(t, err, store.ErrFenced)
+	assert.Contains(t, err.Error(), table)
+}
+
+func guardHostileKeys(t *testing.T, h guardHarness) {
+	e := newGuardEnv(t, h)
+	for _, key := range []string{
+		`x'; DROP TABLE ` + e.table + `; --`, `' OR '1'='1`, `" OR ""="`, "`", `\`, `%`, `_`, `$1`, `?`,
+		"ключ 🗳", "new\nline",
+	} {
+		e.insert(key, key)
+		require.NoError(t, e.guardOnce(key, key, 1, hour), "key %q", key)
+		fenced(t, e.guardOnce(key, key+"x", 1, hour), "held by")
+		// A LIKE-style or injected match never reaches another row.
+		fenced(t, e.guardOnce(key+"%", key, 1, hour), "does not exist")
+	}
+}
