@@ -456,6 +456,12 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 	}
 
 	renewed := func(version int64, sent time.Time) time.Time {
+		// A reply that arrives after the trust deadline must not revive the term:
+		// IsLeader() has said false and the leadership context is cancelled (or is
+		// being cancelled by expiry). Returning the passed deadline ends the term.
+		if !time.Now().Before(m.Deadline()) || !expiry.Stop() {
+			return m.Deadline()
+		}
 		dl := m.Renewed(version, sent)
 		e.setTrust(dl)
 		expiry.Reset(time.Until(dl))
@@ -477,6 +483,11 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 			d = r.settle(ctx)
 			if d.Action == cas.StepDown {
 				e.log.Warn("casleader: stepping down: the lease was taken over", "term", token, "leader", m.Leader(), "version", m.Version())
+			} else if !expiry.Stop() {
+				// The deadline passed while the row was read: the leadership context
+				// is cancelled, so this term ends even though the lease is still ours.
+				d = cas.Decision{Action: cas.StepDown}
+				e.log.Warn("casleader: stepping down: the renew deadline passed while settling a renewal", "term", token)
 			} else {
 				e.setTrust(m.Deadline())
 				expiry.Reset(time.Until(m.Deadline()))

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"database/sql"
 	"encoding/hex"
 	"fmt"
 	"log/slog"
@@ -47,14 +46,11 @@ type casSystem struct {
 	dsn   dbs
 	table string
 
-	admin    func(ctx context.Context, q string) error
-	closers  []func()
-	mu       sync.Mutex
-	shared   casleader.Store
-	count    counter
-	sqlite   string
-	pgShared *pgxpool.Pool
-	myShared *sql.DB
+	admin   func(ctx context.Context, q string) error
+	closers []func()
+	shared  casleader.Store
+	count   counter
+	sqlite  string
 }
 
 func newCasSystem(ctx context.Context, name string, t timing, d dbs, opt casOptions) (*casSystem, error) {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -321,5 +320,3 @@ func herd(ctx context.Context, sys system, n int, trial int) result {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-var errSkip = errors.New("skipped")

@@ -94,14 +94,6 @@ func (c *counter) snapshot() map[string]int64 {
 	return out
 }
 
-func sum(m map[string]int64) int64 {
-	var n int64
-	for _, v := range m {
-		n += v
-	}
-	return n
-}
-
 func diff(after, before map[string]int64) map[string]int64 {
 	out := map[string]int64{}
 	for k, v := range after {

@@ -92,13 +92,18 @@ type Group struct {
 	keys map[string]*shared // every key of the group, for IsLeader and Token
 
 	reqMu sync.Mutex
-	adds  []string
-	rems  []string
+	ops   []op // Add and Remove requests, in order
 	poke  chan struct{}
 
 	statements, renewBatches, lost atomic.Int64
 	renewMax, renewSum             atomic.Int64
 	leading                        atomic.Int64
+}
+
+// op is one key added (add) or removed.
+type op struct {
+	key string
+	add bool
 }
 
 // shared is the part of a key's state that IsLeader reads.
@@ -186,6 +191,39 @@ func (g *Group) Token(key string) int64 {
 	return t
 }
 
+// Lease is a handle on one key of a group. Its IsLeader and Token do what the
+// group's do for that key without looking the key up: use it on hot paths.
+type Lease struct {
+	g  *Group
+	sh *shared
+}
+
+// Lease returns a handle on key, which must have been added; nil otherwise. The
+// handle reports false and 0 after the key is removed, even if it is added again.
+func (g *Group) Lease(key string) *Lease {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	if sh := g.keys[key]; sh != nil {
+		return &Lease{g: g, sh: sh}
+	}
+	return nil
+}
+
+// IsLeader reports whether the group leads the key now (see [Group.IsLeader]).
+func (l *Lease) IsLeader() bool {
+	d := l.sh.trust.Load()
+	return d != 0 && int64(time.Since(l.g.base)) < d
+}
+
+// Token returns the key's fencing token while IsLeader, else 0.
+func (l *Lease) Token() int64 {
+	t := l.sh.term.Load()
+	if !l.IsLeader() {
+		return 0
+	}
+	return t
+}
+
 // Stats returns the group's counters.
 func (g *Group) Stats() Stats {
 	return Stats{
@@ -201,8 +239,17 @@ func (g *Group) Stats() Stats {
 // Add makes the group campaign for keys too. Invalid keys are reported by the store
 // and make their batch fail: validate keys before adding them.
 func (g *Group) Add(keys ...string) {
+	g.mu.Lock()
+	for _, k := range keys {
+		if g.keys[k] == nil {
+			g.keys[k] = &shared{}
+		}
+	}
+	g.mu.Unlock()
 	g.reqMu.Lock()
-	g.adds = append(g.adds, keys...)
+	for _, k := range keys {
+		g.ops = append(g.ops, op{key: k, add: true})
+	}
 	g.reqMu.Unlock()
 	g.signal()
 }
@@ -210,7 +257,9 @@ func (g *Group) Add(keys ...string) {
 // Remove makes the group leave the elections of keys, releasing those it leads.
 func (g *Group) Remove(keys ...string) {
 	g.reqMu.Lock()
-	g.rems = append(g.rems, keys...)
+	for _, k := range keys {
+		g.ops = append(g.ops, op{key: k})
+	}
 	g.reqMu.Unlock()
 	g.signal()
 }
@@ -283,36 +332,35 @@ type run struct {
 func (r *run) takeRequests(ctx context.Context) {
 	g := r.g
 	g.reqMu.Lock()
-	adds, rems := g.adds, g.rems
-	g.adds, g.rems = nil, nil
+	ops := g.ops
+	g.ops = nil
 	g.reqMu.Unlock()
 	now := time.Now()
-	for _, k := range adds {
-		if r.states[k] != nil {
-			continue
-		}
-		g.mu.Lock()
-		sh := g.keys[k]
-		if sh == nil {
-			sh = &shared{}
-			g.keys[k] = sh
-		}
-		g.mu.Unlock()
-		r.states[k] = &state{key: k, sh: sh, nextLook: now}
-	}
 	var release []*state
-	for _, k := range rems {
+	for _, o := range ops {
+		k := o.key
 		s := r.states[k]
-		if s == nil {
-			continue
-		}
-		delete(r.states, k)
-		g.mu.Lock()
-		delete(g.keys, k)
-		g.mu.Unlock()
-		if s.leading {
-			r.stopLeading(s, false)
-			release = append(release, s)
+		switch {
+		case o.add && s == nil:
+			g.mu.Lock()
+			sh := g.keys[k]
+			if sh == nil {
+				sh = &shared{}
+				g.keys[k] = sh
+			}
+			g.mu.Unlock()
+			r.states[k] = &state{key: k, sh: sh, nextLook: now}
+		case !o.add && s != nil:
+			delete(r.states, k)
+			g.mu.Lock()
+			if g.keys[k] == s.sh {
+				delete(g.keys, k)
+			}
+			g.mu.Unlock()
+			if s.leading {
+				r.stopLeading(s, false)
+				release = append(release, s)
+			}
 		}
 	}
 	r.release(ctx, release)

@@ -90,7 +90,10 @@ func TestOneGroupLeadsEveryKeyWithBatchedStatements(t *testing.T) {
 		assert.Zero(t, g.Stats().LostLeases)
 		for _, k := range ks {
 			assert.Equal(t, int64(1), g.Token(k))
+			assert.True(t, g.Lease(k).IsLeader())
+			assert.Equal(t, int64(1), g.Lease(k).Token())
 		}
+		assert.Nil(t, g.Lease("not-a-key"))
 		stop()
 		assert.Zero(t, count(g, ks))
 		recs, err := st.ObserveMany(t.Context(), ks[:10])
@@ -306,4 +309,65 @@ func BenchmarkIsLeader(b *testing.B) {
 		}
 		i++
 	}
+}
+
+func TestDeploymentErrorStopsRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		ks := keys(3)
+		g := newGroup(t, st, "a", ks, nil)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		done := make(chan error, 1)
+		go func() { done <- g.Run(ctx) }()
+		time.Sleep(time.Millisecond)
+		require.Equal(t, 3, count(g, ks))
+		st.Fail(memstore.OpRenewMany, fmt.Errorf("%w: missing privilege on table", store.ErrDeployment))
+		err := <-done
+		assert.ErrorIs(t, err, store.ErrDeployment)
+		assert.Zero(t, count(g, ks), "Run's exit stops every term")
+	})
+}
+
+// BenchmarkLeaseIsLeader measures IsLeader through a key's handle.
+func BenchmarkLeaseIsLeader(b *testing.B) {
+	g, err := group.New(memstore.New(), group.Config{ID: "a", Keys: []string{"k"}, LeaseDuration: time.Hour, RenewDeadline: 50 * time.Minute, HeartbeatInterval: time.Minute})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	l := g.Lease("k")
+	for !l.IsLeader() {
+		time.Sleep(time.Millisecond)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if !l.IsLeader() {
+			b.Fatal("not leading")
+		}
+	}
+}
+
+func TestAddAndRemoveApplyInOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		g := newGroup(t, st, "a", nil, nil)
+		g.Add("x", "y")
+		g.Remove("x", "y")
+		g.Add("y")
+		stop := running(t, g)
+		time.Sleep(time.Millisecond)
+		assert.False(t, g.IsLeader("x"), "removed last")
+		assert.True(t, g.IsLeader("y"), "added last")
+		g.Remove("y")
+		time.Sleep(time.Millisecond)
+		assert.False(t, g.IsLeader("y"))
+		rec, _, err := st.Observe(t.Context(), "y")
+		require.NoError(t, err)
+		assert.True(t, rec.Released(), "Remove releases a led key")
+		stop()
+	})
 }

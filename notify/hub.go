@@ -75,10 +75,3 @@ func (h *hub) keys() []string {
 	}
 	return ks
 }
-
-// subscribed reports whether key has subscribers.
-func (h *hub) subscribed(key string) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.subs[key]) > 0
-}

@@ -262,7 +262,9 @@ func leaderAt(bs []Interval, t int64) int64 {
 
 func checkLiveness(h History, b Bounds, r *Report) {
 	bound := b.Liveness()
-	for _, f := range h.Faults {
+	faults := slices.Clone(h.Faults)
+	sort.Slice(faults, func(i, j int) bool { return faults[i].Start < faults[j].Start })
+	for i, f := range faults {
 		at := leaderAt(h.Beliefs, f.Heal)
 		if at < 0 && h.End != 0 && f.Heal+int64(bound) > h.End {
 			continue // the run ended before the bound: nothing to judge
@@ -283,9 +285,13 @@ func checkLiveness(h History, b Bounds, r *Report) {
 			continue
 		}
 		const tolerance = int64(50 * time.Millisecond)
+		until := f.Heal + int64(b.Renew) + tolerance
+		if i+1 < len(faults) {
+			until = min(until, faults[i+1].Start) // a later loss belongs to the next fault
+		}
 		ended := int64(-1)
 		for _, x := range h.Beliefs {
-			if x.Cand == f.Leader && x.Start <= f.Start && x.End >= f.Start-tolerance && x.End <= f.Heal+int64(b.Renew)+tolerance {
+			if x.Cand == f.Leader && x.Start <= f.Start && x.End >= f.Start-tolerance && x.End <= until {
 				ended = x.End
 			}
 		}
