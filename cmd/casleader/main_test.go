@@ -76,7 +76,9 @@ func TestMain(m *testing.M) {
 }
 
 // Test timings for run: heartbeat < renew < lease, and a grace of 3/4 (lease-renew).
-var runTimings = []string{"--lease", "1.5s", "--renew", "1s", "--heartbeat", "200ms", "--poll", "100ms"}
+// lease - renew is 800 ms so that the child's watchdog (7/8 of it after the newest
+// keep-alive) survives a loaded CI machine running the race detector.
+var runTimings = []string{"--lease", "1.5s", "--renew", "700ms", "--heartbeat", "150ms", "--poll", "100ms"}
 
 // waitLimit bounds every wait for something that should happen within a few leases.
 const waitLimit = 30 * time.Second
