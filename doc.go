@@ -29,7 +29,8 @@
 // # Guarantees
 //
 //   - At most one candidate wins each version; the fencing token ([Elector.Token])
-//     strictly increases across terms of one election.
+//     strictly increases across terms of one election, unless the election row is
+//     rolled back by a database failover that lost writes (see docs/SAFETY.md).
 //   - A follower takes over only after the lease expired in database time
 //     (LeaseDuration after the leader's last renewal executed), or after the leader
 //     released it. Client wall clocks are never compared with tick_time.
@@ -43,7 +44,7 @@
 //
 // Not promised: ε cannot be bounded in general (GC pauses, a frozen VM, a slow disk).
 // Writes that must never be made by two leaders must be fenced with the term's token
-// inside the same database transaction. The database must provide linearizable
+// inside the same database transaction ([Elector.Guard]). The database must provide linearizable
 // single-row compare-and-set (InnoDB, PostgreSQL and SQLite do), its clock must not
 // step, and replicas that can be promoted must be synchronous.
 //

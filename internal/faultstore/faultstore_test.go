@@ -14,15 +14,15 @@ import (
 	"github.com/casleader/casleader/store"
 )
 
-var boom = errors.New("boom")
+var errBoom = errors.New("boom")
 
 func TestFailNextFailsOneCallWithoutWriting(t *testing.T) {
 	ms := memstore.New()
 	fs := faultstore.New(ms)
 	ctx := context.Background()
-	fs.FailNext(faultstore.OpInsert, boom)
+	fs.FailNext(faultstore.OpInsert, errBoom)
 	ok, err := fs.Insert(ctx, "k", "a")
-	require.ErrorIs(t, err, boom)
+	require.ErrorIs(t, err, errBoom)
 	assert.False(t, ok)
 	_, found, err := ms.Observe(ctx, "k")
 	require.NoError(t, err)
@@ -39,9 +39,9 @@ func TestCommitThenFailWritesAndLosesTheReply(t *testing.T) {
 	ctx := context.Background()
 	_, err := fs.Insert(ctx, "k", "a")
 	require.NoError(t, err)
-	fs.CommitThenFail(faultstore.AnyOp, boom)
+	fs.CommitThenFail(faultstore.AnyOp, errBoom)
 	ok, err := fs.Renew(ctx, "k", "a", 1)
-	require.ErrorIs(t, err, boom)
+	require.ErrorIs(t, err, errBoom)
 	assert.False(t, ok)
 	rec, _, err := ms.Observe(ctx, "k")
 	require.NoError(t, err)
@@ -51,10 +51,10 @@ func TestCommitThenFailWritesAndLosesTheReply(t *testing.T) {
 func TestFailLastsUntilClearedAndDelayHonoursTheContext(t *testing.T) {
 	fs := faultstore.New(memstore.New())
 	ctx := context.Background()
-	fs.Fail(faultstore.OpObserve, boom)
+	fs.Fail(faultstore.OpObserve, errBoom)
 	for range 3 {
 		_, _, err := fs.Observe(ctx, "k")
-		require.ErrorIs(t, err, boom)
+		require.ErrorIs(t, err, errBoom)
 	}
 	fs.Fail(faultstore.OpObserve, nil)
 	_, _, err := fs.Observe(ctx, "k")
