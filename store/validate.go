@@ -5,3 +5,7 @@ package store
 // one) and no trailing space (MySQL's PAD SPACE collations would make "x" and "x "
 // one key). what names the value in the error, which wraps [ErrInvalidArgument].
 func ValidateName(what, s string) error { return validateName(what, s) }
+
+// ValidateNames checks a key and the candidate IDs of a call, in that order, with
+// [ValidateName].
+func ValidateNames(key string, ids ...string) error { return validateNames(key, ids...) }

@@ -446,17 +446,7 @@ func (r *row) record(key string, now time.Time) (store.Record, error) {
 	}, nil
 }
 
-// validateName and validateNames mirror package store's argument checks.
+// validateName and validateNames are package store's argument checks.
 func validateName(what, s string) error { return store.ValidateName(what, s) }
 
-func validateNames(key string, ids ...string) error {
-	if err := validateName("key", key); err != nil {
-		return err
-	}
-	for _, id := range ids {
-		if err := validateName("id", id); err != nil {
-			return err
-		}
-	}
-	return nil
-}
+func validateNames(key string, ids ...string) error { return store.ValidateNames(key, ids...) }
