@@ -104,7 +104,9 @@ type recorder struct {
 	lastRenewAt time.Time // send time of the last successful renewal
 	electedAt   time.Time // reply time of a won election or insert
 	releasedAt  time.Time // reply time of a successful release
+	releasedTo  int64     // the row's version after a successful release
 	electFrom   []int64   // versions of won elections
+	electTerms  []int64   // terms of won elections
 }
 
 func (r *recorder) Renew(ctx context.Context, key, id string, v int64) (bool, error) {
@@ -118,15 +120,16 @@ func (r *recorder) Renew(ctx context.Context, key, id string, v int64) (bool, er
 	return ok, err
 }
 
-func (r *recorder) Elect(ctx context.Context, key, id string, v int64, l time.Duration) (bool, error) {
-	ok, err := r.Store.Elect(ctx, key, id, v, l)
+func (r *recorder) Elect(ctx context.Context, key, id string, v int64, l time.Duration) (int64, bool, error) {
+	term, ok, err := r.Store.Elect(ctx, key, id, v, l)
 	if ok && err == nil {
 		r.mu.Lock()
 		r.electedAt = time.Now()
 		r.electFrom = append(r.electFrom, v)
+		r.electTerms = append(r.electTerms, term)
 		r.mu.Unlock()
 	}
-	return ok, err
+	return term, ok, err
 }
 
 func (r *recorder) Release(ctx context.Context, key, id string, v int64) (bool, error) {
@@ -134,6 +137,7 @@ func (r *recorder) Release(ctx context.Context, key, id string, v int64) (bool, 
 	if ok && err == nil {
 		r.mu.Lock()
 		r.releasedAt = time.Now()
+		r.releasedTo = v + 1
 		r.mu.Unlock()
 	}
 	return ok, err
@@ -275,7 +279,11 @@ func TestProtocol(t *testing.T) {
 				c := e.start("k", "solo", nil)
 				waitLeader(t, c)
 				tok := <-c.tokens
-				assert.Equal(t, int64(1), tok, "the first leader creates the row at term 1")
+				rec, found, err := c.rec.Store.Observe(context.Background(), "k")
+				require.NoError(t, err)
+				require.True(t, found)
+				assert.Positive(t, tok)
+				assert.Equal(t, rec.Term, tok, "the first leader leads in the row's first term")
 				assert.Equal(t, tok, c.Token())
 				assert.Equal(t, "solo", c.Leader())
 			})
@@ -336,19 +344,21 @@ func TestProtocol(t *testing.T) {
 				waitLeader(t, a, b)
 				assert.True(t, b.IsLeader())
 				a.rec.mu.Lock()
-				released := a.rec.releasedAt
+				released, releasedTo := a.rec.releasedAt, a.rec.releasedTo
 				a.rec.mu.Unlock()
 				b.rec.mu.Lock()
-				from := b.rec.electFrom
+				from, terms := b.rec.electFrom, b.rec.electTerms
 				b.rec.mu.Unlock()
 				require.False(t, released.IsZero(), "resign released the row")
 				require.Len(t, from, 1)
 				// b won from the released version: the release, not the lease's expiry,
 				// let it in.
+				assert.Equal(t, releasedTo, from[0], "b elected from the version the release wrote")
 				rec, found, err := b.rec.Store.Observe(context.Background(), "k")
 				require.NoError(t, err)
 				require.True(t, found)
-				assert.Equal(t, from[0]+1, rec.Term)
+				assert.Equal(t, terms[0], rec.Term)
+				assert.Greater(t, rec.Term, from[0])
 			})
 
 			t.Run("CandidateWithAnotherClockSettingChangesNothing", func(t *testing.T) {

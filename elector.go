@@ -20,11 +20,11 @@ import (
 // implement it.
 type Store interface {
 	Observe(ctx context.Context, key string) (rec store.Record, found bool, err error)
-	Insert(ctx context.Context, key, id string) (inserted bool, err error)
-	Elect(ctx context.Context, key, id string, version int64, lease time.Duration) (swapped bool, err error)
+	Insert(ctx context.Context, key, id string) (term int64, inserted bool, err error)
+	Elect(ctx context.Context, key, id string, version int64, lease time.Duration) (term int64, won bool, err error)
 	Renew(ctx context.Context, key, id string, version int64) (swapped bool, err error)
 	Release(ctx context.Context, key, id string, version int64) (swapped bool, err error)
-	Handover(ctx context.Context, key, id string, version int64, to string) (swapped bool, err error)
+	Handover(ctx context.Context, key, id string, version int64, to string) (term int64, ok bool, err error)
 }
 
 // Notifier is an optional wake-up path between the candidates of an election (see
@@ -389,16 +389,16 @@ func (r *run) follow(ctx context.Context) (cas.Decision, time.Time, error) {
 	case cas.Create:
 		sent := time.Now()
 		wctx, wcancel := context.WithTimeout(ctx, e.cfg.RenewDeadline)
-		ok, err := e.store.Insert(wctx, e.cfg.Key, e.cfg.ID)
+		term, ok, err := e.store.Insert(wctx, e.cfg.Key, e.cfg.ID)
 		wcancel()
 		if err != nil {
 			return r.unsettled("create", err)
 		}
-		return r.m.Created(ok, sent), sent, nil
+		return r.m.Created(term, ok, sent), sent, nil
 	case cas.Campaign:
 		sent := time.Now()
 		wctx, wcancel := context.WithTimeout(ctx, e.cfg.RenewDeadline)
-		ok, err := e.store.Elect(wctx, e.cfg.Key, e.cfg.ID, d.Version, e.cfg.LeaseDuration)
+		term, ok, err := e.store.Elect(wctx, e.cfg.Key, e.cfg.ID, d.Version, e.cfg.LeaseDuration)
 		wcancel()
 		if err != nil {
 			return r.unsettled("elect", err)
@@ -406,7 +406,7 @@ func (r *run) follow(ctx context.Context) (cas.Decision, time.Time, error) {
 		if !ok {
 			e.log.Debug("casleader: election lost", "version", d.Version)
 		}
-		return r.m.Elected(d.Version, ok, sent), sent, nil
+		return r.m.Elected(term, ok, sent), sent, nil
 	}
 	return d, obs.Sent, nil
 }
@@ -614,8 +614,11 @@ func (r *run) release(ctx context.Context, token, version int64, to string) erro
 	e := r.e
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(releaseTimeout, e.cfg.LeaseDuration))
 	defer cancel()
-	var ok bool
-	var err error
+	var (
+		ok         bool
+		err        error
+		newVersion = version + 1 // a release bumps the version; a handover starts a term
+	)
 	// A lost compare-and-set or an error may hide a write of ours that committed
 	// (a renewal whose reply was lost) or a step-down request: while the row still
 	// shows our term, try again from the version it shows.
@@ -623,7 +626,7 @@ func (r *run) release(ctx context.Context, token, version int64, to string) erro
 		if to == "" {
 			ok, err = e.store.Release(wctx, e.cfg.Key, e.cfg.ID, version)
 		} else {
-			ok, err = e.store.Handover(wctx, e.cfg.Key, e.cfg.ID, version, to)
+			newVersion, ok, err = e.store.Handover(wctx, e.cfg.Key, e.cfg.ID, version, to)
 		}
 		if ok && err == nil {
 			break
@@ -632,9 +635,9 @@ func (r *run) release(ctx context.Context, token, version int64, to string) erro
 		if rerr != nil || !found || rec.LeaderID != e.cfg.ID || rec.Term != token || rec.Version == version {
 			break
 		}
-		version = rec.Version
+		version, newVersion = rec.Version, rec.Version+1
 	}
-	r.m.Released(version, ok && err == nil, to)
+	r.m.Released(newVersion, ok && err == nil, to)
 	switch {
 	case err != nil:
 		e.log.Warn("casleader: release failed; the lease expires by itself", "handover_to", to, "error", err)

@@ -38,7 +38,10 @@ func Example() {
 		Key: "nightly-report",
 		ID:  "replica-1",
 		OnStartedLeading: func(ctx context.Context, token int64) {
-			fmt.Println("leading with token", token)
+			// Tokens increase with every term; they follow the database clock in
+			// microseconds, so a new term's token is larger than any before it even
+			// after a database failover that lost writes.
+			fmt.Println("leading with a token:", token > 0)
 			cancel() // the work is done: end Run, which resigns
 		},
 	})
@@ -50,7 +53,7 @@ func Example() {
 	}
 	fmt.Println("leader after resign:", el.IsLeader())
 	// Output:
-	// leading with token 1
+	// leading with a token: true
 	// leader after resign: false
 }
 

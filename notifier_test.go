@@ -85,14 +85,15 @@ func TestNotifierHearsOfTermsAfterTheReleaseIsWritten(t *testing.T) {
 		stop := running(t, el)
 		time.Sleep(time.Millisecond)
 		require.True(t, el.IsLeader())
+		tok := el.Token()
 		require.NoError(t, el.Resign(t.Context()))
 		synctest.Wait() // the elector has read the row again and sleeps
 		require.NoError(t, stop())
 		assert.Equal(t, []string{
 			"subscribe k",
-			`leading k 1 true row-leader="a"`,
-			`leading k 1 false row-leader=""`, // told after the release was written
-			`observed k leader=""`,            // then it follows (cooling down)
+			fmt.Sprintf(`leading k %d true row-leader="a"`, tok),
+			fmt.Sprintf(`leading k %d false row-leader=""`, tok), // told after the release was written
+			`observed k leader=""`,                               // then it follows (cooling down)
 			"unsubscribe k",
 		}, n.took())
 	})

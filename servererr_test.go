@@ -133,7 +133,11 @@ func TestServerErrorsAreHandledByKind(t *testing.T) {
 				go func() { done <- el.Run(ctx) }()
 				defer func() { cancel(); <-done }()
 				require.Eventually(t, el.IsLeader, 30*time.Second, 5*time.Millisecond)
-				assert.Equal(t, int64(1), el.Token(), "the row it created is adopted, not elected again")
+				assert.Zero(t, fs.Calls(faultstore.OpElect), "the row it created is adopted, not elected again")
+				rec, found, err := db.st.Observe(ctx, "k")
+				require.NoError(t, err)
+				require.True(t, found)
+				assert.Equal(t, rec.Term, el.Token(), "the token is the term the lost insert started")
 			})
 
 			t.Run("MissingPrivilegeStopsRunWithAnErrorThatSaysWhatToGrant", func(t *testing.T) {

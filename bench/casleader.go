@@ -286,21 +286,21 @@ func (r *recorder) Observe(ctx context.Context, key string) (store.Record, bool,
 	return rec, found, err
 }
 
-func (r *recorder) Insert(ctx context.Context, key, id string) (bool, error) {
+func (r *recorder) Insert(ctx context.Context, key, id string) (int64, bool, error) {
 	r.count.add("insert", 1)
-	ok, err := r.Store.Insert(ctx, key, id)
+	term, ok, err := r.Store.Insert(ctx, key, id)
 	if ok && err == nil {
 		now := time.Now()
 		r.marks.set(func(m *marks) { m.Won = now })
 	}
 	r.errs(err)
-	return ok, err
+	return term, ok, err
 }
 
-func (r *recorder) Elect(ctx context.Context, key, id string, v int64, l time.Duration) (bool, error) {
+func (r *recorder) Elect(ctx context.Context, key, id string, v int64, l time.Duration) (int64, bool, error) {
 	r.count.add("elect", 1)
 	sent := time.Now()
-	ok, err := r.Store.Elect(ctx, key, id, v, l)
+	term, ok, err := r.Store.Elect(ctx, key, id, v, l)
 	if r.log != nil {
 		r.log.Debug("bench: elect", "from", v, "ok", ok, "took", time.Since(sent), "error", err)
 	}
@@ -309,7 +309,7 @@ func (r *recorder) Elect(ctx context.Context, key, id string, v int64, l time.Du
 		r.marks.set(func(m *marks) { m.Won = now })
 	}
 	r.errs(err)
-	return ok, err
+	return term, ok, err
 }
 
 func (r *recorder) Renew(ctx context.Context, key, id string, v int64) (bool, error) {
@@ -337,15 +337,15 @@ func (r *recorder) Release(ctx context.Context, key, id string, v int64) (bool, 
 	return ok, err
 }
 
-func (r *recorder) Handover(ctx context.Context, key, id string, v int64, to string) (bool, error) {
+func (r *recorder) Handover(ctx context.Context, key, id string, v int64, to string) (int64, bool, error) {
 	r.count.add("handover", 1)
-	ok, err := r.Store.Handover(ctx, key, id, v, to)
+	term, ok, err := r.Store.Handover(ctx, key, id, v, to)
 	if ok && err == nil {
 		now := time.Now()
 		r.marks.set(func(m *marks) { m.Released = now })
 	}
 	r.errs(err)
-	return ok, err
+	return term, ok, err
 }
 
 func (r *recorder) errs(err error) {

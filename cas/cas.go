@@ -22,7 +22,7 @@
 //	    │ lease live        │ lease expired / released / row missing
 //	    ▼                   ▼
 //	Follower ◀──lost──── Candidate
-//	    ▲                   │ won (version+1 = term)
+//	    ▲                   │ won (the write returns the term)
 //	    │ deadline passed,  ▼
 //	    │ row not ours,   Leader ──renew won──▶ Leader (deadline = send + R)
 //	    └─ resign ───────── │
@@ -116,6 +116,7 @@ type Machine struct {
 	role     Role
 	version  int64     // last version seen or written
 	term     int64     // fencing token while leading
+	highest  int64     // highest term seen in a row or won
 	leader   string    // leader as last observed ("" when released or unknown)
 	deadline time.Time // trust deadline while leading (monotonic)
 }
@@ -173,11 +174,15 @@ func (m *Machine) Observed(rec store.Record, found bool, sent time.Time, p Parti
 	}
 	m.leader = rec.LeaderID
 	m.version = rec.Version
+	rolledBack := rec.Term < m.highest
+	m.highest = max(m.highest, rec.Term)
 	// Our own live lease: an election, creation or handover whose reply we did not see,
 	// or a lease handed to us by name (also taken while cooling down). Adopt it only
-	// while the read still leaves trust time; a stale one of ours is handled like
-	// anybody's.
-	if p != Abstaining && rec.LeaderID == m.id && rec.Age < m.renew {
+	// while the read still leaves trust time, and never from a row whose term is below
+	// one seen before: that row was rolled back (a failover lost writes), and a term
+	// revived from it would fence below a later term. A stale or revived lease of ours
+	// is handled like anybody's.
+	if p != Abstaining && rec.LeaderID == m.id && rec.Age < m.renew && !rolledBack {
 		m.lead(rec.Version, rec.Term, sent.Add(m.renew-rec.Age))
 		return Decision{Action: Lead, Version: m.version}
 	}
@@ -191,23 +196,25 @@ func (m *Machine) Observed(rec store.Record, found bool, sent time.Time, p Parti
 	return Decision{Action: Wait, Wait: rec.Remaining(m.lease)}
 }
 
-// Created handles the reply to a Create sent at sent.
-func (m *Machine) Created(inserted bool, sent time.Time) Decision {
-	if !inserted {
-		m.role = Follower
-		return Decision{Action: Wait}
-	}
-	m.lead(1, 1, sent.Add(m.renew))
-	return Decision{Action: Lead, Version: m.version}
+// Created handles the reply to a Create sent at sent: the row was inserted in term
+// term (also its version), or inserted is false.
+func (m *Machine) Created(term int64, inserted bool, sent time.Time) Decision {
+	return m.won(term, inserted, sent)
 }
 
-// Elected handles the reply to a Campaign from version, sent at sent.
-func (m *Machine) Elected(version int64, won bool, sent time.Time) Decision {
+// Elected handles the reply to a Campaign sent at sent: the election won term term
+// (also the row's new version), or won is false.
+func (m *Machine) Elected(term int64, won bool, sent time.Time) Decision {
+	return m.won(term, won, sent)
+}
+
+func (m *Machine) won(term int64, won bool, sent time.Time) Decision {
 	if !won {
 		m.role = Follower
 		return Decision{Action: Wait}
 	}
-	m.lead(version+1, version+1, sent.Add(m.renew))
+	m.highest = max(m.highest, term)
+	m.lead(term, term, sent.Add(m.renew))
 	return Decision{Action: Lead, Version: m.version}
 }
 
@@ -254,6 +261,7 @@ func (m *Machine) Settled(rec store.Record, found bool, sent time.Time) Decision
 		if found {
 			m.leader = rec.LeaderID
 			m.version = rec.Version
+			m.highest = max(m.highest, rec.Term)
 		}
 		return Decision{Action: StepDown}
 	}
@@ -294,12 +302,16 @@ func (m *Machine) Resign() (version int64, ok bool) {
 	return m.version, true
 }
 
-// Released records the outcome of a release or handover write sent from the version
-// Resign returned: on success the row moved to version+1.
+// Released records the outcome of a release or handover write sent after Resign: on
+// success the row moved to version (version+1 for a release, the new term for a
+// handover).
 func (m *Machine) Released(version int64, ok bool, to string) {
 	if ok {
-		m.version = version + 1
+		m.version = version
 		m.leader = to
+		if to != "" {
+			m.highest = max(m.highest, version)
+		}
 	}
 }
 

@@ -23,14 +23,19 @@ func row(version int64, leader string, term int64, age time.Duration) store.Reco
 	return store.Record{Key: "k", Version: version, LeaderID: leader, Term: term, Age: age}
 }
 
-// leading returns a machine that won an election from version 4 at t0.
+// won is the term that the election in leading wins. Terms come from the store
+// (microseconds since the Unix epoch by the database clock, or more); the machine
+// only compares them.
+const won int64 = 1_700_000_000_000_000
+
+// leading returns a machine that won term won in an election from version 4 at t0.
 func leading(t *testing.T) *Machine {
 	t.Helper()
 	m := New("me", lease, renew)
 	d := m.Observed(row(4, "old", 2, 2*lease), true, at(0), Campaigning)
 	require.Equal(t, Decision{Action: Campaign, Version: 4}, d)
-	d = m.Elected(4, true, at(0))
-	require.Equal(t, Decision{Action: Lead, Version: 5}, d)
+	d = m.Elected(won, true, at(0))
+	require.Equal(t, Decision{Action: Lead, Version: won}, d)
 	return m
 }
 
@@ -73,11 +78,11 @@ func TestAdoptedLeaseIsTrustedUntilSendPlusRenewMinusAge(t *testing.T) {
 	assert.Equal(t, int64(7), m.Term())
 }
 
-func TestElectionWonMakesVersionPlusOneTheTerm(t *testing.T) {
+func TestElectionWonMakesTheReturnedTermTheTokenAndVersion(t *testing.T) {
 	m := leading(t)
 	assert.Equal(t, Leader, m.Role())
-	assert.Equal(t, int64(5), m.Term())
-	assert.Equal(t, int64(5), m.Version())
+	assert.Equal(t, won, m.Term())
+	assert.Equal(t, won, m.Version())
 	assert.Equal(t, at(600), m.Deadline(), "trust runs from the election's send time")
 	assert.True(t, m.Trusted(at(599)))
 	assert.False(t, m.Trusted(at(600)), "trust ends exactly at the deadline")
@@ -86,23 +91,25 @@ func TestElectionWonMakesVersionPlusOneTheTerm(t *testing.T) {
 func TestElectionLostGoesBackToFollowing(t *testing.T) {
 	m := New("me", lease, renew)
 	m.Observed(row(4, "", 2, 0), true, at(0), Campaigning)
-	assert.Equal(t, Decision{Action: Wait}, m.Elected(4, false, at(0)))
+	assert.Equal(t, Decision{Action: Wait}, m.Elected(0, false, at(0)))
 	assert.Equal(t, Follower, m.Role())
 	assert.Zero(t, m.Term())
 	assert.False(t, m.Trusted(at(1)))
 }
 
-func TestCreated(t *testing.T) {
+func TestCreatedLeadsInTheInsertedTerm(t *testing.T) {
 	m := New("me", lease, renew)
 	require.Equal(t, Decision{Action: Create}, m.Observed(store.Record{}, false, at(0), Campaigning))
-	assert.Equal(t, Decision{Action: Lead, Version: 1}, m.Created(true, at(10)))
-	assert.Equal(t, int64(1), m.Term())
+	assert.Equal(t, Decision{Action: Lead, Version: won}, m.Created(won, true, at(10)))
+	assert.Equal(t, won, m.Term())
+	assert.Equal(t, won, m.Version())
 	assert.Equal(t, at(610), m.Deadline())
 
 	m = New("me", lease, renew)
 	m.Observed(store.Record{}, false, at(0), Campaigning)
-	assert.Equal(t, Decision{Action: Wait}, m.Created(false, at(10)))
+	assert.Equal(t, Decision{Action: Wait}, m.Created(0, false, at(10)))
 	assert.Equal(t, Follower, m.Role())
+	assert.Zero(t, m.Term())
 }
 
 func TestUnsettledElectionIsSettledByTheNextRead(t *testing.T) {
@@ -110,32 +117,33 @@ func TestUnsettledElectionIsSettledByTheNextRead(t *testing.T) {
 	m.Observed(row(4, "", 2, 0), true, at(0), Campaigning)
 	assert.Equal(t, Decision{Action: Wait}, m.Unsettled())
 	assert.False(t, m.Trusted(at(1)), "an election with a lost reply gives no trust")
-	// The write had committed: the next read shows our lease with term 5.
-	d := m.Observed(row(5, "me", 5, 30*time.Millisecond), true, at(40), Campaigning)
-	assert.Equal(t, Decision{Action: Lead, Version: 5}, d)
+	// The write had committed: the next read shows our lease in the term it started.
+	d := m.Observed(row(won, "me", won, 30*time.Millisecond), true, at(40), Campaigning)
+	assert.Equal(t, Decision{Action: Lead, Version: won}, d)
+	assert.Equal(t, won, m.Term())
 	assert.Equal(t, at(40+600-30), m.Deadline())
 }
 
 func TestRenewedExtendsTrustFromSendTime(t *testing.T) {
 	m := leading(t)
-	assert.Equal(t, at(800), m.Renewed(6, at(200)))
-	assert.Equal(t, int64(6), m.Version())
-	assert.Equal(t, int64(5), m.Term(), "renewals keep the term")
+	assert.Equal(t, at(800), m.Renewed(won+1, at(200)))
+	assert.Equal(t, won+1, m.Version())
+	assert.Equal(t, won, m.Term(), "renewals keep the term")
 	// A renewal sent earlier but answered later never moves the deadline back.
-	assert.Equal(t, at(800), m.Renewed(7, at(100)))
+	assert.Equal(t, at(800), m.Renewed(won+2, at(100)))
 }
 
 func TestSlowRenewalDoesNotExtendTrustPastItsSendTime(t *testing.T) {
 	m := leading(t)
 	// Sent at 500, answered at 1100 (after the deadline at 600): trust is 500+600.
-	m.Renewed(6, at(500))
+	m.Renewed(won+1, at(500))
 	assert.Equal(t, at(1100), m.Deadline())
 	assert.False(t, m.Trusted(at(1100)))
 }
 
 func TestRenewalFailedAsksForOneSettlingRead(t *testing.T) {
 	m := leading(t)
-	assert.Equal(t, Decision{Action: Settle, Version: 5}, m.RenewalFailed())
+	assert.Equal(t, Decision{Action: Settle, Version: won}, m.RenewalFailed())
 	assert.Equal(t, at(600), m.Deadline(), "a failed renewal keeps the old deadline")
 }
 
@@ -146,17 +154,18 @@ func TestSettled(t *testing.T) {
 		want Decision
 		role Role
 	}{
-		{"AmbiguousCommitIsSettledByOneRead", row(6, "me", 5, 20*time.Millisecond), Decision{Action: Lead, Version: 6}, Leader},
-		{"TakenOverLeaseStepsDown", row(7, "other", 7, 0), Decision{Action: StepDown}, Follower},
-		{"ReleasedRowStepsDown", row(6, "", 5, 0), Decision{Action: StepDown}, Follower},
-		{"SameIDWithAnotherTermStepsDown", row(9, "me", 8, 0), Decision{Action: StepDown}, Follower},
+		{"AmbiguousCommitIsSettledByOneRead", row(won+1, "me", won, 20*time.Millisecond), Decision{Action: Lead, Version: won + 1}, Leader},
+		{"TakenOverLeaseStepsDown", row(won+500, "other", won+500, 0), Decision{Action: StepDown}, Follower},
+		{"ReleasedRowStepsDown", row(won+1, "", won, 0), Decision{Action: StepDown}, Follower},
+		{"SameIDWithAnotherTermStepsDown", row(won+9, "me", won+8, 0), Decision{Action: StepDown}, Follower},
 		{"RolledBackRowOfAnotherTermStepsDown", row(3, "old", 2, 0), Decision{Action: StepDown}, Follower},
-		{"ResignRequestReleases", func() store.Record { r := row(6, "me", 5, 0); r.StepDown = true; return r }(), Decision{Action: Release, Version: 6}, Leader},
+		{"RolledBackRowOfOursWithAnEarlierTermStepsDown", row(3, "me", 2, 0), Decision{Action: StepDown}, Follower},
+		{"ResignRequestReleases", func() store.Record { r := row(won+1, "me", won, 0); r.StepDown = true; return r }(), Decision{Action: Release, Version: won + 1}, Leader},
 		{"HandoverRequestHandsOver", func() store.Record {
-			r := row(6, "me", 5, 0)
+			r := row(won+1, "me", won, 0)
 			r.StepDown, r.HandoverTo = true, "next"
 			return r
-		}(), Decision{Action: Handover, Version: 6, To: "next"}, Leader},
+		}(), Decision{Action: Handover, Version: won + 1, To: "next"}, Leader},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -176,12 +185,12 @@ func TestSettled(t *testing.T) {
 	})
 	t.Run("SettlingReadExtendsTrustFromItsSendTimeMinusAge", func(t *testing.T) {
 		m := leading(t)
-		m.Settled(row(6, "me", 5, 50*time.Millisecond), true, at(300))
+		m.Settled(row(won+1, "me", won, 50*time.Millisecond), true, at(300))
 		assert.Equal(t, at(300+600-50), m.Deadline())
 	})
 	t.Run("OldSettlingReadNeverShortensTrust", func(t *testing.T) {
 		m := leading(t)
-		m.Settled(row(6, "me", 5, 500*time.Millisecond), true, at(100))
+		m.Settled(row(won+1, "me", won, 500*time.Millisecond), true, at(100))
 		assert.Equal(t, at(600), m.Deadline())
 	})
 }
@@ -189,11 +198,11 @@ func TestSettled(t *testing.T) {
 func TestDeadlineExpiryWhileARenewalHangs(t *testing.T) {
 	m := leading(t)
 	// The renewal sent at 200 hangs; nothing is fed until the deadline passes.
-	assert.Equal(t, Decision{Action: Lead, Version: 5}, m.DeadlinePassed(at(599)))
+	assert.Equal(t, Decision{Action: Lead, Version: won}, m.DeadlinePassed(at(599)))
 	assert.Equal(t, Decision{Action: StepDown}, m.DeadlinePassed(at(600)))
 	assert.False(t, m.Trusted(at(600)))
 	// The hung renewal's late success must not revive leadership.
-	assert.Equal(t, time.Time{}, m.Renewed(6, at(200)))
+	assert.Equal(t, time.Time{}, m.Renewed(won+1, at(200)))
 	assert.Equal(t, Follower, m.Role())
 }
 
@@ -201,25 +210,197 @@ func TestResign(t *testing.T) {
 	m := leading(t)
 	v, ok := m.Resign()
 	assert.True(t, ok)
-	assert.Equal(t, int64(5), v)
+	assert.Equal(t, won, v)
 	assert.False(t, m.Trusted(at(1)), "resign stops acting before the release is sent")
-	m.Released(v, true, "")
-	assert.Equal(t, int64(6), m.Version())
+	m.Released(v+1, true, "")
+	assert.Equal(t, v+1, m.Version(), "a release moves the row to version+1")
 	assert.Equal(t, "", m.Leader())
 
 	_, ok = New("me", lease, renew).Resign()
 	assert.False(t, ok, "a follower has nothing to resign")
 }
 
+func TestResignWithHandoverRecordsTheNewTermAsVersion(t *testing.T) {
+	m := leading(t)
+	v, ok := m.Resign()
+	require.True(t, ok)
+	m.Released(v+1000, true, "next")
+	assert.Equal(t, v+1000, m.Version(), "a handover moves the row to the term it starts")
+	assert.Equal(t, "next", m.Leader())
+	assert.Equal(t, Follower, m.Role())
+
+	m = leading(t)
+	v, _ = m.Resign()
+	m.Released(v+1000, false, "next")
+	assert.Equal(t, v, m.Version(), "a lost handover leaves the version")
+}
+
 func TestHandoverTargetAdoptsTheLease(t *testing.T) {
 	m := New("next", lease, renew)
-	d := m.Observed(row(6, "next", 6, 10*time.Millisecond), true, at(0), Campaigning)
-	assert.Equal(t, Decision{Action: Lead, Version: 6}, d)
-	assert.Equal(t, int64(6), m.Term())
+	d := m.Observed(row(won, "next", won, 10*time.Millisecond), true, at(0), Campaigning)
+	assert.Equal(t, Decision{Action: Lead, Version: won}, d)
+	assert.Equal(t, won, m.Term())
 }
 
 func TestStrings(t *testing.T) {
 	assert.Equal(t, "leader", Leader.String())
 	assert.Equal(t, "handover", Handover.String())
 	assert.Equal(t, "invalid", Action(0).String())
+}
+
+// TestOwnLeaseInATermBelowOneSeenBeforeIsNotAdopted covers rows rolled back by a
+// database failover that lost writes: the row names this candidate with a fresh
+// age, but its term is below a term the machine saw before (in a row, or won or
+// handed over itself). Adopting it would revive a fencing token below a later one,
+// so the row is handled like anybody's lease. An own fresh lease whose term is not
+// below the highest seen is still adopted.
+func TestOwnLeaseInATermBelowOneSeenBeforeIsNotAdopted(t *testing.T) {
+	const fresh = 100 * time.Millisecond
+	// How the machine saw a term before the read at at(1000); each returns it.
+	sawOthersLease := func(m *Machine) int64 {
+		m.Observed(row(won+1, "other", won, 0), true, at(0), Campaigning)
+		return won
+	}
+	sawReleasedRow := func(m *Machine) int64 {
+		m.Observed(row(won+1, "", won, 0), true, at(0), Abstaining)
+		return won
+	}
+	wonThenLostTrust := func(m *Machine) int64 {
+		m.Observed(row(4, "old", 2, 2*lease), true, at(0), Campaigning)
+		m.Elected(won, true, at(0))
+		m.DeadlinePassed(at(600))
+		return won
+	}
+	createdThenLostTrust := func(m *Machine) int64 {
+		m.Observed(store.Record{}, false, at(0), Campaigning)
+		m.Created(won, true, at(0))
+		m.DeadlinePassed(at(600))
+		return won
+	}
+	handedOver := func(m *Machine) int64 {
+		m.Observed(row(4, "old", 2, 2*lease), true, at(0), Campaigning)
+		m.Elected(won, true, at(0))
+		v, _ := m.Resign()
+		m.Released(v+1000, true, "next")
+		return won + 1000
+	}
+	steppedDownOnSettle := func(m *Machine) int64 {
+		m.Observed(row(4, "old", 2, 2*lease), true, at(0), Campaigning)
+		m.Elected(won, true, at(0))
+		m.RenewalFailed()
+		m.Settled(row(won+2000, "other", won+2000, 0), true, at(100))
+		return won + 2000
+	}
+	tests := []struct {
+		name string
+		saw  func(*Machine) int64
+		rec  func(highest int64) store.Record
+		p    Participation
+		want func(highest int64) Decision
+		role Role
+	}{
+		{
+			name: "RolledBackBelowOthersLeaseIsNotAdopted", saw: sawOthersLease,
+			rec:  func(h int64) store.Record { return row(h-10, "me", h-10, fresh) },
+			want: func(int64) Decision { return Decision{Action: Wait, Wait: lease - fresh} }, role: Follower,
+		},
+		{
+			name: "RolledBackBelowReleasedRowIsNotAdopted", saw: sawReleasedRow,
+			rec:  func(h int64) store.Record { return row(h-10, "me", h-10, fresh) },
+			want: func(int64) Decision { return Decision{Action: Wait, Wait: lease - fresh} }, role: Follower,
+		},
+		{
+			name: "RolledBackBelowOwnWonTermIsNotAdopted", saw: wonThenLostTrust,
+			rec:  func(h int64) store.Record { return row(h-10, "me", h-10, fresh) },
+			want: func(int64) Decision { return Decision{Action: Wait, Wait: lease - fresh} }, role: Follower,
+		},
+		{
+			name: "RolledBackBelowOwnInsertedTermIsNotAdopted", saw: createdThenLostTrust,
+			rec:  func(h int64) store.Record { return row(h-10, "me", h-10, fresh) },
+			want: func(int64) Decision { return Decision{Action: Wait, Wait: lease - fresh} }, role: Follower,
+		},
+		{
+			// The failover lost the handover: the row shows our lease in the term we
+			// handed away from.
+			name: "RolledBackBeforeOwnHandoverIsNotAdopted", saw: handedOver,
+			rec:  func(h int64) store.Record { return row(won+1, "me", won, fresh) },
+			want: func(int64) Decision { return Decision{Action: Wait, Wait: lease - fresh} }, role: Follower,
+		},
+		{
+			name: "RolledBackBelowTermSeenWhenSettlingIsNotAdopted", saw: steppedDownOnSettle,
+			rec:  func(h int64) store.Record { return row(won+1, "me", won, fresh) },
+			want: func(int64) Decision { return Decision{Action: Wait, Wait: lease - fresh} }, role: Follower,
+		},
+		{
+			name: "RolledBackLeaseHandedByNameIsNotAdoptedWhileCoolingDown", saw: sawOthersLease,
+			rec:  func(h int64) store.Record { return row(h-10, "me", h-10, fresh) },
+			p:    CoolingDown,
+			want: func(int64) Decision { return Decision{Action: Wait, Wait: lease - fresh} }, role: Follower,
+		},
+		{
+			name: "ExpiredRolledBackLeaseIsStillContested", saw: wonThenLostTrust,
+			rec:  func(h int64) store.Record { return row(h-10, "me", h-10, lease) },
+			want: func(h int64) Decision { return Decision{Action: Campaign, Version: h - 10} }, role: Candidate,
+		},
+		{
+			name: "ReleasedRolledBackRowIsStillContested", saw: sawOthersLease,
+			rec:  func(h int64) store.Record { return row(h-10, "", h-10, 0) },
+			want: func(h int64) Decision { return Decision{Action: Campaign, Version: h - 10} }, role: Candidate,
+		},
+		{
+			// A renewal that hung past the deadline but committed: same term as won.
+			name: "OwnLeaseAtTheHighestTermSeenIsAdopted", saw: wonThenLostTrust,
+			rec:  func(h int64) store.Record { return row(h+1, "me", h, fresh) },
+			want: func(h int64) Decision { return Decision{Action: Lead, Version: h + 1} }, role: Leader,
+		},
+		{
+			name: "OwnLeaseAboveTheHighestTermSeenIsAdopted", saw: sawOthersLease,
+			rec:  func(h int64) store.Record { return row(h+1000, "me", h+1000, fresh) },
+			want: func(h int64) Decision { return Decision{Action: Lead, Version: h + 1000} }, role: Leader,
+		},
+		{
+			name: "LeaseHandedByNameAboveTheHighestTermSeenIsAdoptedWhileCoolingDown", saw: handedOver,
+			rec:  func(h int64) store.Record { return row(h+1000, "me", h+1000, fresh) },
+			p:    CoolingDown,
+			want: func(h int64) Decision { return Decision{Action: Lead, Version: h + 1000} }, role: Leader,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := New("me", lease, renew)
+			highest := tt.saw(m)
+			require.Equal(t, Follower, m.Role(), "setup leaves a follower")
+			rec := tt.rec(highest)
+			assert.Equal(t, tt.want(highest), m.Observed(rec, true, at(1000), tt.p))
+			assert.Equal(t, tt.role, m.Role())
+			assert.Equal(t, rec.LeaderID, m.Leader())
+			if tt.role == Leader {
+				assert.Equal(t, rec.Term, m.Term(), "the adopted lease's term is the token")
+				assert.Equal(t, at(1000+600-100), m.Deadline())
+			} else {
+				assert.Zero(t, m.Term(), "no token from a refused lease")
+				assert.False(t, m.Trusted(at(1001)))
+			}
+		})
+	}
+}
+
+func TestRolledBackOwnLeaseStaysRefusedUntilANewElectionWins(t *testing.T) {
+	m := New("me", lease, renew)
+	m.Observed(row(won+1, "other", won, 0), true, at(0), Campaigning)
+	rolledBack := row(won-10, "me", won-10, 100*time.Millisecond)
+
+	// Reading the rolled-back row does not lower the highest term seen.
+	for i, sent := range []int{1000, 1200} {
+		d := m.Observed(rolledBack, true, at(sent), Campaigning)
+		assert.Equal(t, Decision{Action: Wait, Wait: 900 * time.Millisecond}, d, "read %d", i)
+		assert.Equal(t, Follower, m.Role(), "read %d", i)
+	}
+
+	// Once it expires, an election from its version wins a new, higher term.
+	rolledBack.Age = lease
+	require.Equal(t, Decision{Action: Campaign, Version: won - 10}, m.Observed(rolledBack, true, at(2000), Campaigning))
+	assert.Equal(t, Decision{Action: Lead, Version: won + 5000}, m.Elected(won+5000, true, at(2000)))
+	assert.Equal(t, won+5000, m.Term())
+	assert.True(t, m.Trusted(at(2001)))
 }

@@ -37,7 +37,7 @@ func untilExpired(o detector.Observation) (time.Duration, bool) {
 func TestSleepsUntilTheObservedLeaseCanExpire(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := memstore.New()
-		_, err := st.Insert(t.Context(), "k", "a")
+		_, _, err := st.Insert(t.Context(), "k", "a")
 		require.NoError(t, err)
 		start := time.Now()
 		obs, err := detector.Watch(t.Context(), st, cfg, nil, untilExpired)
@@ -54,7 +54,7 @@ func TestSleepsUntilTheObservedLeaseCanExpire(t *testing.T) {
 func TestWakeReadsAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := memstore.New()
-		_, err := st.Insert(t.Context(), "k", "a")
+		v, _, err := st.Insert(t.Context(), "k", "a")
 		require.NoError(t, err)
 		wake := make(chan struct{}, 1)
 		done := make(chan time.Duration, 1)
@@ -65,7 +65,7 @@ func TestWakeReadsAtOnce(t *testing.T) {
 			done <- time.Since(start)
 		}()
 		time.Sleep(50 * time.Millisecond)
-		ok, err := st.Release(t.Context(), "k", "a", 1)
+		ok, err := st.Release(t.Context(), "k", "a", v)
 		require.NoError(t, err)
 		require.True(t, ok)
 		wake <- struct{}{}
@@ -91,7 +91,7 @@ func TestTransientErrorsAreRetriedAndDeploymentErrorsReturned(t *testing.T) {
 func TestInvalidRowIsRetriedNotFatal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := memstore.New()
-		_, err := st.Insert(t.Context(), "k", "a")
+		_, _, err := st.Insert(t.Context(), "k", "a")
 		require.NoError(t, err)
 		require.NoError(t, st.Corrupt("k", "future_tick"))
 		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
@@ -105,7 +105,7 @@ func TestInvalidRowIsRetriedNotFatal(t *testing.T) {
 func TestContextEndStopsWatching(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := memstore.New()
-		_, err := st.Insert(t.Context(), "k", "a")
+		_, _, err := st.Insert(t.Context(), "k", "a")
 		require.NoError(t, err)
 		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 		defer cancel()

@@ -35,6 +35,8 @@ import (
 )
 
 // Store is what a Group needs: the batched methods of the stores of package store.
+// InsertMany and ElectMany report each key won with its new term in store.Won.Term,
+// above the version it was won from; the term is also the row's new version.
 type Store interface {
 	ObserveMany(ctx context.Context, keys []string) (map[string]store.Record, error)
 	InsertMany(ctx context.Context, id string, keys []string) ([]store.Won, error)
@@ -637,23 +639,32 @@ func (r *run) follow(ctx context.Context) error {
 	return r.campaign(ctx, create, elect)
 }
 
+// campaign inserts the missing rows of create and elects from the versions of elect.
+// A key won is led in the term the store reports, which is also the row's new
+// version: its fencing token and the version its first renewal is made from.
 func (r *run) campaign(ctx context.Context, create, elect []*state) error {
 	g := r.g
 	var mu sync.Mutex
-	after := func(batch []*state, won []store.Won, err error, term func(*state) int64) {
+	// after settles a batch; from is the version a key was won from (0 for a
+	// missing row), which its new term must be above.
+	after := func(batch []*state, won []store.Won, err error, from func(*state) int64) {
 		mu.Lock()
 		defer mu.Unlock()
-		byKey := make(map[string]time.Time, len(won))
+		byKey := make(map[string]store.Won, len(won))
 		for _, w := range won {
-			byKey[w.Key] = w.Since
+			byKey[w.Key] = w
 		}
 		for _, s := range batch {
-			if since, ok := byKey[s.key]; ok && err == nil {
-				t := term(s)
-				r.startLeading(s, t, t, since.Add(g.cfg.RenewDeadline))
-				continue
+			if w, ok := byKey[s.key]; ok && err == nil {
+				if w.Term > from(s) {
+					r.startLeading(s, w.Term, w.Term, w.Since.Add(g.cfg.RenewDeadline))
+					continue
+				}
+				g.cfg.Logger.Error("casleader group: the store reported a key won without a new term; not leading it until its row is read: the Store must set store.Won.Term",
+					"key", s.key, "term", w.Term, "from", from(s))
 			}
-			// Lost, or unknown: look again soon; an own lease is adopted then.
+			// Lost, unknown, or without a term: look again soon; an own lease is
+			// adopted then, with the row's term.
 			s.nextLook = time.Now().Add(rand.N(min(g.cfg.PollInterval/20, 10*time.Millisecond) + 1))
 		}
 	}
@@ -666,7 +677,7 @@ func (r *run) campaign(ctx context.Context, create, elect []*state) error {
 		won, err := g.st.InsertMany(rctx, g.cfg.ID, keys)
 		cancel()
 		g.statements.Add(1)
-		after(batch, won, err, func(*state) int64 { return 1 })
+		after(batch, won, err, func(*state) int64 { return 0 })
 		return err
 	})
 	if err != nil {
@@ -681,7 +692,7 @@ func (r *run) campaign(ctx context.Context, create, elect []*state) error {
 		won, err := g.st.ElectMany(rctx, g.cfg.ID, kvs, g.cfg.LeaseDuration)
 		cancel()
 		g.statements.Add(1)
-		after(batch, won, err, func(s *state) int64 { return s.version + 1 })
+		after(batch, won, err, func(s *state) int64 { return s.version })
 		return err
 	})
 }

@@ -88,15 +88,19 @@ func TestOneGroupLeadsEveryKeyWithBatchedStatements(t *testing.T) {
 		assert.Equal(t, 50, count(g, ks), "renewals keep every lease")
 		assert.InDelta(t, 10*8, st.Calls(memstore.OpRenewMany)-before, 8, "one statement per batch per heartbeat")
 		assert.Zero(t, g.Stats().LostLeases)
+		recs, err := st.ObserveMany(t.Context(), ks)
+		require.NoError(t, err)
 		for _, k := range ks {
-			assert.Equal(t, int64(1), g.Token(k))
+			term := recs[k].Term
+			assert.Positive(t, term, "key %q", k)
+			assert.Equal(t, term, g.Token(k), "key %q: the token is the row's term", k)
 			assert.True(t, g.Lease(k).IsLeader())
-			assert.Equal(t, int64(1), g.Lease(k).Token())
+			assert.Equal(t, term, g.Lease(k).Token())
 		}
 		assert.Nil(t, g.Lease("not-a-key"))
 		stop()
 		assert.Zero(t, count(g, ks))
-		recs, err := st.ObserveMany(t.Context(), ks[:10])
+		recs, err = st.ObserveMany(t.Context(), ks[:10])
 		require.NoError(t, err)
 		for _, rec := range recs {
 			assert.True(t, rec.Released(), "Run's exit releases")
@@ -171,7 +175,9 @@ func TestLostRenewalIsSettledAndStepsDown(t *testing.T) {
 		rec, _, err := st.Observe(t.Context(), ks[0])
 		require.NoError(t, err)
 		st.Put(store.Record{Key: ks[0], Version: rec.Version + 5, LeaderID: "b", Term: rec.Version + 5})
-		ok, err := st.RequestStepDown(t.Context(), ks[1], rec.Version, "")
+		rec1, _, err := st.Observe(t.Context(), ks[1])
+		require.NoError(t, err)
+		ok, err := st.RequestStepDown(t.Context(), ks[1], rec1.Version, "")
 		require.NoError(t, err)
 		require.True(t, ok)
 		time.Sleep(heartbeat + time.Millisecond)
@@ -185,7 +191,98 @@ func TestLostRenewalIsSettledAndStepsDown(t *testing.T) {
 		stop()
 		mu.Lock()
 		defer mu.Unlock()
-		assert.Contains(t, changes, fmt.Sprint(ks[0], false, 1))
+		assert.Contains(t, changes, fmt.Sprint(ks[0], false, rec.Term))
+	})
+}
+
+// TestTermsOutrunARolledBackRow: after a failover that lost writes, a key's row is
+// back at version 1 and term 1, still naming the group. Its renewal loses, it steps
+// down and wins the key again in a term above the lost one, which becomes its token.
+func TestTermsOutrunARolledBackRow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		ks := keys(3)
+		var mu sync.Mutex
+		tokens := map[string][]int64{}
+		g := newGroup(t, st, "a", ks, func(c *group.Config) {
+			c.OnChange = func(key string, leading bool, token int64) {
+				if leading {
+					mu.Lock()
+					tokens[key] = append(tokens[key], token)
+					mu.Unlock()
+				}
+			}
+		})
+		stop := running(t, g)
+		time.Sleep(time.Millisecond)
+		lost := g.Token(ks[0])
+		require.Positive(t, lost)
+		time.Sleep(3 * heartbeat)
+
+		require.NoError(t, st.Corrupt(ks[0], "rolled_back"))
+		time.Sleep(heartbeat + poll + 20*time.Millisecond)
+		rec, _, err := st.Observe(t.Context(), ks[0])
+		require.NoError(t, err)
+		assert.Equal(t, "a", rec.LeaderID)
+		assert.Greater(t, rec.Term, lost, "the term after the rollback is above the lost one")
+		assert.Equal(t, rec.Term, g.Token(ks[0]), "the token is the new term")
+		assert.Equal(t, int64(1), g.Stats().LostLeases)
+		time.Sleep(3 * heartbeat)
+		assert.True(t, g.IsLeader(ks[0]), "renewals from the new term win")
+		stop()
+		mu.Lock()
+		defer mu.Unlock()
+		assert.Equal(t, []int64{lost, rec.Term}, tokens[ks[0]])
+	})
+}
+
+// termless is a store that does not report the terms of the keys it wins.
+type termless struct{ *memstore.Store }
+
+func (s termless) InsertMany(ctx context.Context, id string, keys []string) ([]store.Won, error) {
+	won, err := s.Store.InsertMany(ctx, id, keys)
+	return withoutTerms(won), err
+}
+
+func (s termless) ElectMany(ctx context.Context, id string, from []store.KeyVersion, lease time.Duration) ([]store.Won, error) {
+	won, err := s.Store.ElectMany(ctx, id, from, lease)
+	return withoutTerms(won), err
+}
+
+func withoutTerms(won []store.Won) []store.Won {
+	for i := range won {
+		won[i].Term = 0
+	}
+	return won
+}
+
+// TestWinWithoutATermIsLedFromTheRow: a key won without a term is not led with token
+// 0; the group reads the row soon and leads in the row's term.
+func TestWinWithoutATermIsLedFromTheRow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		ks := keys(3)
+		var mu sync.Mutex
+		tokens := map[string][]int64{}
+		g := newGroup(t, termless{st}, "a", ks, func(c *group.Config) {
+			c.OnChange = func(key string, leading bool, token int64) {
+				mu.Lock()
+				tokens[key] = append(tokens[key], token)
+				mu.Unlock()
+			}
+		})
+		stop := running(t, g)
+		time.Sleep(poll)
+		assert.Equal(t, 3, count(g, ks))
+		recs, err := st.ObserveMany(t.Context(), ks)
+		require.NoError(t, err)
+		mu.Lock()
+		for _, k := range ks {
+			assert.Equal(t, recs[k].Term, g.Token(k), "key %q", k)
+			assert.Equal(t, []int64{recs[k].Term}, tokens[k], "key %q: led only in the row's term", k)
+		}
+		mu.Unlock()
+		stop()
 	})
 }
 

@@ -2,6 +2,7 @@ package healthz_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -85,11 +86,14 @@ func TestLeaderThatRenewsAndFollowerAreHealthy(t *testing.T) {
 		a.run(t)
 		time.Sleep(time.Millisecond)
 		require.True(t, a.el.IsLeader())
+		token := a.el.Token()
+		require.Positive(t, token)
 		b := newCandidate(t, st, cfg("b"), tolerance)
 		b.run(t)
 		for range 20 {
 			time.Sleep(heartbeat / 2)
 			require.True(t, a.el.IsLeader())
+			require.Equal(t, token, a.el.Token(), "one term all along")
 			assert.NoError(t, a.hc.Check())
 			assert.NoError(t, b.hc.Check())
 			code, body := probe(t, a.hc, "/healthz")
@@ -99,7 +103,7 @@ func TestLeaderThatRenewsAndFollowerAreHealthy(t *testing.T) {
 		_, body := probe(t, b.hc, "/healthz?verbose")
 		assert.Contains(t, body, `[+] election "k", candidate "b": following, leader "a"`)
 		_, body = probe(t, a.hc, "/healthz?verbose")
-		assert.Contains(t, body, `[+] election "k", candidate "a": leading (term 1)`)
+		assert.Contains(t, body, fmt.Sprintf(`[+] election "k", candidate "a": leading (term %d)`, token))
 	})
 }
 
@@ -134,6 +138,8 @@ func TestLeaderStuckInARenewalIsUnhealthy(t *testing.T) {
 		start := time.Now()
 		time.Sleep(time.Millisecond)
 		require.True(t, a.el.IsLeader())
+		token := a.el.Token()
+		require.Positive(t, token)
 		st.stick()
 
 		time.Sleep(renewDL + tolerance - time.Since(start))
@@ -142,7 +148,7 @@ func TestLeaderStuckInARenewalIsUnhealthy(t *testing.T) {
 		time.Sleep(time.Millisecond)
 		err := a.hc.Check()
 		require.ErrorIs(t, err, healthz.ErrUnhealthy)
-		assert.Contains(t, err.Error(), `election "k", candidate "a": leading (term 1)`)
+		assert.Contains(t, err.Error(), fmt.Sprintf(`election "k", candidate "a": leading (term %d)`, token))
 		code, body := probe(t, a.hc, "/healthz")
 		assert.Equal(t, http.StatusInternalServerError, code)
 		assert.Contains(t, body, "[-] healthz: leading without a renewal")
@@ -284,7 +290,12 @@ func TestInstrumentKeepsTheUserCallbacks(t *testing.T) {
 		c.OnNewLeader = func(id string) { leaders <- id }
 		a := newCandidate(t, st, c, 0)
 		stop := a.run(t)
-		assert.Equal(t, int64(1), <-started)
+		token := <-started
+		rec, found, err := st.Observe(t.Context(), "k")
+		require.NoError(t, err)
+		require.True(t, found)
+		assert.Positive(t, token)
+		assert.Equal(t, rec.Term, token, "the user's callback gets the row's term")
 		assert.Equal(t, "a", <-leaders)
 		require.NoError(t, stop())
 		<-stopped

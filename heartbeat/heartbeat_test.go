@@ -22,55 +22,57 @@ const (
 	renew    = 300 * time.Millisecond
 )
 
-// leader makes "a" the leader of "k" at version 1 and returns the store.
-func leader(t *testing.T) *memstore.Store {
+// leader makes "a" the leader of "k" and returns the store and the row's version
+// (the term the insert started).
+func leader(t *testing.T) (*memstore.Store, int64) {
 	st := memstore.New()
-	ok, err := st.Insert(context.Background(), "k", "a")
+	term, ok, err := st.Insert(context.Background(), "k", "a")
 	require.NoError(t, err)
 	require.True(t, ok)
-	return st
+	return st, term
 }
 
 var cfg = heartbeat.Config{Key: "k", ID: "a", Interval: interval}
 
 func TestRenewsEveryIntervalFromTheSendTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := leader(t)
+		st, v := leader(t)
 		st.SetDelay(memstore.OpRenew, 20*time.Millisecond) // each round trip takes 20 ms
 		start := time.Now()
 		var sends []time.Duration
 		ctx, cancel := context.WithTimeout(t.Context(), 450*time.Millisecond)
 		defer cancel()
-		res := heartbeat.Run(ctx, st, cfg, 1, start, start.Add(renew), func(v int64, sent time.Time) time.Time {
+		res := heartbeat.Run(ctx, st, cfg, v, start, start.Add(renew), func(_ int64, sent time.Time) time.Time {
 			sends = append(sends, sent.Sub(start))
 			return sent.Add(renew)
 		})
 		assert.Equal(t, heartbeat.Stopped, res.Outcome)
 		assert.Equal(t, []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 300 * time.Millisecond, 400 * time.Millisecond}, sends,
 			"renewals are spaced by the interval between send times, whatever the round trip")
-		assert.Equal(t, int64(5), res.Version)
+		assert.Equal(t, v+4, res.Version, "four renewals bumped the version by one each")
 	})
 }
 
 func TestLostCompareAndSetEndsTheLoop(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := leader(t)
+		st, v := leader(t)
 		now := time.Now()
-		res := heartbeat.Run(t.Context(), st, cfg, 7, now, now.Add(renew), func(int64, time.Time) time.Time {
+		stale := v - 1
+		res := heartbeat.Run(t.Context(), st, cfg, stale, now, now.Add(renew), func(int64, time.Time) time.Time {
 			t.Fatal("a lost renewal must not be reported as renewed")
 			return time.Time{}
 		})
 		assert.Equal(t, heartbeat.Lost, res.Outcome)
-		assert.Equal(t, int64(7), res.Version)
+		assert.Equal(t, stale, res.Version)
 	})
 }
 
 func TestHungRenewalEndsAtTheDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := leader(t)
+		st, v := leader(t)
 		st.SetDelay(memstore.OpRenew, time.Hour)
 		now := time.Now()
-		res := heartbeat.Run(t.Context(), st, cfg, 1, now, now.Add(renew), nil)
+		res := heartbeat.Run(t.Context(), st, cfg, v, now, now.Add(renew), nil)
 		assert.Equal(t, heartbeat.Expired, res.Outcome)
 		assert.Equal(t, renew, time.Since(now), "the statement's timeout is the trust deadline")
 		assert.ErrorIs(t, res.Err, store.ErrTransient)
@@ -79,13 +81,13 @@ func TestHungRenewalEndsAtTheDeadline(t *testing.T) {
 
 func TestTransientErrorsAreRetriedInsideTheDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := leader(t)
+		st, v := leader(t)
 		st.FailNext(memstore.OpRenew, fmt.Errorf("%w: deadlock", store.ErrTransient))
 		now := time.Now()
 		renewed := 0
 		ctx, cancel := context.WithTimeout(t.Context(), 150*time.Millisecond)
 		defer cancel()
-		res := heartbeat.Run(ctx, st, cfg, 1, now, now.Add(renew), func(v int64, sent time.Time) time.Time {
+		res := heartbeat.Run(ctx, st, cfg, v, now, now.Add(renew), func(_ int64, sent time.Time) time.Time {
 			renewed++
 			return sent.Add(renew)
 		})
@@ -97,10 +99,10 @@ func TestTransientErrorsAreRetriedInsideTheDeadline(t *testing.T) {
 
 func TestAmbiguousRenewalSurfacesAsLostOnRetry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := leader(t)
+		st, v := leader(t)
 		st.CommitThenFail(memstore.OpRenew, fmt.Errorf("%w: connection reset", store.ErrTransient))
 		now := time.Now()
-		res := heartbeat.Run(t.Context(), st, cfg, 1, now, now.Add(renew), func(int64, time.Time) time.Time {
+		res := heartbeat.Run(t.Context(), st, cfg, v, now, now.Add(renew), func(int64, time.Time) time.Time {
 			t.Fatal("an ambiguous renewal is not a success")
 			return time.Time{}
 		})
@@ -110,10 +112,10 @@ func TestAmbiguousRenewalSurfacesAsLostOnRetry(t *testing.T) {
 
 func TestDeploymentErrorFails(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := leader(t)
+		st, v := leader(t)
 		st.Fail(memstore.OpRenew, fmt.Errorf("%w: missing privilege", store.ErrDeployment))
 		now := time.Now()
-		res := heartbeat.Run(t.Context(), st, cfg, 1, now, now.Add(renew), nil)
+		res := heartbeat.Run(t.Context(), st, cfg, v, now, now.Add(renew), nil)
 		assert.Equal(t, heartbeat.Failed, res.Outcome)
 		assert.ErrorIs(t, res.Err, store.ErrDeployment)
 	})

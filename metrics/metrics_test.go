@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -436,6 +439,22 @@ func TestErrorKind(t *testing.T) {
 	}
 }
 
+// scraped returns the value of the sample named series (name and labels) in the text
+// exposition body, as an integer.
+func scraped(t *testing.T, body, series string) int64 {
+	t.Helper()
+	for line := range strings.Lines(body) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			require.NoError(t, err, "sample %q", line)
+			require.Equal(t, math.Trunc(f), f, "sample %q is not an integer", line)
+			return int64(f)
+		}
+	}
+	require.Failf(t, "sample missing", "no sample %s in:\n%s", series, body)
+	return 0
+}
+
 // The endpoint a process serves: a real HTTP round trip through promhttp.
 func TestMetricsAreServedOverHTTP(t *testing.T) {
 	st := memstore.New()
@@ -473,7 +492,7 @@ func TestMetricsAreServedOverHTTP(t *testing.T) {
 	body := get()
 	if el.IsLeader() && el.Token() == token { // still the same term after the scrape
 		assert.Contains(t, body, `casleader_is_leader{key="served"} 1`)
-		assert.Contains(t, body, fmt.Sprintf(`casleader_token{key="served"} %d`, token))
+		assert.Equal(t, token, scraped(t, body, `casleader_token{key="served"}`), "the token gauge holds the term exactly")
 		assert.Contains(t, body, `casleader_leadership_transitions_total{key="served",transition="started"} 1`)
 	}
 	cancel()

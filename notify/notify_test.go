@@ -2,7 +2,6 @@ package notify_test
 
 import (
 	"context"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -107,10 +106,7 @@ func TestPostgres(t *testing.T) {
 }
 
 func TestPostgresThroughPgBouncerFallsBackToPolling(t *testing.T) {
-	dsn := os.Getenv("CASLEADER_PGBOUNCER_DSN")
-	if dsn == "" {
-		testdb.Unavailable(t, "CASLEADER_PGBOUNCER_DSN is not set: set it to a PgBouncer in transaction pooling mode")
-	}
+	dsn := testdb.PgBouncerDSN(t) // optional: skips, even under CASLEADER_REQUIRE_DB=1
 	n, err := notify.NewPostgres(notify.PostgresConfig{DSN: dsn, Table: testdb.Name(t), SelfTestTimeout: 500 * time.Millisecond})
 	require.NoError(t, err)
 	woken := make(chan struct{}, 10)

@@ -25,6 +25,11 @@ type KeyVersion struct {
 // Won is a key whose batched compare-and-set won.
 type Won struct {
 	Key string
+	// Term is the term that the write started (ElectMany, InsertMany): the fencing
+	// token of the new leader, and also the row's new version, which its first
+	// renewal is made from. It is 0 for writes that start no term (RenewMany,
+	// ReleaseMany).
+	Term int64
 	// Since is a local time (with a monotonic reading) no later than the moment the
 	// database executed the winning write: a leader may trust the lease until
 	// Since + its renew deadline. It is the statement's send time, or on MySQL, where
@@ -53,9 +58,11 @@ type rowScanner interface {
 type batchQueries interface {
 	// observe: keys... -> rows of (key, version, leader, term, age, handover, stepdown)
 	observeMany(n int) string
-	// renew, elect, release, insert: see the methods of core for arguments. When
-	// readBack is not empty, the write returns no rows and readBack (args: keys...)
-	// returns (key, version, leader, term, fresh) to tell the outcome per key.
+	// renew, elect, release, insert: see the methods of core for arguments. A write
+	// returns one row per key it won: (key) for renew and release, (key, term) for
+	// elect and insert, which start a term. When readBack is not empty, the write
+	// returns no rows instead and readBack (args: keys...) returns (key, version,
+	// leader, term, fresh, age) to tell the outcome per key.
 	renewMany(n int) (write, readBack string)
 	electMany(n int) (write, readBack string)
 	releaseMany(n int) (write, readBack string)
@@ -114,37 +121,39 @@ func (c *core) ObserveMany(ctx context.Context, keys []string) (map[string]Recor
 // and returns the keys whose compare-and-set won: their version is now Version+1.
 // An error means the outcome of every key is unknown: settle with ObserveMany.
 func (c *core) RenewMany(ctx context.Context, id string, held []KeyVersion) (renewed []Won, err error) {
-	return c.batchCAS(ctx, "renew many", id, held, c.bq.renewMany, nil, func(r readBack, kv KeyVersion) bool {
+	return c.batchCAS(ctx, "renew many", id, held, c.bq.renewMany, nil, false, func(r readBack, kv KeyVersion) bool {
 		return r.version == kv.Version+1 && r.leader == id && r.fresh
 	})
 }
 
 // ElectMany makes id the leader of each key whose row is still at Version and whose
 // lease is released or has expired by the database clock for lease, like Elect per
-// key. It returns the keys won: their version and term are now Version+1.
+// key. It returns the keys won, each with its new term (chosen as [core.Elect]
+// chooses it), which is also the row's new version.
 func (c *core) ElectMany(ctx context.Context, id string, from []KeyVersion, lease time.Duration) (won []Won, err error) {
-	return c.batchCAS(ctx, "elect many", id, from, c.bq.electMany, []any{lease.Microseconds()}, func(r readBack, kv KeyVersion) bool {
-		return r.version == kv.Version+1 && r.term == kv.Version+1 && r.leader == id && r.fresh
+	return c.batchCAS(ctx, "elect many", id, from, c.bq.electMany, []any{lease.Microseconds()}, true, func(r readBack, kv KeyVersion) bool {
+		return r.startedTerm(id, kv.Version)
 	})
 }
 
 // ReleaseMany gives up id's lease on each key held at its version, like Release per
 // key, and returns the keys released.
 func (c *core) ReleaseMany(ctx context.Context, id string, held []KeyVersion) (released []Won, err error) {
-	return c.batchCAS(ctx, "release many", id, held, c.bq.releaseMany, nil, func(r readBack, kv KeyVersion) bool {
+	return c.batchCAS(ctx, "release many", id, held, c.bq.releaseMany, nil, false, func(r readBack, kv KeyVersion) bool {
 		return r.version == kv.Version+1 && r.leader == ""
 	})
 }
 
-// InsertMany creates the missing rows among keys with id as their first leader
-// (version 1, term 1), like Insert per key, and returns the keys it created.
+// InsertMany creates the missing rows among keys with id as their first leader,
+// like Insert per key, and returns the keys it created, each with its first term,
+// which is also the row's version.
 func (c *core) InsertMany(ctx context.Context, id string, keys []string) (inserted []Won, err error) {
 	kvs := make([]KeyVersion, len(keys))
 	for i, k := range keys {
 		kvs[i] = KeyVersion{Key: k}
 	}
-	return c.batchCAS(ctx, "insert many", id, kvs, c.bq.insertMany, nil, func(r readBack, _ KeyVersion) bool {
-		return r.version == 1 && r.term == 1 && r.leader == id && r.fresh
+	return c.batchCAS(ctx, "insert many", id, kvs, c.bq.insertMany, nil, true, func(r readBack, kv KeyVersion) bool {
+		return r.startedTerm(id, kv.Version)
 	})
 }
 
@@ -156,13 +165,22 @@ type readBack struct {
 	ageMicros     int64 // age of tick_time at the read, by the database clock
 }
 
+// startedTerm reports whether the row is as a write that made id the leader in a
+// new term from version left it. The new term cannot be predicted (it follows the
+// database clock), but it is above version, and the write set the row's version to
+// it.
+func (r readBack) startedTerm(id string, version int64) bool {
+	return r.leader == id && r.fresh && r.term > version && r.version == r.term
+}
+
 // batchCAS runs one batched compare-and-set. Its argument list is: id, then
-// (key, version) pairs, then extra. When the dialect needs a read-back (MySQL has no
+// (key, version) pairs, then extra. startsTerm says that the write starts a term and
+// reports it in Won.Term. When the dialect needs a read-back (MySQL has no
 // RETURNING), won decides per key from the row read after the write, and the row's
 // tick_time must be younger than the time since the write was sent: a row that
 // looks right but was written earlier (by an earlier attempt) does not count.
 func (c *core) batchCAS(ctx context.Context, op, id string, kvs []KeyVersion, build func(int) (string, string),
-	extra []any, won func(readBack, KeyVersion) bool) ([]Won, error) {
+	extra []any, startsTerm bool, won func(readBack, KeyVersion) bool) ([]Won, error) {
 	if err := checkBatch(id, len(kvs)); err != nil {
 		return nil, err
 	}
@@ -191,11 +209,15 @@ func (c *core) batchCAS(ctx context.Context, op, id string, kvs []KeyVersion, bu
 		defer rows.Close()
 		var out []Won
 		for rows.Next() {
-			var k string
-			if err := rows.Scan(&k); err != nil {
+			w := Won{Since: sent}
+			dest := []any{&w.Key}
+			if startsTerm {
+				dest = append(dest, &w.Term)
+			}
+			if err := rows.Scan(dest...); err != nil {
 				return nil, c.wrap(op, uniq[0].Key, err)
 			}
-			out = append(out, Won{Key: k, Since: sent})
+			out = append(out, w)
 		}
 		if err := rows.Err(); err != nil {
 			return nil, c.wrap(op, uniq[0].Key, err)
@@ -233,7 +255,11 @@ func (c *core) batchCAS(ctx context.Context, op, id string, kvs []KeyVersion, bu
 		r, ok := got[kv.Key]
 		age := time.Duration(r.ageMicros) * time.Microsecond
 		if ok && won(r, kv) && age <= elapsed {
-			out = append(out, Won{Key: kv.Key, Since: readSent.Add(-max(age, 0))})
+			w := Won{Key: kv.Key, Since: readSent.Add(-max(age, 0))}
+			if startsTerm {
+				w.Term = r.term
+			}
+			out = append(out, w)
 		}
 	}
 	return out, nil
@@ -307,8 +333,9 @@ func (q mysqlBatch) readBack(n int) string {
 
 // The id comes first in every write: SET leader_id = ? (elect, insert) or
 // WHERE leader_id = ? (renew, release), so the argument order stays id, pairs, extra.
-// MySQL assigns left to right and MariaDB (SIMULTANEOUS_ASSIGNMENT) all at once:
-// "term = version + 1, version = version + 1" gives the same result under both.
+// MySQL assigns left to right, and MariaDB in SIMULTANEOUS_ASSIGNMENT mode all at
+// once: every assignment reads only the old version (version itself is assigned
+// last), so both give the same row.
 
 func (q mysqlBatch) renewMany(n int) (string, string) {
 	return `UPDATE ` + q.t + ` SET version = version + 1, tick_time = NOW(6), update_time = NOW(6)` +
@@ -316,7 +343,7 @@ func (q mysqlBatch) renewMany(n int) (string, string) {
 }
 
 func (q mysqlBatch) electMany(n int) (string, string) {
-	return `UPDATE ` + q.t + ` SET leader_id = ?, term = version + 1, version = version + 1, tick_time = NOW(6), handover_to = '', stepdown = 0, update_time = NOW(6)` +
+	return `UPDATE ` + q.t + ` SET leader_id = ?, term = ` + mysqlNewTerm + `, tick_time = NOW(6), handover_to = '', stepdown = 0, update_time = NOW(6), version = ` + mysqlNewTerm +
 		` WHERE (elect_key, version) IN (` + pairs(n) + `) AND (leader_id = '' OR TIMESTAMPDIFF(MICROSECOND, tick_time, NOW(6)) >= ?)`, q.readBack(n)
 }
 
@@ -331,14 +358,12 @@ func (q mysqlBatch) releaseMany(n int) (string, string) {
 func (q mysqlBatch) insertMany(n int) (string, string) {
 	derived := `SELECT ? AS k, ? AS v` + strings.Repeat(` UNION ALL SELECT ?, ?`, n-1)
 	return `INSERT IGNORE INTO ` + q.t + ` (elect_key, version, leader_id, term, tick_time, handover_to, stepdown, create_time, update_time)` +
-		` SELECT d.k, 1, ?, 1, NOW(6), '', 0, NOW(6), NOW(6) FROM (` + derived + `) AS d`, q.readBack(n)
+		` SELECT d.k, ` + mysqlEpochMicros + `, ?, ` + mysqlEpochMicros + `, NOW(6), '', 0, NOW(6), NOW(6) FROM (` + derived + `) AS d`, q.readBack(n)
 }
 
 // --- PostgreSQL: UPDATE … FROM unnest($2::text[], $3::bigint[]) … RETURNING.
 
 type postgresBatch struct{ t, notify string }
-
-const pgAge = `(EXTRACT(EPOCH FROM (clock_timestamp() - tick_time)) * 1000000)::bigint`
 
 func (q postgresBatch) observeMany(int) string {
 	return `SELECT elect_key, version, leader_id, term, ` + pgAge + `, handover_to, stepdown FROM ` + q.t + ` WHERE elect_key = ANY($1::text[])`
@@ -352,26 +377,24 @@ func (q postgresBatch) renewMany(int) (string, string) {
 }
 
 func (q postgresBatch) electMany(int) (string, string) {
-	return `UPDATE ` + q.t + ` AS e SET version = e.version + 1, leader_id = $1, term = e.version + 1, tick_time = clock_timestamp(), handover_to = '', stepdown = 0, update_time = clock_timestamp()` +
-		pgFrom + ` AND (e.leader_id = '' OR e.tick_time <= clock_timestamp() - $4::bigint * interval '1 microsecond') RETURNING e.elect_key`, ""
+	return `UPDATE ` + q.t + ` AS e SET version = ` + pgNewTerm + `, leader_id = $1, term = ` + pgNewTerm + `, tick_time = clock_timestamp(), handover_to = '', stepdown = 0, update_time = clock_timestamp()` +
+		pgFrom + ` AND (e.leader_id = '' OR e.tick_time <= clock_timestamp() - $4::bigint * interval '1 microsecond') RETURNING e.elect_key, e.term`, ""
 }
 
 func (q postgresBatch) releaseMany(int) (string, string) {
 	return `WITH u AS (UPDATE ` + q.t + ` AS e SET version = e.version + 1, leader_id = '', tick_time = clock_timestamp(), handover_to = '', stepdown = 0, update_time = clock_timestamp()` +
-		pgFrom + ` AND e.leader_id = $1 RETURNING e.elect_key) SELECT elect_key FROM (` + strings.Replace(q.notify, "SELECT pg_notify(", "SELECT elect_key, pg_notify(", 1) + `) AS n`, ""
+		pgFrom + ` AND e.leader_id = $1 RETURNING e.elect_key) ` + q.notify, ""
 }
 
 func (q postgresBatch) insertMany(int) (string, string) {
 	return `INSERT INTO ` + q.t + ` (elect_key, version, leader_id, term, tick_time, handover_to, stepdown, create_time, update_time)` +
-		` SELECT v.k, 1, $1, 1, clock_timestamp(), '', 0, clock_timestamp(), clock_timestamp() FROM unnest($2::text[], $3::bigint[]) AS v(k, ver)` +
-		` ON CONFLICT (elect_key) DO NOTHING RETURNING elect_key`, ""
+		` SELECT v.k, ` + pgEpochMicros + `, $1, ` + pgEpochMicros + `, clock_timestamp(), '', 0, clock_timestamp(), clock_timestamp() FROM unnest($2::text[], $3::bigint[]) AS v(k, ver)` +
+		` ON CONFLICT (elect_key) DO NOTHING RETURNING elect_key, term`, ""
 }
 
 // --- SQLite: UPDATE … WHERE (elect_key, version) IN (VALUES …) RETURNING.
 
 type sqliteBatch struct{ t string }
-
-const sqliteNow = `CAST(unixepoch('subsec') * 1000000 AS INTEGER)`
 
 func (q sqliteBatch) observeMany(n int) string {
 	return `SELECT elect_key, version, leader_id, term, ` + sqliteNow + ` - tick_time, handover_to, stepdown FROM ` + q.t +
@@ -386,8 +409,8 @@ func (q sqliteBatch) renewMany(n int) (string, string) {
 }
 
 func (q sqliteBatch) electMany(n int) (string, string) {
-	return `UPDATE ` + q.t + ` SET leader_id = ?1, term = version + 1, version = version + 1, tick_time = ` + sqliteNow + `, handover_to = '', stepdown = 0, update_time = ` + sqliteNow +
-		` WHERE (elect_key, version) IN (` + values(n) + `) AND (leader_id = '' OR ` + sqliteNow + ` - tick_time >= ?) RETURNING elect_key`, ""
+	return `UPDATE ` + q.t + ` SET leader_id = ?1, term = ` + sqliteNewTerm + `, version = ` + sqliteNewTerm + `, tick_time = ` + sqliteNow + `, handover_to = '', stepdown = 0, update_time = ` + sqliteNow +
+		` WHERE (elect_key, version) IN (` + values(n) + `) AND (leader_id = '' OR ` + sqliteNow + ` - tick_time >= ?) RETURNING elect_key, term`, ""
 }
 
 func (q sqliteBatch) releaseMany(n int) (string, string) {
@@ -397,8 +420,8 @@ func (q sqliteBatch) releaseMany(n int) (string, string) {
 
 func (q sqliteBatch) insertMany(n int) (string, string) {
 	return `INSERT INTO ` + q.t + ` (elect_key, version, leader_id, term, tick_time, handover_to, stepdown, create_time, update_time)` +
-		` SELECT column1, 1, ?1, 1, ` + sqliteNow + `, '', 0, ` + sqliteNow + `, ` + sqliteNow + ` FROM (` + values(n) + `) WHERE true` +
-		` ON CONFLICT (elect_key) DO NOTHING RETURNING elect_key`, ""
+		` SELECT column1, ` + sqliteNow + `, ?1, ` + sqliteNow + `, ` + sqliteNow + `, '', 0, ` + sqliteNow + `, ` + sqliteNow + ` FROM (` + values(n) + `) WHERE true` +
+		` ON CONFLICT (elect_key) DO NOTHING RETURNING elect_key, term`, ""
 }
 
 // query implementations of the backends.

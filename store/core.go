@@ -39,13 +39,18 @@ type scanner interface {
 // in the comments; each placeholder is used exactly once.
 type queries struct {
 	observe  string // key
-	insert   string // key, id
-	elect    string // newVersion, id, newVersion (term), key, oldVersion, leaseMicros
+	insert   string // key, id; reports the new term
+	elect    string // id, key, oldVersion, leaseMicros; reports the new term
 	renew    string // newVersion, key, oldVersion, id
 	release  string // newVersion, key, oldVersion, id
-	handover string // newVersion, to, newVersion (term), key, oldVersion, id
+	handover string // to, key, oldVersion, id; reports the new term
 	request  string // newVersion, to, key, oldVersion
 	check    string // (none): selects every column, matches no row
+
+	// termByLastInsertID: the statements that report a new term do it through
+	// LAST_INSERT_ID(expr) in the reply (MySQL, which has no UPDATE ... RETURNING);
+	// otherwise they return one row holding it (RETURNING term).
+	termByLastInsertID bool
 }
 
 // core is the dialect-independent part of every store.
@@ -71,7 +76,7 @@ func newCore(d schema.Dialect, table string, b backend, classify func(error) err
 	case schema.MySQL:
 		bq = mysqlBatch{quoted}
 	case schema.Postgres:
-		bq = postgresBatch{t: quoted, notify: pgNotify(table)}
+		bq = postgresBatch{t: quoted, notify: pgNotify(table, "elect_key")}
 	default:
 		bq = sqliteBatch{quoted}
 	}
@@ -206,25 +211,65 @@ func decode(key string, version sql.NullInt64, leader sql.NullString, term, ageM
 	}, nil
 }
 
-// Insert creates the row of key with id as its first leader (version 1, term 1).
-// It never overwrites: inserted is false when the row exists.
-func (c *core) Insert(ctx context.Context, key, id string) (inserted bool, err error) {
+// Insert creates the row of key with id as its first leader and returns the new
+// term (see [core.Elect] for how terms are chosen). It never overwrites: inserted is
+// false when the row exists.
+func (c *core) Insert(ctx context.Context, key, id string) (term int64, inserted bool, err error) {
 	if err := validateNames(key, id); err != nil {
-		return false, err
+		return 0, false, err
 	}
-	n, err := c.b.exec(ctx, c.q.insert, key, id)
-	return n == 1, c.wrap("insert", key, err)
+	term, inserted, err = c.writeTerm(ctx, c.q.insert, key, id)
+	return term, inserted, c.wrap("insert", key, err)
 }
 
 // Elect makes id the leader of key if the row is still at version and its lease is
 // released or has expired by the database clock, at execution, for the given lease.
-// On success the row's version and term become version+1.
-func (c *core) Elect(ctx context.Context, key, id string, version int64, lease time.Duration) (swapped bool, err error) {
+// On success it returns the new term, which is also the row's new version.
+//
+// A term is the greater of version+1 and the database clock in microseconds since
+// the Unix epoch, at execution. So terms increase with every election even when the
+// row itself went back in time: a database failover that lost the latest writes
+// cannot hand out a term again, or a lower one, as long as the new server's clock is
+// not behind the old one's by more than the time between the lost term's election
+// and the next (at least the failover's duration; see docs/SAFETY.md).
+func (c *core) Elect(ctx context.Context, key, id string, version int64, lease time.Duration) (term int64, won bool, err error) {
 	if err := validateNames(key, id); err != nil {
-		return false, err
+		return 0, false, err
 	}
-	n, err := c.b.exec(ctx, c.q.elect, version+1, id, version+1, key, version, lease.Microseconds())
-	return n == 1, c.wrap("elect", key, err)
+	term, won, err = c.writeTerm(ctx, c.q.elect, id, key, version, lease.Microseconds())
+	return term, won, c.wrap("elect", key, err)
+}
+
+// writeTerm runs a write that starts a term and returns the term, or won == false
+// when the write changed no row.
+func (c *core) writeTerm(ctx context.Context, query string, args ...any) (term int64, won bool, err error) {
+	if c.q.termByLastInsertID {
+		b, ok := c.b.(lastIDExecer)
+		if !ok {
+			return 0, false, fmt.Errorf("%w: the %s store needs a database/sql backend", ErrInvalidArgument, c.dialect)
+		}
+		n, id, err := b.execLastID(ctx, query, args...)
+		if err != nil || n != 1 {
+			return 0, false, err
+		}
+		if id < 1 {
+			return 0, false, fmt.Errorf("%w: the server reported term %d for a won write; check that no proxy rewrites LAST_INSERT_ID", ErrInvalidRow, id)
+		}
+		return id, true, nil
+	}
+	err = c.b.queryRow(ctx, query, args...).Scan(&term)
+	if errors.Is(err, sql.ErrNoRows) || errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	return term, true, nil
+}
+
+// lastIDExecer runs a statement and reports the LAST_INSERT_ID of its reply.
+type lastIDExecer interface {
+	execLastID(ctx context.Context, query string, args ...any) (affected, lastID int64, err error)
 }
 
 // Renew records a heartbeat of leader id: the row's tick_time becomes the database's
@@ -248,17 +293,18 @@ func (c *core) Release(ctx context.Context, key, id string, version int64) (swap
 }
 
 // Handover passes id's lease on key to candidate to, with a fresh tick_time and a new
-// term (version+1), if the row is still at version and held by id. The new leader
+// term (chosen as [core.Elect] does), if the row is still at version and held by id.
+// It returns the new term, which is also the row's new version. The new leader
 // confirms with its first renewal.
-func (c *core) Handover(ctx context.Context, key, id string, version int64, to string) (swapped bool, err error) {
+func (c *core) Handover(ctx context.Context, key, id string, version int64, to string) (term int64, ok bool, err error) {
 	if err := validateNames(key, id); err != nil {
-		return false, err
+		return 0, false, err
 	}
 	if err := validateName("handover target", to); err != nil {
-		return false, err
+		return 0, false, err
 	}
-	n, err := c.b.exec(ctx, c.q.handover, version+1, to, version+1, key, version, id)
-	return n == 1, c.wrap("handover", key, err)
+	term, ok, err = c.writeTerm(ctx, c.q.handover, to, key, version, id)
+	return term, ok, c.wrap("handover", key, err)
 }
 
 // RequestStepDown asks the leader of key to step down, handing over to candidate to
@@ -315,4 +361,16 @@ func (b sqlBackend) exec(ctx context.Context, query string, args ...any) (int64,
 
 func (b sqlBackend) queryRow(ctx context.Context, query string, args ...any) scanner {
 	return b.db.QueryRowContext(ctx, query, args...)
+}
+
+func (b sqlBackend) execLastID(ctx context.Context, query string, args ...any) (affected, lastID int64, err error) {
+	res, err := b.db.ExecContext(ctx, query, args...)
+	if err != nil {
+		return 0, 0, err
+	}
+	if affected, err = res.RowsAffected(); err != nil {
+		return 0, 0, err
+	}
+	lastID, err = res.LastInsertId()
+	return affected, lastID, err
 }

@@ -23,8 +23,8 @@ import (
 // guardStore is a store with a guard for database/sql transactions.
 type guardStore interface {
 	CreateTable(ctx context.Context) error
-	Insert(ctx context.Context, key, id string) (bool, error)
-	Elect(ctx context.Context, key, id string, version int64, lease time.Duration) (bool, error)
+	Insert(ctx context.Context, key, id string) (int64, bool, error)
+	Elect(ctx context.Context, key, id string, version int64, lease time.Duration) (int64, bool, error)
 	Release(ctx context.Context, key, id string, version int64) (bool, error)
 	Renew(ctx context.Context, key, id string, version int64) (bool, error)
 }
@@ -341,11 +341,25 @@ func (e *guardEnv) guardOnce(key, id string, token int64, lease time.Duration) e
 	return tx.guard(e.t.Context(), key, id, token, lease)
 }
 
-func (e *guardEnv) insert(key, id string) {
+// insert creates the row of key with id as leader and returns its term.
+func (e *guardEnv) insert(key, id string) int64 {
 	e.t.Helper()
-	ok, err := e.s.Insert(e.t.Context(), key, id)
+	term, ok, err := e.s.Insert(e.t.Context(), key, id)
 	require.NoError(e.t, err)
 	require.True(e.t, ok, "insert %q", key)
+	require.Positive(e.t, term, "insert %q", key)
+	return term
+}
+
+// elect makes id the leader of key from version, with a lease of 1 µs that has
+// expired by now, and returns the new term.
+func (e *guardEnv) elect(ctx context.Context, key, id string, version int64) int64 {
+	e.t.Helper()
+	term, ok, err := e.s.Elect(ctx, key, id, version, time.Microsecond)
+	require.NoError(e.t, err)
+	require.True(e.t, ok, "elect %q from version %d", id, version)
+	require.Greater(e.t, term, version, "a won election starts a term above the version it was sent from")
+	return term
 }
 
 func fenced(t *testing.T, err error, mention string) {
@@ -359,86 +373,86 @@ func fenced(t *testing.T, err error, mention string) {
 
 func guardPassesForTheLiveTerm(t *testing.T, h guardHarness) {
 	e := newGuardEnv(t, h)
-	e.insert("k", "a")
+	term := e.insert("k", "a")
 	actions := e.createActions()
 	tx, err := e.begin(t.Context())
 	require.NoError(t, err)
 	defer tx.rollback()
-	require.NoError(t, tx.guard(t.Context(), "k", "a", 1, hour))
-	require.NoError(t, tx.exec(t.Context(), "INSERT INTO "+actions+" (token, who) VALUES ("+e.param(1)+", 'a')", 1))
+	require.NoError(t, tx.guard(t.Context(), "k", "a", term, hour))
+	require.NoError(t, tx.exec(t.Context(), "INSERT INTO "+actions+" (token, who) VALUES ("+e.param(1)+", 'a')", term))
 	require.NoError(t, tx.commit())
 
 	// After a renewal the term, and so the token, is the same.
-	ok, err := e.s.Renew(t.Context(), "k", "a", 1)
+	ok, err := e.s.Renew(t.Context(), "k", "a", term)
 	require.NoError(t, err)
 	require.True(t, ok)
-	require.NoError(t, e.guardOnce("k", "a", 1, hour))
+	require.NoError(t, e.guardOnce("k", "a", term, hour))
 }
 
 func guardFailsAfterTakeover(t *testing.T, h guardHarness) {
 	e := newGuardEnv(t, h)
 	ctx := t.Context()
-	e.insert("k", "a")
-	// b takes over once the lease (1 µs here) has expired: term 2.
+	first := e.insert("k", "a")
+	// b takes over once the lease (1 µs here) has expired, in a newer term.
 	time.Sleep(5 * time.Millisecond) // SQLite's clock has millisecond steps
-	ok, err := e.s.Elect(ctx, "k", "b", 1, time.Microsecond)
-	require.NoError(t, err)
-	require.True(t, ok)
-	fenced(t, e.guardOnce("k", "a", 1, hour), "newer term 2")
-	require.NoError(t, e.guardOnce("k", "b", 2, hour), "the new leader's token holds")
+	second := e.elect(ctx, "k", "b", first)
+	fenced(t, e.guardOnce("k", "a", first, hour), fmt.Sprintf("newer term %d", second))
+	require.NoError(t, e.guardOnce("k", "b", second, hour), "the new leader's token holds")
 }
 
 func guardFailsAfterRelease(t *testing.T, h guardHarness) {
 	e := newGuardEnv(t, h)
-	e.insert("k", "a")
-	ok, err := e.s.Release(t.Context(), "k", "a", 1)
+	term := e.insert("k", "a")
+	ok, err := e.s.Release(t.Context(), "k", "a", term)
 	require.NoError(t, err)
 	require.True(t, ok)
-	fenced(t, e.guardOnce("k", "a", 1, hour), "released")
+	fenced(t, e.guardOnce("k", "a", term, hour), "released")
 }
 
 func guardFailsWhenTheLeaseExpired(t *testing.T, h guardHarness) {
 	e := newGuardEnv(t, h)
-	e.insert("k", "a")
+	term := e.insert("k", "a")
 	time.Sleep(300 * time.Millisecond)
-	fenced(t, e.guardOnce("k", "a", 1, 200*time.Millisecond), "expired")
-	require.NoError(t, e.guardOnce("k", "a", 1, hour), "the same row with a longer lease")
+	fenced(t, e.guardOnce("k", "a", term, 200*time.Millisecond), "expired")
+	require.NoError(t, e.guardOnce("k", "a", term, hour), "the same row with a longer lease")
 }
 
 func guardFailsForAnotherIDTokenOrKey(t *testing.T, h guardHarness) {
 	e := newGuardEnv(t, h)
-	e.insert("k", "a")
-	fenced(t, e.guardOnce("k", "b", 1, hour), `held by "a"`)
-	fenced(t, e.guardOnce("k", "a", 2, hour), "rolled back")
+	term := e.insert("k", "a")
+	fenced(t, e.guardOnce("k", "b", term, hour), `held by "a"`)
+	fenced(t, e.guardOnce("k", "a", term+1, hour), "rolled back")
+	fenced(t, e.guardOnce("k", "a", term-1, hour), fmt.Sprintf("newer term %d", term))
 	fenced(t, e.guardOnce("k", "a", 0, hour), "not a term")
 	fenced(t, e.guardOnce("k", "a", -1, hour), "not a term")
-	fenced(t, e.guardOnce("other", "a", 1, hour), "does not exist")
-	fenced(t, e.guardOnce("K", "a", 1, hour), "does not exist")
+	fenced(t, e.guardOnce("other", "a", term, hour), "does not exist")
+	fenced(t, e.guardOnce("K", "a", term, hour), "does not exist")
 	for _, bad := range []struct{ key, id string }{{"", "a"}, {"k", ""}, {"k ", "a"}, {"k", "a\x00"}, {strings.Repeat("k", 256), "a"}} {
-		err := e.guardOnce(bad.key, bad.id, 1, hour)
+		err := e.guardOnce(bad.key, bad.id, term, hour)
 		require.ErrorIs(t, err, store.ErrInvalidArgument, "%q %q", bad.key, bad.id)
 		assert.NotErrorIs(t, err, store.ErrFenced)
 	}
-	require.ErrorIs(t, e.guardOnce("k", "a", 1, 0), store.ErrInvalidArgument, "zero lease")
+	require.ErrorIs(t, e.guardOnce("k", "a", term, 0), store.ErrInvalidArgument, "zero lease")
 }
 
 func guardFailsOnARolledBackRow(t *testing.T, h guardHarness) {
 	e := newGuardEnv(t, h)
 	ctx := t.Context()
-	e.insert("k", "a")
+	first := e.insert("k", "a")
 	time.Sleep(5 * time.Millisecond)
-	ok, err := e.s.Elect(ctx, "k", "b", 1, time.Microsecond) // b: term 2
-	require.NoError(t, err)
-	require.True(t, ok)
-	// A failover loses b's election and c wins from version 1 again: term 2 is issued
-	// a second time, to c. b's token 2 must not pass on c's lease.
-	require.NoError(t, e.exec(ctx, "UPDATE "+e.quoted+" SET version = 1, term = 1, leader_id = 'a' WHERE elect_key = 'k'"))
+	second := e.elect(ctx, "k", "b", first)
+	// A failover loses b's election: the row is back at a's term. b's token is
+	// newer than the row's term.
+	require.NoError(t, e.exec(ctx, "UPDATE "+e.quoted+" SET version = "+e.param(1)+", term = "+e.param(2)+", leader_id = 'a' WHERE elect_key = 'k'", first, first))
+	fenced(t, e.guardOnce("k", "b", second, hour), "rolled back")
+	// c wins from the rolled-back version: its term is chosen by the database clock,
+	// so it is newer than b's instead of issuing b's term a second time. b's token
+	// must not pass on c's lease.
 	time.Sleep(5 * time.Millisecond)
-	ok, err = e.s.Elect(ctx, "k", "c", 1, time.Microsecond)
-	require.NoError(t, err)
-	require.True(t, ok)
-	fenced(t, e.guardOnce("k", "b", 2, hour), `held by "c"`)
-	require.NoError(t, e.guardOnce("k", "c", 2, hour))
+	third := e.elect(ctx, "k", "c", first)
+	require.Greater(t, third, second, "a term is never issued twice, even after a rollback")
+	fenced(t, e.guardOnce("k", "b", second, hour), fmt.Sprintf("newer term %d was won by \"c\"", third))
+	require.NoError(t, e.guardOnce("k", "c", third, hour))
 }
 
 // takeoverWaitsForTheGuardedTransaction: while a guarded transaction is open, an
@@ -446,16 +460,16 @@ func guardFailsOnARolledBackRow(t *testing.T, h guardHarness) {
 func takeoverWaitsForTheGuardedTransaction(t *testing.T, h guardHarness) {
 	e := newGuardEnv(t, h)
 	ctx := t.Context()
-	e.insert("k", "a")
+	term := e.insert("k", "a")
 	tx, err := e.begin(ctx)
 	require.NoError(t, err)
 	defer tx.rollback()
-	require.NoError(t, tx.guard(ctx, "k", "a", 1, hour))
+	require.NoError(t, tx.guard(ctx, "k", "a", term, hour))
 
 	done := make(chan error, 1)
 	go func() {
 		// The lease is expired for this election (1 µs), so only the lock stops it.
-		ok, err := e.s.Elect(context.WithoutCancel(ctx), "k", "b", 1, time.Microsecond)
+		_, ok, err := e.s.Elect(context.WithoutCancel(ctx), "k", "b", term, time.Microsecond)
 		if err == nil && !ok {
 			err = errors.New("election lost its compare-and-set")
 		}
@@ -469,7 +483,7 @@ func takeoverWaitsForTheGuardedTransaction(t *testing.T, h guardHarness) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the election did not proceed after the guarded transaction committed")
 	}
-	fenced(t, e.guardOnce("k", "a", 1, hour), "newer term")
+	fenced(t, e.guardOnce("k", "a", term, hour), "newer term")
 }
 
 // waitBlocked asserts that the write whose result arrives on done is blocked: the
@@ -512,7 +526,7 @@ func (e *guardEnv) waitBlocked(done <-chan error) {
 func fencedWriteNeverLandsAfterTheNewLeaderWon(t *testing.T, h guardHarness) {
 	e := newGuardEnv(t, h)
 	ctx := t.Context()
-	e.insert("k", "a")
+	first := e.insert("k", "a")
 	actions := e.createActions()
 	write := func(id string, token int64, pause time.Duration) error {
 		tx, err := e.begin(ctx)
@@ -531,12 +545,10 @@ func fencedWriteNeverLandsAfterTheNewLeaderWon(t *testing.T, h guardHarness) {
 	}
 	// a's write is in flight when b's election is sent; b writes after it won.
 	aDone := make(chan error, 1)
-	go func() { aDone <- write("a", 1, 100*time.Millisecond) }()
+	go func() { aDone <- write("a", first, 100*time.Millisecond) }()
 	time.Sleep(20 * time.Millisecond)
-	ok, err := e.s.Elect(ctx, "k", "b", 1, time.Microsecond)
-	require.NoError(t, err)
-	require.True(t, ok)
-	require.NoError(t, write("b", 2, 0))
+	second := e.elect(ctx, "k", "b", first)
+	require.NoError(t, write("b", second, 0))
 	aErr := <-aDone
 	if aErr != nil {
 		// On SQLite, a guard that lost the race for the file's write lock to the
@@ -547,7 +559,7 @@ func fencedWriteNeverLandsAfterTheNewLeaderWon(t *testing.T, h guardHarness) {
 	rows := e.readActions(actions)
 	require.NotEmpty(t, rows)
 	assert.Equal(t, "b", rows[len(rows)-1], "the newer leader's write is the last one: %v", rows)
-	fenced(t, write("a", 1, 0), "newer term")
+	fenced(t, write("a", first, 0), "newer term")
 }
 
 func (e *guardEnv) readActions(actions string) []string {
@@ -575,10 +587,10 @@ func guardHostileKeys(t *testing.T, h guardHarness) {
 		`x'; DROP TABLE ` + e.table + `; --`, `' OR '1'='1`, `" OR ""="`, "`", `\`, `%`, `_`, `$1`, `?`,
 		"ключ 🗳", "new\nline",
 	} {
-		e.insert(key, key)
-		require.NoError(t, e.guardOnce(key, key, 1, hour), "key %q", key)
-		fenced(t, e.guardOnce(key, key+"x", 1, hour), "held by")
+		term := e.insert(key, key)
+		require.NoError(t, e.guardOnce(key, key, term, hour), "key %q", key)
+		fenced(t, e.guardOnce(key, key+"x", term, hour), "held by")
 		// A LIKE-style or injected match never reaches another row.
-		fenced(t, e.guardOnce(key+"%", key, 1, hour), "does not exist")
+		fenced(t, e.guardOnce(key+"%", key, term, hour), "does not exist")
 	}
 }

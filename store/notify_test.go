@@ -54,32 +54,39 @@ func TestPostgresReleaseAndHandoverNotifyOnlyWhenTheyWin(t *testing.T) {
 
 	const quiet, settle = 300 * time.Millisecond, 10 * time.Second
 	key := "it's a key\nwith a newline"
-	ok, err := s.Insert(ctx, key, "a")
+	v, ok, err := s.Insert(ctx, key, "a")
 	require.True(t, ok)
 	require.NoError(t, err)
-	ok, err = s.Renew(ctx, key, "a", 1)
+	ok, err = s.Renew(ctx, key, "a", v)
 	require.True(t, ok)
 	require.NoError(t, err)
 	_, got := next(quiet)
 	assert.False(t, got, "insert and renew do not notify")
 
-	ok, err = s.Release(ctx, key, "a", 1) // stale version: loses
+	ok, err = s.Release(ctx, key, "a", v) // stale version: loses
 	require.NoError(t, err)
 	require.False(t, ok)
 	_, got = next(quiet)
 	assert.False(t, got, "a losing release does not notify")
 
-	ok, err = s.Release(ctx, key, "a", 2)
+	ok, err = s.Release(ctx, key, "a", v+1)
 	require.NoError(t, err)
 	require.True(t, ok, "rows affected counts the SELECT's row")
 	p, got := next(settle)
 	require.True(t, got, "a winning release notifies")
 	assert.Equal(t, store.NotifyPayload(table, key), p)
 
-	ok, err = s.Elect(ctx, key, "b", 3, time.Hour)
+	term, ok, err := s.Elect(ctx, key, "b", v+2, time.Hour)
 	require.NoError(t, err)
 	require.True(t, ok)
-	ok, err = s.Handover(ctx, key, "b", 4, "c")
+	_, got = next(quiet)
+	assert.False(t, got, "an election does not notify")
+	_, ok, err = s.Handover(ctx, key, "b", term-1, "c") // stale version: loses
+	require.NoError(t, err)
+	require.False(t, ok)
+	_, got = next(quiet)
+	assert.False(t, got, "a losing handover does not notify")
+	_, ok, err = s.Handover(ctx, key, "b", term, "c")
 	require.NoError(t, err)
 	require.True(t, ok)
 	p, got = next(settle)
@@ -90,7 +97,11 @@ func TestPostgresReleaseAndHandoverNotifyOnlyWhenTheyWin(t *testing.T) {
 	ins, err := s.InsertMany(ctx, "m", []string{"x", "y"})
 	require.NoError(t, err)
 	require.Len(t, ins, 2)
-	rel, err := s.ReleaseMany(ctx, "m", []store.KeyVersion{{Key: "x", Version: 1}, {Key: "y", Version: 1}})
+	held := make([]store.KeyVersion, len(ins))
+	for i, w := range ins {
+		held[i] = store.KeyVersion{Key: w.Key, Version: w.Term}
+	}
+	rel, err := s.ReleaseMany(ctx, "m", held)
 	require.NoError(t, err)
 	assert.Len(t, rel, 2)
 	var payloads []string

@@ -76,33 +76,44 @@ const NotifyChannel = "casleader"
 // Table names hold no space, so the first space separates the two.
 func NotifyPayload(table, key string) string { return table + " " + key }
 
-// pgNotify is the SELECT that follows a release or handover's CTE u (which returns
-// the key of the row it changed): one notification per changed row.
-func pgNotify(table string) string {
+// pgNotify is the SELECT that follows a release or handover's CTE u: one
+// notification per row u returns, and one result row per notification, holding the
+// columns cols of u (u must return elect_key too).
+func pgNotify(table, cols string) string {
 	// table passed schema.ValidateTable: letters, digits, underscores and one dot,
 	// safe inside a string literal.
-	return `SELECT pg_notify('` + NotifyChannel + `', '` + table + ` ' || elect_key) FROM u`
+	return `SELECT ` + cols + ` FROM (SELECT ` + cols + `, pg_notify('` + NotifyChannel + `', '` + table + ` ' || elect_key) FROM u) AS n`
 }
+
+const (
+	// pgAge is the age of tick_time by the database clock, in microseconds.
+	pgAge = `(EXTRACT(EPOCH FROM (clock_timestamp() - tick_time)) * 1000000)::bigint`
+	// pgEpochMicros is the database clock in microseconds since the Unix epoch:
+	// statement_timestamp() is fixed for the statement, so every use gives the same
+	// value. It is the first term of an inserted row.
+	pgEpochMicros = `(EXTRACT(EPOCH FROM statement_timestamp()) * 1000000)::bigint`
+	// pgNewTerm is a new term (see [core.Elect]). PostgreSQL computes every
+	// assignment from the old row.
+	pgNewTerm = `GREATEST(version + 1, ` + pgEpochMicros + `)`
+)
 
 func postgresQueries(t, table string) queries {
 	const now = "clock_timestamp()"
-	notify := pgNotify(table)
-	const age = `(EXTRACT(EPOCH FROM (clock_timestamp() - tick_time)) * 1000000)::bigint`
+	const epochMicros, age = pgEpochMicros, pgAge
 	return queries{
 		observe: `SELECT version, leader_id, term, ` + age + `, handover_to, stepdown FROM ` + t + ` WHERE elect_key = $1`,
 		insert: `INSERT INTO ` + t + ` (elect_key, version, leader_id, term, tick_time, handover_to, stepdown, create_time, update_time)` +
-			` VALUES ($1, 1, $2, 1, ` + now + `, '', 0, ` + now + `, ` + now + `) ON CONFLICT (elect_key) DO NOTHING`,
-		elect: `UPDATE ` + t + ` SET version = $1, leader_id = $2, term = $3, tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +
-			` WHERE elect_key = $4 AND version = $5 AND (leader_id = '' OR tick_time <= clock_timestamp() - $6::bigint * interval '1 microsecond')`,
+			` VALUES ($1, ` + epochMicros + `, $2, ` + epochMicros + `, ` + now + `, '', 0, ` + now + `, ` + now + `) ON CONFLICT (elect_key) DO NOTHING RETURNING term`,
+		elect: `UPDATE ` + t + ` SET version = ` + pgNewTerm + `, term = ` + pgNewTerm +
+			`, leader_id = $1, tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +
+			` WHERE elect_key = $2 AND version = $3 AND (leader_id = '' OR tick_time <= clock_timestamp() - $4::bigint * interval '1 microsecond') RETURNING term`,
 		renew: `UPDATE ` + t + ` SET version = $1, tick_time = ` + now + `, update_time = ` + now +
 			` WHERE elect_key = $2 AND version = $3 AND leader_id = $4`,
-		// Release and handover notify listeners (package notify) in the same
-		// statement: the notification is delivered when the write commits, and only if
-		// it won. Rows affected is the SELECT's row count: 1 when the write won.
 		release: `WITH u AS (UPDATE ` + t + ` SET version = $1, leader_id = '', tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +
-			` WHERE elect_key = $2 AND version = $3 AND leader_id = $4 RETURNING elect_key) ` + notify,
-		handover: `WITH u AS (UPDATE ` + t + ` SET version = $1, leader_id = $2, term = $3, tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +
-			` WHERE elect_key = $4 AND version = $5 AND leader_id = $6 RETURNING elect_key) ` + notify,
+			` WHERE elect_key = $2 AND version = $3 AND leader_id = $4 RETURNING elect_key) ` + pgNotify(table, "elect_key"),
+		handover: `WITH u AS (UPDATE ` + t + ` SET version = ` + pgNewTerm + `, term = ` + pgNewTerm +
+			`, leader_id = $1, tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +
+			` WHERE elect_key = $2 AND version = $3 AND leader_id = $4 RETURNING elect_key, term) ` + pgNotify(table, "term"),
 		request: `UPDATE ` + t + ` SET version = $1, handover_to = $2, stepdown = 1, update_time = ` + now +
 			` WHERE elect_key = $3 AND version = $4 AND leader_id <> ''`,
 		check: `SELECT ` + strings.Join(schema.Columns, ", ") + ` FROM ` + t + ` WHERE false`,

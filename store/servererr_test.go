@@ -58,8 +58,8 @@ func pgWithParams(t *testing.T, params map[string]string) *pgxpool.Pool {
 type errStore interface {
 	CreateTable(ctx context.Context) error
 	Observe(ctx context.Context, key string) (store.Record, bool, error)
-	Insert(ctx context.Context, key, id string) (bool, error)
-	Elect(ctx context.Context, key, id string, version int64, lease time.Duration) (bool, error)
+	Insert(ctx context.Context, key, id string) (int64, bool, error)
+	Elect(ctx context.Context, key, id string, version int64, lease time.Duration) (int64, bool, error)
 	Renew(ctx context.Context, key, id string, version int64) (bool, error)
 	Release(ctx context.Context, key, id string, version int64) (bool, error)
 }
@@ -87,8 +87,8 @@ func notWritable(t *testing.T, ro errStore, code string) {
 		name string
 		err  error
 	}{
-		{"Insert", second(ro.Insert(ctx, "other", "b"))},
-		{"Elect", second(ro.Elect(ctx, "k", "b", rec.Version, time.Microsecond))},
+		{"Insert", third(ro.Insert(ctx, "other", "b"))},
+		{"Elect", third(ro.Elect(ctx, "k", "b", rec.Version, time.Microsecond))},
 		{"Renew", second(ro.Renew(ctx, "k", "a", rec.Version))},
 		{"Release", second(ro.Release(ctx, "k", "a", rec.Version))},
 	} {
@@ -99,7 +99,11 @@ func notWritable(t *testing.T, ro errStore, code string) {
 	}
 }
 
+// second returns the error of a compare-and-set; third that of a write that starts
+// a term.
 func second(_ bool, err error) error { return err }
+
+func third(_ int64, _ bool, err error) error { return err }
 
 func TestReadOnlyServerIsNotWritable(t *testing.T) {
 	t.Run("MariaDBReadOnlySession", func(t *testing.T) {
@@ -109,7 +113,7 @@ func TestReadOnlyServerIsNotWritable(t *testing.T) {
 		require.NoError(t, err)
 		dropLater(t, schema.MySQL, table, func(ctx context.Context, q string) error { _, err := testdb.MySQL(t).ExecContext(ctx, q); return err })
 		require.NoError(t, rw.CreateTable(t.Context()))
-		_, err = rw.Insert(t.Context(), "k", "a")
+		_, _, err = rw.Insert(t.Context(), "k", "a")
 		require.NoError(t, err)
 		// A read-only session: MariaDB answers 1792 (MySQL's --read-only server, 1290, is
 		// global and would disturb other tests; its classification is unit-tested).
@@ -125,7 +129,7 @@ func TestReadOnlyServerIsNotWritable(t *testing.T) {
 		require.NoError(t, err)
 		dropLater(t, schema.Postgres, table, func(ctx context.Context, q string) error { _, err := pool.Exec(ctx, q); return err })
 		require.NoError(t, rw.CreateTable(t.Context()))
-		_, err = rw.Insert(t.Context(), "k", "a")
+		term, _, err := rw.Insert(t.Context(), "k", "a")
 		require.NoError(t, err)
 		// default_transaction_read_only, as ALTER ROLE … SET would give every session of
 		// a role, or a standby does: SQLSTATE 25006.
@@ -138,7 +142,7 @@ func TestReadOnlyServerIsNotWritable(t *testing.T) {
 		tx, err := roPool.Begin(t.Context())
 		require.NoError(t, err)
 		defer tx.Rollback(context.Background()) //nolint:errcheck // a no-op after the error
-		err = ro.GuardPgx(t.Context(), tx, "k", "a", 1, time.Hour)
+		err = ro.GuardPgx(t.Context(), tx, "k", "a", term, time.Hour)
 		require.ErrorIs(t, err, store.ErrNotWritable)
 		assert.NotErrorIs(t, err, store.ErrFenced)
 	})
@@ -151,7 +155,7 @@ func TestReadOnlyServerIsNotWritable(t *testing.T) {
 		rw, err := store.NewSQLite(db, "")
 		require.NoError(t, err)
 		require.NoError(t, rw.CreateTable(t.Context()))
-		_, err = rw.Insert(t.Context(), "k", "a")
+		_, _, err = rw.Insert(t.Context(), "k", "a")
 		require.NoError(t, err)
 		rodb, err := sql.Open("sqlite", "file:"+path+"?mode=ro&_pragma=busy_timeout(5000)")
 		require.NoError(t, err)
@@ -173,7 +177,7 @@ func TestLockConflictsAreTransient(t *testing.T) {
 		require.NoError(t, err)
 		dropLater(t, schema.MySQL, table, func(ctx context.Context, q string) error { _, err := admin.ExecContext(ctx, q); return err })
 		require.NoError(t, rw.CreateTable(t.Context()))
-		_, err = rw.Insert(t.Context(), "k", "a")
+		term, _, err := rw.Insert(t.Context(), "k", "a")
 		require.NoError(t, err)
 		quoted, _ := schema.Quote(schema.MySQL, table)
 		tx, err := admin.BeginTx(t.Context(), nil)
@@ -184,7 +188,7 @@ func TestLockConflictsAreTransient(t *testing.T) {
 
 		s, err := store.NewMySQL(mysqlWithParams(t, map[string]string{"innodb_lock_wait_timeout": "1"}), table)
 		require.NoError(t, err)
-		_, err = s.Renew(t.Context(), "k", "a", 1)
+		_, err = s.Renew(t.Context(), "k", "a", term)
 		require.ErrorIs(t, err, store.ErrTransient)
 		var me *mysql.MySQLError
 		require.ErrorAs(t, err, &me)
@@ -198,7 +202,7 @@ func TestLockConflictsAreTransient(t *testing.T) {
 		require.NoError(t, err)
 		dropLater(t, schema.Postgres, table, func(ctx context.Context, q string) error { _, err := pool.Exec(ctx, q); return err })
 		require.NoError(t, rw.CreateTable(t.Context()))
-		_, err = rw.Insert(t.Context(), "k", "a")
+		term, _, err := rw.Insert(t.Context(), "k", "a")
 		require.NoError(t, err)
 		quoted, _ := schema.Quote(schema.Postgres, table)
 		tx, err := pool.Begin(t.Context())
@@ -209,7 +213,7 @@ func TestLockConflictsAreTransient(t *testing.T) {
 
 		s, err := store.NewPostgres(pgWithParams(t, map[string]string{"lock_timeout": "200ms"}), table)
 		require.NoError(t, err)
-		_, err = s.Renew(t.Context(), "k", "a", 1)
+		_, err = s.Renew(t.Context(), "k", "a", term)
 		require.ErrorIs(t, err, store.ErrTransient)
 		assertPgCode(t, err, "55P03")
 	})
@@ -221,7 +225,7 @@ func TestLockConflictsAreTransient(t *testing.T) {
 		require.NoError(t, err)
 		dropLater(t, schema.Postgres, table, func(ctx context.Context, q string) error { _, err := pool.Exec(ctx, q); return err })
 		require.NoError(t, rw.CreateTable(t.Context()))
-		_, err = rw.Insert(t.Context(), "k", "a")
+		term, _, err := rw.Insert(t.Context(), "k", "a")
 		require.NoError(t, err)
 		quoted, _ := schema.Quote(schema.Postgres, table)
 		// Another transaction updates the row and commits while the store's renewal,
@@ -235,7 +239,7 @@ func TestLockConflictsAreTransient(t *testing.T) {
 		s, err := store.NewPostgres(pgWithParams(t, map[string]string{"default_transaction_isolation": "repeatable read"}), table)
 		require.NoError(t, err)
 		done := make(chan error, 1)
-		go func() { _, err := s.Renew(context.Background(), "k", "a", 1); done <- err }()
+		go func() { _, err := s.Renew(context.Background(), "k", "a", term); done <- err }()
 		require.Eventually(t, func() bool {
 			n, err := pgLockWaits(pool)(t.Context(), table)
 			require.NoError(t, err)
@@ -255,7 +259,7 @@ func TestLockConflictsAreTransient(t *testing.T) {
 		rw, err := store.NewSQLite(db, "")
 		require.NoError(t, err)
 		require.NoError(t, rw.CreateTable(t.Context()))
-		_, err = rw.Insert(t.Context(), "k", "a")
+		term, _, err := rw.Insert(t.Context(), "k", "a")
 		require.NoError(t, err)
 		tx, err := db.BeginTx(t.Context(), nil) // BEGIN IMMEDIATE: the write lock
 		require.NoError(t, err)
@@ -265,7 +269,7 @@ func TestLockConflictsAreTransient(t *testing.T) {
 		t.Cleanup(func() { other.Close() })
 		s, err := store.NewSQLite(other, "")
 		require.NoError(t, err)
-		_, err = s.Renew(t.Context(), "k", "a", 1)
+		_, err = s.Renew(t.Context(), "k", "a", term)
 		require.ErrorIs(t, err, store.ErrTransient)
 	})
 }

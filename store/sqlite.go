@@ -51,20 +51,30 @@ func OpenSQLite(path string) (*sql.DB, error) {
 	return db, nil
 }
 
+const (
+	// sqliteNow is the database clock in microseconds since the Unix epoch (at
+	// millisecond resolution). 'now' is fixed for the statement, so every use gives
+	// the same value.
+	sqliteNow = `CAST(unixepoch('subsec') * 1000000 AS INTEGER)`
+	// sqliteNewTerm is a new term (see [core.Elect]). SQLite computes every
+	// assignment from the old row.
+	sqliteNewTerm = `max(version + 1, ` + sqliteNow + `)`
+)
+
 func sqliteQueries(t, _ string) queries {
-	const now = `CAST(unixepoch('subsec') * 1000000 AS INTEGER)`
+	const now, newTerm = sqliteNow, sqliteNewTerm
 	return queries{
 		observe: `SELECT version, leader_id, term, ` + now + ` - tick_time, handover_to, stepdown FROM ` + t + ` WHERE elect_key = ?`,
 		insert: `INSERT INTO ` + t + ` (elect_key, version, leader_id, term, tick_time, handover_to, stepdown, create_time, update_time)` +
-			` VALUES (?, 1, ?, 1, ` + now + `, '', 0, ` + now + `, ` + now + `) ON CONFLICT (elect_key) DO NOTHING`,
-		elect: `UPDATE ` + t + ` SET version = ?, leader_id = ?, term = ?, tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +
-			` WHERE elect_key = ? AND version = ? AND (leader_id = '' OR ` + now + ` - tick_time >= ?)`,
+			` VALUES (?, ` + now + `, ?, ` + now + `, ` + now + `, '', 0, ` + now + `, ` + now + `) ON CONFLICT (elect_key) DO NOTHING RETURNING term`,
+		elect: `UPDATE ` + t + ` SET version = ` + newTerm + `, term = ` + newTerm + `, leader_id = ?, tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +
+			` WHERE elect_key = ? AND version = ? AND (leader_id = '' OR ` + now + ` - tick_time >= ?) RETURNING term`,
 		renew: `UPDATE ` + t + ` SET version = ?, tick_time = ` + now + `, update_time = ` + now +
 			` WHERE elect_key = ? AND version = ? AND leader_id = ?`,
 		release: `UPDATE ` + t + ` SET version = ?, leader_id = '', tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +
 			` WHERE elect_key = ? AND version = ? AND leader_id = ?`,
-		handover: `UPDATE ` + t + ` SET version = ?, leader_id = ?, term = ?, tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +
-			` WHERE elect_key = ? AND version = ? AND leader_id = ?`,
+		handover: `UPDATE ` + t + ` SET version = ` + newTerm + `, term = ` + newTerm + `, leader_id = ?, tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +
+			` WHERE elect_key = ? AND version = ? AND leader_id = ? RETURNING term`,
 		request: `UPDATE ` + t + ` SET version = ?, handover_to = ?, stepdown = 1, update_time = ` + now +
 			` WHERE elect_key = ? AND version = ? AND leader_id <> ''`,
 		check: `SELECT ` + strings.Join(schema.Columns, ", ") + ` FROM ` + t + ` WHERE 0`,

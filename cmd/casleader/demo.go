@@ -28,7 +28,7 @@ temporary directory, starts three candidate processes (node-1, node-2, node-3) o
 election with short timings (lease 1.5s, renew deadline 1s, heartbeat 250ms, poll
 250ms) and prints a timeline of the election row:
 
-  1. one candidate wins (term 1) and renews;
+  1. one candidate wins (its first term) and renews;
   2. the leader is killed with SIGKILL: it can neither renew nor release, so the others
      wait until its lease has passed since its last renewal, then one takes over with
      a larger term (the fencing token);

@@ -40,11 +40,11 @@ const (
 // Inner is the store being decorated: the methods of casleader.Store.
 type Inner interface {
 	Observe(ctx context.Context, key string) (rec store.Record, found bool, err error)
-	Insert(ctx context.Context, key, id string) (inserted bool, err error)
-	Elect(ctx context.Context, key, id string, version int64, lease time.Duration) (swapped bool, err error)
+	Insert(ctx context.Context, key, id string) (term int64, inserted bool, err error)
+	Elect(ctx context.Context, key, id string, version int64, lease time.Duration) (term int64, won bool, err error)
 	Renew(ctx context.Context, key, id string, version int64) (swapped bool, err error)
 	Release(ctx context.Context, key, id string, version int64) (swapped bool, err error)
-	Handover(ctx context.Context, key, id string, version int64, to string) (swapped bool, err error)
+	Handover(ctx context.Context, key, id string, version int64, to string) (term int64, ok bool, err error)
 }
 
 // Store decorates an [Inner] store with fault hooks. Its methods are safe for
@@ -157,15 +157,24 @@ func (s *Store) before(ctx context.Context, op string) (err error, commitThen bo
 }
 
 func (s *Store) write(ctx context.Context, op string, do func() (bool, error)) (bool, error) {
+	_, ok, err := s.writeTerm(ctx, op, func() (int64, bool, error) {
+		ok, err := do()
+		return 0, ok, err
+	})
+	return ok, err
+}
+
+// writeTerm is write for the writes that start a term and report it.
+func (s *Store) writeTerm(ctx context.Context, op string, do func() (int64, bool, error)) (int64, bool, error) {
 	err, commit := s.before(ctx, op)
 	if err != nil && !commit {
-		return false, err
+		return 0, false, err
 	}
-	ok, werr := do()
+	term, ok, werr := do()
 	if commit {
-		return false, err
+		return 0, false, err
 	}
-	return ok, werr
+	return term, ok, werr
 }
 
 // Observe reads the row, with the faults of OpObserve.
@@ -177,13 +186,13 @@ func (s *Store) Observe(ctx context.Context, key string) (store.Record, bool, er
 }
 
 // Insert creates the row, with the faults of OpInsert.
-func (s *Store) Insert(ctx context.Context, key, id string) (bool, error) {
-	return s.write(ctx, OpInsert, func() (bool, error) { return s.inner.Insert(ctx, key, id) })
+func (s *Store) Insert(ctx context.Context, key, id string) (int64, bool, error) {
+	return s.writeTerm(ctx, OpInsert, func() (int64, bool, error) { return s.inner.Insert(ctx, key, id) })
 }
 
 // Elect sends an election, with the faults of OpElect.
-func (s *Store) Elect(ctx context.Context, key, id string, version int64, lease time.Duration) (bool, error) {
-	return s.write(ctx, OpElect, func() (bool, error) { return s.inner.Elect(ctx, key, id, version, lease) })
+func (s *Store) Elect(ctx context.Context, key, id string, version int64, lease time.Duration) (int64, bool, error) {
+	return s.writeTerm(ctx, OpElect, func() (int64, bool, error) { return s.inner.Elect(ctx, key, id, version, lease) })
 }
 
 // Renew sends a renewal, with the faults of OpRenew.
@@ -197,8 +206,8 @@ func (s *Store) Release(ctx context.Context, key, id string, version int64) (boo
 }
 
 // Handover sends a handover, with the faults of OpHandover.
-func (s *Store) Handover(ctx context.Context, key, id string, version int64, to string) (bool, error) {
-	return s.write(ctx, OpHandover, func() (bool, error) { return s.inner.Handover(ctx, key, id, version, to) })
+func (s *Store) Handover(ctx context.Context, key, id string, version int64, to string) (int64, bool, error) {
+	return s.writeTerm(ctx, OpHandover, func() (int64, bool, error) { return s.inner.Handover(ctx, key, id, version, to) })
 }
 
 // Guard forwards to the inner store's guard for database/sql transactions, with the

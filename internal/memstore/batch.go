@@ -75,7 +75,8 @@ func (s *Store) ObserveMany(ctx context.Context, keys []string) (map[string]stor
 }
 
 // batch runs apply per distinct key in one round trip and returns the keys it won.
-func (s *Store) batch(ctx context.Context, op, id string, kvs []store.KeyVersion, apply func(kv store.KeyVersion, now time.Time) bool) ([]store.Won, error) {
+// apply reports whether its write won and, for a write that starts a term, the term.
+func (s *Store) batch(ctx context.Context, op, id string, kvs []store.KeyVersion, apply func(kv store.KeyVersion, now time.Time) (term int64, won bool)) ([]store.Won, error) {
 	if err := validKVs(id, kvs); err != nil {
 		return nil, err
 	}
@@ -91,8 +92,8 @@ func (s *Store) batch(ctx context.Context, op, id string, kvs []store.KeyVersion
 				continue
 			}
 			seen[kv.Key] = true
-			if apply(kv, now) {
-				won = append(won, store.Won{Key: kv.Key, Since: sent})
+			if term, ok := apply(kv, now); ok {
+				won = append(won, store.Won{Key: kv.Key, Term: term, Since: sent})
 			}
 		}
 		return len(won) > 0, nil
@@ -103,57 +104,60 @@ func (s *Store) batch(ctx context.Context, op, id string, kvs []store.KeyVersion
 	return won, nil
 }
 
-// InsertMany creates the missing rows among keys with id as first leader.
+// InsertMany is Insert per key, in one round trip: it creates the missing rows among
+// keys with id as first leader, each in a new term.
 func (s *Store) InsertMany(ctx context.Context, id string, keys []string) ([]store.Won, error) {
 	kvs := make([]store.KeyVersion, len(keys))
 	for i, k := range keys {
 		kvs[i] = store.KeyVersion{Key: k}
 	}
-	return s.batch(ctx, OpInsertMany, id, kvs, func(kv store.KeyVersion, now time.Time) bool {
+	return s.batch(ctx, OpInsertMany, id, kvs, func(kv store.KeyVersion, now time.Time) (int64, bool) {
 		if _, ok := s.rows[kv.Key]; ok {
-			return false
+			return 0, false
 		}
-		s.rows[kv.Key] = &row{version: 1, term: 1, leader: id, tick: now}
-		return true
+		term := newTerm(0, now)
+		s.rows[kv.Key] = &row{version: term, term: term, leader: id, tick: now}
+		return term, true
 	})
 }
 
 // ElectMany is Elect per key, in one round trip.
 func (s *Store) ElectMany(ctx context.Context, id string, from []store.KeyVersion, lease time.Duration) ([]store.Won, error) {
-	return s.batch(ctx, OpElectMany, id, from, func(kv store.KeyVersion, now time.Time) bool {
+	return s.batch(ctx, OpElectMany, id, from, func(kv store.KeyVersion, now time.Time) (int64, bool) {
 		r := s.rows[kv.Key]
 		if r == nil || r.version != kv.Version {
-			return false
+			return 0, false
 		}
 		released := r.leader == "" && r.null != "leader_id"
 		if !released && now.Sub(r.tick).Microseconds() < lease.Microseconds() {
-			return false
+			return 0, false
 		}
-		*r = row{version: kv.Version + 1, term: kv.Version + 1, leader: id, tick: now}
-		return true
+		term := newTerm(kv.Version, now)
+		*r = row{version: term, term: term, leader: id, tick: now}
+		return term, true
 	})
 }
 
 // RenewMany is Renew per key, in one round trip.
 func (s *Store) RenewMany(ctx context.Context, id string, held []store.KeyVersion) ([]store.Won, error) {
-	return s.batch(ctx, OpRenewMany, id, held, func(kv store.KeyVersion, now time.Time) bool {
+	return s.batch(ctx, OpRenewMany, id, held, func(kv store.KeyVersion, now time.Time) (int64, bool) {
 		r := s.held(kv.Key, id, kv.Version)
 		if r == nil {
-			return false
+			return 0, false
 		}
 		r.version, r.tick = kv.Version+1, now
-		return true
+		return 0, true
 	})
 }
 
 // ReleaseMany is Release per key, in one round trip.
 func (s *Store) ReleaseMany(ctx context.Context, id string, held []store.KeyVersion) ([]store.Won, error) {
-	return s.batch(ctx, OpReleaseMany, id, held, func(kv store.KeyVersion, now time.Time) bool {
+	return s.batch(ctx, OpReleaseMany, id, held, func(kv store.KeyVersion, now time.Time) (int64, bool) {
 		r := s.held(kv.Key, id, kv.Version)
 		if r == nil {
-			return false
+			return 0, false
 		}
 		*r = row{version: kv.Version + 1, term: r.term, tick: now}
-		return true
+		return 0, true
 	})
 }

@@ -165,8 +165,9 @@ func (s *Store) Put(rec store.Record) {
 }
 
 // Corrupt overwrites the row of key with a value casleader never writes: "null_leader"
-// (leader_id NULL), "future_tick" (tick_time an hour after now) or "negative_version"
-// (version -1), the corruptions of store/storetest.
+// (leader_id NULL), "future_tick" (tick_time an hour after now), "negative_version"
+// (version -1) or "rolled_back" (version and term 1, tick_time an hour ago), the
+// corruptions of store/storetest.
 func (s *Store) Corrupt(key, what string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -181,6 +182,8 @@ func (s *Store) Corrupt(key, what string) error {
 		r.tick = time.Now().Add(time.Hour)
 	case "negative_version":
 		r.version = -1
+	case "rolled_back":
+		r.version, r.term, r.tick = 1, 1, time.Now().Add(-time.Hour)
 	default:
 		return fmt.Errorf("memstore: unknown corruption %q", what)
 	}
@@ -210,39 +213,48 @@ func (s *Store) Observe(ctx context.Context, key string) (rec store.Record, foun
 	return rec, found, nil
 }
 
-// Insert creates the row of key with id as its first leader (version 1, term 1). It
-// never overwrites: inserted is false when the row exists.
-func (s *Store) Insert(ctx context.Context, key, id string) (inserted bool, err error) {
+// Insert creates the row of key with id as its first leader and returns its term
+// (see [Store.Elect]). It never overwrites: inserted is false when the row exists.
+func (s *Store) Insert(ctx context.Context, key, id string) (term int64, inserted bool, err error) {
 	if err := validateNames(key, id); err != nil {
-		return false, err
+		return 0, false, err
 	}
-	return s.write(ctx, OpInsert, key, func(now time.Time) bool {
+	return s.writeTerm(ctx, OpInsert, key, func(now time.Time) int64 {
 		if _, ok := s.rows[key]; ok {
-			return false
+			return 0
 		}
-		s.rows[key] = &row{version: 1, term: 1, leader: id, tick: now}
-		return true
+		term := newTerm(0, now)
+		s.rows[key] = &row{version: term, term: term, leader: id, tick: now}
+		return term
 	})
 }
 
 // Elect makes id the leader of key if the row is at version and its lease is
-// released or at least lease old by the clock. Version and term become version+1.
-func (s *Store) Elect(ctx context.Context, key, id string, version int64, lease time.Duration) (swapped bool, err error) {
+// released or at least lease old by the clock. Version and term become the new term:
+// the greater of version+1 and the clock in microseconds since the Unix epoch.
+func (s *Store) Elect(ctx context.Context, key, id string, version int64, lease time.Duration) (term int64, won bool, err error) {
 	if err := validateNames(key, id); err != nil {
-		return false, err
+		return 0, false, err
 	}
-	return s.write(ctx, OpElect, key, func(now time.Time) bool {
+	return s.writeTerm(ctx, OpElect, key, func(now time.Time) int64 {
 		r := s.rows[key]
 		if r == nil || r.version != version {
-			return false
+			return 0
 		}
 		released := r.leader == "" && r.null != "leader_id" // NULL = '' is not true in SQL
 		if !released && now.Sub(r.tick).Microseconds() < lease.Microseconds() {
-			return false
+			return 0
 		}
-		*r = row{version: version + 1, term: version + 1, leader: id, tick: now}
-		return true
+		term := newTerm(version, now)
+		*r = row{version: term, term: term, leader: id, tick: now}
+		return term
 	})
+}
+
+// newTerm is the term that a write from version starts at now, as the SQL stores
+// compute it.
+func newTerm(version int64, now time.Time) int64 {
+	return max(version+1, now.UnixMicro())
 }
 
 // Renew sets the tick_time of key to now and its version to version+1, if the row
@@ -278,20 +290,21 @@ func (s *Store) Release(ctx context.Context, key, id string, version int64) (swa
 }
 
 // Handover passes id's lease on key to to, with a fresh tick_time and a new term
-// (version+1), if the row is at version and held by id.
-func (s *Store) Handover(ctx context.Context, key, id string, version int64, to string) (swapped bool, err error) {
+// (as [Store.Elect] chooses it), if the row is at version and held by id.
+func (s *Store) Handover(ctx context.Context, key, id string, version int64, to string) (term int64, ok bool, err error) {
 	if err := validateNames(key, id); err != nil {
-		return false, err
+		return 0, false, err
 	}
 	if err := validateName("handover target", to); err != nil {
-		return false, err
+		return 0, false, err
 	}
-	return s.write(ctx, OpHandover, key, func(now time.Time) bool {
+	return s.writeTerm(ctx, OpHandover, key, func(now time.Time) int64 {
 		if s.held(key, id, version) == nil {
-			return false
+			return 0
 		}
-		s.rows[key] = &row{version: version + 1, term: version + 1, leader: to, tick: now}
-		return true
+		term := newTerm(version, now)
+		s.rows[key] = &row{version: term, term: term, leader: to, tick: now}
+		return term
 	})
 }
 
@@ -334,6 +347,20 @@ func (s *Store) held(key, id string, version int64) *row {
 		return nil
 	}
 	return r
+}
+
+// writeTerm runs a write that starts a term through do; apply returns the term, or
+// 0 when the write lost.
+func (s *Store) writeTerm(ctx context.Context, op, key string, apply func(now time.Time) int64) (int64, bool, error) {
+	var term int64
+	err := s.do(ctx, op, key, func(now time.Time) (bool, error) {
+		term = apply(now)
+		return term != 0, nil
+	})
+	if err != nil {
+		return 0, false, err
+	}
+	return term, term != 0, nil
 }
 
 // write runs a compare-and-set through do.

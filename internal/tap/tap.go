@@ -42,6 +42,8 @@ type Call struct {
 	// Swapped reports that a write won its compare-and-set (for insert: the row
 	// was created). Always false for observe.
 	Swapped bool
+	// Term is the term that a won insert, election or handover started.
+	Term int64
 	// Record and Found are the result of an observe.
 	Record store.Record
 	Found  bool
@@ -248,19 +250,19 @@ func (s *Store) Observe(ctx context.Context, key string) (store.Record, bool, er
 }
 
 // Insert calls the wrapped store's Insert and reports it.
-func (s *Store) Insert(ctx context.Context, key, id string) (bool, error) {
+func (s *Store) Insert(ctx context.Context, key, id string) (int64, bool, error) {
 	c := Call{Op: OpInsert, Key: key, Sent: time.Now()}
-	c.Swapped, c.Err = s.inner.Insert(ctx, key, id)
+	c.Term, c.Swapped, c.Err = s.inner.Insert(ctx, key, id)
 	s.report(ctx, c, id)
-	return c.Swapped, c.Err
+	return c.Term, c.Swapped, c.Err
 }
 
 // Elect calls the wrapped store's Elect and reports it.
-func (s *Store) Elect(ctx context.Context, key, id string, version int64, lease time.Duration) (bool, error) {
+func (s *Store) Elect(ctx context.Context, key, id string, version int64, lease time.Duration) (int64, bool, error) {
 	c := Call{Op: OpElect, Key: key, Sent: time.Now()}
-	c.Swapped, c.Err = s.inner.Elect(ctx, key, id, version, lease)
+	c.Term, c.Swapped, c.Err = s.inner.Elect(ctx, key, id, version, lease)
 	s.report(ctx, c, id)
-	return c.Swapped, c.Err
+	return c.Term, c.Swapped, c.Err
 }
 
 // Renew calls the wrapped store's Renew and reports it.
@@ -280,9 +282,9 @@ func (s *Store) Release(ctx context.Context, key, id string, version int64) (boo
 }
 
 // Handover calls the wrapped store's Handover and reports it.
-func (s *Store) Handover(ctx context.Context, key, id string, version int64, to string) (bool, error) {
+func (s *Store) Handover(ctx context.Context, key, id string, version int64, to string) (int64, bool, error) {
 	c := Call{Op: OpHandover, Key: key, Sent: time.Now()}
-	c.Swapped, c.Err = s.inner.Handover(ctx, key, id, version, to)
+	c.Term, c.Swapped, c.Err = s.inner.Handover(ctx, key, id, version, to)
 	s.report(ctx, c, "") // the lease is now to's: no evidence for this candidate
-	return c.Swapped, c.Err
+	return c.Term, c.Swapped, c.Err
 }

@@ -25,14 +25,15 @@ func TestWinningWritesAndReadsOfTheOwnRowAreRenewalEvidence(t *testing.T) {
 		st, state := tap.Instrument(ms, &cfg, tap.Hooks{Call: func(c tap.Call) { calls = append(calls, c) }})
 		ctx := t.Context()
 
-		ok, err := st.Insert(ctx, "k", "a")
+		term, ok, err := st.Insert(ctx, "k", "a")
 		require.NoError(t, err)
 		require.True(t, ok)
+		require.Positive(t, term)
 		t0 := time.Now()
 		assert.Equal(t, t0, state.Snapshot().LastRenewal)
 
 		time.Sleep(300 * time.Millisecond)
-		ok, err = st.Renew(ctx, "k", "a", 7) // wrong version: lost
+		ok, err = st.Renew(ctx, "k", "a", term-1) // wrong version: lost
 		require.NoError(t, err)
 		require.False(t, ok)
 		assert.Equal(t, t0, state.Snapshot().LastRenewal, "a lost compare-and-set is no evidence")
@@ -43,7 +44,7 @@ func TestWinningWritesAndReadsOfTheOwnRowAreRenewalEvidence(t *testing.T) {
 		require.True(t, found)
 		assert.Equal(t, t0, state.Snapshot().LastRenewal)
 
-		ok, err = st.Renew(ctx, "k", "a", 1)
+		ok, err = st.Renew(ctx, "k", "a", term)
 		require.NoError(t, err)
 		require.True(t, ok)
 		assert.Equal(t, time.Now(), state.Snapshot().LastRenewal)
@@ -52,8 +53,40 @@ func TestWinningWritesAndReadsOfTheOwnRowAreRenewalEvidence(t *testing.T) {
 		assert.Equal(t, []string{tap.OpInsert, tap.OpRenew, tap.OpObserve, tap.OpRenew},
 			[]string{calls[0].Op, calls[1].Op, calls[2].Op, calls[3].Op})
 		assert.Equal(t, "k", calls[2].Key)
-		assert.Equal(t, int64(1), calls[2].Record.Version)
+		assert.Equal(t, term, calls[0].Term, "the call reports the insert's term")
+		assert.Equal(t, term, calls[2].Record.Version)
+		assert.Zero(t, calls[1].Term, "a renewal starts no term")
 		assert.Same(t, ms, st.(*tap.Store).Unwrap())
+	})
+}
+
+func TestWritesThatStartATermReportIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := casleader.Config{Key: "k", ID: "a"}
+		var calls []tap.Call
+		st, _ := tap.Instrument(memstore.New(), &cfg, tap.Hooks{Call: func(c tap.Call) { calls = append(calls, c) }})
+		ctx := t.Context()
+
+		inserted, ok, err := st.Insert(ctx, "k", "a")
+		require.NoError(t, err)
+		require.True(t, ok)
+		time.Sleep(time.Second)
+		handed, ok, err := st.Handover(ctx, "k", "a", inserted, "b")
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Greater(t, handed, inserted)
+		_, ok, err = st.Elect(ctx, "k", "c", handed, time.Hour)
+		require.NoError(t, err)
+		require.False(t, ok, "the lease is live")
+		time.Sleep(time.Second)
+		elected, ok, err := st.Elect(ctx, "k", "c", handed, time.Second)
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Greater(t, elected, handed)
+
+		require.Len(t, calls, 4)
+		assert.Equal(t, []int64{inserted, handed, 0, elected},
+			[]int64{calls[0].Term, calls[1].Term, calls[2].Term, calls[3].Term})
 	})
 }
 

@@ -31,14 +31,16 @@ type Batch interface {
 // single-key counterpart would.
 func RunBatch(t *testing.T, h Harness) {
 	t.Helper()
+	require.NotNil(t, h.Corrupt, "Harness.Corrupt")
 	for _, tc := range []struct {
 		name string
-		run  func(*testing.T, Batch)
+		run  func(*testing.T, batchStore)
 	}{
 		{"ObserveManyReadsLikeObserve", observeManyReadsLikeObserve},
 		{"InsertManyCreatesOnlyMissingRows", insertManyCreatesOnlyMissingRows},
 		{"RenewManyWinsPerKeyOnlyAtVersionAndByHolder", renewManyWinsPerKey},
 		{"ElectManyWinsOnlyReleasedOrExpiredLeases", electManyWinsOnlyExpired},
+		{"ElectManyTermsOutrunARolledBackRow", electManyTermsOutrunARolledBackRow},
 		{"ReleaseManyReleasesOnlyHeldKeys", releaseManyReleasesOnlyHeld},
 		{"RacingBatchElectorsYieldOneWinnerPerKey", racingBatchElectors},
 		{"MaxBatchOfHostileKeys", maxBatchOfHostileKeys},
@@ -46,12 +48,19 @@ func RunBatch(t *testing.T, h Harness) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			s, _ := open(t, h)
+			s, table := open(t, h)
 			b, ok := s.(Batch)
 			require.True(t, ok, "%T does not implement storetest.Batch", s)
-			tc.run(t, b)
+			tc.run(t, batchStore{Batch: b, corrupt: func(key, what string) { h.Corrupt(t, table, key, what) }})
 		})
 	}
+}
+
+// batchStore is the store of one subtest, on a table of its own, with corrupt, which
+// overwrites a row of that table as [Harness.Corrupt] does.
+type batchStore struct {
+	Batch
+	corrupt func(key, what string)
 }
 
 // tickSlack absorbs the database clock's resolution and rate against the local
@@ -75,13 +84,40 @@ func sorted(t *testing.T, ws []store.Won) []string {
 	return s
 }
 
-func observeManyReadsLikeObserve(t *testing.T, s Batch) {
+// noTerms checks that the keys of a batched write that starts no term (RenewMany,
+// ReleaseMany) report none.
+func noTerms(t *testing.T, ws []store.Won, what string) {
+	t.Helper()
+	for _, w := range ws {
+		assert.Zero(t, w.Term, "%s: key %q reported a term", what, w.Key)
+	}
+}
+
+// newTerms checks the keys won by a batched write that starts a term (ElectMany,
+// InsertMany) for id: each term is above the version the key was won from (from,
+// 0 for a missing key), and the row now holds it as both term and version, with id
+// as its leader. It returns the terms by key.
+func newTerms(t *testing.T, s Batch, id string, ws []store.Won, from map[string]int64, what string) map[string]int64 {
+	t.Helper()
+	terms := make(map[string]int64, len(ws))
+	for _, w := range ws {
+		require.Greater(t, w.Term, from[w.Key], "%s: key %q: the new term is not above the version it was won from", what, w.Key)
+		rec := observe(t, s, w.Key)
+		assert.Equal(t, id, rec.LeaderID, "%s: key %q", what, w.Key)
+		assert.Equal(t, w.Term, rec.Term, "%s: key %q: the reported term is not the row's", what, w.Key)
+		assert.Equal(t, w.Term, rec.Version, "%s: key %q: the row's version is not its new term", what, w.Key)
+		terms[w.Key] = w.Term
+	}
+	return terms
+}
+
+func observeManyReadsLikeObserve(t *testing.T, s batchStore) {
 	ctx := t.Context()
-	insert(t, s, "a", "x")
-	insert(t, s, "b", "y")
-	ok, err := s.Release(ctx, "b", "y", 1)
+	va := insert(t, s, "a", "x")
+	vb := insert(t, s, "b", "y")
+	ok, err := s.Release(ctx, "b", "y", vb)
 	won(t, ok, err, "Release")
-	ok, err = s.RequestStepDown(ctx, "a", 1, "y")
+	ok, err = s.RequestStepDown(ctx, "a", va, "y")
 	won(t, ok, err, "RequestStepDown")
 
 	got, err := s.ObserveMany(ctx, []string{"a", "b", "missing", "a"})
@@ -96,108 +132,156 @@ func observeManyReadsLikeObserve(t *testing.T, s Batch) {
 	assert.Empty(t, got)
 }
 
-func insertManyCreatesOnlyMissingRows(t *testing.T, s Batch) {
+func insertManyCreatesOnlyMissingRows(t *testing.T, s batchStore) {
 	ctx := t.Context()
 	insert(t, s, "taken", "other")
 	ins, err := s.InsertMany(ctx, "me", []string{"taken", "new1", "new2", "new1"})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"new1", "new2"}, sorted(t, ins))
-	for _, k := range []string{"new1", "new2"} {
-		rec := observe(t, s, k)
-		assert.Equal(t, "me", rec.LeaderID)
-		assert.Equal(t, int64(1), rec.Version)
-		assert.Equal(t, int64(1), rec.Term)
-	}
+	newTerms(t, s, "me", ins, nil, "InsertMany")
 	assert.Equal(t, "other", observe(t, s, "taken").LeaderID)
 	ins, err = s.InsertMany(ctx, "me", []string{"new1"})
 	require.NoError(t, err)
 	assert.Empty(t, ins, "a second insert never overwrites, not even its own row")
 }
 
-func renewManyWinsPerKey(t *testing.T, s Batch) {
+func renewManyWinsPerKey(t *testing.T, s batchStore) {
 	ctx := t.Context()
+	v := map[string]int64{}
 	for _, k := range []string{"k1", "k2", "stale", "request", "released", "other"} {
 		id := "me"
 		if k == "other" {
 			id = "them"
 		}
-		insert(t, s, k, id)
+		v[k] = insert(t, s, k, id)
 	}
-	ok, err := s.Renew(ctx, "stale", "me", 1)
+	ok, err := s.Renew(ctx, "stale", "me", v["stale"])
 	won(t, ok, err, "Renew")
-	ok, err = s.RequestStepDown(ctx, "request", 1, "")
+	ok, err = s.RequestStepDown(ctx, "request", v["request"], "")
 	won(t, ok, err, "RequestStepDown")
-	ok, err = s.Release(ctx, "released", "me", 1)
+	ok, err = s.Release(ctx, "released", "me", v["released"])
 	won(t, ok, err, "Release")
 	time.Sleep(outlive)
 
-	held := []store.KeyVersion{kv("k1", 1), kv("k2", 1), kv("stale", 1), kv("request", 1), kv("released", 1), kv("other", 1), kv("missing", 1)}
+	held := []store.KeyVersion{kv("k1", v["k1"]), kv("k2", v["k2"]), kv("stale", v["stale"]), kv("request", v["request"]),
+		kv("released", v["released"]), kv("other", v["other"]), kv("missing", 1)}
 	sent := time.Now()
 	renewed, err := s.RenewMany(ctx, "me", held)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"k1", "k2"}, sorted(t, renewed))
+	noTerms(t, renewed, "RenewMany")
 	rec := observe(t, s, "k1")
-	assert.Equal(t, int64(2), rec.Version)
-	assert.Equal(t, int64(1), rec.Term, "a renewal keeps the term")
+	assert.Equal(t, v["k1"]+1, rec.Version, "a renewal bumps the version by one")
+	assert.Equal(t, v["k1"], rec.Term, "a renewal keeps the term")
 	// The row was outlive old before; a fresh tick_time is younger than the call.
 	assert.LessOrEqual(t, rec.Age, time.Since(sent)+tickSlack, "a renewal writes a fresh tick_time")
-	assert.Equal(t, int64(2), observe(t, s, "stale").Version, "stale version untouched")
-	assert.Equal(t, int64(2), observe(t, s, "request").Version, "the step-down request's version stands")
-	assert.Equal(t, int64(1), observe(t, s, "other").Version)
+	assert.Equal(t, v["stale"]+1, observe(t, s, "stale").Version, "stale version untouched")
+	assert.Equal(t, v["request"]+1, observe(t, s, "request").Version, "the step-down request's version stands")
+	assert.Equal(t, v["other"], observe(t, s, "other").Version)
 	_, found, err := s.Observe(ctx, "missing")
 	require.NoError(t, err)
 	assert.False(t, found, "a batched write created a row")
 
 	// From the new versions, again.
-	renewed, err = s.RenewMany(ctx, "me", []store.KeyVersion{kv("k1", 2), kv("k2", 2), kv("request", 2)})
+	renewed, err = s.RenewMany(ctx, "me", []store.KeyVersion{kv("k1", v["k1"]+1), kv("k2", v["k2"]+1), kv("request", v["request"]+1)})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"k1", "k2", "request"}, sorted(t, renewed))
 }
 
-func electManyWinsOnlyExpired(t *testing.T, s Batch) {
+func electManyWinsOnlyExpired(t *testing.T, s batchStore) {
 	ctx := t.Context()
+	v := map[string]int64{}
 	for _, k := range []string{"expired", "released", "stale", "live"} {
-		insert(t, s, k, "old")
+		v[k] = insert(t, s, k, "old")
 	}
-	ok, err := s.Release(ctx, "released", "old", 1)
+	ok, err := s.Release(ctx, "released", "old", v["released"])
 	won(t, ok, err, "Release")
 	time.Sleep(outlive)
-	ok, err = s.Renew(ctx, "live", "old", 1)
+	ok, err = s.Renew(ctx, "live", "old", v["live"])
 	won(t, ok, err, "Renew")
+	from := map[string]int64{"expired": v["expired"], "released": v["released"] + 1, "stale": v["stale"] - 1, "live": v["live"] + 1, "missing": 0}
 	sent := time.Now()
-	won2, err := s.ElectMany(ctx, "me", []store.KeyVersion{kv("expired", 1), kv("released", 2), kv("stale", 0), kv("live", 2), kv("missing", 0)}, shortLease)
+	won2, err := s.ElectMany(ctx, "me", []store.KeyVersion{kv("expired", from["expired"]), kv("released", from["released"]),
+		kv("stale", from["stale"]), kv("live", from["live"]), kv("missing", from["missing"])}, shortLease)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"expired", "released"}, sorted(t, won2))
-	for k, v := range map[string]int64{"expired": 2, "released": 3} {
-		rec := observe(t, s, k)
-		assert.Equal(t, "me", rec.LeaderID)
-		assert.Equal(t, v, rec.Version)
-		assert.Equal(t, v, rec.Term, "the term is the version at which the leader won")
-		assert.LessOrEqual(t, rec.Age, time.Since(sent)+tickSlack, "an election writes a fresh tick_time")
+	terms := newTerms(t, s, "me", won2, from, "ElectMany")
+	for k, term := range terms {
+		assert.GreaterOrEqual(t, term-v[k], outlive.Microseconds(),
+			"key %q: the term follows the database clock in microseconds: %v passed since the first term", k, outlive)
+		assert.LessOrEqual(t, observe(t, s, k).Age, time.Since(sent)+tickSlack, "key %q: an election writes a fresh tick_time", k)
 	}
 	assert.Equal(t, "old", observe(t, s, "live").LeaderID)
 	assert.Equal(t, "old", observe(t, s, "stale").LeaderID)
+
+	// The new leader renews from its term, by one.
+	renewed, err := s.RenewMany(ctx, "me", []store.KeyVersion{kv("expired", terms["expired"]), kv("released", terms["released"])})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"expired", "released"}, sorted(t, renewed))
 }
 
-func releaseManyReleasesOnlyHeld(t *testing.T, s Batch) {
+// electManyTermsOutrunARolledBackRow: after a failover that lost writes, rows are
+// back at an old version; the next batched election must still issue terms above
+// every term issued before, so fenced writes never go backwards.
+func electManyTermsOutrunARolledBackRow(t *testing.T, s batchStore) {
 	ctx := t.Context()
-	insert(t, s, "mine", "me")
-	insert(t, s, "moved", "me")
-	insert(t, s, "theirs", "them")
-	ok, err := s.Renew(ctx, "moved", "me", 1)
+	keys := []string{"k1", "k2"}
+	ins, err := s.InsertMany(ctx, "a", keys)
+	require.NoError(t, err)
+	require.Len(t, ins, len(keys))
+	first := newTerms(t, s, "a", ins, nil, "InsertMany")
+	rel, err := s.ReleaseMany(ctx, "a", []store.KeyVersion{kv("k1", first["k1"]), kv("k2", first["k2"])})
+	require.NoError(t, err)
+	require.Len(t, rel, len(keys))
+	from := map[string]int64{"k1": first["k1"] + 1, "k2": first["k2"] + 1}
+	el, err := s.ElectMany(ctx, "b", []store.KeyVersion{kv("k1", from["k1"]), kv("k2", from["k2"])}, longLease)
+	require.NoError(t, err)
+	require.Len(t, el, len(keys))
+	lostTerms := newTerms(t, s, "b", el, from, "ElectMany")
+	renewed, err := s.RenewMany(ctx, "b", []store.KeyVersion{kv("k1", lostTerms["k1"]), kv("k2", lostTerms["k2"])})
+	require.NoError(t, err)
+	require.Len(t, renewed, len(keys))
+
+	for _, k := range keys {
+		s.corrupt(k, RolledBack)
+		old := observe(t, s, k)
+		require.Equal(t, int64(1), old.Version, "key %q: the rolled-back row", k)
+		require.Equal(t, int64(1), old.Term, "key %q", k)
+		require.True(t, old.Expired(longLease), "key %q: the rolled-back lease is an hour old", k)
+	}
+	el, err = s.ElectMany(ctx, "c", []store.KeyVersion{kv("k1", 1), kv("k2", 1)}, longLease)
+	require.NoError(t, err)
+	assert.Equal(t, keys, sorted(t, el))
+	// Above the lost terms, not only above the rolled-back version.
+	newTerms(t, s, "c", el, lostTerms, "ElectMany from the rolled-back version")
+
+	// The leader of the lost terms cannot renew them: their versions are gone, and the
+	// CAS names versions the rows will not reach again.
+	renewed, err = s.RenewMany(ctx, "b", []store.KeyVersion{kv("k1", lostTerms["k1"]+1), kv("k2", lostTerms["k2"]+1)})
+	require.NoError(t, err)
+	assert.Empty(t, renewed, "renewals of the lost terms")
+}
+
+func releaseManyReleasesOnlyHeld(t *testing.T, s batchStore) {
+	ctx := t.Context()
+	mine := insert(t, s, "mine", "me")
+	moved := insert(t, s, "moved", "me")
+	theirs := insert(t, s, "theirs", "them")
+	ok, err := s.Renew(ctx, "moved", "me", moved)
 	won(t, ok, err, "Renew")
-	rel, err := s.ReleaseMany(ctx, "me", []store.KeyVersion{kv("mine", 1), kv("moved", 1), kv("theirs", 1)})
+	rel, err := s.ReleaseMany(ctx, "me", []store.KeyVersion{kv("mine", mine), kv("moved", moved), kv("theirs", theirs)})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"mine"}, sorted(t, rel))
+	noTerms(t, rel, "ReleaseMany")
 	rec := observe(t, s, "mine")
 	assert.True(t, rec.Released())
-	assert.Equal(t, int64(2), rec.Version)
-	assert.Equal(t, int64(1), rec.Term)
+	assert.Equal(t, mine+1, rec.Version)
+	assert.Equal(t, mine, rec.Term, "a release keeps the last leader's term")
 	assert.Equal(t, "me", observe(t, s, "moved").LeaderID)
 	assert.Equal(t, "them", observe(t, s, "theirs").LeaderID)
 }
 
-func racingBatchElectors(t *testing.T, s Batch) {
+func racingBatchElectors(t *testing.T, s batchStore) {
 	ctx := t.Context()
 	const nKeys, nCandidates = 50, 8
 	var keys []string
@@ -208,12 +292,18 @@ func racingBatchElectors(t *testing.T, s Batch) {
 	require.NoError(t, err)
 	require.Len(t, ins, nKeys)
 	time.Sleep(outlive)
-	from := make([]store.KeyVersion, nKeys)
-	for i, k := range keys {
-		from[i] = store.KeyVersion{Key: k, Version: 1}
+	first := make(map[string]int64, nKeys)
+	from := make([]store.KeyVersion, 0, nKeys)
+	for _, w := range ins {
+		first[w.Key] = w.Term
+		from = append(from, store.KeyVersion{Key: w.Key, Version: w.Term})
+	}
+	type win struct {
+		id   string
+		term int64
 	}
 	var mu sync.Mutex
-	winners := map[string][]string{}
+	winners := map[string][]win{}
 	var wg sync.WaitGroup
 	for c := range nCandidates {
 		id := fmt.Sprintf("c%d", c)
@@ -225,8 +315,8 @@ func racingBatchElectors(t *testing.T, s Batch) {
 			won, err := s.ElectMany(ctx, id, order, shortLease)
 			assert.NoError(t, err, id)
 			mu.Lock()
-			for _, k := range store.Keys(won) {
-				winners[k] = append(winners[k], id)
+			for _, w := range won {
+				winners[w.Key] = append(winners[w.Key], win{id, w.Term})
 			}
 			mu.Unlock()
 		})
@@ -236,11 +326,14 @@ func racingBatchElectors(t *testing.T, s Batch) {
 	require.NoError(t, err)
 	for _, k := range keys {
 		require.Len(t, winners[k], 1, "key %q: winners %v", k, winners[k])
-		assert.Equal(t, winners[k][0], got[k].LeaderID, "key %q", k)
+		assert.Equal(t, winners[k][0].id, got[k].LeaderID, "key %q", k)
+		assert.Equal(t, winners[k][0].term, got[k].Term, "key %q", k)
+		assert.Equal(t, got[k].Term, got[k].Version, "key %q", k)
+		assert.Greater(t, got[k].Term, first[k], "key %q", k)
 	}
 }
 
-func maxBatchOfHostileKeys(t *testing.T, s Batch) {
+func maxBatchOfHostileKeys(t *testing.T, s batchStore) {
 	ctx := t.Context()
 	keys := []string{`x'; DROP TABLE t; --`, `'`, `"`, "`", `\`, `?`, `$1`, `?1`, "new\nline", "ключ-🗳️", strings.Repeat("k", store.MaxKeyLen)}
 	for i := len(keys); i < store.MaxBatch; i++ {
@@ -249,9 +342,10 @@ func maxBatchOfHostileKeys(t *testing.T, s Batch) {
 	ins, err := s.InsertMany(ctx, "me", keys)
 	require.NoError(t, err)
 	require.Len(t, ins, len(keys))
-	held := make([]store.KeyVersion, len(keys))
-	for i, k := range keys {
-		held[i] = store.KeyVersion{Key: k, Version: 1}
+	held := make([]store.KeyVersion, len(ins))
+	for i, w := range ins {
+		require.Positive(t, w.Term, "key %q", w.Key)
+		held[i] = store.KeyVersion{Key: w.Key, Version: w.Term}
 	}
 	renewed, err := s.RenewMany(ctx, "me", held)
 	require.NoError(t, err)
@@ -259,19 +353,20 @@ func maxBatchOfHostileKeys(t *testing.T, s Batch) {
 	got, err := s.ObserveMany(ctx, keys)
 	require.NoError(t, err)
 	require.Len(t, got, len(keys))
-	for _, k := range keys[:11] {
-		assert.Equal(t, int64(2), got[k].Version, "key %q", k)
-		assert.Equal(t, "me", got[k].LeaderID, "key %q", k)
+	for _, w := range ins {
+		assert.Equal(t, w.Term+1, got[w.Key].Version, "key %q", w.Key)
+		assert.Equal(t, w.Term, got[w.Key].Term, "key %q", w.Key)
+		assert.Equal(t, "me", got[w.Key].LeaderID, "key %q", w.Key)
 	}
 	for i := range held {
-		held[i].Version = 2
+		held[i].Version++
 	}
 	rel, err := s.ReleaseMany(ctx, "me", held)
 	require.NoError(t, err)
 	assert.Len(t, rel, len(keys))
 }
 
-func oversizedBatchIsRefused(t *testing.T, s Batch) {
+func oversizedBatchIsRefused(t *testing.T, s batchStore) {
 	ctx := t.Context()
 	keys := make([]string, store.MaxBatch+1)
 	held := make([]store.KeyVersion, len(keys))

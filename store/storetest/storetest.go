@@ -27,11 +27,11 @@ import (
 // [store.Postgres], [store.SQLite] and the in-memory fake.
 type Store interface {
 	Observe(ctx context.Context, key string) (rec store.Record, found bool, err error)
-	Insert(ctx context.Context, key, id string) (inserted bool, err error)
-	Elect(ctx context.Context, key, id string, version int64, lease time.Duration) (swapped bool, err error)
+	Insert(ctx context.Context, key, id string) (term int64, inserted bool, err error)
+	Elect(ctx context.Context, key, id string, version int64, lease time.Duration) (term int64, won bool, err error)
 	Renew(ctx context.Context, key, id string, version int64) (swapped bool, err error)
 	Release(ctx context.Context, key, id string, version int64) (swapped bool, err error)
-	Handover(ctx context.Context, key, id string, version int64, to string) (swapped bool, err error)
+	Handover(ctx context.Context, key, id string, version int64, to string) (term int64, ok bool, err error)
 	RequestStepDown(ctx context.Context, key string, version int64, to string) (swapped bool, err error)
 	CreateTable(ctx context.Context) error
 	Check(ctx context.Context) error
@@ -45,6 +45,9 @@ const (
 	FutureTick = "future_tick"
 	// NegativeVersion sets version to -1.
 	NegativeVersion = "negative_version"
+	// RolledBack sets version and term to 1 and tick_time an hour back, leaving the
+	// leader: the row as a database failover that lost the later writes leaves it.
+	RolledBack = "rolled_back"
 )
 
 // Harness connects the suite to one store implementation.
@@ -54,7 +57,8 @@ type Harness struct {
 	// cannot open the store, and registers with t.Cleanup whatever drops the table.
 	Open func(t *testing.T, table string) Store
 	// Corrupt overwrites the existing row of key in table, bypassing the store, with
-	// the corruption named by what ([NullLeader], [FutureTick] or [NegativeVersion]).
+	// the corruption named by what ([NullLeader], [FutureTick], [NegativeVersion] or
+	// [RolledBack]).
 	// It fails t if the row cannot be written.
 	Corrupt func(t *testing.T, table, key, what string)
 }
@@ -70,13 +74,14 @@ func Run(t *testing.T, h Harness) {
 		run  func(*testing.T, Harness)
 	}{
 		{"MissingRowIsNotFound", missingRowIsNotFound},
-		{"InsertCreatesFirstLeaderAtVersionOne", insertCreatesFirstLeaderAtVersionOne},
+		{"InsertCreatesFirstLeaderInANewTerm", insertCreatesFirstLeaderInANewTerm},
 		{"InsertNeverOverwrites", insertNeverOverwrites},
 		{"ElectLosesWhileLeaseIsLive", electLosesWhileLeaseIsLive},
 		{"ElectWinsAfterLeaseExpiresInDatabaseTime", electWinsAfterLeaseExpiresInDatabaseTime},
 		{"ElectFromStaleVersionLoses", electFromStaleVersionLoses},
 		{"ElectAfterReleaseWinsAtOnce", electAfterReleaseWinsAtOnce},
 		{"TwentyRacingElectorsYieldExactlyOneWinner", twentyRacingElectorsYieldExactlyOneWinner},
+		{"TermsOutrunARolledBackRow", termsOutrunARolledBackRow},
 		{"RenewBumpsVersionAndResetsAge", renewBumpsVersionAndResetsAge},
 		{"RenewByAnotherIDLoses", renewByAnotherIDLoses},
 		{"RenewFromStaleVersionLoses", renewFromStaleVersionLoses},
@@ -138,11 +143,29 @@ func lost(t *testing.T, swapped bool, err error, what string) {
 	require.False(t, swapped, "%s: won, want lost", what)
 }
 
-// insert creates key with leader id at version 1.
-func insert(t *testing.T, s Store, key, id string) {
+// newTerm and noTerm check the outcome of a write that starts a term (Insert,
+// Elect, Handover). newTerm returns the term, which must be above after.
+func newTerm(t *testing.T, term int64, ok bool, err error, after int64, what string) int64 {
 	t.Helper()
-	ok, err := s.Insert(t.Context(), key, id)
-	won(t, ok, err, "Insert")
+	require.NoError(t, err, what)
+	require.True(t, ok, "%s: lost, want won", what)
+	require.Greater(t, term, after, "%s: the new term is not above %d", what, after)
+	return term
+}
+
+func noTerm(t *testing.T, term int64, ok bool, err error, what string) {
+	t.Helper()
+	require.NoError(t, err, what)
+	require.False(t, ok, "%s: won, want lost", what)
+	require.Zero(t, term, "%s: a lost write reported a term", what)
+}
+
+// insert creates key with leader id and returns its first term, which is also the
+// row's version.
+func insert(t *testing.T, s Store, key, id string) int64 {
+	t.Helper()
+	term, ok, err := s.Insert(t.Context(), key, id)
+	return newTerm(t, term, ok, err, 0, "Insert")
 }
 
 // unchanged checks that the row of key still equals want, apart from its age.
@@ -163,14 +186,14 @@ func missingRowIsNotFound(t *testing.T, h Harness) {
 	assert.Zero(t, rec)
 
 	// Compare-and-set writes on a missing row lose; they never create it.
-	ok, err := s.Elect(ctx, key, "a", 0, 0)
-	lost(t, ok, err, "Elect")
+	term, ok, err := s.Elect(ctx, key, "a", 0, 0)
+	noTerm(t, term, ok, err, "Elect")
 	ok, err = s.Renew(ctx, key, "a", 0)
 	lost(t, ok, err, "Renew")
 	ok, err = s.Release(ctx, key, "a", 0)
 	lost(t, ok, err, "Release")
-	ok, err = s.Handover(ctx, key, "a", 0, "b")
-	lost(t, ok, err, "Handover")
+	term, ok, err = s.Handover(ctx, key, "a", 0, "b")
+	noTerm(t, term, ok, err, "Handover")
 	ok, err = s.RequestStepDown(ctx, key, 0, "b")
 	lost(t, ok, err, "RequestStepDown")
 
@@ -179,14 +202,14 @@ func missingRowIsNotFound(t *testing.T, h Harness) {
 	assert.False(t, found, "a losing write created the row")
 }
 
-func insertCreatesFirstLeaderAtVersionOne(t *testing.T, h Harness) {
+func insertCreatesFirstLeaderInANewTerm(t *testing.T, h Harness) {
 	s, _ := open(t, h)
-	insert(t, s, "k", "a")
+	term := insert(t, s, "k", "a")
 
 	rec := observe(t, s, "k")
 	assert.Equal(t, "k", rec.Key)
-	assert.Equal(t, int64(1), rec.Version)
-	assert.Equal(t, int64(1), rec.Term)
+	assert.Equal(t, term, rec.Version, "the row starts at its first term")
+	assert.Equal(t, term, rec.Term)
 	assert.Equal(t, "a", rec.LeaderID)
 	assert.Empty(t, rec.HandoverTo)
 	assert.False(t, rec.StepDown)
@@ -198,55 +221,57 @@ func insertCreatesFirstLeaderAtVersionOne(t *testing.T, h Harness) {
 func insertNeverOverwrites(t *testing.T, h Harness) {
 	s, _ := open(t, h)
 	ctx := t.Context()
-	insert(t, s, "k", "a")
+	v := insert(t, s, "k", "a")
 
-	ok, err := s.Insert(ctx, "k", "b")
-	lost(t, ok, err, "second Insert")
+	term, ok, err := s.Insert(ctx, "k", "b")
+	noTerm(t, term, ok, err, "second Insert")
 	rec := observe(t, s, "k")
 	assert.Equal(t, "a", rec.LeaderID)
-	assert.Equal(t, int64(1), rec.Version)
+	assert.Equal(t, v, rec.Version)
 
 	// Not even a released row: taking it over is Elect's job, which checks the version.
-	ok, err = s.Release(ctx, "k", "a", 1)
+	ok, err = s.Release(ctx, "k", "a", v)
 	won(t, ok, err, "Release")
-	ok, err = s.Insert(ctx, "k", "b")
-	lost(t, ok, err, "Insert over a released row")
+	term, ok, err = s.Insert(ctx, "k", "b")
+	noTerm(t, term, ok, err, "Insert over a released row")
 	rec = observe(t, s, "k")
 	assert.Empty(t, rec.LeaderID)
-	assert.Equal(t, int64(2), rec.Version)
+	assert.Equal(t, v+1, rec.Version)
 }
 
 func electLosesWhileLeaseIsLive(t *testing.T, h Harness) {
 	s, _ := open(t, h)
 	ctx := t.Context()
-	insert(t, s, "k", "a")
+	v := insert(t, s, "k", "a")
 	before := observe(t, s, "k")
 
-	ok, err := s.Elect(ctx, "k", "b", 1, longLease)
-	lost(t, ok, err, "Elect by another candidate")
-	ok, err = s.Elect(ctx, "k", "a", 1, longLease)
-	lost(t, ok, err, "Elect by the holder")
+	term, ok, err := s.Elect(ctx, "k", "b", v, longLease)
+	noTerm(t, term, ok, err, "Elect by another candidate")
+	term, ok, err = s.Elect(ctx, "k", "a", v, longLease)
+	noTerm(t, term, ok, err, "Elect by the holder")
 	unchanged(t, s, before)
 }
 
 func electWinsAfterLeaseExpiresInDatabaseTime(t *testing.T, h Harness) {
 	s, _ := open(t, h)
 	ctx := t.Context()
-	insert(t, s, "k", "a")
+	v := insert(t, s, "k", "a")
 
-	ok, err := s.Elect(ctx, "k", "b", 1, time.Minute)
-	lost(t, ok, err, "Elect before the lease expired")
+	term, ok, err := s.Elect(ctx, "k", "b", v, time.Minute)
+	noTerm(t, term, ok, err, "Elect before the lease expired")
 
 	time.Sleep(outlive)
 	before := observe(t, s, "k")
 	assert.True(t, before.Expired(shortLease), "age %v after sleeping %v", before.Age, outlive)
 
-	ok, err = s.Elect(ctx, "k", "b", 1, shortLease)
-	won(t, ok, err, "Elect after the lease expired")
+	term, ok, err = s.Elect(ctx, "k", "b", v, shortLease)
+	term = newTerm(t, term, ok, err, v, "Elect after the lease expired")
 	rec := observe(t, s, "k")
 	assert.Equal(t, "b", rec.LeaderID)
-	assert.Equal(t, int64(2), rec.Version)
-	assert.Equal(t, int64(2), rec.Term, "the term is the version at which the leader won")
+	assert.Equal(t, term, rec.Term, "Elect returns the row's new term")
+	assert.Equal(t, term, rec.Version, "the row's version jumps to the new term")
+	assert.GreaterOrEqual(t, term-v, outlive.Microseconds(),
+		"the term follows the database clock in microseconds: %v passed between the two terms", outlive)
 	assert.Less(t, rec.Age, before.Age, "Elect writes a fresh tick_time")
 	assert.False(t, rec.Expired(longLease))
 }
@@ -254,36 +279,36 @@ func electWinsAfterLeaseExpiresInDatabaseTime(t *testing.T, h Harness) {
 func electFromStaleVersionLoses(t *testing.T, h Harness) {
 	s, _ := open(t, h)
 	ctx := t.Context()
-	insert(t, s, "k", "a")
-	ok, err := s.Release(ctx, "k", "a", 1)
+	v := insert(t, s, "k", "a")
+	ok, err := s.Release(ctx, "k", "a", v)
 	won(t, ok, err, "Release")
 	before := observe(t, s, "k")
 
-	for _, v := range []int64{0, 1, 3} {
-		ok, err := s.Elect(ctx, "k", "b", v, shortLease)
-		lost(t, ok, err, fmt.Sprintf("Elect from version %d with the row at 2", v))
+	for _, stale := range []int64{0, v, v + 2} {
+		term, ok, err := s.Elect(ctx, "k", "b", stale, shortLease)
+		noTerm(t, term, ok, err, fmt.Sprintf("Elect from version %d with the row at %d", stale, v+1))
 	}
 	unchanged(t, s, before)
 
-	ok, err = s.Elect(ctx, "k", "b", 2, shortLease)
-	won(t, ok, err, "Elect from the current version")
-	ok, err = s.Elect(ctx, "k", "c", 2, 0)
-	lost(t, ok, err, "Elect from the version the winner replaced")
+	term, ok, err := s.Elect(ctx, "k", "b", v+1, shortLease)
+	newTerm(t, term, ok, err, v+1, "Elect from the current version")
+	term, ok, err = s.Elect(ctx, "k", "c", v+1, 0)
+	noTerm(t, term, ok, err, "Elect from the version the winner replaced")
 }
 
 func electAfterReleaseWinsAtOnce(t *testing.T, h Harness) {
 	s, _ := open(t, h)
 	ctx := t.Context()
-	insert(t, s, "k", "a")
-	ok, err := s.Release(ctx, "k", "a", 1)
+	v := insert(t, s, "k", "a")
+	ok, err := s.Release(ctx, "k", "a", v)
 	won(t, ok, err, "Release")
 
-	ok, err = s.Elect(ctx, "k", "b", 2, longLease)
-	won(t, ok, err, "Elect on a released row with an hour's lease")
+	term, ok, err := s.Elect(ctx, "k", "b", v+1, longLease)
+	term = newTerm(t, term, ok, err, v+1, "Elect on a released row with an hour's lease")
 	rec := observe(t, s, "k")
 	assert.Equal(t, "b", rec.LeaderID)
-	assert.Equal(t, int64(3), rec.Version)
-	assert.Equal(t, int64(3), rec.Term)
+	assert.Equal(t, term, rec.Version)
+	assert.Equal(t, term, rec.Term)
 }
 
 func twentyRacingElectorsYieldExactlyOneWinner(t *testing.T, h Harness) {
@@ -291,11 +316,15 @@ func twentyRacingElectorsYieldExactlyOneWinner(t *testing.T, h Harness) {
 	ctx := t.Context()
 	const n = 20
 
+	type win struct {
+		id   string
+		term int64
+	}
 	// race runs try concurrently for n candidates and returns the winners.
-	race := func(t *testing.T, try func(id string) (bool, error)) []string {
+	race := func(t *testing.T, try func(id string) (int64, bool, error)) []win {
 		var (
 			mu      sync.Mutex
-			winners []string
+			winners []win
 			wg      sync.WaitGroup
 			start   = make(chan struct{})
 			ready   atomic.Int32
@@ -305,12 +334,14 @@ func twentyRacingElectorsYieldExactlyOneWinner(t *testing.T, h Harness) {
 			wg.Go(func() {
 				ready.Add(1)
 				<-start
-				ok, err := try(id)
+				term, ok, err := try(id)
 				assert.NoError(t, err, id)
 				if ok {
 					mu.Lock()
-					winners = append(winners, id)
+					winners = append(winners, win{id, term})
 					mu.Unlock()
+				} else {
+					assert.Zero(t, term, "%s lost but got a term", id)
 				}
 			})
 		}
@@ -323,35 +354,74 @@ func twentyRacingElectorsYieldExactlyOneWinner(t *testing.T, h Harness) {
 	}
 
 	t.Run("ElectOnAnExpiredLease", func(t *testing.T) {
-		insert(t, s, "elect", "dead")
+		v := insert(t, s, "elect", "dead")
 		time.Sleep(outlive)
-		winners := race(t, func(id string) (bool, error) { return s.Elect(ctx, "elect", id, 1, shortLease) })
+		winners := race(t, func(id string) (int64, bool, error) { return s.Elect(ctx, "elect", id, v, shortLease) })
 		require.Len(t, winners, 1, "winners: %v", winners)
 		rec := observe(t, s, "elect")
-		assert.Equal(t, winners[0], rec.LeaderID)
-		assert.Equal(t, int64(2), rec.Version)
-		assert.Equal(t, int64(2), rec.Term)
+		assert.Equal(t, winners[0].id, rec.LeaderID)
+		assert.Equal(t, winners[0].term, rec.Version)
+		assert.Equal(t, winners[0].term, rec.Term)
+		assert.Greater(t, rec.Term, v)
 	})
 	t.Run("InsertOnAMissingRow", func(t *testing.T) {
-		winners := race(t, func(id string) (bool, error) { return s.Insert(ctx, "insert", id) })
+		winners := race(t, func(id string) (int64, bool, error) { return s.Insert(ctx, "insert", id) })
 		require.Len(t, winners, 1, "winners: %v", winners)
 		rec := observe(t, s, "insert")
-		assert.Equal(t, winners[0], rec.LeaderID)
-		assert.Equal(t, int64(1), rec.Version)
+		assert.Equal(t, winners[0].id, rec.LeaderID)
+		assert.Equal(t, winners[0].term, rec.Version)
 	})
+}
+
+// termsOutrunARolledBackRow: after a failover that lost writes, the row is back at an
+// old version; the next election must still issue a term above every term issued
+// before, so fenced writes never go backwards.
+func termsOutrunARolledBackRow(t *testing.T, h Harness) {
+	s, table := open(t, h)
+	ctx := t.Context()
+	first := insert(t, s, "k", "a")
+	ok, err := s.Release(ctx, "k", "a", first)
+	won(t, ok, err, "Release")
+	term, ok, err := s.Elect(ctx, "k", "b", first+1, longLease)
+	lostTerm := newTerm(t, term, ok, err, first+1, "Elect")
+	ok, err = s.Renew(ctx, "k", "b", lostTerm)
+	won(t, ok, err, "Renew")
+
+	h.Corrupt(t, table, "k", RolledBack)
+	old := observe(t, s, "k")
+	require.Equal(t, int64(1), old.Version, "the rolled-back row")
+	require.Equal(t, int64(1), old.Term)
+	require.True(t, old.Expired(longLease), "the rolled-back lease is an hour old")
+
+	term, ok, err = s.Elect(ctx, "k", "c", old.Version, longLease)
+	term = newTerm(t, term, ok, err, lostTerm, "Elect from the rolled-back version")
+	rec := observe(t, s, "k")
+	assert.Equal(t, "c", rec.LeaderID)
+	assert.Equal(t, term, rec.Term)
+
+	// A handover from a rolled-back row starts a fresh term too.
+	h.Corrupt(t, table, "k", RolledBack)
+	term2, ok, err := s.Handover(ctx, "k", "c", 1, "d")
+	newTerm(t, term2, ok, err, term, "Handover from the rolled-back version")
+	assert.Equal(t, term2, observe(t, s, "k").Term)
+
+	// The leader of the lost term cannot renew it: its version is gone, and the CAS
+	// names a version the row will not reach again.
+	ok, err = s.Renew(ctx, "k", "b", lostTerm+1)
+	lost(t, ok, err, "Renew of the lost term")
 }
 
 func renewBumpsVersionAndResetsAge(t *testing.T, h Harness) {
 	s, _ := open(t, h)
-	insert(t, s, "k", "a")
+	v := insert(t, s, "k", "a")
 	time.Sleep(outlive)
 	before := observe(t, s, "k")
 	assert.GreaterOrEqual(t, before.Age, outlive/2, "age after sleeping %v", outlive)
 
-	ok, err := s.Renew(t.Context(), "k", "a", 1)
+	ok, err := s.Renew(t.Context(), "k", "a", v)
 	won(t, ok, err, "Renew")
 	rec := observe(t, s, "k")
-	assert.Equal(t, int64(2), rec.Version)
+	assert.Equal(t, v+1, rec.Version)
 	assert.Equal(t, "a", rec.LeaderID)
 	assert.Less(t, rec.Age, before.Age, "Renew writes a fresh tick_time")
 }
@@ -359,11 +429,11 @@ func renewBumpsVersionAndResetsAge(t *testing.T, h Harness) {
 func renewByAnotherIDLoses(t *testing.T, h Harness) {
 	s, _ := open(t, h)
 	ctx := t.Context()
-	insert(t, s, "k", "a")
+	v := insert(t, s, "k", "a")
 	before := observe(t, s, "k")
 
 	for _, id := range []string{"b", "A", "aa", " a"} {
-		ok, err := s.Renew(ctx, "k", id, 1)
+		ok, err := s.Renew(ctx, "k", id, v)
 		lost(t, ok, err, fmt.Sprintf("Renew by %q", id))
 	}
 	unchanged(t, s, before)
@@ -372,98 +442,98 @@ func renewByAnotherIDLoses(t *testing.T, h Harness) {
 func renewFromStaleVersionLoses(t *testing.T, h Harness) {
 	s, _ := open(t, h)
 	ctx := t.Context()
-	insert(t, s, "k", "a")
+	v := insert(t, s, "k", "a")
 
-	ok, err := s.Renew(ctx, "k", "a", 1)
+	ok, err := s.Renew(ctx, "k", "a", v)
 	won(t, ok, err, "first Renew")
 	before := observe(t, s, "k")
-	for _, v := range []int64{0, 1, 3} {
-		ok, err := s.Renew(ctx, "k", "a", v)
-		lost(t, ok, err, fmt.Sprintf("Renew from version %d with the row at 2", v))
+	for _, stale := range []int64{0, v, v + 2} {
+		ok, err := s.Renew(ctx, "k", "a", stale)
+		lost(t, ok, err, fmt.Sprintf("Renew from version %d with the row at %d", stale, v+1))
 	}
 	unchanged(t, s, before)
 
-	ok, err = s.Renew(ctx, "k", "a", 2)
+	ok, err = s.Renew(ctx, "k", "a", v+1)
 	won(t, ok, err, "Renew from the current version")
-	assert.Equal(t, int64(3), observe(t, s, "k").Version)
+	assert.Equal(t, v+2, observe(t, s, "k").Version)
 }
 
 func renewDoesNotChangeTerm(t *testing.T, h Harness) {
 	s, _ := open(t, h)
 	ctx := t.Context()
-	insert(t, s, "k", "a")
-	ok, err := s.Release(ctx, "k", "a", 1)
+	v := insert(t, s, "k", "a")
+	ok, err := s.Release(ctx, "k", "a", v)
 	won(t, ok, err, "Release")
-	ok, err = s.Elect(ctx, "k", "b", 2, longLease)
-	won(t, ok, err, "Elect")
+	term, ok, err := s.Elect(ctx, "k", "b", v+1, longLease)
+	term = newTerm(t, term, ok, err, v+1, "Elect")
 
-	for v := int64(3); v < 6; v++ {
-		ok, err := s.Renew(ctx, "k", "b", v)
-		won(t, ok, err, fmt.Sprintf("Renew from version %d", v))
+	for version := term; version < term+3; version++ {
+		ok, err := s.Renew(ctx, "k", "b", version)
+		won(t, ok, err, fmt.Sprintf("Renew from version %d", version))
 		rec := observe(t, s, "k")
-		assert.Equal(t, v+1, rec.Version)
-		assert.Equal(t, int64(3), rec.Term, "Renew changed the term")
+		assert.Equal(t, version+1, rec.Version)
+		assert.Equal(t, term, rec.Term, "Renew changed the term")
 	}
 }
 
 func releaseClearsLeaderAndKeepsTerm(t *testing.T, h Harness) {
 	s, _ := open(t, h)
 	ctx := t.Context()
-	insert(t, s, "k", "a")
+	v := insert(t, s, "k", "a")
 	before := observe(t, s, "k")
 
-	ok, err := s.Release(ctx, "k", "b", 1)
+	ok, err := s.Release(ctx, "k", "b", v)
 	lost(t, ok, err, "Release by a non-holder")
-	ok, err = s.Release(ctx, "k", "a", 0)
+	ok, err = s.Release(ctx, "k", "a", v-1)
 	lost(t, ok, err, "Release from a stale version")
 	unchanged(t, s, before)
 
-	ok, err = s.Release(ctx, "k", "a", 1)
+	ok, err = s.Release(ctx, "k", "a", v)
 	won(t, ok, err, "Release")
 	rec := observe(t, s, "k")
 	assert.Empty(t, rec.LeaderID)
 	assert.True(t, rec.Released())
 	assert.True(t, rec.Expired(longLease), "a released lease is expired whatever its age")
 	assert.Zero(t, rec.Remaining(longLease))
-	assert.Equal(t, int64(2), rec.Version)
-	assert.Equal(t, int64(1), rec.Term, "Release kept the last leader's term")
+	assert.Equal(t, v+1, rec.Version)
+	assert.Equal(t, v, rec.Term, "Release kept the last leader's term")
 
 	// The former holder cannot renew or release again.
-	ok, err = s.Renew(ctx, "k", "a", 2)
+	ok, err = s.Renew(ctx, "k", "a", v+1)
 	lost(t, ok, err, "Renew after Release")
-	ok, err = s.Release(ctx, "k", "a", 2)
+	ok, err = s.Release(ctx, "k", "a", v+1)
 	lost(t, ok, err, "second Release")
-	ok, err = s.RequestStepDown(ctx, "k", 2, "")
+	ok, err = s.RequestStepDown(ctx, "k", v+1, "")
 	lost(t, ok, err, "RequestStepDown with no leader")
 }
 
 func handoverNamesTargetWithNewTerm(t *testing.T, h Harness) {
 	s, _ := open(t, h)
 	ctx := t.Context()
-	insert(t, s, "k", "a")
+	v := insert(t, s, "k", "a")
 	before := observe(t, s, "k")
 
-	ok, err := s.Handover(ctx, "k", "b", 1, "c")
-	lost(t, ok, err, "Handover by a non-holder")
-	ok, err = s.Handover(ctx, "k", "a", 0, "b")
-	lost(t, ok, err, "Handover from a stale version")
+	term, ok, err := s.Handover(ctx, "k", "b", v, "c")
+	noTerm(t, term, ok, err, "Handover by a non-holder")
+	term, ok, err = s.Handover(ctx, "k", "a", v-1, "b")
+	noTerm(t, term, ok, err, "Handover from a stale version")
 	unchanged(t, s, before)
 
 	time.Sleep(outlive)
 	before = observe(t, s, "k")
-	ok, err = s.Handover(ctx, "k", "a", 1, "b")
-	won(t, ok, err, "Handover")
+	term, ok, err = s.Handover(ctx, "k", "a", v, "b")
+	term = newTerm(t, term, ok, err, v, "Handover")
 	rec := observe(t, s, "k")
 	assert.Equal(t, "b", rec.LeaderID)
-	assert.Equal(t, int64(2), rec.Version)
-	assert.Equal(t, int64(2), rec.Term, "the target leads in a new term")
+	assert.Equal(t, term, rec.Version)
+	assert.Equal(t, term, rec.Term, "the target leads in a new term")
 	assert.Less(t, rec.Age, before.Age, "Handover writes a fresh tick_time")
 	assert.Empty(t, rec.HandoverTo)
 	assert.False(t, rec.StepDown)
 
-	ok, err = s.Renew(ctx, "k", "a", 2)
+	ok, err = s.Renew(ctx, "k", "a", term)
 	lost(t, ok, err, "Renew by the former leader")
-	ok, err = s.Renew(ctx, "k", "b", 2)
+	ok, err = s.Renew(ctx, "k", "b", term)
 	won(t, ok, err, "Renew by the target")
 }
 
@@ -472,27 +542,27 @@ func requestStepDownKeepsLeaseAndTerm(t *testing.T, h Harness) {
 	ctx := t.Context()
 
 	t.Run("LeaseAndTermKept", func(t *testing.T) {
-		insert(t, s, "k", "a")
+		v := insert(t, s, "k", "a")
 		time.Sleep(outlive / 3)
 		before := observe(t, s, "k")
 
-		ok, err := s.RequestStepDown(ctx, "k", 0, "b")
+		ok, err := s.RequestStepDown(ctx, "k", v-1, "b")
 		lost(t, ok, err, "RequestStepDown from a stale version")
-		ok, err = s.RequestStepDown(ctx, "k", 1, "b")
+		ok, err = s.RequestStepDown(ctx, "k", v, "b")
 		won(t, ok, err, "RequestStepDown")
 		rec := observe(t, s, "k")
 		assert.Equal(t, "a", rec.LeaderID)
-		assert.Equal(t, int64(1), rec.Term)
-		assert.Equal(t, int64(2), rec.Version)
+		assert.Equal(t, v, rec.Term)
+		assert.Equal(t, v+1, rec.Version)
 		assert.True(t, rec.StepDown)
 		assert.Equal(t, "b", rec.HandoverTo)
 		assert.GreaterOrEqual(t, rec.Age, before.Age, "RequestStepDown touched tick_time")
 
 		// The leader's renewal from the version it wrote loses, so it reads the row
 		// and sees the request; from the new version it wins.
-		ok, err = s.Renew(ctx, "k", "a", 1)
+		ok, err = s.Renew(ctx, "k", "a", v)
 		lost(t, ok, err, "Renew from the version before the request")
-		ok, err = s.Renew(ctx, "k", "a", 2)
+		ok, err = s.Renew(ctx, "k", "a", v+1)
 		won(t, ok, err, "Renew from the request's version")
 		// A renewal does not clear the request: it stands until the leader releases,
 		// hands over, or loses the lease to an election.
@@ -501,45 +571,45 @@ func requestStepDownKeepsLeaseAndTerm(t *testing.T, h Harness) {
 		assert.Equal(t, "b", rec.HandoverTo)
 	})
 	t.Run("WithoutTarget", func(t *testing.T) {
-		insert(t, s, "none", "a")
-		ok, err := s.RequestStepDown(ctx, "none", 1, "")
+		v := insert(t, s, "none", "a")
+		ok, err := s.RequestStepDown(ctx, "none", v, "")
 		won(t, ok, err, "RequestStepDown")
 		rec := observe(t, s, "none")
 		assert.True(t, rec.StepDown)
 		assert.Empty(t, rec.HandoverTo)
 	})
 	t.Run("ReleaseClearsIt", func(t *testing.T) {
-		insert(t, s, "release", "a")
-		ok, err := s.RequestStepDown(ctx, "release", 1, "b")
+		v := insert(t, s, "release", "a")
+		ok, err := s.RequestStepDown(ctx, "release", v, "b")
 		won(t, ok, err, "RequestStepDown")
-		ok, err = s.Release(ctx, "release", "a", 2)
+		ok, err = s.Release(ctx, "release", "a", v+1)
 		won(t, ok, err, "Release")
 		rec := observe(t, s, "release")
 		assert.False(t, rec.StepDown)
 		assert.Empty(t, rec.HandoverTo)
 	})
 	t.Run("HandoverClearsIt", func(t *testing.T) {
-		insert(t, s, "handover", "a")
-		ok, err := s.RequestStepDown(ctx, "handover", 1, "b")
+		v := insert(t, s, "handover", "a")
+		ok, err := s.RequestStepDown(ctx, "handover", v, "b")
 		won(t, ok, err, "RequestStepDown")
-		ok, err = s.Handover(ctx, "handover", "a", 2, "b")
-		won(t, ok, err, "Handover")
+		term, ok, err := s.Handover(ctx, "handover", "a", v+1, "b")
+		newTerm(t, term, ok, err, v+1, "Handover")
 		rec := observe(t, s, "handover")
 		assert.Equal(t, "b", rec.LeaderID)
 		assert.False(t, rec.StepDown)
 		assert.Empty(t, rec.HandoverTo)
 	})
 	t.Run("ElectClearsItAndTheLeaseStillExpires", func(t *testing.T) {
-		insert(t, s, "elect", "a")
+		v := insert(t, s, "elect", "a")
 		time.Sleep(outlive)
 		// The request does not refresh the lease: it still expires from the last renewal.
-		ok, err := s.RequestStepDown(ctx, "elect", 1, "b")
+		ok, err := s.RequestStepDown(ctx, "elect", v, "b")
 		won(t, ok, err, "RequestStepDown")
-		ok, err = s.Elect(ctx, "elect", "c", 2, shortLease)
-		won(t, ok, err, "Elect after the lease expired")
+		term, ok, err := s.Elect(ctx, "elect", "c", v+1, shortLease)
+		term = newTerm(t, term, ok, err, v+1, "Elect after the lease expired")
 		rec := observe(t, s, "elect")
 		assert.Equal(t, "c", rec.LeaderID)
-		assert.Equal(t, int64(3), rec.Term)
+		assert.Equal(t, term, rec.Term)
 		assert.False(t, rec.StepDown)
 		assert.Empty(t, rec.HandoverTo)
 	})
@@ -549,8 +619,9 @@ func keysAreIndependentAndCaseSensitive(t *testing.T, h Harness) {
 	s, _ := open(t, h)
 	ctx := t.Context()
 	keys := map[string]string{"Key": "a", "key": "b", "KEY": "c"}
+	terms := map[string]int64{}
 	for key, id := range keys {
-		insert(t, s, key, id)
+		terms[key] = insert(t, s, key, id)
 	}
 	for key, id := range keys {
 		rec := observe(t, s, key)
@@ -559,16 +630,16 @@ func keysAreIndependentAndCaseSensitive(t *testing.T, h Harness) {
 	}
 
 	// Writes on one key leave the others alone.
-	ok, err := s.Renew(ctx, "Key", "a", 1)
+	ok, err := s.Renew(ctx, "Key", "a", terms["Key"])
 	won(t, ok, err, `Renew "Key"`)
-	ok, err = s.Release(ctx, "key", "b", 1)
+	ok, err = s.Release(ctx, "key", "b", terms["key"])
 	won(t, ok, err, `Release "key"`)
-	assert.Equal(t, store.Record{Key: "Key", Version: 2, LeaderID: "a", Term: 1}, zeroAge(observe(t, s, "Key")))
-	assert.Equal(t, store.Record{Key: "key", Version: 2, LeaderID: "", Term: 1}, zeroAge(observe(t, s, "key")))
-	assert.Equal(t, store.Record{Key: "KEY", Version: 1, LeaderID: "c", Term: 1}, zeroAge(observe(t, s, "KEY")))
+	assert.Equal(t, store.Record{Key: "Key", Version: terms["Key"] + 1, LeaderID: "a", Term: terms["Key"]}, zeroAge(observe(t, s, "Key")))
+	assert.Equal(t, store.Record{Key: "key", Version: terms["key"] + 1, LeaderID: "", Term: terms["key"]}, zeroAge(observe(t, s, "key")))
+	assert.Equal(t, store.Record{Key: "KEY", Version: terms["KEY"], LeaderID: "c", Term: terms["KEY"]}, zeroAge(observe(t, s, "KEY")))
 
 	// Leader IDs are case-sensitive too.
-	ok, err = s.Renew(ctx, "KEY", "C", 1)
+	ok, err = s.Renew(ctx, "KEY", "C", terms["KEY"])
 	lost(t, ok, err, `Renew "KEY" by "C"`)
 }
 
@@ -594,9 +665,10 @@ func hostileKeysAreData(t *testing.T, h Harness) {
 		strings.Repeat("🗳", store.MaxKeyLen/4),       // 252 bytes of 4-byte characters
 	}
 	// Each key is also its leader's ID.
+	first := map[string]int64{}
 	for _, key := range keys {
-		ok, err := s.Insert(ctx, key, key)
-		won(t, ok, err, fmt.Sprintf("Insert %q", key))
+		term, ok, err := s.Insert(ctx, key, key)
+		first[key] = newTerm(t, term, ok, err, 0, fmt.Sprintf("Insert %q", key))
 	}
 	// Each is then handed over to the next key as a new leader ID.
 	next := func(i int) string { return keys[(i+1)%len(keys)] }
@@ -604,15 +676,16 @@ func hostileKeysAreData(t *testing.T, h Harness) {
 		rec := observe(t, s, key)
 		assert.Equal(t, key, rec.Key, "key read back")
 		assert.Equal(t, key, rec.LeaderID, "leader ID read back")
-		assert.Equal(t, int64(1), rec.Version, "key %q", key)
-		ok, err := s.Renew(ctx, key, key, 1)
+		v := first[key]
+		assert.Equal(t, v, rec.Version, "key %q", key)
+		ok, err := s.Renew(ctx, key, key, v)
 		won(t, ok, err, fmt.Sprintf("Renew %q", key))
-		ok, err = s.Handover(ctx, key, key, 2, next(i))
-		won(t, ok, err, fmt.Sprintf("Handover %q", key))
+		term, ok, err := s.Handover(ctx, key, key, v+1, next(i))
+		first[key] = newTerm(t, term, ok, err, v+1, fmt.Sprintf("Handover %q", key))
 	}
 	for i, key := range keys {
 		rec := observe(t, s, key)
-		assert.Equal(t, int64(3), rec.Version, "key %q", key)
+		assert.Equal(t, first[key], rec.Version, "key %q", key)
 		assert.Equal(t, next(i), rec.LeaderID, "key %q", key)
 	}
 
@@ -643,24 +716,24 @@ func invalidArgumentsAreRefused(t *testing.T, h Harness) {
 			_, found, err := s.Observe(ctx, tc.bad)
 			require.ErrorIs(t, err, store.ErrInvalidArgument, "Observe")
 			assert.False(t, found)
-			_, err = s.Insert(ctx, tc.bad, "a")
+			_, _, err = s.Insert(ctx, tc.bad, "a")
 			require.ErrorIs(t, err, store.ErrInvalidArgument, "Insert with the key")
-			_, err = s.Insert(ctx, "other", tc.bad)
+			_, _, err = s.Insert(ctx, "other", tc.bad)
 			require.ErrorIs(t, err, store.ErrInvalidArgument, "Insert with the ID")
 			v := before.Version
 			for _, call := range []struct {
 				what string
 				err  error
 			}{
-				{"Elect with the key", second(s.Elect(ctx, tc.bad, "a", v, 0))},
-				{"Elect with the ID", second(s.Elect(ctx, key, tc.bad, v, 0))},
+				{"Elect with the key", third(s.Elect(ctx, tc.bad, "a", v, 0))},
+				{"Elect with the ID", third(s.Elect(ctx, key, tc.bad, v, 0))},
 				{"Renew with the key", second(s.Renew(ctx, tc.bad, "a", v))},
 				{"Renew with the ID", second(s.Renew(ctx, key, tc.bad, v))},
 				{"Release with the key", second(s.Release(ctx, tc.bad, "a", v))},
 				{"Release with the ID", second(s.Release(ctx, key, tc.bad, v))},
-				{"Handover with the key", second(s.Handover(ctx, tc.bad, "a", v, "b"))},
-				{"Handover with the ID", second(s.Handover(ctx, key, tc.bad, v, "b"))},
-				{"Handover with the target", second(s.Handover(ctx, key, "a", v, tc.bad))},
+				{"Handover with the key", third(s.Handover(ctx, tc.bad, "a", v, "b"))},
+				{"Handover with the ID", third(s.Handover(ctx, key, tc.bad, v, "b"))},
+				{"Handover with the target", third(s.Handover(ctx, key, "a", v, tc.bad))},
 				{"RequestStepDown with the key", second(s.RequestStepDown(ctx, tc.bad, v, "b"))},
 			} {
 				assert.ErrorIs(t, call.err, store.ErrInvalidArgument, call.what)
@@ -684,8 +757,11 @@ func invalidArgumentsAreRefused(t *testing.T, h Harness) {
 	}
 }
 
-// second returns the error of a compare-and-set.
+// second returns the error of a compare-and-set; third that of a write that starts
+// a term.
 func second(_ bool, err error) error { return err }
+
+func third(_ int64, _ bool, err error) error { return err }
 
 func missingTableSaysHowToCreateIt(t *testing.T, h Harness) {
 	table := testdb.Name(t)
@@ -701,9 +777,9 @@ func missingTableSaysHowToCreateIt(t *testing.T, h Harness) {
 	_, found, err := s.Observe(ctx, "k")
 	deploymentError(err, "Observe")
 	assert.False(t, found)
-	_, err = s.Insert(ctx, "k", "a")
+	_, _, err = s.Insert(ctx, "k", "a")
 	deploymentError(err, "Insert")
-	_, err = s.Elect(ctx, "k", "a", 1, shortLease)
+	_, _, err = s.Elect(ctx, "k", "a", 1, shortLease)
 	deploymentError(err, "Elect")
 	_, err = s.Renew(ctx, "k", "a", 1)
 	deploymentError(err, "Renew")
@@ -757,7 +833,7 @@ func corruptRowsGiveClearErrors(t *testing.T, h Harness) {
 				_, _ = s.Renew(ctx, key, "a", 1)
 				_, _ = s.RequestStepDown(ctx, key, 1, "b")
 				_, _ = s.Release(ctx, key, "a", 1)
-				_, _ = s.Elect(ctx, key, "b", 1, 0)
+				_, _, _ = s.Elect(ctx, key, "b", 1, 0)
 			})
 		})
 	}
