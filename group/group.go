@@ -121,6 +121,7 @@ type state struct {
 	leading  bool
 	version  int64
 	term     int64
+	highest  int64 // highest term seen in a row or won
 	deadline time.Time
 	nextLook time.Time
 }
@@ -381,6 +382,7 @@ func (r *run) expire(now time.Time) {
 
 func (r *run) startLeading(s *state, version, term int64, deadline time.Time) {
 	s.leading, s.version, s.term, s.deadline = true, version, term, deadline
+	s.highest = max(s.highest, term)
 	s.sh.term.Store(term)
 	s.sh.trust.Store(max(int64(deadline.Sub(r.g.base)), 1))
 	r.g.leading.Add(1)
@@ -566,6 +568,7 @@ func (r *run) observed(s *state, rec store.Record, found bool, sent time.Time) {
 	wait := g.cfg.PollInterval
 	if found {
 		s.version = rec.Version
+		s.highest = max(s.highest, rec.Term)
 		if !rec.Expired(g.cfg.LeaseDuration) {
 			wait = min(wait, rec.Remaining(g.cfg.LeaseDuration))
 		}
@@ -618,10 +621,13 @@ func (r *run) follow(ctx context.Context) error {
 		}
 		for _, s := range batch {
 			rec, found := recs[s.key]
+			// A row whose term is below one seen before was rolled back by a failover
+			// that lost writes: a lease of ours in it is a revived term, not adopted.
+			revived := found && rec.Term < s.highest
 			switch {
 			case !found:
 				create = append(create, s)
-			case rec.LeaderID == g.cfg.ID && rec.Age < g.cfg.RenewDeadline:
+			case rec.LeaderID == g.cfg.ID && rec.Age < g.cfg.RenewDeadline && !revived:
 				// Our own live lease: an election whose reply was lost.
 				r.startLeading(s, rec.Version, rec.Term, sent.Add(g.cfg.RenewDeadline-rec.Age))
 			case rec.Expired(g.cfg.LeaseDuration):

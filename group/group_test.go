@@ -236,6 +236,46 @@ func TestTermsOutrunARolledBackRow(t *testing.T) {
 	})
 }
 
+func TestRevivedTermOfOursIsNotAdopted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		ks := keys(1)
+		var mu sync.Mutex
+		var tokens []int64
+		g := newGroup(t, st, "a", ks, func(c *group.Config) {
+			c.OnChange = func(key string, leading bool, token int64) {
+				if leading {
+					mu.Lock()
+					tokens = append(tokens, token)
+					mu.Unlock()
+				}
+			}
+		})
+		stop := running(t, g)
+		time.Sleep(time.Millisecond)
+		lost := g.Token(ks[0])
+		require.Positive(t, lost)
+
+		// The row goes back to an older term of ours with a fresh tick_time, as after
+		// a failover that lost writes: a lease that looks live and names us, but in a
+		// term below one we held.
+		st.Put(store.Record{Key: ks[0], Version: lost - 10, LeaderID: "a", Term: lost - 10})
+		time.Sleep(heartbeat + poll)
+		assert.NotEqual(t, lost-10, g.Token(ks[0]), "the revived term was adopted")
+
+		// Once that lease has expired, an election gives a term above the lost one.
+		time.Sleep(lease + poll)
+		require.True(t, g.IsLeader(ks[0]))
+		assert.Greater(t, g.Token(ks[0]), lost)
+		stop()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, tok := range tokens {
+			assert.NotEqual(t, lost-10, tok, "led in the revived term: %v", tokens)
+		}
+	})
+}
+
 // termless is a store that does not report the terms of the keys it wins.
 type termless struct{ *memstore.Store }
 
