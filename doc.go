@@ -29,8 +29,11 @@
 // # Guarantees
 //
 //   - At most one candidate wins each version; the fencing token ([Elector.Token])
-//     strictly increases across terms of one election, unless the election row is
-//     rolled back by a database failover that lost writes (see docs/SAFETY.md).
+//     strictly increases across terms of one election. Terms are taken from the
+//     database clock (the greater of version+1 and its time in microseconds), so
+//     they keep increasing even when a database failover that lost writes rolls the
+//     row back, as long as the new server's clock is not behind the old one's by
+//     more than the failover took (see docs/SAFETY.md).
 //   - A follower takes over only after the lease expired in database time
 //     (LeaseDuration after the leader's last renewal executed), or after the leader
 //     released it. Client wall clocks are never compared with tick_time.
