@@ -41,19 +41,27 @@ const (
 	envTimings = "CASLEADER_CHAOS_TIMINGS" // lease,renew,heartbeat,poll
 	envIdle    = "CASLEADER_CHAOS_IDLE"    // MySQL session variable that aborts idle transactions
 	envDebug   = "CASLEADER_CHAOS_DEBUG"   // log at Debug level
+	// envMonoOffset is how far (in nanoseconds) the candidate's CLOCK_MONOTONIC is
+	// ahead of the host's: the candidate runs in a time namespace of its own.
+	envMonoOffset = "CASLEADER_CHAOS_MONO_OFFSET"
 	// EnvLogDir names a directory where the parent keeps every candidate's log.
 	EnvLogDir = "CASLEADER_CHAOS_LOGDIR"
 )
 
-// Mono returns CLOCK_MONOTONIC in nanoseconds: one timeline for every process on
-// the host.
+// Mono returns the host's CLOCK_MONOTONIC in nanoseconds: one timeline for every
+// process on the host. A candidate whose clocks are offset (see
+// [Config.ClockOffsets]) subtracts its offset, which only the harness's own stamps
+// use: the elector in that process sees the offset clock.
 func Mono() int64 {
 	var ts unix.Timespec
 	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
 		panic(err) // cannot happen on Linux
 	}
-	return ts.Nano()
+	return ts.Nano() - monoOffset
 }
+
+// monoOffset is this process's envMonoOffset (0 in the parent).
+var monoOffset, _ = strconv.ParseInt(os.Getenv(envMonoOffset), 10, 64)
 
 // events writes the lines a candidate reports to the parent (file descriptor 3).
 type events struct {

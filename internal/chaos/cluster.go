@@ -27,6 +27,8 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
 	"github.com/rs/zerolog"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
 )
@@ -50,6 +52,12 @@ type Config struct {
 	// Kinds restricts the faults injected on the leader (or the row) to these kinds;
 	// empty means all of them.
 	Kinds []string
+	// ClockOffsets starts every candidate but the one in slot 0 in a time namespace
+	// of its own (`unshare --time`), with CLOCK_MONOTONIC and CLOCK_BOOTTIME offset
+	// by a random 1 to 48 hours, so candidates whose clocks disagree by hours run
+	// side by side. Where time namespaces are not available, candidates run on the
+	// host's clocks and the report says so.
+	ClockOffsets bool
 
 	// Logf receives progress lines (nil: none).
 	Logf func(format string, args ...any)
@@ -73,6 +81,7 @@ type Cluster struct {
 	snaps    []snapshot
 	failures []string // unexpected exits of candidates
 	nextID   int
+	timens   bool // candidates may be started with offset clocks
 
 	// History is what the last Run observed, for a closer look when a check fails.
 	History History
@@ -114,6 +123,12 @@ func New(cfg Config) (*Cluster, error) {
 		actions: cfg.Table + "_actions",
 		open:    map[string]Interval{},
 		hist:    History{Rejected: map[string]int{}},
+	}
+	if cfg.ClockOffsets {
+		c.timens = timeNamespaces()
+		if !c.timens {
+			cfg.Logf("clock offsets unavailable (unshare --time failed): every candidate runs on the host's clocks")
+		}
 	}
 	var err error
 	switch cfg.Dialect {
@@ -214,9 +229,19 @@ func (c *Cluster) start(slot int) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(os.Args[0])
 	cfg := c.cfg
+	var offset time.Duration
+	if c.timens && slot != 0 {
+		offset = time.Duration(1+c.rng.IntN(48*60)) * time.Minute
+	}
+	cmd := exec.Command(os.Args[0])
+	if offset > 0 {
+		// unshare execs the binary in the new namespace: same process, same pid.
+		secs := strconv.FormatInt(int64(offset/time.Second), 10)
+		cmd = exec.Command("unshare", "--time", "--monotonic", secs, "--boottime", secs, "--", os.Args[0])
+	}
 	cmd.Env = append(os.Environ(),
+		envMonoOffset+"="+strconv.FormatInt(int64(offset), 10),
 		EnvChild+"=1",
 		envDialect+"="+string(cfg.Dialect),
 		envDSN+"="+cfg.DSN,
@@ -252,9 +277,29 @@ func (c *Cluster) start(slot int) error {
 	c.mu.Lock()
 	c.slots[slot] = p
 	c.all = append(c.all, p)
+	c.hist.ClockOffsets = append(c.hist.ClockOffsets, offset)
 	c.mu.Unlock()
 	go c.read(p, r)
 	return nil
+}
+
+// timeNamespaces reports whether candidates can be started with offset clocks:
+// util-linux unshare and a kernel with time namespaces (Linux 5.6+), and the right
+// to create them.
+func timeNamespaces() bool {
+	out, err := exec.Command("unshare", "--time", "--monotonic", "3600", "--boottime", "3600", "--", "cat", "/proc/uptime").Output()
+	if err != nil {
+		return false
+	}
+	var shifted float64
+	if _, err := fmt.Sscan(string(out), &shifted); err != nil {
+		return false
+	}
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts) != nil {
+		return false
+	}
+	return shifted-float64(ts.Sec) > 3000
 }
 
 // read consumes a candidate's event lines until it exits.

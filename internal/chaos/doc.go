@@ -7,19 +7,21 @@
 // SIGCONT), cut off (a black hole), refused, slowed beyond the renew deadline, or have
 // its connections reset as replies come back (the write committed, the reply was
 // lost), alone or with other candidates; and the election row can be set back to an
-// older version and tick_time with direct SQL (a failover that lost writes).
+// older version and tick_time with direct SQL (a failover that lost writes). With
+// [Config.ClockOffsets], candidates run in time namespaces of their own whose
+// monotonic and boot-time clocks are hours ahead of the host's.
 //
 // While a candidate believes it leads it performs fenced actions: a transaction that
 // checks the elector's guard and inserts its token into an action table. For a while
 // after it stopped leading it keeps trying, with the store's guard only and a context
 // that leadership does not cancel, as a careless application would: the database
 // must refuse those. Each candidate reports its belief intervals (the first and last
-// instant it saw IsLeader() true) to the parent over a pipe, stamped with
-// CLOCK_MONOTONIC, which every process on one host shares; the parent stamps the
-// faults with the same clock.
+// instant it saw IsLeader() true) to the parent over a pipe, stamped with the host's
+// CLOCK_MONOTONIC (a candidate in a time namespace subtracts its offset from these
+// stamps only); the parent stamps the faults with the same clock.
 //
-// [Check] then verifies the history: fenced actions never go backwards in token;
-// belief intervals of different candidates never overlap (overlaps under a frozen
-// process or a rolled-back row are reported apart); after every fault heals, a
-// leader is back within lease + poll + slack.
+// [Check] then verifies the history: fenced actions never go backwards in token
+// (no excuse, not even a rolled-back row); belief intervals of different candidates
+// never overlap (overlaps under a frozen process or a rolled-back row are reported
+// apart); after every fault heals, a leader is back within lease + poll + slack.
 package chaos

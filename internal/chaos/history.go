@@ -74,6 +74,9 @@ type History struct {
 	// knew it did not lead; "database": the guard's row check; "error": the check
 	// could not be made).
 	Rejected map[string]int
+	// ClockOffsets holds, per candidate started, how far its CLOCK_MONOTONIC and
+	// CLOCK_BOOTTIME were ahead of the host's (0: not offset).
+	ClockOffsets []time.Duration
 }
 
 // Bounds are the timing parameters the checker judges liveness with.
@@ -118,6 +121,8 @@ type Report struct {
 	Liveness  []time.Duration
 	// FailoversByKind splits Failovers by the trial's first fault kind.
 	FailoversByKind map[string][]time.Duration
+	// ClockOffsets is History.ClockOffsets.
+	ClockOffsets []time.Duration
 }
 
 // OK reports whether the history has no unexcused violation.
@@ -143,6 +148,7 @@ func Check(h History, b Bounds) Report {
 		Rejected:          h.Rejected,
 		MaxOverlapExcused: map[string]time.Duration{},
 		FailoversByKind:   map[string][]time.Duration{},
+		ClockOffsets:      h.ClockOffsets,
 	}
 	for _, f := range h.Faults {
 		for _, k := range f.Kinds {
@@ -331,6 +337,18 @@ func (r Report) String() string {
 		fmt.Fprintf(&b, " %s=%d", k, r.FaultsByKind[k])
 	}
 	b.WriteString("\n")
+	var shifted []time.Duration
+	for _, o := range r.ClockOffsets {
+		if o > 0 {
+			shifted = append(shifted, o)
+		}
+	}
+	if len(shifted) > 0 {
+		fmt.Fprintf(&b, "clock offsets: %d of %d candidates ran with CLOCK_MONOTONIC and CLOCK_BOOTTIME %v to %v ahead of the host's\n",
+			len(shifted), len(r.ClockOffsets), slices.Min(shifted), slices.Max(shifted))
+	} else {
+		fmt.Fprintf(&b, "clock offsets: none of %d candidates\n", len(r.ClockOffsets))
+	}
 	fmt.Fprintf(&b, "fenced actions checked: %d (rejected: local=%d database=%d error=%d)\n",
 		r.ActionsChecked, r.Rejected["local"], r.Rejected["database"], r.Rejected["error"])
 	count := func(vs []Violation, prop string) int {
