@@ -44,7 +44,8 @@ const (
 	// envMonoOffset is how far (in nanoseconds) the candidate's CLOCK_MONOTONIC is
 	// ahead of the host's: the candidate runs in a time namespace of its own.
 	envMonoOffset = "CASLEADER_CHAOS_MONO_OFFSET"
-	// EnvLogDir names a directory where the parent keeps every candidate's log.
+	// EnvLogDir names a directory where the parent keeps every candidate's log, as
+	// <dialect>-<candidate>.log.
 	EnvLogDir = "CASLEADER_CHAOS_LOGDIR"
 )
 

@@ -258,7 +258,8 @@ func (c *Cluster) start(slot int) error {
 	cmd.Stderr = p.stderr
 	if dir := os.Getenv(EnvLogDir); dir != "" {
 		// Keep each candidate's whole log too (slog text lines, Debug and up).
-		if f, err := os.Create(filepath.Join(dir, id+".log")); err == nil {
+		// Named after the dialect too: runs on two databases may share the directory.
+		if f, err := os.Create(filepath.Join(dir, string(cfg.Dialect)+"-"+id+".log")); err == nil {
 			cmd.Stderr = io.MultiWriter(p.stderr, f)
 			cmd.Env = append(cmd.Env, envDebug+"=1")
 			p.logFile = f
