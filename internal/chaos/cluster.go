@@ -232,7 +232,7 @@ func (c *Cluster) start(slot int) error {
 	cfg := c.cfg
 	var offset time.Duration
 	if c.timens && slot != 0 {
-		offset = time.Duration(1+c.rng.IntN(48*60)) * time.Minute
+		offset = time.Hour + time.Duration(c.rng.IntN(47*60))*time.Minute
 	}
 	cmd := exec.Command(os.Args[0])
 	if offset > 0 {

@@ -291,7 +291,10 @@ func checkLiveness(h History, b Bounds, r *Report) {
 		const tolerance = int64(50 * time.Millisecond)
 		until := f.Heal + int64(b.Renew) + tolerance
 		if i+1 < len(faults) {
-			until = min(until, faults[i+1].Start) // a later loss belongs to the next fault
+			// A later loss belongs to the next fault, and so does one just before it:
+			// a leader frozen or killed by the next fault was last seen believing a
+			// moment before that fault's stamp.
+			until = min(until, faults[i+1].Start-tolerance)
 		}
 		ended := int64(-1)
 		for _, x := range h.Beliefs {

@@ -118,3 +118,21 @@ func TestPercentile(t *testing.T) {
 	assert.Equal(t, time.Duration(1), Percentile(ds, 0))
 	assert.Zero(t, Percentile(nil, 50))
 }
+
+func TestCheckCountsALossJustBeforeTheNextFaultForTheNextFault(t *testing.T) {
+	// Replies to the leader are reset for 300 ms; it keeps its lease; 500 ms after
+	// the heal (within R of it) it is frozen, and its last recorded belief is 2 ms
+	// before that stamp.
+	freeze := 2*s + 800*int64(time.Millisecond)
+	h := History{
+		Beliefs: []Interval{{"a", 1, 0, freeze - 2*int64(time.Millisecond)}, {"b", 2, freeze + s, 10 * s}},
+		Faults: []Fault{
+			{Kinds: []string{ResetLeader}, Targets: []string{"a"}, Leader: "a", Start: 2 * s, Heal: 2*s + 300*int64(time.Millisecond)},
+			{Kinds: []string{StopLeader}, Targets: []string{"a"}, Leader: "a", Start: freeze, Heal: freeze + 2*s},
+		},
+		End: 10 * s,
+	}
+	r := Check(h, bounds)
+	assert.Empty(t, r.FailoversByKind[ResetLeader], "the reset did not cost the lease")
+	assert.Equal(t, []time.Duration{time.Second}, r.FailoversByKind[StopLeader])
+}
