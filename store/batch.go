@@ -184,19 +184,9 @@ func (c *core) batchCAS(ctx context.Context, op, id string, kvs []KeyVersion, bu
 	if err := checkBatch(id, len(kvs)); err != nil {
 		return nil, err
 	}
-	seen := make(map[string]bool, len(kvs))
-	uniq := kvs[:0:0]
-	for _, kv := range kvs {
-		if err := validateName("key", kv.Key); err != nil {
-			return nil, err
-		}
-		if !seen[kv.Key] {
-			seen[kv.Key] = true
-			uniq = append(uniq, kv)
-		}
-	}
-	if len(uniq) == 0 {
-		return nil, nil
+	uniq, err := unique(kvs, func(kv KeyVersion) string { return kv.Key })
+	if err != nil || len(uniq) == 0 {
+		return nil, err
 	}
 	write, back := build(len(uniq))
 	args := c.casArgs(id, uniq, extra)
@@ -266,15 +256,22 @@ func (c *core) batchCAS(ctx context.Context, op, id string, kvs []KeyVersion, bu
 }
 
 func uniqueKeys(keys []string) ([]string, error) {
-	seen := make(map[string]bool, len(keys))
-	out := make([]string, 0, len(keys))
-	for _, k := range keys {
+	return unique(keys, func(k string) string { return k })
+}
+
+// unique validates the key of every item and drops the items whose key came before,
+// keeping the order.
+func unique[T any](items []T, key func(T) string) ([]T, error) {
+	seen := make(map[string]bool, len(items))
+	out := make([]T, 0, len(items))
+	for _, it := range items {
+		k := key(it)
 		if err := validateName("key", k); err != nil {
 			return nil, err
 		}
 		if !seen[k] {
 			seen[k] = true
-			out = append(out, k)
+			out = append(out, it)
 		}
 	}
 	return out, nil
@@ -320,14 +317,14 @@ func pairs(n int) string { return strings.TrimSuffix(strings.Repeat("(?, ?), ", 
 type mysqlBatch struct{ t string }
 
 func (q mysqlBatch) observeMany(n int) string {
-	return `SELECT elect_key, version, leader_id, term, TIMESTAMPDIFF(MICROSECOND, tick_time, NOW(6)), handover_to, stepdown FROM ` + q.t +
+	return `SELECT elect_key, version, leader_id, term, ` + mysqlAge + `, handover_to, stepdown FROM ` + q.t +
 		` WHERE elect_key IN (` + placeholders(n) + `)`
 }
 
 // readBack reports tick_time = update_time: renew, elect and insert write both
 // with the statement's NOW(6); a step-down request writes only update_time.
 func (q mysqlBatch) readBack(n int) string {
-	return `SELECT elect_key, version, leader_id, term, tick_time = update_time, TIMESTAMPDIFF(MICROSECOND, tick_time, NOW(6)) FROM ` + q.t +
+	return `SELECT elect_key, version, leader_id, term, tick_time = update_time, ` + mysqlAge + ` FROM ` + q.t +
 		` WHERE elect_key IN (` + placeholders(n) + `)`
 }
 
@@ -344,7 +341,7 @@ func (q mysqlBatch) renewMany(n int) (string, string) {
 
 func (q mysqlBatch) electMany(n int) (string, string) {
 	return `UPDATE ` + q.t + ` SET leader_id = ?, term = ` + mysqlNewTerm + `, tick_time = NOW(6), handover_to = '', stepdown = 0, update_time = NOW(6), version = ` + mysqlNewTerm +
-		` WHERE (elect_key, version) IN (` + pairs(n) + `) AND (leader_id = '' OR TIMESTAMPDIFF(MICROSECOND, tick_time, NOW(6)) >= ?)`, q.readBack(n)
+		` WHERE (elect_key, version) IN (` + pairs(n) + `) AND (leader_id = '' OR ` + mysqlAge + ` >= ?)`, q.readBack(n)
 }
 
 func (q mysqlBatch) releaseMany(n int) (string, string) {

@@ -65,12 +65,12 @@ var ErrFenced = errors.New("store: fenced: the token does not hold the lease")
 func guardQueries(d schema.Dialect, t string) (lock, read string) {
 	switch d {
 	case schema.MySQL:
-		return "", `SELECT leader_id, term, TIMESTAMPDIFF(MICROSECOND, tick_time, NOW(6)) FROM ` + t + ` WHERE elect_key = ? LOCK IN SHARE MODE`
+		return "", `SELECT leader_id, term, ` + mysqlAge + ` FROM ` + t + ` WHERE elect_key = ? LOCK IN SHARE MODE`
 	case schema.Postgres:
-		return "", `SELECT leader_id, term, (EXTRACT(EPOCH FROM (clock_timestamp() - tick_time)) * 1000000)::bigint FROM ` + t + ` WHERE elect_key = $1 FOR SHARE`
+		return "", `SELECT leader_id, term, ` + pgAge + ` FROM ` + t + ` WHERE elect_key = $1 FOR SHARE`
 	default: // SQLite
 		return `UPDATE ` + t + ` SET version = version WHERE 0`,
-			`SELECT leader_id, term, CAST(unixepoch('subsec') * 1000000 AS INTEGER) - tick_time FROM ` + t + ` WHERE elect_key = ?`
+			`SELECT leader_id, term, ` + sqliteNow + ` - tick_time FROM ` + t + ` WHERE elect_key = ?`
 	}
 }
 

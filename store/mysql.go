@@ -71,15 +71,18 @@ const mysqlEpochMicros = `TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_
 // which the server evaluates them (MariaDB's SIMULTANEOUS_ASSIGNMENT mode included).
 const mysqlNewTerm = `GREATEST(version + 1, ` + mysqlEpochMicros + `)`
 
+// mysqlAge is the age of tick_time by the database clock, in microseconds.
+const mysqlAge = `TIMESTAMPDIFF(MICROSECOND, tick_time, NOW(6))`
+
 func mysqlQueries(t, _ string) queries {
 	const now = "NOW(6)"
 	return queries{
-		observe: `SELECT version, leader_id, term, TIMESTAMPDIFF(MICROSECOND, tick_time, NOW(6)), handover_to, stepdown FROM ` + t + ` WHERE elect_key = ?`,
+		observe: `SELECT version, leader_id, term, ` + mysqlAge + `, handover_to, stepdown FROM ` + t + ` WHERE elect_key = ?`,
 		insert: `INSERT IGNORE INTO ` + t + ` (elect_key, version, leader_id, term, tick_time, handover_to, stepdown, create_time, update_time)` +
 			` VALUES (?, LAST_INSERT_ID(` + mysqlEpochMicros + `), ?, ` + mysqlEpochMicros + `, ` + now + `, '', 0, ` + now + `, ` + now + `)`,
 		elect: `UPDATE ` + t + ` SET term = LAST_INSERT_ID(` + mysqlNewTerm + `), version = ` + mysqlNewTerm +
 			`, leader_id = ?, tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +
-			` WHERE elect_key = ? AND version = ? AND (leader_id = '' OR TIMESTAMPDIFF(MICROSECOND, tick_time, NOW(6)) >= ?)`,
+			` WHERE elect_key = ? AND version = ? AND (leader_id = '' OR ` + mysqlAge + ` >= ?)`,
 		renew: `UPDATE ` + t + ` SET version = ?, tick_time = ` + now + `, update_time = ` + now +
 			` WHERE elect_key = ? AND version = ? AND leader_id = ?`,
 		release: `UPDATE ` + t + ` SET version = ?, leader_id = '', tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +

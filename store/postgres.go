@@ -99,11 +99,10 @@ const (
 
 func postgresQueries(t, table string) queries {
 	const now = "clock_timestamp()"
-	const epochMicros, age = pgEpochMicros, pgAge
 	return queries{
-		observe: `SELECT version, leader_id, term, ` + age + `, handover_to, stepdown FROM ` + t + ` WHERE elect_key = $1`,
+		observe: `SELECT version, leader_id, term, ` + pgAge + `, handover_to, stepdown FROM ` + t + ` WHERE elect_key = $1`,
 		insert: `INSERT INTO ` + t + ` (elect_key, version, leader_id, term, tick_time, handover_to, stepdown, create_time, update_time)` +
-			` VALUES ($1, ` + epochMicros + `, $2, ` + epochMicros + `, ` + now + `, '', 0, ` + now + `, ` + now + `) ON CONFLICT (elect_key) DO NOTHING RETURNING term`,
+			` VALUES ($1, ` + pgEpochMicros + `, $2, ` + pgEpochMicros + `, ` + now + `, '', 0, ` + now + `, ` + now + `) ON CONFLICT (elect_key) DO NOTHING RETURNING term`,
 		elect: `UPDATE ` + t + ` SET version = ` + pgNewTerm + `, term = ` + pgNewTerm +
 			`, leader_id = $1, tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +
 			` WHERE elect_key = $2 AND version = $3 AND (leader_id = '' OR tick_time <= clock_timestamp() - $4::bigint * interval '1 microsecond') RETURNING term`,

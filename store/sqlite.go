@@ -62,20 +62,19 @@ const (
 )
 
 func sqliteQueries(t, _ string) queries {
-	const now, newTerm = sqliteNow, sqliteNewTerm
 	return queries{
-		observe: `SELECT version, leader_id, term, ` + now + ` - tick_time, handover_to, stepdown FROM ` + t + ` WHERE elect_key = ?`,
+		observe: `SELECT version, leader_id, term, ` + sqliteNow + ` - tick_time, handover_to, stepdown FROM ` + t + ` WHERE elect_key = ?`,
 		insert: `INSERT INTO ` + t + ` (elect_key, version, leader_id, term, tick_time, handover_to, stepdown, create_time, update_time)` +
-			` VALUES (?, ` + now + `, ?, ` + now + `, ` + now + `, '', 0, ` + now + `, ` + now + `) ON CONFLICT (elect_key) DO NOTHING RETURNING term`,
-		elect: `UPDATE ` + t + ` SET version = ` + newTerm + `, term = ` + newTerm + `, leader_id = ?, tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +
-			` WHERE elect_key = ? AND version = ? AND (leader_id = '' OR ` + now + ` - tick_time >= ?) RETURNING term`,
-		renew: `UPDATE ` + t + ` SET version = ?, tick_time = ` + now + `, update_time = ` + now +
+			` VALUES (?, ` + sqliteNow + `, ?, ` + sqliteNow + `, ` + sqliteNow + `, '', 0, ` + sqliteNow + `, ` + sqliteNow + `) ON CONFLICT (elect_key) DO NOTHING RETURNING term`,
+		elect: `UPDATE ` + t + ` SET version = ` + sqliteNewTerm + `, term = ` + sqliteNewTerm + `, leader_id = ?, tick_time = ` + sqliteNow + `, handover_to = '', stepdown = 0, update_time = ` + sqliteNow +
+			` WHERE elect_key = ? AND version = ? AND (leader_id = '' OR ` + sqliteNow + ` - tick_time >= ?) RETURNING term`,
+		renew: `UPDATE ` + t + ` SET version = ?, tick_time = ` + sqliteNow + `, update_time = ` + sqliteNow +
 			` WHERE elect_key = ? AND version = ? AND leader_id = ?`,
-		release: `UPDATE ` + t + ` SET version = ?, leader_id = '', tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +
+		release: `UPDATE ` + t + ` SET version = ?, leader_id = '', tick_time = ` + sqliteNow + `, handover_to = '', stepdown = 0, update_time = ` + sqliteNow +
 			` WHERE elect_key = ? AND version = ? AND leader_id = ?`,
-		handover: `UPDATE ` + t + ` SET version = ` + newTerm + `, term = ` + newTerm + `, leader_id = ?, tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +
+		handover: `UPDATE ` + t + ` SET version = ` + sqliteNewTerm + `, term = ` + sqliteNewTerm + `, leader_id = ?, tick_time = ` + sqliteNow + `, handover_to = '', stepdown = 0, update_time = ` + sqliteNow +
 			` WHERE elect_key = ? AND version = ? AND leader_id = ? RETURNING term`,
-		request: `UPDATE ` + t + ` SET version = ?, handover_to = ?, stepdown = 1, update_time = ` + now +
+		request: `UPDATE ` + t + ` SET version = ?, handover_to = ?, stepdown = 1, update_time = ` + sqliteNow +
 			` WHERE elect_key = ? AND version = ? AND leader_id <> ''`,
 		check: `SELECT ` + strings.Join(schema.Columns, ", ") + ` FROM ` + t + ` WHERE 0`,
 	}
