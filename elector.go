@@ -116,6 +116,23 @@ func (e *Elector) IsLeader() bool {
 	return d != 0 && int64(time.Since(e.base)) < d
 }
 
+// TrustedUntil returns the monotonic instant until which this candidate trusts its
+// lease (the send time of its last successful renewal + RenewDeadline), and false
+// when it does not lead. No other candidate can take over before that instant +
+// (LeaseDuration - RenewDeadline), by the database clock. The time carries Go's
+// monotonic clock reading: compare it with time.Now(), never print it as a date.
+func (e *Elector) TrustedUntil() (time.Time, bool) {
+	d := e.trust.Load()
+	if d == 0 || int64(time.Since(e.base)) >= d {
+		return time.Time{}, false
+	}
+	return e.base.Add(time.Duration(d)), true
+}
+
+// Config returns the configuration the elector runs with: what was passed to [New]
+// with every zero field replaced by its effective default.
+func (e *Elector) Config() Config { return e.cfg }
+
 // Token returns the fencing token of the current term while [Elector.IsLeader] is
 // true, else 0. Tokens strictly increase across terms of one election.
 func (e *Elector) Token() int64 {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
 	"github.com/stretchr/testify/assert"
@@ -227,7 +228,9 @@ func dbExec(db *sql.DB) func(ctx context.Context, query string, args ...any) (in
 
 func poolExec(pool *pgxpool.Pool) func(ctx context.Context, query string, args ...any) (int64, error) {
 	return func(ctx context.Context, query string, args ...any) (int64, error) {
-		tag, err := pool.Exec(ctx, query, args...)
+		// QueryExecModeExec: no named prepared statement, which PgBouncer in
+		// transaction pooling mode would lose between two server connections.
+		tag, err := pool.Exec(ctx, query, append([]any{pgx.QueryExecModeExec}, args...)...)
 		return tag.RowsAffected(), err
 	}
 }

@@ -3,17 +3,14 @@
 package main
 
 import (
-	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
 	"strconv"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -34,17 +31,18 @@ var forwardedSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGH
 // read end of a pipe, the lifeline, whose only write end is in casleader
 // (close-on-exec, so no other process inherits it):
 //
-//   - While casleader's elector says it leads (IsLeader, which compares the monotonic
-//     clock with the trust deadline), casleader writes keep-alives: 'k' and the
-//     CLOCK_MONOTONIC time, taken before the IsLeader check, at which it still led.
-//     Each one proves that the lease cannot pass to another candidate before that
-//     time + (lease - renew): the leader trusted its lease then, so its last renewal
-//     was sent less than renew before, and followers wait lease after it.
+//   - While casleader's elector says it leads, casleader writes keep-alives: 'k' and
+//     a CLOCK_MONOTONIC kill time. casleader computes it from the elector's trust
+//     deadline (the send time of its last successful renewal + renew): no other
+//     candidate can take over before that deadline + (lease - renew), and the kill
+//     time is the deadline + 7/8 of (lease - renew). casleader itself terminates the
+//     child at the trust deadline (SIGTERM, SIGKILL after --grace, which is below
+//     that); the supervisor is the backstop for a casleader that cannot.
 //   - The supervisor kills the group with SIGKILL when its own CLOCK_MONOTONIC passes
-//     the newest keep-alive time + --kill-after (lease - renew minus a margin), so a
-//     frozen casleader cannot leave its child running into another leader's term.
-//     Keep-alives that arrive late (a writer frozen after its check) carry their old
-//     time and extend nothing.
+//     the newest kill time. It reads every keep-alive waiting in the pipe before it
+//     judges, so a supervisor that was stopped or starved does not kill a healthy
+//     leader's child on waking. A keep-alive carries an absolute time: one that
+//     arrives late (a writer frozen after computing it) extends nothing.
 //   - When casleader dies the kernel closes the write end: the supervisor reads EOF
 //     and kills the group with SIGKILL at once.
 //
@@ -59,14 +57,13 @@ type child struct {
 }
 
 // startChild starts argv under a supervisor (self is this binary) in a new process
-// group, with env as its environment. leadingAt is a monotonic time (monoNow, taken
-// before an IsLeader check that said yes) and killAfter the supervisor's limit.
-func startChild(self string, argv, env []string, leadingAt int64, killAfter time.Duration) (*child, error) {
+// group, with env as its environment. killAt is the first kill time (see child).
+func startChild(self string, argv, env []string, killAt int64) (*child, error) {
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
-	args := []string{superviseCommand, "--leading-at", strconv.FormatInt(leadingAt, 10), "--kill-after", killAfter.String(), "--"}
+	args := []string{superviseCommand, "--kill-at", strconv.FormatInt(killAt, 10), "--"}
 	cmd := exec.Command(self, append(args, argv...)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = env
@@ -87,13 +84,16 @@ func startChild(self string, argv, env []string, leadingAt int64, killAfter time
 	return c, nil
 }
 
-// keepAlive tells the supervisor that this instance still led at the monotonic time
-// at (monoNow before an IsLeader check that said yes). It never blocks for long: the
-// pipe holds thousands of messages and the supervisor reads them at once.
-func (c *child) keepAlive(at int64) {
-	var b [9]byte
+// keepAliveSize is the size of one keep-alive: 'k' and a big-endian int64.
+const keepAliveSize = 9
+
+// keepAlive moves the supervisor's kill time to killAt (CLOCK_MONOTONIC ns; see
+// child). It never blocks for long: the pipe holds thousands of messages and the
+// supervisor reads them at once.
+func (c *child) keepAlive(killAt int64) {
+	var b [keepAliveSize]byte
 	b[0] = 'k'
-	binary.BigEndian.PutUint64(b[1:], uint64(at))
+	binary.BigEndian.PutUint64(b[1:], uint64(killAt))
 	_, _ = c.life.Write(b[:])
 }
 
@@ -130,6 +130,18 @@ func (c *child) exitCode() int {
 		return exitSignal + int(ws.Signal())
 	}
 	return c.state.ExitCode()
+}
+
+// killedBy names the signal that killed the supervisor, "" if none did. Call it
+// after done is closed.
+func (c *child) killedBy() string {
+	if c.state == nil {
+		return ""
+	}
+	if ws, ok := c.state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return ws.Signal().String()
+	}
+	return ""
 }
 
 // signal sends sig to the child's process group.
@@ -207,57 +219,33 @@ func groupAlive(pgid int) bool {
 // code (128+N for signal N), and kills the group with SIGKILL when casleader stops
 // proving its leadership in time or dies.
 func cmdSupervise(a *app, args []string) error {
-	fs := a.flagSet(superviseCommand, "\nUsage: casleader "+superviseCommand+" --leading-at NS --kill-after D -- CMD [ARGS...]\n\nInternal: the supervisor of the child of 'casleader run'.\n")
-	leadingAt := fs.Int64("leading-at", 0, "CLOCK_MONOTONIC `ns` at which casleader last led")
-	killAfter := fs.Duration("kill-after", 0, "kill the group this long after the newest keep-alive")
+	fs := a.flagSet(superviseCommand, "\nUsage: casleader "+superviseCommand+" --kill-at NS -- CMD [ARGS...]\n\nInternal: the supervisor of the child of 'casleader run'.\n")
+	killAt := fs.Int64("kill-at", 0, "CLOCK_MONOTONIC `ns` at which to kill the group unless a keep-alive moves it later")
 	if err := a.parse(fs, args); err != nil {
 		return err
 	}
 	argv := fs.Args()
-	if len(argv) == 0 || *leadingAt <= 0 || *killAfter <= 0 {
-		return usagef(superviseCommand, "internal command of 'casleader run': --leading-at, --kill-after and a command are required")
+	if len(argv) == 0 || *killAt <= 0 {
+		return usagef(superviseCommand, "internal command of 'casleader run': --kill-at and a command are required")
 	}
-	life := os.NewFile(3, "casleader-lifeline")
-	if fi, err := life.Stat(); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+	// The lifeline is read with raw system calls: an *os.File for fd 3 would close it
+	// when collected.
+	var st unix.Stat_t
+	if err := unix.Fstat(lifelineFD, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
 		return usagef(superviseCommand, "internal command of 'casleader run': fd 3 must be its lifeline pipe")
 	}
-	syscall.CloseOnExec(3)
+	syscall.CloseOnExec(lifelineFD)
+	if err := unix.SetNonblock(lifelineFD, true); err != nil {
+		return failf("supervisor: cannot make the lifeline non-blocking: %v", err)
+	}
 	// The whole group gets what casleader forwards; the supervisor must outlive the
 	// child to report its exit code. A handler (not SIG_IGN) is reset on exec, so the
-	// child still gets the default dispositions.
+	// child still gets the default dispositions. SIGPIPE is caught so that a closed
+	// stderr turns into EPIPE on a log line instead of killing the supervisor.
 	sigc := make(chan os.Signal, 16)
-	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
+	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGPIPE)
 	go func() {
 		for range sigc {
-		}
-	}()
-
-	killGroup := func(why string) {
-		fmt.Fprintf(os.Stderr, "casleader supervisor: %s: killing the child's process group with SIGKILL\n", why)
-		_ = syscall.Kill(-syscall.Getpgrp(), syscall.SIGKILL)
-		os.Exit(exitSignal + int(syscall.SIGKILL)) // not reached: the group includes this process
-	}
-	var latest atomic.Int64 // newest keep-alive time
-	latest.Store(*leadingAt)
-	lost := make(chan struct{})
-	go func() {
-		defer close(lost)
-		r := bufio.NewReader(life)
-		var b [8]byte
-		for {
-			kind, err := r.ReadByte()
-			if err != nil {
-				return // EOF: casleader has died
-			}
-			if kind != 'k' {
-				continue
-			}
-			if _, err := io.ReadFull(r, b[:]); err != nil {
-				return
-			}
-			if at := int64(binary.BigEndian.Uint64(b[:])); at > latest.Load() {
-				latest.Store(at)
-			}
 		}
 	}()
 
@@ -270,28 +258,86 @@ func cmdSupervise(a *app, args []string) error {
 		}
 		return &exitError{code: code, err: err}
 	}
-	exited := make(chan struct{})
+	go watchdog(lifelineFD, *killAt, killGroup)
+	_ = cmd.Wait()
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return exitCode(exitSignal + int(ws.Signal()))
+	}
+	return exitCode(cmd.ProcessState.ExitCode())
+}
+
+// lifelineFD is the supervisor's end of the lifeline.
+const lifelineFD = 3
+
+// killGroup kills the supervisor's process group (the child, its descendants and the
+// supervisor itself) with SIGKILL. It says why on stderr first, but never lets that
+// write delay the kill by more than a moment: stderr may be a full pipe whose reader
+// is stopped, or a closed one.
+func killGroup(why string) {
+	said := make(chan struct{})
 	go func() {
-		_ = cmd.Wait()
-		close(exited)
+		fmt.Fprintf(os.Stderr, "casleader supervisor: %s: killing the child's process group with SIGKILL\n", why)
+		close(said)
 	}()
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	for {
-		select {
-		case <-exited:
-			if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-				return exitCode(exitSignal + int(ws.Signal()))
+	t := time.NewTimer(50 * time.Millisecond)
+	select {
+	case <-said:
+	case <-t.C:
+	}
+	_ = syscall.Kill(-syscall.Getpgrp(), syscall.SIGKILL)
+	os.Exit(exitSignal + int(syscall.SIGKILL)) // not reached: the group includes this process
+}
+
+// lifeline holds what the supervisor has read from casleader: the newest kill time
+// and a message cut in two by a read.
+type lifeline struct {
+	fd     int
+	killAt int64 // CLOCK_MONOTONIC ns
+	buf    []byte
+	closed bool // casleader's end is closed: it has died
+}
+
+// drain reads every keep-alive waiting in the pipe without blocking.
+func (l *lifeline) drain() {
+	var b [4096]byte
+	for !l.closed {
+		n, err := unix.Read(l.fd, b[:])
+		switch {
+		case n > 0:
+			l.buf = append(l.buf, b[:n]...)
+			for len(l.buf) >= keepAliveSize {
+				if l.buf[0] == 'k' {
+					l.killAt = max(l.killAt, int64(binary.BigEndian.Uint64(l.buf[1:keepAliveSize])))
+				}
+				l.buf = l.buf[keepAliveSize:]
 			}
-			return exitCode(cmd.ProcessState.ExitCode())
-		case <-lost:
-			killGroup("casleader has died (its lifeline closed)")
-		case <-timer.C:
-			left := time.Duration(latest.Load() + int64(*killAfter) - monoNow())
-			if left <= 0 {
-				killGroup(fmt.Sprintf("casleader has not confirmed its leadership for %v (frozen or stopped?)", *killAfter))
-			}
-			timer.Reset(left)
+		case err == unix.EINTR:
+		case err == unix.EAGAIN:
+			return
+		default: // n == 0: EOF; or a read error, which only a closed pipe can cause
+			l.closed = true
 		}
+	}
+}
+
+// watchdog calls kill when casleader dies (its end of the lifeline closes) or when
+// CLOCK_MONOTONIC passes the newest kill time casleader sent. It judges only after
+// reading every keep-alive waiting in the pipe: a supervisor that was itself stopped
+// or starved finds on waking the keep-alives that casleader sent meanwhile.
+func watchdog(fd int, killAt int64, kill func(why string)) {
+	l := &lifeline{fd: fd, killAt: killAt}
+	for {
+		l.drain()
+		if l.closed {
+			kill("casleader has died (its lifeline closed)")
+			return
+		}
+		left := time.Duration(l.killAt - monoNow())
+		if left <= 0 {
+			kill(fmt.Sprintf("casleader has not confirmed its leadership in time (frozen or stopped?); the newest confirmation expired %v ago", (-left).Round(time.Millisecond)))
+			return
+		}
+		ms := int((left + time.Millisecond - 1) / time.Millisecond)
+		_, _ = unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, ms) // EINTR: loop
 	}
 }

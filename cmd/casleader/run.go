@@ -43,7 +43,8 @@ The child runs in its own process group (it cannot read from the terminal).
     the child. If casleader dies (even of SIGKILL), it kills the child's group at once.
     If casleader is frozen (SIGSTOP, a paused VM, heavy swapping) and stops
     confirming that it leads, it kills the group with SIGKILL 7/8 of (lease - renew)
-    after the last confirmation, before another candidate can take over.
+    after casleader's last confirmed trust deadline, before another candidate can
+    take over. A zero duration flag means the library's default.
   - SIGINT, SIGTERM and SIGHUP are forwarded to the child's group; before a child
     runs they make casleader exit (128+N).
   - When the child exits, casleader terminates what is left of its process group,
@@ -100,12 +101,6 @@ func cmdRun(a *app, args []string) error {
 	if len(argv) == 0 {
 		return usagef("run", "no command given: put it after --, e.g. casleader run --key %s -- ./job.sh", *key)
 	}
-	if *lease > *renew && *grace == 0 {
-		*grace = (*lease - *renew) * 3 / 4
-	}
-	if *grace < 0 || (*lease > *renew && *grace >= *lease-*renew) {
-		return usagef("run", "--grace %v must be positive and less than lease - renew (%v): the child must be gone before another candidate can take over", *grace, *lease-*renew)
-	}
 	if _, err := exec.LookPath(argv[0]); err != nil {
 		code := exitNoExec
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
@@ -129,8 +124,7 @@ func cmdRun(a *app, args []string) error {
 	}
 	defer d.close()
 	r := &runner{log: a.log.With("key", *key, "id", *id), key: *key, id: *id, argv: argv, self: self,
-		grace: *grace, exitOnLoss: *exitOnLoss, cancel: cancel,
-		killAfter: (*lease - *renew) * 7 / 8, keepEvery: max((*lease-*renew)/16, 5*time.Millisecond)}
+		exitOnLoss: *exitOnLoss, cancel: cancel}
 	cfg := casleader.Config{
 		Key:               *key,
 		ID:                *id,
@@ -138,7 +132,6 @@ func cmdRun(a *app, args []string) error {
 		RenewDeadline:     *renew,
 		HeartbeatInterval: *heartbeat,
 		PollInterval:      *poll,
-		DrainTimeout:      max(*lease-*renew, 0), // 0 (default) when invalid: New reports --renew
 		Logger:            a.log,
 		OnStartedLeading:  r.lead,
 	}
@@ -157,7 +150,20 @@ func cmdRun(a *app, args []string) error {
 	if err != nil {
 		return failf("%v", err)
 	}
-	r.isLeader = el.IsLeader
+	// Every timing derived here comes from the configuration the elector runs with,
+	// where a zero flag has become its default.
+	eff := el.Config()
+	margin := eff.LeaseDuration - eff.RenewDeadline
+	if *grace == 0 {
+		*grace = margin * 3 / 4
+	}
+	if *grace < 0 || *grace >= margin {
+		return usagef("run", "--grace %v must be positive and less than lease - renew (%v - %v = %v): the child must be gone before another candidate can take over", *grace, eff.LeaseDuration, eff.RenewDeadline, margin)
+	}
+	r.grace = *grace
+	r.isLeader, r.trustedUntil = el.IsLeader, el.TrustedUntil
+	r.backstop = margin * 7 / 8
+	r.keepEvery = max(eff.HeartbeatInterval/4, 5*time.Millisecond)
 	if obs != nil {
 		// Before the database check and the campaign: a taken port is reported at once.
 		if err := obs.listen(*listen); err != nil {
@@ -181,8 +187,8 @@ func cmdRun(a *app, args []string) error {
 			r.signal(sig)
 		}
 	}()
-	a.log.Info("casleader: campaigning", "key", *key, "id", *id, "lease", *lease, "renew", *renew,
-		"heartbeat", *heartbeat, "poll", *poll, "grace", *grace, "table", d.st.Table(), "dsn", redact(d.raw))
+	a.log.Info("casleader: campaigning", "key", *key, "id", *id, "lease", eff.LeaseDuration, "renew", eff.RenewDeadline,
+		"heartbeat", eff.HeartbeatInterval, "poll", eff.PollInterval, "grace", *grace, "table", d.st.Table(), "dsn", redact(d.raw))
 	runErr := el.Run(ctx)
 	signal.Stop(sigc)
 	close(sigc)
@@ -222,8 +228,10 @@ type runner struct {
 	exitOnLoss bool
 	cancel     context.CancelFunc // ends Run, which then releases the lease
 	isLeader   func() bool        // the elector's IsLeader
-	killAfter  time.Duration      // the supervisor's limit after the newest keep-alive
-	keepEvery  time.Duration      // time between keep-alives to the supervisor
+	// the elector's TrustedUntil
+	trustedUntil func() (time.Time, bool)
+	backstop     time.Duration // the supervisor kills this long after the trust deadline
+	keepEvery    time.Duration // time between keep-alives to the supervisor
 
 	mu       sync.Mutex
 	token    int64  // the token of the last term led, 0 before
@@ -245,9 +253,9 @@ func (r *runner) finishLocked(code int, msg string) {
 // lead is OnStartedLeading: it runs the child for one term. ctx is cancelled when
 // leadership ends, at the renew deadline at the latest.
 func (r *runner) lead(ctx context.Context, token int64) {
-	leadingAt := monoNow() // before the IsLeader check: the lease was trusted then
+	killAt, ok := r.killAt()
 	r.mu.Lock()
-	if r.finished || ctx.Err() != nil || !r.isLeader() {
+	if r.finished || ctx.Err() != nil || !ok {
 		r.mu.Unlock()
 		return
 	}
@@ -256,7 +264,7 @@ func (r *runner) lead(ctx context.Context, token int64) {
 		fmt.Sprintf("CASLEADER_TOKEN=%d", token),
 		"CASLEADER_LEADER_ID="+r.id,
 	)
-	c, err := startChild(r.self, r.argv, env, leadingAt, r.killAfter)
+	c, err := startChild(r.self, r.argv, env, killAt)
 	if err != nil {
 		r.finishLocked(exitNoExec, fmt.Sprintf("cannot start the child: %v", err))
 		r.mu.Unlock()
@@ -280,11 +288,11 @@ func (r *runner) lead(ctx context.Context, token int64) {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				at := monoNow()
-				if !r.isLeader() {
+				killAt, ok := r.killAt()
+				if !ok {
 					return
 				}
-				c.keepAlive(at)
+				c.keepAlive(killAt)
 			}
 		}
 	}()
@@ -298,8 +306,8 @@ func (r *runner) lead(ctx context.Context, token int64) {
 	if c.exited() && ctx.Err() == nil && r.isLeader() {
 		// The child exited while this instance leads: resign and exit with its code.
 		code := c.exitCode()
-		if ws, ok := c.state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			r.log.Warn("casleader: the child's supervisor was killed (by its watchdog after casleader was frozen, or from outside)", "signal", ws.Signal().String())
+		if sig := c.killedBy(); sig != "" {
+			r.log.Warn("casleader: the child's supervisor was killed (by its watchdog after casleader was frozen, or from outside)", "signal", sig)
 		}
 		r.log.Info("casleader: the child exited: resigning", "exit_code", code, "token", token)
 		r.mu.Lock()
@@ -322,6 +330,19 @@ func (r *runner) lead(ctx context.Context, token int64) {
 	r.mu.Lock()
 	r.child = nil
 	r.mu.Unlock()
+}
+
+// killAt returns the supervisor's kill time for the elector's current trust deadline
+// (CLOCK_MONOTONIC ns; see child), and false when this instance does not lead. The
+// CLOCK_MONOTONIC reading is taken before the Go clock reading that converts the
+// deadline, so the kill time errs early, never late.
+func (r *runner) killAt() (int64, bool) {
+	mono := monoNow()
+	until, ok := r.trustedUntil()
+	if !ok {
+		return 0, false
+	}
+	return mono + int64(time.Until(until)+r.backstop), true
 }
 
 // signal forwards sig to the child's process group, or ends the election when no
