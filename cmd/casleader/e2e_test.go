@@ -71,7 +71,7 @@ func TestUsageErrorsExit2WithAHint(t *testing.T) {
 		{"BadDuration", []string{"run", "--key", "k", "--lease", "soon", "--", "true"}, "durations look like"},
 		{"RenewNotBelowLease", []string{"run", "--key", "k", "--lease", "1s", "--renew", "2s", "--", "true"}, "--renew (2s) must be less than --lease (1s)"},
 		{"HeartbeatNotBelowRenew", []string{"run", "--key", "k", "--lease", "3s", "--renew", "1s", "--heartbeat", "1s", "--", "true"}, "--heartbeat"},
-		{"GraceTooLong", []string{"run", "--key", "k", "--lease", "3s", "--renew", "1s", "--grace", "2s", "--", "true"}, "--grace"},
+		{"GraceTooLong", []string{"run", "--key", "k", "--lease", "3s", "--renew", "1s", "--heartbeat", "300ms", "--grace", "2s", "--", "true"}, "--grace"},
 		{"BadListenAddress", []string{"run", "--key", "k", "--listen", "no-port-here", "--", "true"}, "--listen no-port-here"},
 		{"ResignWithoutKey", []string{"resign"}, "--key is required"},
 		{"HandoverWithoutTarget", []string{"handover", "--key", "k"}, "--to is required"},
