@@ -120,10 +120,10 @@ func (c *child) exited() bool {
 	}
 }
 
-// exitCode returns the child's exit code, 128+N when it died of signal N. Call it
-// after done is closed.
+// exitCode returns the child's exit code, 128+N when it died of signal N, or
+// exitFailure while the supervisor has not exited (terminate gave up on it).
 func (c *child) exitCode() int {
-	if c.state == nil {
+	if !c.exited() || c.state == nil { // still running (a process that survived SIGKILL)
 		return exitFailure
 	}
 	if ws, ok := c.state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
@@ -132,10 +132,10 @@ func (c *child) exitCode() int {
 	return c.state.ExitCode()
 }
 
-// killedBy names the signal that killed the supervisor, "" if none did. Call it
-// after done is closed.
+// killedBy names the signal that killed the supervisor, "" if none did or it has
+// not exited.
 func (c *child) killedBy() string {
-	if c.state == nil {
+	if !c.exited() || c.state == nil {
 		return ""
 	}
 	if ws, ok := c.state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
