@@ -296,13 +296,18 @@ func TestProtocol(t *testing.T) {
 					cs = append(cs, e.start("herd", fmt.Sprintf("c%02d", i), nil))
 				}
 				stop := watchSingleLeader(t, cs)
-				l := waitLeader(t, cs...)
+				waitLeader(t, cs...)
 				time.Sleep(3 * lease) // renewals keep exactly one leader
 				stop()
-				l = waitLeader(t, cs...) // the same one unless the machine stalled past R
+				// Every candidate comes to observe the one leader. A machine that stalls
+				// past R may move the lease meanwhile, so the leader is read each time.
 				require.Eventually(t, func() bool {
+					ls := leaders(cs)
+					if len(ls) != 1 {
+						return false
+					}
 					for _, c := range cs {
-						if c.Leader() != l.ID() {
+						if c.Leader() != ls[0].ID() {
 							return false
 						}
 					}
