@@ -109,7 +109,9 @@ type Config struct {
 	// keys (Leader). Default false.
 	Observer bool
 	// Notifier, when not nil, wakes followed keys as soon as their leader gives the
-	// lease up. Default nil.
+	// lease up. notify.Postgres listens on one connection whatever the number of
+	// keys; notify.MySQL takes a connection per followed key, so it suits groups
+	// of a few keys only. Default nil.
 	Notifier Notifier
 	// OnChange is called from Run's goroutine when this candidate starts (leading
 	// true, with the term's fencing token) or stops leading key. It must return
