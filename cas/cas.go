@@ -4,9 +4,11 @@
 // A [Machine] is fed events: a row observed, a row created, an election won or lost,
 // a renewal won, a write lost or with an ambiguous result and the row read to settle
 // it, the trust deadline passed. Each event returns a [Decision] that tells the caller
-// (the root package's Run loop, which owns the I/O) what to do next. Times are passed
-// in by the caller and must carry Go's monotonic clock reading (time.Now()); the
-// machine only compares them with each other.
+// what to do next. The callers own the I/O and decide no protocol question of their
+// own: the root package's Elector runs one machine, package group runs one per key
+// and batches the statements that their decisions ask for. Both publish leadership
+// through a [Trust]. Times are passed in by the caller and must carry Go's monotonic
+// clock reading (time.Now()); the machine only compares them with each other.
 //
 // The trust-window math lives here: a leader trusts its leadership until the send
 // time of its last successful write plus the renew deadline, never from the reply's
