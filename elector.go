@@ -58,10 +58,9 @@ type Elector struct {
 	cfg   Config
 	store Store
 	log   *slog.Logger
-	base  time.Time // origin of the monotonic clock readings in trust
 
-	trust  atomic.Int64 // trust deadline in ns since base; 0 when not leading
-	term   atomic.Int64 // fencing token of the current term
+	trust  cas.Trust    // trust deadline and token, read by IsLeader and Token
+	term   atomic.Int64 // fencing token of the current term, published by setTrust
 	leader atomic.Pointer[string]
 
 	wake chan struct{} // wakes a sleeping follower (notifications)
@@ -94,7 +93,6 @@ func New(st Store, cfg Config) (*Elector, error) {
 		cfg:   cfg,
 		store: st,
 		log:   cfg.Logger.With("key", cfg.Key, "id", cfg.ID),
-		base:  time.Now().Add(-time.Nanosecond),
 		wake:  make(chan struct{}, 1),
 	}
 	empty := ""
@@ -111,23 +109,14 @@ func (e *Elector) Key() string { return e.cfg.Key }
 // IsLeader reports whether this candidate leads now. It does no I/O: it compares the
 // monotonic clock with the trust deadline, so it turns false the instant the deadline
 // passes, even in a process that was frozen and has just resumed.
-func (e *Elector) IsLeader() bool {
-	d := e.trust.Load()
-	return d != 0 && int64(time.Since(e.base)) < d
-}
+func (e *Elector) IsLeader() bool { return e.trust.IsLeader() }
 
 // TrustedUntil returns the monotonic instant until which this candidate trusts its
 // lease (the send time of its last successful renewal + RenewDeadline), and false
 // when it does not lead. No other candidate can take over before that instant +
 // (LeaseDuration - RenewDeadline), by the database clock. The time carries Go's
 // monotonic clock reading: compare it with time.Now(), never print it as a date.
-func (e *Elector) TrustedUntil() (time.Time, bool) {
-	d := e.trust.Load()
-	if d == 0 || int64(time.Since(e.base)) >= d {
-		return time.Time{}, false
-	}
-	return e.base.Add(time.Duration(d)), true
-}
+func (e *Elector) TrustedUntil() (time.Time, bool) { return e.trust.Until() }
 
 // Config returns the configuration the elector runs with: what was passed to [New]
 // with every zero field replaced by its effective default.
@@ -135,13 +124,7 @@ func (e *Elector) Config() Config { return e.cfg }
 
 // Token returns the fencing token of the current term while [Elector.IsLeader] is
 // true, else 0. Tokens strictly increase across terms of one election.
-func (e *Elector) Token() int64 {
-	t := e.term.Load()
-	if !e.IsLeader() {
-		return 0
-	}
-	return t
-}
+func (e *Elector) Token() int64 { return e.trust.Token() }
 
 // Leader returns the ID of the leader as last observed, "" when none is known.
 func (e *Elector) Leader() string { return *e.leader.Load() }
@@ -277,10 +260,10 @@ func (e *Elector) participation() (p cas.Participation, until time.Time) {
 
 func (e *Elector) setTrust(deadline time.Time) {
 	if deadline.IsZero() {
-		e.trust.Store(0)
+		e.trust.Clear()
 		return
 	}
-	e.trust.Store(max(int64(deadline.Sub(e.base)), 1))
+	e.trust.Set(e.term.Load(), deadline)
 }
 
 func (e *Elector) observeLeader(id string) {

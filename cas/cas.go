@@ -4,9 +4,11 @@
 // A [Machine] is fed events: a row observed, a row created, an election won or lost,
 // a renewal won, a write lost or with an ambiguous result and the row read to settle
 // it, the trust deadline passed. Each event returns a [Decision] that tells the caller
-// (the root package's Run loop, which owns the I/O) what to do next. Times are passed
-// in by the caller and must carry Go's monotonic clock reading (time.Now()); the
-// machine only compares them with each other.
+// what to do next. The callers own the I/O and decide no protocol question of their
+// own: the root package's Elector runs one machine, package group runs one per key
+// and batches the statements that their decisions ask for. Both publish leadership
+// through a [Trust]. Times are passed in by the caller and must carry Go's monotonic
+// clock reading (time.Now()); the machine only compares them with each other.
 //
 // The trust-window math lives here: a leader trusts its leadership until the send
 // time of its last successful write plus the renew deadline, never from the reply's
@@ -119,6 +121,7 @@ type Machine struct {
 	highest  int64     // highest term seen in a row or won
 	leader   string    // leader as last observed ("" when released or unknown)
 	deadline time.Time // trust deadline while leading (monotonic)
+	cooldown time.Time // end of a cool-down (see CoolDown)
 }
 
 // New returns a follower for candidate id with lease duration lease and renew
@@ -330,4 +333,98 @@ func (m *Machine) stepDown() {
 	if m.leader == m.id {
 		m.leader = ""
 	}
+}
+
+// RenewReply handles the reply to a renewal that won, moving the row to version; the
+// renewal was sent at sent and its reply is handled at now. This is the late-reply
+// rule: a reply handled at or after the trust deadline never revives the term, since
+// IsLeader has said false already; the term ends (StepDown) although the row is
+// still ours, and the lease is left to expire. Otherwise the deadline moves to
+// sent + R (never back) and the leader goes on from version.
+func (m *Machine) RenewReply(version int64, sent, now time.Time) Decision {
+	if m.role != Leader {
+		return Decision{Action: Wait}
+	}
+	if !now.Before(m.deadline) {
+		m.version = version
+		m.stepDown()
+		return Decision{Action: StepDown}
+	}
+	m.Renewed(version, sent)
+	return Decision{Action: Lead, Version: m.version}
+}
+
+// SettledAt is [Machine.Settled] for a read handled at now, with the late-reply
+// rule: a leader whose trust deadline has passed by now ends its term (StepDown)
+// whatever the row shows.
+func (m *Machine) SettledAt(rec store.Record, found bool, sent, now time.Time) Decision {
+	if m.role == Leader && !now.Before(m.deadline) {
+		m.stepDown()
+		if found {
+			m.version = rec.Version
+			m.highest = max(m.highest, rec.Term)
+		}
+		return Decision{Action: StepDown}
+	}
+	return m.Settled(rec, found, sent)
+}
+
+// Tick handles the passage of time at now for a candidate taking part as p: a
+// leader whose trust deadline has passed steps down (StepDown); a leader that no
+// longer campaigns (paused, observer) gives its lease up (Release from the version
+// held, after [Machine.Resign]); any other leader goes on (Lead), anybody else waits.
+func (m *Machine) Tick(now time.Time, p Participation) Decision {
+	d := m.DeadlinePassed(now)
+	if d.Action == Lead && p == Abstaining {
+		return Decision{Action: Release, Version: m.version}
+	}
+	return d
+}
+
+// CoolDown keeps the candidate out of elections until until: meanwhile it takes
+// only a live lease handed to it by name. A later cool-down never shortens an
+// earlier one.
+func (m *Machine) CoolDown(until time.Time) {
+	if until.After(m.cooldown) {
+		m.cooldown = until
+	}
+}
+
+// Participation returns how the candidate takes part at now: Abstaining when
+// abstain (paused, or an observer), CoolingDown before the end of a cool-down,
+// else Campaigning.
+func (m *Machine) Participation(now time.Time, abstain bool) Participation {
+	switch {
+	case abstain:
+		return Abstaining
+	case now.Before(m.cooldown):
+		return CoolingDown
+	}
+	return Campaigning
+}
+
+// Yield ends a term whose end was requested through the row (the Release or
+// Handover decision of [Machine.Settled]) at now: it stops leading like
+// [Machine.Resign], and cools down for one lease so that another candidate (the
+// handover target, or anybody after a release) wins the key. It returns the version
+// to write from, or ok == false when not leading.
+func (m *Machine) Yield(now time.Time) (version int64, ok bool) {
+	version, ok = m.Resign()
+	if ok {
+		m.CoolDown(now.Add(m.lease))
+	}
+	return version, ok
+}
+
+// RetryFrom decides whether a release or handover of term token sent from version,
+// which lost its compare-and-set or failed, is sent again, after the row was read
+// (rec, found). Only while the row still names this candidate in that term at
+// another version (a renewal of ours that committed unseen, or a step-down request,
+// moved it) and the candidate does not lead: then from the row's version. Anything
+// else means the row has moved on, and the release is over.
+func (m *Machine) RetryFrom(token, version int64, rec store.Record, found bool) (from int64, retry bool) {
+	if m.role == Leader || !found || rec.LeaderID != m.id || rec.Term != token || rec.Version == version {
+		return 0, false
+	}
+	return rec.Version, true
 }

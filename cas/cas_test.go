@@ -404,3 +404,143 @@ func TestRolledBackOwnLeaseStaysRefusedUntilANewElectionWins(t *testing.T) {
 	assert.Equal(t, won+5000, m.Term())
 	assert.True(t, m.Trusted(at(2001)))
 }
+
+func TestRenewReply(t *testing.T) {
+	tests := []struct {
+		name     string
+		sent     int // ms
+		now      int // ms: when the reply is handled
+		want     Decision
+		role     Role
+		deadline time.Time
+	}{
+		{"ReplyInTimeExtendsTrustFromSendTime", 200, 300, Decision{Action: Lead, Version: won + 1}, Leader, at(800)},
+		{"ReplyJustBeforeTheDeadlineExtendsTrust", 500, 599, Decision{Action: Lead, Version: won + 1}, Leader, at(1100)},
+		// The renewal committed, but its reply came after IsLeader turned false: the
+		// term is over, whatever the row says.
+		{"LateReplyNeverRevivesTheTerm", 500, 610, Decision{Action: StepDown}, Follower, time.Time{}},
+		{"ReplyAtTheDeadlineEndsTheTerm", 500, 600, Decision{Action: StepDown}, Follower, time.Time{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := leading(t)
+			assert.Equal(t, tt.want, m.RenewReply(won+1, at(tt.sent), at(tt.now)))
+			assert.Equal(t, tt.role, m.Role())
+			assert.Equal(t, tt.deadline, m.Deadline())
+			assert.Equal(t, won+1, m.Version(), "the row is at the renewal's version either way")
+			if tt.role == Follower {
+				assert.Zero(t, m.Term())
+				assert.False(t, m.Trusted(at(tt.now)))
+			}
+		})
+	}
+	t.Run("ReplyAfterAStepDownIsIgnored", func(t *testing.T) {
+		m := leading(t)
+		m.DeadlinePassed(at(600))
+		assert.Equal(t, Decision{Action: Wait}, m.RenewReply(won+1, at(500), at(601)))
+		assert.Equal(t, Follower, m.Role())
+	})
+}
+
+func TestSettledAt(t *testing.T) {
+	ours := row(won+1, "me", won, 20*time.Millisecond)
+	t.Run("InTimeIsSettled", func(t *testing.T) {
+		m := leading(t)
+		m.RenewalFailed()
+		assert.Equal(t, Decision{Action: Lead, Version: won + 1}, m.SettledAt(ours, true, at(500), at(550)))
+		assert.Equal(t, at(500+600-20), m.Deadline())
+	})
+	t.Run("LateSettlingReadNeverRevivesTheTerm", func(t *testing.T) {
+		m := leading(t)
+		m.RenewalFailed()
+		assert.Equal(t, Decision{Action: StepDown}, m.SettledAt(ours, true, at(500), at(600)))
+		assert.Equal(t, Follower, m.Role())
+		assert.Equal(t, won+1, m.Version())
+		assert.False(t, m.Trusted(at(600)))
+	})
+}
+
+func TestTick(t *testing.T) {
+	tests := []struct {
+		name string
+		now  int
+		p    Participation
+		want Decision
+		role Role
+	}{
+		{"LeaderGoesOn", 100, Campaigning, Decision{Action: Lead, Version: won}, Leader},
+		{"LeaderCoolingDownGoesOn", 100, CoolingDown, Decision{Action: Lead, Version: won}, Leader},
+		{"PausedLeaderReleases", 100, Abstaining, Decision{Action: Release, Version: won}, Leader},
+		{"PassedDeadlineStepsDown", 600, Campaigning, Decision{Action: StepDown}, Follower},
+		{"PassedDeadlineStepsDownEvenWhenPaused", 600, Abstaining, Decision{Action: StepDown}, Follower},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := leading(t)
+			assert.Equal(t, tt.want, m.Tick(at(tt.now), tt.p))
+			assert.Equal(t, tt.role, m.Role())
+		})
+	}
+	t.Run("FollowerWaits", func(t *testing.T) {
+		assert.Equal(t, Decision{Action: Wait}, New("me", lease, renew).Tick(at(0), Abstaining))
+	})
+}
+
+func TestCoolDownAndParticipation(t *testing.T) {
+	m := New("me", lease, renew)
+	assert.Equal(t, Campaigning, m.Participation(at(0), false))
+	assert.Equal(t, Abstaining, m.Participation(at(0), true))
+	m.CoolDown(at(500))
+	m.CoolDown(at(200)) // never shortens
+	assert.Equal(t, CoolingDown, m.Participation(at(499), false))
+	assert.Equal(t, Abstaining, m.Participation(at(499), true), "a pause outranks a cool-down")
+	assert.Equal(t, Campaigning, m.Participation(at(500), false))
+}
+
+func TestYieldStopsActingAndCoolsDownForALease(t *testing.T) {
+	m := leading(t)
+	v, ok := m.Yield(at(100))
+	require.True(t, ok)
+	assert.Equal(t, won, v)
+	assert.False(t, m.Trusted(at(101)), "stops acting before the write is sent")
+	assert.Equal(t, CoolingDown, m.Participation(at(100+999), false))
+	assert.Equal(t, Campaigning, m.Participation(at(100+1000), false))
+	// While cooling down, a released row is not taken, a row handed back by name is.
+	m.Released(v+1, true, "")
+	assert.Equal(t, Decision{Action: Wait, Wait: lease}, m.Observed(row(v+1, "", won, 0), true, at(200), m.Participation(at(200), false)))
+
+	_, ok = New("me", lease, renew).Yield(at(0))
+	assert.False(t, ok, "a follower has nothing to yield")
+}
+
+func TestRetryFrom(t *testing.T) {
+	tests := []struct {
+		name  string
+		rec   store.Record
+		found bool
+		from  int64
+		retry bool
+	}{
+		{"OwnRenewalCommittedUnseenIsRetriedFromTheRow", row(won+1, "me", won, 0), true, won + 1, true},
+		{"StepDownRequestIsRetriedFromTheRow", func() store.Record { r := row(won+1, "me", won, 0); r.StepDown = true; return r }(), true, won + 1, true},
+		{"TakenOverRowIsNotRetried", row(won+7, "other", won+7, 0), true, 0, false},
+		{"ReleasedRowIsNotRetried", row(won+1, "", won, 0), true, 0, false},
+		{"AnotherTermOfOursIsNotRetried", row(won+9, "me", won+8, 0), true, 0, false},
+		{"SameVersionIsNotRetried", row(won, "me", won, 0), true, 0, false},
+		{"MissingRowIsNotRetried", store.Record{}, false, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := leading(t)
+			v, _ := m.Resign()
+			from, retry := m.RetryFrom(won, v, tt.rec, tt.found)
+			assert.Equal(t, tt.retry, retry)
+			assert.Equal(t, tt.from, from)
+		})
+	}
+	t.Run("LeaderDoesNotRetry", func(t *testing.T) {
+		m := leading(t)
+		_, retry := m.RetryFrom(won, won-1, row(won, "me", won, 0), true)
+		assert.False(t, retry)
+	})
+}

@@ -5,18 +5,32 @@
 // heartbeat sends about 10,000 / BatchSize renewal statements per second instead of
 // 10,000.
 //
-// Per key the protocol is the one of package casleader: a leader trusts a key until
-// the renew deadline after the send time of its last winning write (on MySQL, where
-// the outcome is read back, a time no later than the write's execution); a follower
-// takes a key over only by a compare-and-set that requires the lease to have expired
-// by the database clock. All keys that one Group leads renew together, every
-// HeartbeatInterval; keys it follows are read when the lease observed on them can
-// expire, at least every PollInterval.
+// # One protocol
 //
-// One goroutine (Run's) owns the election state; IsLeader and Token are safe for
-// concurrent use and do no I/O. The Store interface has five methods rather than the
-// house style's one to three: the batched calls are one unit, and the SQL stores of
-// package store implement all five.
+// Per key the protocol is the one of package casleader, decided by the same per-key
+// state machine, [cas.Machine]: a group runs one machine per key and only turns
+// their decisions into batched statements. A leader trusts a key until the renew
+// deadline after the send time of its last winning write (on MySQL, where the
+// outcome is read back, a time no later than the write's execution), and a renewal
+// reply handled after that deadline never revives the term; a follower takes a key
+// over only by a compare-and-set that requires the lease to have expired by the
+// database clock; a step-down request through the row releases the key, or hands it
+// to the candidate it names; a release that loses its compare-and-set to a write of
+// ours that committed unseen is settled by one read and sent again from the version
+// read. All keys that one Group leads renew together, every HeartbeatInterval; keys
+// it follows are read when the lease observed on them can expire, at least every
+// PollInterval, or when a [Notifier] wakes them.
+//
+// # Goroutines
+//
+// One goroutine (Run's) owns the election state and makes every decision; up to
+// Parallel helper goroutines only send statements and hand the replies back.
+// OnChange is called from Run's goroutine. IsLeader, Token and Leader, and those of
+// a [Lease], are safe for concurrent use and do no I/O.
+//
+// The Store interface has six methods rather than the house style's one to three:
+// the batched calls are one unit (and a handover, which is rare, is sent per key),
+// and the SQL stores of package store implement all six.
 package group
 
 import (
@@ -31,10 +45,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/casleader/casleader/cas"
 	"github.com/casleader/casleader/store"
 )
 
-// Store is what a Group needs: the batched methods of the stores of package store.
+// Store is what a Group needs: the batched methods of the stores of package store,
+// and the single-key handover.
 // InsertMany and ElectMany report each key won with its new term in store.Won.Term,
 // above the version it was won from; the term is also the row's new version.
 type Store interface {
@@ -43,10 +59,33 @@ type Store interface {
 	ElectMany(ctx context.Context, id string, from []store.KeyVersion, lease time.Duration) ([]store.Won, error)
 	RenewMany(ctx context.Context, id string, held []store.KeyVersion) ([]store.Won, error)
 	ReleaseMany(ctx context.Context, id string, held []store.KeyVersion) ([]store.Won, error)
+	Handover(ctx context.Context, key, id string, version int64, to string) (term int64, ok bool, err error)
+}
+
+// Notifier wakes followers when a lease may have been given up. It has the methods
+// of casleader.Notifier, so the notifiers of package notify serve a group too; it is
+// only a speed-up: followed keys are still read when their lease can expire and at
+// least every PollInterval.
+type Notifier interface {
+	// Subscribe arranges for wake to be called when the lease of key may have been
+	// given up, until unsubscribe is called.
+	Subscribe(key string, wake func()) (unsubscribe func())
+	// Observed is called with every row of a followed key that the group reads.
+	Observed(key string, rec store.Record)
+	// Leading is called with true when the group starts leading key in the term
+	// token, and with false when that term has ended: after the release or handover
+	// write returned, or when the lease was lost.
+	Leading(key string, token int64, leading bool)
 }
 
 // ErrInvalidConfig is returned by [New] for a configuration that cannot be safe.
 var ErrInvalidConfig = errors.New("group: invalid config")
+
+// ErrInvalidKey is returned by [Group.Add] for a key that cannot be an election key.
+var ErrInvalidKey = errors.New("group: invalid key")
+
+// releaseTimeout bounds the release and handover writes sent when terms end.
+const releaseTimeout = 5 * time.Second
 
 // Config configures a [Group]. Zero values get the defaults given per field.
 type Config struct {
@@ -66,8 +105,17 @@ type Config struct {
 	Parallel int
 	// KeepLeaseOnExit keeps the leases when Run's context ends instead of releasing them.
 	KeepLeaseOnExit bool
+	// Observer makes the group never campaign: it only reports the leaders of its
+	// keys (Leader). Default false.
+	Observer bool
+	// Notifier, when not nil, wakes followed keys as soon as their leader gives the
+	// lease up. notify.Postgres listens on one connection whatever the number of
+	// keys; notify.MySQL takes a connection per followed key, so it suits groups
+	// of a few keys only. Default nil.
+	Notifier Notifier
 	// OnChange is called from Run's goroutine when this candidate starts (leading
-	// true, with the term's fencing token) or stops leading key. It must return quickly.
+	// true, with the term's fencing token) or stops leading key. It must return
+	// quickly: while it runs, no key is renewed.
 	OnChange func(key string, leading bool, token int64)
 	// Logger receives role changes (Debug per key, Info per summary), renewal
 	// failures (Warn). nil means discard.
@@ -86,16 +134,17 @@ type Stats struct {
 
 // Group is one candidate in many elections. Create it with [New], run it with [Group.Run].
 type Group struct {
-	cfg  Config
-	st   Store
-	base time.Time
+	cfg Config
+	st  Store
 
 	mu   sync.RWMutex
 	keys map[string]*shared // every key of the group, for IsLeader and Token
 
-	reqMu sync.Mutex
-	ops   []op // Add and Remove requests, in order
-	poke  chan struct{}
+	reqMu  sync.Mutex
+	ops    []op            // Add and Remove requests, in order
+	wakeup map[string]bool // keys woken by the Notifier
+	poke   chan struct{}
+	paused atomic.Bool
 
 	statements, renewBatches, lost atomic.Int64
 	renewMax, renewSum             atomic.Int64
@@ -108,22 +157,21 @@ type op struct {
 	add bool
 }
 
-// shared is the part of a key's state that IsLeader reads.
+// shared is the part of a key's state that IsLeader, Token and Leader read.
 type shared struct {
-	trust atomic.Int64 // trust deadline in ns since base; 0 when not leading
-	term  atomic.Int64
+	trust  cas.Trust
+	leader atomic.Pointer[string] // as last observed; nil when unknown
 }
 
 // state is a key's election state, owned by Run's goroutine.
 type state struct {
-	key      string
-	sh       *shared
-	leading  bool
-	version  int64
-	term     int64
-	highest  int64 // highest term seen in a row or won
-	deadline time.Time
-	nextLook time.Time
+	key         string
+	sh          *shared
+	m           *cas.Machine
+	nextLook    time.Time
+	token       int64 // the term reported by OnChange(true), until OnChange(false)
+	led         bool
+	unsubscribe func()
 }
 
 // New validates cfg and returns a group on st. It does no I/O.
@@ -143,9 +191,10 @@ func New(st Store, cfg Config) (*Group, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
 	}
+	if err := store.ValidateName("ID", cfg.ID); err != nil {
+		return nil, bad("%v", err)
+	}
 	switch {
-	case cfg.ID == "" || len(cfg.ID) > store.MaxKeyLen:
-		return nil, bad("ID must be 1 to %d bytes", store.MaxKeyLen)
 	case cfg.LeaseDuration < 0 || cfg.RenewDeadline < 0 || cfg.HeartbeatInterval < 0 || cfg.PollInterval < 0:
 		return nil, bad("durations must not be negative")
 	case cfg.RenewDeadline >= cfg.LeaseDuration:
@@ -157,75 +206,78 @@ func New(st Store, cfg Config) (*Group, error) {
 	case cfg.Parallel < 1:
 		return nil, bad("Parallel (%d) must be positive", cfg.Parallel)
 	}
-	g := &Group{cfg: cfg, st: st, base: time.Now().Add(-time.Nanosecond), keys: map[string]*shared{}, poke: make(chan struct{}, 1)}
-	g.Add(cfg.Keys...)
+	g := &Group{cfg: cfg, st: st, keys: map[string]*shared{}, wakeup: map[string]bool{}, poke: make(chan struct{}, 1)}
+	if err := g.Add(cfg.Keys...); err != nil {
+		return nil, fmt.Errorf("%w: Keys: %w", ErrInvalidConfig, err)
+	}
 	return g, nil
 }
 
 // ID returns the candidate's ID.
 func (g *Group) ID() string { return g.cfg.ID }
 
+func (g *Group) shared(key string) *shared {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return g.keys[key]
+}
+
 // IsLeader reports whether this candidate leads key now. Like casleader's, it
 // compares the monotonic clock with the key's trust deadline on every call.
 func (g *Group) IsLeader(key string) bool {
-	g.mu.RLock()
-	sh := g.keys[key]
-	g.mu.RUnlock()
-	if sh == nil {
-		return false
-	}
-	d := sh.trust.Load()
-	return d != 0 && int64(time.Since(g.base)) < d
+	sh := g.shared(key)
+	return sh != nil && sh.trust.IsLeader()
 }
 
 // Token returns the fencing token of the current term of key while IsLeader(key),
 // else 0.
 func (g *Group) Token(key string) int64 {
-	g.mu.RLock()
-	sh := g.keys[key]
-	g.mu.RUnlock()
-	if sh == nil {
-		return 0
+	if sh := g.shared(key); sh != nil {
+		return sh.trust.Token()
 	}
-	t := sh.term.Load()
-	if !g.IsLeader(key) {
-		return 0
+	return 0
+}
+
+// Leader returns the leader of key as last observed, "" when released or unknown.
+func (g *Group) Leader(key string) string {
+	if sh := g.shared(key); sh != nil {
+		return sh.leaderID()
 	}
-	return t
+	return ""
+}
+
+func (sh *shared) leaderID() string {
+	if p := sh.leader.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 // Lease is a handle on one key of a group. Its IsLeader and Token do what the
-// group's do for that key without looking the key up: use it on hot paths.
+// group's do for that key without looking the key up: use it on hot paths. It has
+// the methods of casleader.Leadership, so it can gate work on one key (for instance
+// with contrib/gocron).
 type Lease struct {
-	g  *Group
 	sh *shared
 }
 
 // Lease returns a handle on key, which must have been added; nil otherwise. The
 // handle reports false and 0 after the key is removed, even if it is added again.
 func (g *Group) Lease(key string) *Lease {
-	g.mu.RLock()
-	defer g.mu.RUnlock()
-	if sh := g.keys[key]; sh != nil {
-		return &Lease{g: g, sh: sh}
+	if sh := g.shared(key); sh != nil {
+		return &Lease{sh: sh}
 	}
 	return nil
 }
 
 // IsLeader reports whether the group leads the key now (see [Group.IsLeader]).
-func (l *Lease) IsLeader() bool {
-	d := l.sh.trust.Load()
-	return d != 0 && int64(time.Since(l.g.base)) < d
-}
+func (l *Lease) IsLeader() bool { return l.sh.trust.IsLeader() }
 
 // Token returns the key's fencing token while IsLeader, else 0.
-func (l *Lease) Token() int64 {
-	t := l.sh.term.Load()
-	if !l.IsLeader() {
-		return 0
-	}
-	return t
-}
+func (l *Lease) Token() int64 { return l.sh.trust.Token() }
+
+// Leader returns the key's leader as last observed, "" when released or unknown.
+func (l *Lease) Leader() string { return l.sh.leaderID() }
 
 // Stats returns the group's counters.
 func (g *Group) Stats() Stats {
@@ -239,22 +291,34 @@ func (g *Group) Stats() Stats {
 	}
 }
 
-// Add makes the group campaign for keys too. Invalid keys are reported by the store
-// and make their batch fail: validate keys before adding them.
-func (g *Group) Add(keys ...string) {
-	g.mu.Lock()
+// Add makes the group campaign for keys too. Keys that cannot be election keys
+// (empty, longer than store.MaxKeyLen, not UTF-8, with a NUL byte or a trailing
+// space) are not added: Add returns an error wrapping [ErrInvalidKey] that names
+// each of them, and adds the others.
+func (g *Group) Add(keys ...string) error {
+	var errs []error
+	valid := make([]string, 0, len(keys))
 	for _, k := range keys {
+		if err := store.ValidateName("key", k); err != nil {
+			errs = append(errs, fmt.Errorf("%w: %w: fix or drop it", ErrInvalidKey, err))
+			continue
+		}
+		valid = append(valid, k)
+	}
+	g.mu.Lock()
+	for _, k := range valid {
 		if g.keys[k] == nil {
 			g.keys[k] = &shared{}
 		}
 	}
 	g.mu.Unlock()
 	g.reqMu.Lock()
-	for _, k := range keys {
+	for _, k := range valid {
 		g.ops = append(g.ops, op{key: k, add: true})
 	}
 	g.reqMu.Unlock()
 	g.signal()
+	return errors.Join(errs...)
 }
 
 // Remove makes the group leave the elections of keys, releasing those it leads.
@@ -262,6 +326,30 @@ func (g *Group) Remove(keys ...string) {
 	g.reqMu.Lock()
 	for _, k := range keys {
 		g.ops = append(g.ops, op{key: k})
+	}
+	g.reqMu.Unlock()
+	g.signal()
+}
+
+// Pause makes the group stop campaigning: it releases the keys it leads and takes
+// none until Resume. Followed keys are still observed.
+func (g *Group) Pause() {
+	g.paused.Store(true)
+	g.signal()
+}
+
+// Resume ends a Pause.
+func (g *Group) Resume() {
+	g.paused.Store(false)
+	g.signal()
+}
+
+// Wake makes the group read the rows of keys it follows now, as a [Notifier] does
+// when their leases may have been given up.
+func (g *Group) Wake(keys ...string) {
+	g.reqMu.Lock()
+	for _, k := range keys {
+		g.wakeup[k] = true
 	}
 	g.reqMu.Unlock()
 	g.signal()
@@ -276,19 +364,19 @@ func (g *Group) signal() {
 
 // Run takes part in the elections until ctx ends, then releases the keys it leads
 // (unless KeepLeaseOnExit) and returns nil. Database errors are retried; Run returns
-// early only on a deployment error (store.ErrDeployment).
+// early only on a deployment error (store.ErrDeployment). Run returns only after
+// every goroutine it started has exited.
 func (g *Group) Run(ctx context.Context) error {
 	r := &run{g: g, states: map[string]*state{}}
 	defer r.stopAll(ctx)
 	lastRenew := time.Time{}
 	for {
 		r.takeRequests(ctx)
-		now := time.Now()
-		r.expire(now)
+		r.tick(ctx, time.Now())
 		if ctx.Err() != nil {
 			return nil
 		}
-		if !now.Before(lastRenew.Add(g.cfg.HeartbeatInterval)) {
+		if now := time.Now(); !now.Before(lastRenew.Add(g.cfg.HeartbeatInterval)) {
 			lastRenew = now
 			if err := r.renew(ctx); err != nil {
 				return err
@@ -301,8 +389,8 @@ func (g *Group) Run(ctx context.Context) error {
 		// next trust deadline, whichever comes first.
 		wake := lastRenew.Add(g.cfg.HeartbeatInterval)
 		for _, s := range r.states {
-			if s.leading {
-				wake = minTime(wake, s.deadline)
+			if s.m.Role() == cas.Leader {
+				wake = minTime(wake, s.m.Deadline())
 			} else {
 				wake = minTime(wake, s.nextLook)
 			}
@@ -326,20 +414,23 @@ func minTime(a, b time.Time) time.Time {
 	return a
 }
 
-// run is the state of one Run call.
+// run is the state of one Run call, owned by its goroutine.
 type run struct {
 	g      *Group
 	states map[string]*state
 }
 
+// abstain reports whether the group takes no lease now (paused or an observer).
+func (r *run) abstain() bool { return r.g.cfg.Observer || r.g.paused.Load() }
+
 func (r *run) takeRequests(ctx context.Context) {
 	g := r.g
 	g.reqMu.Lock()
-	ops := g.ops
-	g.ops = nil
+	ops, woken := g.ops, g.wakeup
+	g.ops, g.wakeup = nil, map[string]bool{}
 	g.reqMu.Unlock()
 	now := time.Now()
-	var release []*state
+	var ends []ending
 	for _, o := range ops {
 		k := o.key
 		s := r.states[k]
@@ -352,7 +443,11 @@ func (r *run) takeRequests(ctx context.Context) {
 				g.keys[k] = sh
 			}
 			g.mu.Unlock()
-			r.states[k] = &state{key: k, sh: sh, nextLook: now}
+			s = &state{key: k, sh: sh, m: cas.New(g.cfg.ID, g.cfg.LeaseDuration, g.cfg.RenewDeadline), nextLook: now}
+			if n := g.cfg.Notifier; n != nil {
+				s.unsubscribe = n.Subscribe(k, func() { g.Wake(k) })
+			}
+			r.states[k] = s
 		case !o.add && s != nil:
 			delete(r.states, k)
 			g.mu.Lock()
@@ -360,58 +455,110 @@ func (r *run) takeRequests(ctx context.Context) {
 				delete(g.keys, k)
 			}
 			g.mu.Unlock()
-			if s.leading {
-				r.stopLeading(s, false)
-				release = append(release, s)
+			if s.unsubscribe != nil {
+				s.unsubscribe()
+			}
+			if e, ok := r.resign(s); ok {
+				ends = append(ends, e)
 			}
 		}
 	}
-	r.release(ctx, release)
-}
-
-// expire steps down from keys whose trust deadline has passed.
-func (r *run) expire(now time.Time) {
-	for _, s := range r.states {
-		if s.leading && !now.Before(s.deadline) {
-			r.g.cfg.Logger.Warn("casleader group: stepping down: no renewal succeeded within the renew deadline", "key", s.key, "term", s.term)
-			r.stopLeading(s, true)
+	for k := range woken {
+		if s := r.states[k]; s != nil && s.m.Role() != cas.Leader {
 			s.nextLook = now
 		}
 	}
+	r.end(ctx, ends)
 }
 
-func (r *run) startLeading(s *state, version, term int64, deadline time.Time) {
-	s.leading, s.version, s.term, s.deadline = true, version, term, deadline
-	s.highest = max(s.highest, term)
-	s.sh.term.Store(term)
-	s.sh.trust.Store(max(int64(deadline.Sub(r.g.base)), 1))
-	r.g.leading.Add(1)
-	r.g.cfg.Logger.Debug("casleader group: became leader", "key", s.key, "term", term)
-	if f := r.g.cfg.OnChange; f != nil {
-		f(s.key, true, term)
+// tick asks every leading key's machine what the passing of time means: a passed
+// trust deadline ends the term, a pause or observer mode releases it.
+func (r *run) tick(ctx context.Context, now time.Time) {
+	p := r.abstain()
+	var ends []ending
+	for _, s := range r.states {
+		if s.m.Role() != cas.Leader {
+			continue
+		}
+		switch d := s.m.Tick(now, s.m.Participation(now, p)); d.Action {
+		case cas.StepDown:
+			r.g.cfg.Logger.Warn("casleader group: stepping down: no renewal succeeded within the renew deadline", "key", s.key, "term", s.token)
+			r.stopLeading(s, true)
+			s.nextLook = now
+		case cas.Release:
+			if e, ok := r.resign(s); ok {
+				ends = append(ends, e)
+			}
+		}
 	}
+	r.end(ctx, ends)
 }
 
-func (r *run) stopLeading(s *state, lost bool) {
-	if !s.leading {
+// startLeading publishes a term that the key's machine has just decided to lead,
+// unless its trust deadline has passed by now (the reply came too late).
+func (r *run) startLeading(s *state, now time.Time) {
+	if s.m.DeadlinePassed(now).Action == cas.StepDown {
+		r.g.cfg.Logger.Warn("casleader group: not leading: the reply came after the renew deadline", "key", s.key)
+		s.nextLook = now
 		return
 	}
-	s.sh.trust.Store(0)
-	s.leading = false
+	s.sh.trust.Set(s.m.Term(), s.m.Deadline())
+	r.observeLeader(s, r.g.cfg.ID)
+	if s.led {
+		return
+	}
+	s.led, s.token = true, s.m.Term()
+	r.g.leading.Add(1)
+	r.g.cfg.Logger.Debug("casleader group: became leader", "key", s.key, "term", s.token)
+	if n := r.g.cfg.Notifier; n != nil {
+		n.Leading(s.key, s.token, true)
+	}
+	if f := r.g.cfg.OnChange; f != nil {
+		f(s.key, true, s.token)
+	}
+}
+
+// stopLeading unpublishes a term whose machine has stepped down or resigned, and
+// reports it (lost: other than by release).
+func (r *run) stopLeading(s *state, lost bool) {
+	s.sh.trust.Clear()
+	if !s.led {
+		return
+	}
+	s.led = false
 	r.g.leading.Add(-1)
 	if lost {
 		r.g.lost.Add(1)
+		if n := r.g.cfg.Notifier; n != nil {
+			n.Leading(s.key, s.token, false)
+		}
 	}
 	if f := r.g.cfg.OnChange; f != nil {
-		f(s.key, false, s.term)
+		f(s.key, false, s.token)
 	}
 }
 
-func (r *run) extend(s *state, since time.Time) {
-	if d := since.Add(r.g.cfg.RenewDeadline); d.After(s.deadline) {
-		s.deadline = d
-		s.sh.trust.Store(max(int64(d.Sub(r.g.base)), 1))
+func (r *run) observeLeader(s *state, id string) {
+	if old := s.sh.leader.Load(); old == nil || *old != id {
+		s.sh.leader.Store(&id)
 	}
+}
+
+// ending is a term that has stopped acting and whose lease is to be released
+// (to == "") or handed to to, from version.
+type ending struct {
+	s       *state
+	token   int64
+	version int64
+	to      string
+}
+
+// resign stops a leading key acting at once and returns the release to send.
+func (r *run) resign(s *state) (ending, bool) {
+	token := s.m.Term()
+	v, ok := s.m.Resign()
+	r.stopLeading(s, false)
+	return ending{s: s, token: token, version: v}, ok
 }
 
 // chunks splits items into batches of at most BatchSize.
@@ -427,28 +574,87 @@ func chunks[T any](items []T, size int) [][]T {
 	return out
 }
 
-// parallel runs f for each batch, at most Parallel at once, and returns the first
-// deployment error.
-func parallel[T any](r *run, batches [][]T, f func(batch []T) error) error {
-	var (
-		wg    sync.WaitGroup
-		sem   = make(chan struct{}, r.g.cfg.Parallel)
-		mu    sync.Mutex
-		fatal error
-	)
-	for _, b := range batches {
-		sem <- struct{}{}
+// parallel runs send for each job on at most Parallel goroutines, and apply for
+// each job and its reply on the caller's goroutine, as replies arrive. It returns
+// the first deployment error that apply returns.
+func parallel[T, R any](r *run, jobs []T, send func(T) R, apply func(T, R) error) error {
+	if len(jobs) == 0 {
+		return nil
+	}
+	in := make(chan T, len(jobs))
+	for _, j := range jobs {
+		in <- j
+	}
+	close(in)
+	type reply struct {
+		job T
+		res R
+	}
+	out := make(chan reply, len(jobs))
+	var wg sync.WaitGroup
+	for range min(r.g.cfg.Parallel, len(jobs)) {
 		wg.Go(func() {
-			defer func() { <-sem }()
-			if err := f(b); errors.Is(err, store.ErrDeployment) {
-				mu.Lock()
-				fatal = cmp.Or(fatal, err)
-				mu.Unlock()
+			for j := range in {
+				out <- reply{j, send(j)}
 			}
 		})
 	}
+	var fatal error
+	for range jobs {
+		rep := <-out
+		if err := apply(rep.job, rep.res); errors.Is(err, store.ErrDeployment) {
+			fatal = cmp.Or(fatal, err)
+		}
+	}
 	wg.Wait()
 	return fatal
+}
+
+// kvBatch is a batch of keys with the versions to write from.
+type kvBatch struct {
+	ss       []*state
+	kvs      []store.KeyVersion
+	deadline time.Time // the earliest trust deadline among ss (renewals)
+}
+
+// keyBatch is a batch of keys to read or insert.
+type keyBatch struct {
+	ss   []*state
+	keys []string
+}
+
+func keyBatches(ss []*state, size int) []keyBatch {
+	var out []keyBatch
+	for _, b := range chunks(ss, size) {
+		keys := make([]string, len(b))
+		for i, s := range b {
+			keys[i] = s.key
+		}
+		out = append(out, keyBatch{ss: b, keys: keys})
+	}
+	return out
+}
+
+type wonReply struct {
+	won  []store.Won
+	sent time.Time
+	err  error
+}
+
+type readReply struct {
+	recs map[string]store.Record
+	sent time.Time
+	err  error
+}
+
+// observeMany reads the rows of b under a timeout.
+func (r *run) observeMany(ctx context.Context, b keyBatch, timeout time.Duration) readReply {
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	sent := time.Now()
+	recs, err := r.g.st.ObserveMany(rctx, b.keys)
+	r.g.statements.Add(1)
+	return readReply{recs: recs, sent: sent, err: err}
 }
 
 // renew renews every led key, in batches, and settles the keys whose renewal lost or
@@ -457,25 +663,24 @@ func (r *run) renew(ctx context.Context) error {
 	g := r.g
 	var held []*state
 	for _, s := range r.states {
-		if s.leading {
+		if s.m.Role() == cas.Leader {
 			held = append(held, s)
 		}
 	}
-	if len(held) == 0 {
-		return nil
-	}
-	var mu sync.Mutex
-	var unsettled []*state
-	err := parallel(r, chunks(held, g.cfg.BatchSize), func(batch []*state) error {
-		kvs := make([]store.KeyVersion, len(batch))
-		earliest := batch[0].deadline
-		for i, s := range batch {
-			kvs[i] = store.KeyVersion{Key: s.key, Version: s.version}
-			earliest = minTime(earliest, s.deadline)
+	var jobs []kvBatch
+	for _, b := range chunks(held, g.cfg.BatchSize) {
+		j := kvBatch{ss: b, kvs: make([]store.KeyVersion, len(b)), deadline: b[0].m.Deadline()}
+		for i, s := range b {
+			j.kvs[i] = store.KeyVersion{Key: s.key, Version: s.m.Version()}
+			j.deadline = minTime(j.deadline, s.m.Deadline())
 		}
-		rctx, cancel := context.WithDeadline(ctx, earliest)
+		jobs = append(jobs, j)
+	}
+	var unsettled []*state
+	err := parallel(r, jobs, func(j kvBatch) wonReply {
+		rctx, cancel := context.WithDeadline(ctx, j.deadline)
 		start := time.Now()
-		won, err := g.st.RenewMany(rctx, g.cfg.ID, kvs)
+		won, err := g.st.RenewMany(rctx, g.cfg.ID, j.kvs)
 		cancel()
 		took := time.Since(start)
 		g.statements.Add(1)
@@ -487,25 +692,37 @@ func (r *run) renew(ctx context.Context) error {
 				break
 			}
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		if err != nil {
-			if !errors.Is(err, store.ErrDeployment) {
-				g.cfg.Logger.Warn("casleader group: batched renewal failed; settling", "keys", len(batch), "error", err)
+		return wonReply{won: won, sent: start, err: err}
+	}, func(j kvBatch, rep wonReply) error {
+		now := time.Now()
+		if rep.err != nil {
+			if !errors.Is(rep.err, store.ErrDeployment) {
+				g.cfg.Logger.Warn("casleader group: batched renewal failed; settling", "keys", len(j.ss), "error", rep.err)
 			}
-			unsettled = append(unsettled, batch...)
-			return err
+			for _, s := range j.ss {
+				s.m.RenewalFailed()
+			}
+			unsettled = append(unsettled, j.ss...)
+			return rep.err
 		}
-		byKey := make(map[string]time.Time, len(won))
-		for _, w := range won {
+		byKey := make(map[string]time.Time, len(rep.won))
+		for _, w := range rep.won {
 			byKey[w.Key] = w.Since
 		}
-		for _, s := range batch {
-			if since, ok := byKey[s.key]; ok {
-				s.version++
-				r.extend(s, since)
-			} else {
+		for i, s := range j.ss {
+			since, ok := byKey[s.key]
+			if !ok {
+				s.m.RenewalFailed()
 				unsettled = append(unsettled, s)
+				continue
+			}
+			switch s.m.RenewReply(j.kvs[i].Version+1, since, now).Action {
+			case cas.Lead:
+				s.sh.trust.Set(s.m.Term(), s.m.Deadline())
+			case cas.StepDown:
+				g.cfg.Logger.Warn("casleader group: stepping down: the renewal's reply came after the renew deadline", "key", s.key, "term", s.token)
+				r.stopLeading(s, true)
+				s.nextLook = now
 			}
 		}
 		return nil
@@ -516,68 +733,52 @@ func (r *run) renew(ctx context.Context) error {
 	return r.settle(ctx, unsettled)
 }
 
-// settle reads the rows of led keys whose renewal lost or had an unknown outcome:
-// a row that still names this candidate with its term is adopted (the write
-// committed, or a step-down request bumped the version), anything else ends the term.
+// settle reads the rows of led keys whose renewal lost or had an unknown outcome,
+// and does what each key's machine decides: go on leading, step down, or release or
+// hand over the key as a step-down request in the row asks.
 func (r *run) settle(ctx context.Context, ss []*state) error {
-	if len(ss) == 0 {
-		return nil
-	}
 	g := r.g
-	var mu sync.Mutex
-	var release []*state
-	err := parallel(r, chunks(ss, g.cfg.BatchSize), func(batch []*state) error {
-		keys := make([]string, len(batch))
-		for i, s := range batch {
-			keys[i] = s.key
-		}
-		rctx, cancel := context.WithTimeout(ctx, g.cfg.RenewDeadline)
-		sent := time.Now()
-		recs, err := g.st.ObserveMany(rctx, keys)
-		cancel()
-		g.statements.Add(1)
-		if err != nil {
-			return err // keep the deadlines: they pass by themselves
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		for _, s := range batch {
-			rec, ok := recs[s.key]
-			if !ok || rec.LeaderID != g.cfg.ID || rec.Term != s.term {
-				g.cfg.Logger.Warn("casleader group: stepping down: the lease was taken over", "key", s.key, "term", s.term)
-				r.stopLeading(s, true)
-				r.observed(s, rec, ok, sent)
-				continue
+	var ends []ending
+	err := parallel(r, keyBatches(ss, g.cfg.BatchSize), func(b keyBatch) readReply {
+		return r.observeMany(ctx, b, g.cfg.RenewDeadline)
+	}, func(b keyBatch, rep readReply) error {
+		if rep.err != nil {
+			if !errors.Is(rep.err, store.ErrDeployment) {
+				g.cfg.Logger.Warn("casleader group: reading rows to settle renewals failed; the deadlines stand", "keys", len(b.ss), "error", rep.err)
 			}
-			s.version = rec.Version
-			r.extend(s, sent.Add(-rec.Age))
-			if rec.StepDown {
+			return rep.err // keep the deadlines: they pass by themselves
+		}
+		now := time.Now()
+		for _, s := range b.ss {
+			rec, found := rep.recs[s.key]
+			token := s.m.Term()
+			d := s.m.SettledAt(rec, found, rep.sent, now)
+			switch d.Action {
+			case cas.Lead:
+				s.sh.trust.Set(s.m.Term(), s.m.Deadline())
+			case cas.StepDown:
+				g.cfg.Logger.Warn("casleader group: stepping down: the lease was taken over or the renew deadline passed", "key", s.key, "term", token)
+				r.stopLeading(s, true)
+				if found {
+					r.observeLeader(s, rec.LeaderID)
+				}
+				s.nextLook = now
+			case cas.Release, cas.Handover:
+				g.cfg.Logger.Info("casleader group: step-down requested", "key", s.key, "term", token, "handover_to", d.To)
+				v, _ := s.m.Yield(now)
 				r.stopLeading(s, false)
-				release = append(release, s)
+				ends = append(ends, ending{s: s, token: token, version: v, to: d.To})
 			}
 		}
 		return nil
 	})
-	r.release(ctx, release)
+	r.end(ctx, ends)
 	return err
 }
 
-// observed schedules the next look at a followed key from a row read at sent.
-func (r *run) observed(s *state, rec store.Record, found bool, sent time.Time) {
-	g := r.g
-	wait := g.cfg.PollInterval
-	if found {
-		s.version = rec.Version
-		s.highest = max(s.highest, rec.Term)
-		if !rec.Expired(g.cfg.LeaseDuration) {
-			wait = min(wait, rec.Remaining(g.cfg.LeaseDuration))
-		}
-	}
-	s.nextLook = sent.Add(wait + rand.N(min(g.cfg.PollInterval/20, 10*time.Millisecond)+1))
-}
-
-// follow reads the followed keys that are due, and campaigns for those whose lease
-// is free: inserts for missing rows, elections for released or expired ones.
+// follow reads the followed keys that are due, and does what each key's machine
+// decides: campaign (insert a missing row, elect from a released or expired one),
+// adopt a lease of ours, or wait.
 func (r *run) follow(ctx context.Context) error {
 	g := r.g
 	now := time.Now()
@@ -587,7 +788,7 @@ func (r *run) follow(ctx context.Context) error {
 	// must not split the batches.
 	soon := now.Add(min(g.cfg.HeartbeatInterval, g.cfg.PollInterval) / 2)
 	for _, s := range r.states {
-		if !s.leading && !soon.Before(s.nextLook) {
+		if s.m.Role() != cas.Leader && !soon.Before(s.nextLook) {
 			due = append(due, s)
 			ready = ready || !now.Before(s.nextLook)
 		}
@@ -596,45 +797,47 @@ func (r *run) follow(ctx context.Context) error {
 		return nil
 	}
 	slices.SortFunc(due, func(a, b *state) int { return cmp.Compare(a.key, b.key) })
-	var mu sync.Mutex
+	abstain := r.abstain()
 	var create, elect []*state
-	err := parallel(r, chunks(due, g.cfg.BatchSize), func(batch []*state) error {
-		keys := make([]string, len(batch))
-		for i, s := range batch {
-			keys[i] = s.key
-		}
-		rctx, cancel := context.WithTimeout(ctx, g.cfg.RenewDeadline)
-		sent := time.Now()
-		recs, err := g.st.ObserveMany(rctx, keys)
-		cancel()
-		g.statements.Add(1)
-		mu.Lock()
-		defer mu.Unlock()
-		if err != nil {
-			if !errors.Is(err, store.ErrDeployment) {
-				g.cfg.Logger.Warn("casleader group: batched read failed, retrying", "keys", len(batch), "error", err)
+	err := parallel(r, keyBatches(due, g.cfg.BatchSize), func(b keyBatch) readReply {
+		return r.observeMany(ctx, b, g.cfg.RenewDeadline)
+	}, func(b keyBatch, rep readReply) error {
+		now := time.Now()
+		if rep.err != nil {
+			if !errors.Is(rep.err, store.ErrDeployment) {
+				g.cfg.Logger.Warn("casleader group: batched read failed, retrying", "keys", len(b.ss), "error", rep.err)
 			}
-			for _, s := range batch {
-				s.nextLook = time.Now().Add(min(g.cfg.PollInterval, time.Second))
+			for _, s := range b.ss {
+				s.nextLook = now.Add(min(g.cfg.PollInterval, time.Second))
 			}
-			return err
+			return rep.err
 		}
-		for _, s := range batch {
-			rec, found := recs[s.key]
-			// A row whose term is below one seen before was rolled back by a failover
-			// that lost writes: a lease of ours in it is a revived term, not adopted.
-			revived := found && rec.Term < s.highest
-			switch {
-			case !found:
+		for _, s := range b.ss {
+			rec, found := rep.recs[s.key]
+			if found {
+				r.observeLeader(s, rec.LeaderID)
+				if n := g.cfg.Notifier; n != nil {
+					n.Observed(s.key, rec)
+				}
+			} else {
+				r.observeLeader(s, "")
+			}
+			d := s.m.Observed(rec, found, rep.sent, s.m.Participation(now, abstain))
+			switch d.Action {
+			case cas.Create:
 				create = append(create, s)
-			case rec.LeaderID == g.cfg.ID && rec.Age < g.cfg.RenewDeadline && !revived:
-				// Our own live lease: an election whose reply was lost.
-				r.startLeading(s, rec.Version, rec.Term, sent.Add(g.cfg.RenewDeadline-rec.Age))
-			case rec.Expired(g.cfg.LeaseDuration):
-				s.version = rec.Version
+			case cas.Campaign:
 				elect = append(elect, s)
+			case cas.Lead:
+				// Our own live lease: an election whose reply was lost, or a lease
+				// handed to us by name.
+				r.startLeading(s, now)
 			default:
-				r.observed(s, rec, true, sent)
+				wait := min(d.Wait, g.cfg.PollInterval)
+				if wait <= 0 {
+					wait = g.cfg.PollInterval
+				}
+				s.nextLook = rep.sent.Add(wait + jitter(g.cfg.PollInterval))
 			}
 		}
 		return nil
@@ -645,101 +848,232 @@ func (r *run) follow(ctx context.Context) error {
 	return r.campaign(ctx, create, elect)
 }
 
-// campaign inserts the missing rows of create and elects from the versions of elect.
-// A key won is led in the term the store reports, which is also the row's new
-// version: its fencing token and the version its first renewal is made from.
+// jitter is a small random delay so that a herd of followers does not read in
+// lockstep.
+func jitter(poll time.Duration) time.Duration {
+	return rand.N(min(poll/20, 10*time.Millisecond) + 1)
+}
+
+// campaign inserts the missing rows of create and elects from the versions of elect
+// (the ones their machines decided on). A key won is led in the term the store
+// reports, which is also the row's new version: its fencing token and the version
+// its first renewal is made from.
 func (r *run) campaign(ctx context.Context, create, elect []*state) error {
 	g := r.g
-	var mu sync.Mutex
-	// after settles a batch; from is the version a key was won from (0 for a
-	// missing row), which its new term must be above.
-	after := func(batch []*state, won []store.Won, err error, from func(*state) int64) {
-		mu.Lock()
-		defer mu.Unlock()
-		byKey := make(map[string]store.Won, len(won))
-		for _, w := range won {
+	// after hands a batch's replies to the machines; from is the version a key was
+	// won from (0 for a missing row), which its new term must be above.
+	after := func(ss []*state, from []int64, rep wonReply, won func(*state, int64, time.Time) cas.Decision) error {
+		now := time.Now()
+		byKey := make(map[string]store.Won, len(rep.won))
+		for _, w := range rep.won {
 			byKey[w.Key] = w
 		}
-		for _, s := range batch {
-			if w, ok := byKey[s.key]; ok && err == nil {
-				if w.Term > from(s) {
-					r.startLeading(s, w.Term, w.Term, w.Since.Add(g.cfg.RenewDeadline))
+		for i, s := range ss {
+			w, ok := byKey[s.key]
+			switch {
+			case rep.err != nil:
+				// Unknown outcome: the next read settles it (an own lease is adopted).
+				s.m.Unsettled()
+			case ok && w.Term > from[i]:
+				if won(s, w.Term, w.Since).Action == cas.Lead {
+					r.startLeading(s, now)
 					continue
 				}
+			case ok:
 				g.cfg.Logger.Error("casleader group: the store reported a key won without a new term; not leading it until its row is read: the Store must set store.Won.Term",
-					"key", s.key, "term", w.Term, "from", from(s))
+					"key", s.key, "term", w.Term, "from", from[i])
+				s.m.Unsettled()
+			default:
+				won(s, 0, rep.sent) // lost
 			}
-			// Lost, unknown, or without a term: look again soon; an own lease is
-			// adopted then, with the row's term.
-			s.nextLook = time.Now().Add(rand.N(min(g.cfg.PollInterval/20, 10*time.Millisecond) + 1))
+			s.nextLook = now.Add(jitter(g.cfg.PollInterval))
 		}
+		if rep.err != nil && !errors.Is(rep.err, store.ErrDeployment) {
+			g.cfg.Logger.Warn("casleader group: batched election failed; the next read settles it", "keys", len(ss), "error", rep.err)
+		}
+		return rep.err
 	}
-	err := parallel(r, chunks(create, g.cfg.BatchSize), func(batch []*state) error {
-		keys := make([]string, len(batch))
-		for i, s := range batch {
-			keys[i] = s.key
-		}
+	err := parallel(r, keyBatches(create, g.cfg.BatchSize), func(b keyBatch) wonReply {
 		rctx, cancel := context.WithTimeout(ctx, g.cfg.RenewDeadline)
-		won, err := g.st.InsertMany(rctx, g.cfg.ID, keys)
-		cancel()
+		defer cancel()
+		sent := time.Now()
+		won, err := g.st.InsertMany(rctx, g.cfg.ID, b.keys)
 		g.statements.Add(1)
-		after(batch, won, err, func(*state) int64 { return 0 })
-		return err
+		return wonReply{won: won, sent: sent, err: err}
+	}, func(b keyBatch, rep wonReply) error {
+		return after(b.ss, make([]int64, len(b.ss)), rep, func(s *state, term int64, sent time.Time) cas.Decision {
+			return s.m.Created(term, term != 0, sent)
+		})
 	})
 	if err != nil {
 		return err
 	}
-	return parallel(r, chunks(elect, g.cfg.BatchSize), func(batch []*state) error {
-		kvs := make([]store.KeyVersion, len(batch))
-		for i, s := range batch {
-			kvs[i] = store.KeyVersion{Key: s.key, Version: s.version}
+	var jobs []kvBatch
+	for _, b := range chunks(elect, g.cfg.BatchSize) {
+		j := kvBatch{ss: b, kvs: make([]store.KeyVersion, len(b))}
+		for i, s := range b {
+			j.kvs[i] = store.KeyVersion{Key: s.key, Version: s.m.Version()}
 		}
+		jobs = append(jobs, j)
+	}
+	return parallel(r, jobs, func(j kvBatch) wonReply {
 		rctx, cancel := context.WithTimeout(ctx, g.cfg.RenewDeadline)
-		won, err := g.st.ElectMany(rctx, g.cfg.ID, kvs, g.cfg.LeaseDuration)
-		cancel()
+		defer cancel()
+		sent := time.Now()
+		won, err := g.st.ElectMany(rctx, g.cfg.ID, j.kvs, g.cfg.LeaseDuration)
 		g.statements.Add(1)
-		after(batch, won, err, func(s *state) int64 { return s.version })
-		return err
+		return wonReply{won: won, sent: sent, err: err}
+	}, func(j kvBatch, rep wonReply) error {
+		from := make([]int64, len(j.kvs))
+		for i, kv := range j.kvs {
+			from[i] = kv.Version
+		}
+		return after(j.ss, from, rep, func(s *state, term int64, sent time.Time) cas.Decision {
+			return s.m.Elected(term, term != 0, sent)
+		})
 	})
 }
 
-// release gives up the leases of ss (which have stopped leading already), in batches,
-// under a short timeout that outlives Run's context.
-func (r *run) release(ctx context.Context, ss []*state) {
-	if len(ss) == 0 {
+// end sends the releases and handovers of terms that have stopped acting: batched
+// releases, one handover per key, under a short timeout that outlives Run's context.
+// A write that lost its compare-and-set or failed is settled by one batched read,
+// and sent again from the version read while the key's machine says so.
+func (r *run) end(ctx context.Context, es []ending) {
+	if len(es) == 0 {
 		return
 	}
 	g := r.g
-	_ = parallel(r, chunks(ss, g.cfg.BatchSize), func(batch []*state) error {
-		kvs := make([]store.KeyVersion, len(batch))
-		for i, s := range batch {
-			kvs[i] = store.KeyVersion{Key: s.key, Version: s.version}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(releaseTimeout, g.cfg.LeaseDuration))
+	defer cancel()
+	for attempt := 0; len(es) > 0; attempt++ {
+		var lost []ending
+		var lastErr error
+		done := func(e ending, newVersion int64, ok bool, err error) {
+			if ok && err == nil {
+				e.s.m.Released(newVersion, true, e.to)
+				r.observeLeader(e.s, e.to)
+				r.ended(e)
+				return
+			}
+			lastErr = cmp.Or(err, lastErr)
+			lost = append(lost, e)
 		}
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(5*time.Second, g.cfg.LeaseDuration))
-		_, err := g.st.ReleaseMany(rctx, g.cfg.ID, kvs)
-		cancel()
-		g.statements.Add(1)
-		if err != nil {
-			g.cfg.Logger.Warn("casleader group: release failed; the leases expire by themselves", "keys", len(batch), "error", err)
+		var releases, handovers []ending
+		for _, e := range es {
+			if e.to == "" {
+				releases = append(releases, e)
+			} else {
+				handovers = append(handovers, e)
+			}
 		}
-		now := time.Now()
-		for _, s := range batch {
-			s.nextLook = now.Add(g.cfg.LeaseDuration) // let another candidate win
+		_ = parallel(r, chunks(releases, g.cfg.BatchSize), func(b []ending) wonReply {
+			kvs := make([]store.KeyVersion, len(b))
+			for i, e := range b {
+				kvs[i] = store.KeyVersion{Key: e.s.key, Version: e.version}
+			}
+			won, err := g.st.ReleaseMany(wctx, g.cfg.ID, kvs)
+			g.statements.Add(1)
+			return wonReply{won: won, err: err}
+		}, func(b []ending, rep wonReply) error {
+			released := make(map[string]bool, len(rep.won))
+			for _, w := range rep.won {
+				released[w.Key] = true
+			}
+			for _, e := range b {
+				done(e, e.version+1, released[e.s.key], rep.err)
+			}
+			return nil
+		})
+		type handed struct {
+			term int64
+			ok   bool
+			err  error
 		}
-		return nil
-	})
+		_ = parallel(r, handovers, func(e ending) handed {
+			term, ok, err := g.st.Handover(wctx, e.s.key, g.cfg.ID, e.version, e.to)
+			g.statements.Add(1)
+			return handed{term, ok, err}
+		}, func(e ending, h handed) error {
+			done(e, h.term, h.ok, h.err)
+			return nil
+		})
+		if len(lost) == 0 {
+			return
+		}
+		if attempt == 2 {
+			g.cfg.Logger.Warn("casleader group: release failed; the leases expire by themselves", "keys", len(lost), "error", lastErr)
+			for _, e := range lost {
+				r.ended(e)
+			}
+			return
+		}
+		// A lost compare-and-set or an error may hide a write of ours that committed
+		// (a renewal whose reply was lost) or a step-down request: read the rows and
+		// let each machine say whether to try again, and from which version.
+		ss := make([]*state, len(lost))
+		for i, e := range lost {
+			ss[i] = e.s
+		}
+		reads := map[*state]readReply{}
+		_ = parallel(r, keyBatches(ss, g.cfg.BatchSize), func(b keyBatch) readReply {
+			return r.observeMany(wctx, b, releaseTimeout)
+		}, func(b keyBatch, rep readReply) error {
+			for _, s := range b.ss {
+				reads[s] = rep
+			}
+			return nil
+		})
+		es = nil
+		for _, e := range lost {
+			rep := reads[e.s]
+			if rep.err != nil {
+				g.cfg.Logger.Warn("casleader group: release failed; the lease expires by itself", "key", e.s.key, "error", cmp.Or(lastErr, rep.err))
+				r.ended(e)
+				continue
+			}
+			rec, found := rep.recs[e.s.key]
+			if from, retry := e.s.m.RetryFrom(e.token, e.version, rec, found); retry {
+				e.version = from
+				es = append(es, e)
+				continue
+			}
+			e.s.m.Released(0, false, e.to)
+			if found {
+				r.observeLeader(e.s, rec.LeaderID)
+			}
+			g.cfg.Logger.Warn("casleader group: release lost its compare-and-set; the row had moved on", "key", e.s.key, "handover_to", e.to)
+			r.ended(e)
+		}
+	}
+}
+
+// ended tells the Notifier that a term whose lease was to be given up has ended:
+// after its release or handover write returned, so that woken followers find the
+// row free.
+func (r *run) ended(e ending) {
+	if n := r.g.cfg.Notifier; n != nil {
+		n.Leading(e.s.key, e.token, false)
+	}
 }
 
 // stopAll ends every term when Run returns: stop acting first, then release.
 func (r *run) stopAll(ctx context.Context) {
-	var release []*state
+	var ends []ending
 	for _, s := range r.states {
-		if s.leading {
-			r.stopLeading(s, false)
-			release = append(release, s)
+		if s.m.Role() == cas.Leader {
+			if e, ok := r.resign(s); ok {
+				ends = append(ends, e)
+			}
+		}
+		if s.unsubscribe != nil {
+			s.unsubscribe()
 		}
 	}
 	if !r.g.cfg.KeepLeaseOnExit {
-		r.release(ctx, release)
+		r.end(ctx, ends)
+		return
+	}
+	for _, e := range ends {
+		r.ended(e)
 	}
 }

@@ -492,9 +492,9 @@ func TestAddAndRemoveApplyInOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := memstore.New()
 		g := newGroup(t, st, "a", nil, nil)
-		g.Add("x", "y")
+		require.NoError(t, g.Add("x", "y"))
 		g.Remove("x", "y")
-		g.Add("y")
+		require.NoError(t, g.Add("y"))
 		stop := running(t, g)
 		time.Sleep(time.Millisecond)
 		assert.False(t, g.IsLeader("x"), "removed last")

@@ -1,0 +1,244 @@
+package casleader_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/casleader/casleader"
+	"github.com/casleader/casleader/group"
+	"github.com/casleader/casleader/internal/memstore"
+	"github.com/casleader/casleader/store"
+)
+
+// A key of a group can gate work like an Elector (contrib/gocron takes either).
+var _ casleader.Leadership = (*group.Lease)(nil)
+
+// faultStore is the in-memory store with faults that hit the single-key and the
+// batched renewal alike, so that one scenario drives both executors.
+type faultStore struct {
+	*memstore.Store
+	lateBy    atomic.Int64 // the next renewal commits and answers this late (when > 0)
+	hang      atomic.Bool  // the next renewal commits, then waits for its context
+	committed chan struct{}
+}
+
+func (s *faultStore) renewal(ctx context.Context, renew func(context.Context) error) error {
+	if d := time.Duration(s.lateBy.Swap(0)); d > 0 {
+		err := renew(context.WithoutCancel(ctx))
+		time.Sleep(d)
+		return err
+	}
+	if s.hang.Swap(false) {
+		if err := renew(context.WithoutCancel(ctx)); err != nil {
+			return err
+		}
+		close(s.committed)
+		<-ctx.Done()
+		return fmt.Errorf("%w: renewal: %w", store.ErrTransient, ctx.Err())
+	}
+	return renew(ctx)
+}
+
+func (s *faultStore) Renew(ctx context.Context, key, id string, version int64) (ok bool, err error) {
+	err = s.renewal(ctx, func(ctx context.Context) (err error) {
+		ok, err = s.Store.Renew(ctx, key, id, version)
+		return err
+	})
+	return ok, err
+}
+
+func (s *faultStore) RenewMany(ctx context.Context, id string, held []store.KeyVersion) (won []store.Won, err error) {
+	err = s.renewal(ctx, func(ctx context.Context) (err error) {
+		won, err = s.Store.RenewMany(ctx, id, held)
+		return err
+	})
+	return won, err
+}
+
+// executor is candidate "a" on key "k", as run by one executor of the per-key rules.
+type executor struct {
+	casleader.Leadership
+	pause func()
+	stop  func() error // ends Run, returns its error
+	ends  func() int   // how many terms' ends were reported
+}
+
+// executors start candidate "a" on key "k": an Elector, and a Group that holds "k"
+// among other keys. Both take the same timings.
+var executors = []struct {
+	name  string
+	start func(t *testing.T, st *faultStore) executor
+}{
+	{"Elector", func(t *testing.T, st *faultStore) executor {
+		var ends atomic.Int64
+		c := cfg("a")
+		c.OnStoppedLeading = func() { ends.Add(1) }
+		el := newElector(t, st, c)
+		return executor{Leadership: el, pause: el.Pause, stop: running(t, el), ends: func() int { return int(ends.Load()) }}
+	}},
+	{"Group", func(t *testing.T, st *faultStore) executor {
+		var ends atomic.Int64
+		g, err := group.New(st, group.Config{
+			ID: "a", Keys: []string{"j", "k", "l"},
+			LeaseDuration: lease, RenewDeadline: renewDL, HeartbeatInterval: heartbeat, PollInterval: poll,
+			OnChange: func(key string, leading bool, _ int64) {
+				if key == "k" && !leading {
+					ends.Add(1)
+				}
+			},
+		})
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- g.Run(ctx) }()
+		stop := func() error { cancel(); return <-done }
+		return executor{Leadership: g.Lease("k"), pause: g.Pause, stop: stop, ends: func() int { return int(ends.Load()) }}
+	}},
+}
+
+func observe(t *testing.T, st *faultStore) store.Record {
+	t.Helper()
+	rec, found, err := st.Observe(t.Context(), "k")
+	require.NoError(t, err)
+	require.True(t, found)
+	return rec
+}
+
+// TestExecutorsFollowTheSameRules runs each scenario of the per-key rules (specified
+// by the tables of package cas) through a single-key Elector and through a Group,
+// on the same in-memory store, and expects the same outcome.
+func TestExecutorsFollowTheSameRules(t *testing.T) {
+	scenarios := []struct {
+		name  string
+		run   func(t *testing.T, st *faultStore, c executor)
+		stops bool // the scenario ends Run itself
+	}{
+		{"LateRenewalReplyNeverRevivesTheTerm", func(t *testing.T, st *faultStore, c executor) {
+			old := c.Token()
+			// Renewals go out every heartbeat; the next one commits, and its reply
+			// comes 10 ms after the deadline that the previous one set.
+			st.lateBy.Store(int64(renewDL - heartbeat + 10*time.Millisecond))
+			wasFalse, revived := false, false
+			for range lease / time.Millisecond {
+				switch {
+				case !c.IsLeader():
+					wasFalse = true
+				case wasFalse && c.Token() == old && c.ends() == 0:
+					revived = true
+				}
+				time.Sleep(time.Millisecond)
+			}
+			require.True(t, wasFalse, "the reply was not late")
+			assert.False(t, revived, "trusted again in term %d with no end of the term reported", old)
+			assert.Equal(t, 1, c.ends())
+		}, false},
+		{"StepDownRequestNamingATargetHandsOver", func(t *testing.T, st *faultStore, c executor) {
+			old := observe(t, st)
+			ok, err := st.RequestStepDown(t.Context(), "k", old.Version, "b")
+			require.NoError(t, err)
+			require.True(t, ok)
+			time.Sleep(heartbeat + time.Millisecond)
+			rec := observe(t, st)
+			assert.Equal(t, "b", rec.LeaderID)
+			assert.Greater(t, rec.Term, old.Term)
+			assert.False(t, c.IsLeader())
+			assert.Equal(t, "b", c.Leader())
+		}, false},
+		{"StepDownRequestReleasesAndCoolsDown", func(t *testing.T, st *faultStore, c executor) {
+			old := observe(t, st)
+			ok, err := st.RequestStepDown(t.Context(), "k", old.Version, "")
+			require.NoError(t, err)
+			require.True(t, ok)
+			time.Sleep(heartbeat + time.Millisecond)
+			assert.True(t, observe(t, st).Released())
+			time.Sleep(lease - heartbeat - 10*time.Millisecond)
+			assert.False(t, c.IsLeader(), "took the key back while cooling down")
+			assert.True(t, observe(t, st).Released())
+			time.Sleep(20*time.Millisecond + poll + poll/10)
+			assert.True(t, c.IsLeader(), "campaigns again after the cool-down")
+		}, false},
+		{"TakenOverLeaseStepsDown", func(t *testing.T, st *faultStore, c executor) {
+			old := observe(t, st)
+			st.Put(store.Record{Key: "k", Version: old.Version + 5, LeaderID: "b", Term: old.Version + 5})
+			time.Sleep(heartbeat + time.Millisecond)
+			assert.False(t, c.IsLeader())
+			assert.Equal(t, "b", c.Leader())
+			assert.Equal(t, 1, c.ends())
+		}, false},
+		{"RevivedTermOfOursIsNotAdopted", func(t *testing.T, st *faultStore, c executor) {
+			lost := c.Token()
+			st.Put(store.Record{Key: "k", Version: lost - 10, LeaderID: "a", Term: lost - 10})
+			for range (heartbeat + 2*poll) / time.Millisecond {
+				assert.NotEqual(t, lost-10, c.Token(), "led in the revived term")
+				time.Sleep(time.Millisecond)
+			}
+		}, false},
+		{"PausedLeaderReleases", func(t *testing.T, st *faultStore, c executor) {
+			c.pause()
+			time.Sleep(time.Millisecond)
+			assert.False(t, c.IsLeader())
+			assert.True(t, observe(t, st).Released())
+			time.Sleep(2 * lease)
+			assert.False(t, c.IsLeader(), "a paused candidate takes no lease")
+		}, false},
+		{"ExitWhileACommittedRenewalWaitsStillReleases", func(t *testing.T, st *faultStore, c executor) {
+			st.hang.Store(true)
+			<-st.committed
+			require.NoError(t, c.stop())
+			assert.True(t, observe(t, st).Released(), "the row still names the candidate after Run returned")
+		}, true},
+	}
+	for _, sc := range scenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			for _, ex := range executors {
+				t.Run(ex.name, func(t *testing.T) {
+					synctest.Test(t, func(t *testing.T) {
+						st := &faultStore{Store: memstore.New(), committed: make(chan struct{})}
+						c := ex.start(t, st)
+						time.Sleep(time.Millisecond)
+						require.True(t, c.IsLeader(), "leads the free key")
+						sc.run(t, st, c)
+						if !sc.stops {
+							require.NoError(t, c.stop())
+						}
+					})
+				})
+			}
+		})
+	}
+}
+
+// TestGroupObserverReportsTheLeader: a group key reports its leader like an
+// Elector, and an observer group never campaigns.
+func TestGroupObserverReportsTheLeader(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		el := newElector(t, st, cfg("b"))
+		stopB := running(t, el)
+		time.Sleep(time.Millisecond)
+		require.True(t, el.IsLeader())
+		g, err := group.New(st, group.Config{ID: "a", Keys: []string{"k"}, Observer: true,
+			LeaseDuration: lease, RenewDeadline: renewDL, HeartbeatInterval: heartbeat, PollInterval: poll})
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(t.Context())
+		var wg sync.WaitGroup
+		wg.Go(func() { _ = g.Run(ctx) })
+		time.Sleep(time.Millisecond)
+		var l casleader.Leadership = g.Lease("k")
+		assert.Equal(t, "b", l.Leader())
+		require.NoError(t, stopB())
+		time.Sleep(2 * lease)
+		assert.False(t, l.IsLeader(), "an observer never campaigns")
+		assert.Empty(t, l.Leader(), "the release was observed")
+		cancel()
+		wg.Wait()
+	})
+}

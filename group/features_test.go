@@ -1,0 +1,125 @@
+package group_test
+
+import (
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/casleader/casleader/group"
+	"github.com/casleader/casleader/internal/memstore"
+	"github.com/casleader/casleader/notify"
+	"github.com/casleader/casleader/store"
+)
+
+var (
+	_ group.Notifier = (*notify.Postgres)(nil)
+	_ group.Notifier = (*notify.MySQL)(nil)
+)
+
+// hub is a Notifier that wakes the followers of a key when its leader's term ends,
+// as the release statement's notification does on PostgreSQL.
+type hub struct {
+	mu      sync.Mutex
+	wake    map[string][]func()
+	leading map[string]bool
+}
+
+func newHub() *hub { return &hub{wake: map[string][]func(){}, leading: map[string]bool{}} }
+
+func (h *hub) Subscribe(key string, wake func()) func() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.wake[key] = append(h.wake[key], wake)
+	return func() {}
+}
+
+func (h *hub) Observed(string, store.Record) {}
+
+func (h *hub) Leading(key string, _ int64, leading bool) {
+	h.mu.Lock()
+	h.leading[key] = leading
+	wake := h.wake[key]
+	h.mu.Unlock()
+	if !leading {
+		for _, w := range wake {
+			w()
+		}
+	}
+}
+
+func TestNotifierWakesFollowedKeysOnRelease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		n := newHub()
+		ks := keys(4)
+		slow := func(c *group.Config) { c.Notifier, c.PollInterval = n, 10*lease }
+		a := newGroup(t, st, "a", ks, slow)
+		stopA := running(t, a)
+		time.Sleep(time.Millisecond)
+		require.Equal(t, 4, count(a, ks))
+		b := newGroup(t, st, "b", ks, slow)
+		stopB := running(t, b)
+		time.Sleep(lease + lease/3) // between two of b\'s reads
+		n.mu.Lock()
+		assert.True(t, n.leading[ks[0]], "Leading(true) told")
+		n.mu.Unlock()
+
+		a.Remove(ks[:2]...)
+		time.Sleep(5 * time.Millisecond)
+		assert.Equal(t, 2, count(b, ks[:2]), "woken followers take the released keys at once, not after PollInterval")
+		assert.Zero(t, count(b, ks[2:]))
+		stopA()
+		stopB()
+	})
+}
+
+func TestPauseReleasesAndResumeCampaigns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		ks := keys(10)
+		g := newGroup(t, st, "a", ks, nil)
+		stop := running(t, g)
+		time.Sleep(time.Millisecond)
+		require.Equal(t, 10, count(g, ks))
+		g.Pause()
+		time.Sleep(time.Millisecond)
+		assert.Zero(t, count(g, ks))
+		recs, err := st.ObserveMany(t.Context(), ks)
+		require.NoError(t, err)
+		for _, k := range ks {
+			assert.True(t, recs[k].Released(), "key %q: a pause releases", k)
+		}
+		time.Sleep(3 * lease)
+		assert.Zero(t, count(g, ks), "a paused group takes no key")
+		g.Resume()
+		time.Sleep(poll + poll/10)
+		assert.Equal(t, 10, count(g, ks), "a resumed group campaigns again")
+		stop()
+	})
+}
+
+func TestObserverNeverCampaignsAndReportsLeaders(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		ks := keys(3)
+		o := newGroup(t, st, "o", ks, func(c *group.Config) { c.Observer = true })
+		stopO := running(t, o)
+		time.Sleep(2 * lease)
+		assert.Zero(t, count(o, ks), "an observer never creates a row")
+		a := newGroup(t, st, "a", ks[:2], nil)
+		stopA := running(t, a)
+		time.Sleep(poll + poll/10)
+		assert.Equal(t, "a", o.Leader(ks[0]))
+		assert.Equal(t, "a", o.Lease(ks[1]).Leader())
+		assert.Empty(t, o.Leader(ks[2]), "no row, no leader")
+		stopA()
+		time.Sleep(3 * lease)
+		assert.Zero(t, count(o, ks), "an observer never takes a released key")
+		assert.Empty(t, o.Leader(ks[0]))
+		stopO()
+	})
+}
