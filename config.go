@@ -66,8 +66,12 @@ type Config struct {
 	PollInterval time.Duration
 
 	// DrainTimeout bounds how long, after leadership ends, the elector waits for
-	// OnStartedLeading to return before it releases the row (resign) or campaigns
-	// again (lost lease). Default LeaseDuration - RenewDeadline.
+	// OnStartedLeading to return before it releases the row (resign, Run's end) or
+	// campaigns again (lost lease). When OnStartedLeading has not returned by then,
+	// the row is NOT released: the lease is left to expire by itself, so that the
+	// next leader cannot start before the lease allows while this work may still
+	// act, and this candidate does not campaign again until the work returns.
+	// Default LeaseDuration - RenewDeadline.
 	DrainTimeout time.Duration
 
 	// KeepLeaseOnExit keeps the lease when Run's context ends instead of releasing

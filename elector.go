@@ -47,6 +47,11 @@ var (
 	ErrNotLeader      = errors.New("casleader: not the leader")
 	ErrAlreadyRunning = errors.New("casleader: Run is already running")
 	ErrNotRunning     = errors.New("casleader: Run is not running")
+	// ErrNotDrained is returned by a resign or handover whose leader's work
+	// (OnStartedLeading) did not return within DrainTimeout after its context was
+	// cancelled: the lease was not released and expires by itself, so that the next
+	// leader cannot start while that work may still act.
+	ErrNotDrained = errors.New("casleader: the leader's work did not return within DrainTimeout")
 )
 
 // releaseTimeout bounds the release or handover write sent when leadership ends.
@@ -182,7 +187,10 @@ func (e *Elector) Resign(ctx context.Context) error {
 // It stops acting first (IsLeader turns false, the leader's context is cancelled),
 // waits for OnStartedLeading to return (at most DrainTimeout), then releases the row
 // so that a follower can take over at once. It returns when the row is released, or
-// when ctx ends. Without a running Run it only sets the cool-down.
+// when ctx ends. Without a running Run it only sets the cool-down. When
+// OnStartedLeading does not return within DrainTimeout, the row is not released
+// (the lease expires by itself, so that no other leader starts while that work may
+// still act) and ResignFor returns an error matching [ErrNotDrained].
 func (e *Elector) ResignFor(ctx context.Context, cooldown time.Duration) error {
 	return e.send(ctx, request{cooldown: cooldown})
 }
@@ -336,6 +344,11 @@ type run struct {
 	e    *Elector
 	m    *cas.Machine
 	work sync.WaitGroup // OnStartedLeading goroutines
+
+	// undrained is closed when the OnStartedLeading of a term that was not
+	// drained returns; nil when no such work runs. This candidate does not
+	// campaign while it runs.
+	undrained <-chan struct{}
 }
 
 func (r *run) loop(ctx context.Context) error {
@@ -376,6 +389,17 @@ func (r *run) loop(ctx context.Context) error {
 func (r *run) follow(ctx context.Context) (cas.Decision, time.Time, error) {
 	e := r.e
 	part, until := e.participation()
+	busy := r.undrained
+	if busy != nil {
+		select {
+		case <-busy:
+			r.undrained, busy = nil, nil
+		default:
+			// The work of an earlier term still runs: do not lead again beside it.
+			// Its end wakes this follower.
+			part = cas.Abstaining
+		}
+	}
 	pctx, cancel := e.phase(ctx)
 	defer cancel()
 	if !until.IsZero() {
@@ -393,6 +417,13 @@ func (r *run) follow(ctx context.Context) (cas.Decision, time.Time, error) {
 			}
 		}
 		d = r.m.Observed(o.Record, o.Found, o.Sent, part)
+		if busy != nil && d.Action == cas.Wait {
+			select {
+			case <-busy: // that work returned: take part again
+				return 0, true
+			default:
+			}
+		}
 		return d.Wait, d.Action != cas.Wait
 	})
 	if err != nil {
@@ -465,6 +496,7 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 		r.work.Add(1)
 		go func() {
 			defer r.work.Done()
+			defer e.Wake() // a follower that waits for this work to end
 			defer close(workDone)
 			f(lctx, token)
 		}()
@@ -521,11 +553,22 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 	e.term.Store(0)
 	lcancel()
 	version, held := m.Resign()
-	r.drain(workDone)
+	drained := r.drain(workDone, token)
+	if !drained {
+		r.undrained = workDone
+	}
 
 	var err error
 	switch {
 	case !held:
+	case !drained && (d.Action == cas.Handover || d.Action == cas.Release):
+		// The work may still act: releasing now would let the next leader start
+		// while it runs. The lease expires by itself, LeaseDuration after the last
+		// renewal, by the database clock.
+		e.log.Error("casleader: not releasing the lease: OnStartedLeading is still running after DrainTimeout; the lease expires by itself",
+			"term", token, "drain_timeout", e.cfg.DrainTimeout, "handover_to", d.To)
+		err = fmt.Errorf("%w: key %q, term %d: the lease was not released and expires by itself; make OnStartedLeading return when its context is cancelled, or raise DrainTimeout",
+			ErrNotDrained, e.cfg.Key, token)
 	case d.Action == cas.Handover:
 		err = r.release(ctx, token, version, d.To)
 	case d.Action == cas.Release:
@@ -614,14 +657,18 @@ func (r *run) settle(ctx context.Context) cas.Decision {
 	}
 }
 
-// drain waits for OnStartedLeading to return, at most DrainTimeout.
-func (r *run) drain(workDone <-chan struct{}) {
+// drain waits for OnStartedLeading to return, at most DrainTimeout, and reports
+// whether it did.
+func (r *run) drain(workDone <-chan struct{}, token int64) bool {
 	t := time.NewTimer(r.e.cfg.DrainTimeout)
 	defer t.Stop()
 	select {
 	case <-workDone:
+		return true
 	case <-t.C:
-		r.e.log.Warn("casleader: OnStartedLeading did not return within DrainTimeout after its context was cancelled", "drain_timeout", r.e.cfg.DrainTimeout)
+		r.e.log.Warn("casleader: OnStartedLeading did not return within DrainTimeout after its context was cancelled",
+			"term", token, "drain_timeout", r.e.cfg.DrainTimeout)
+		return false
 	}
 }
 
