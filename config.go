@@ -87,11 +87,23 @@ type Config struct {
 
 	// OnStartedLeading is called in its own goroutine when this candidate becomes
 	// leader, with a context that is cancelled the moment leadership is lost (at the
-	// trust deadline at the latest) and the term's fencing token.
+	// trust deadline at the latest) and the term's fencing token. It must return
+	// soon after ctx is cancelled (see DrainTimeout).
+	//
+	// A panic in any callback (OnStartedLeading, OnStoppedLeading, OnNewLeader) is
+	// logged at Error level with the key, the term and the stack, and then crashes
+	// the process, as with client-go: Go cannot hand a panic of the elector's
+	// goroutines to the caller, and a leader in an unknown state must not go on. The
+	// lease of a crashed leader is not released: it expires by itself, so the next
+	// leader starts no earlier than the lease allows. Recover in the callback to
+	// handle a panic yourself.
 	OnStartedLeading func(ctx context.Context, token int64)
 
 	// OnStoppedLeading is called when leadership has ended and OnStartedLeading has
-	// returned (or DrainTimeout passed).
+	// returned (or DrainTimeout passed), on the goroutine that runs OnNewLeader, in
+	// order with it. The elector waits for it at most DrainTimeout before it goes on
+	// (and Run waits at most DrainTimeout for it when it returns); one that does not
+	// return by then is logged at Error level and left running.
 	OnStoppedLeading func()
 
 	// Notifier, when not nil, wakes this follower as soon as a leader gives its lease
@@ -104,8 +116,11 @@ type Config struct {
 	// notifier PollInterval defaults to LeaseDuration. Default nil.
 	Notifier Notifier
 
-	// OnNewLeader is called from the elector's goroutine when the observed leader
-	// changes, with its ID ("" when the lease was released). It must return quickly.
+	// OnNewLeader is called when the observed leader changes, with its ID ("" when
+	// the lease was released). Calls are made in order, one at a time, on a goroutine
+	// of their own (shared with OnStoppedLeading), never on the goroutine that renews
+	// the lease: a slow OnNewLeader delays later callbacks, not the election. Run
+	// waits for it at most DrainTimeout when it returns.
 	OnNewLeader func(id string)
 }
 

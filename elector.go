@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -291,7 +292,10 @@ func (e *Elector) setTrust(deadline time.Time) {
 	e.trust.Store(max(int64(deadline.Sub(e.base)), 1))
 }
 
-func (e *Elector) observeLeader(id string) {
+// observeLeader records the leader observed and tells OnNewLeader, on the
+// callback goroutine: a slow OnNewLeader never delays the elector's own work.
+func (r *run) observeLeader(id string) {
+	e := r.e
 	if old := *e.leader.Load(); old == id {
 		return
 	}
@@ -301,8 +305,84 @@ func (e *Elector) observeLeader(id string) {
 	} else {
 		e.log.Info("casleader: new leader observed", "leader", id)
 	}
-	if e.cfg.OnNewLeader != nil {
-		e.cfg.OnNewLeader(id)
+	if f := e.cfg.OnNewLeader; f != nil {
+		r.cb.post(func() {
+			defer e.crashOnPanic("OnNewLeader", 0)
+			f(id)
+		})
+	}
+}
+
+// crashOnPanic, deferred around a user callback, logs a panic with the key, the
+// term and the stack, then panics again with the same value: the process crashes,
+// as it does with client-go. The lease is not released by a crashed process: it
+// expires by itself, so the next leader starts no earlier than the lease allows.
+func (e *Elector) crashOnPanic(callback string, token int64) {
+	if v := recover(); v != nil {
+		e.log.Error("casleader: callback panicked; the process crashes and its lease expires by itself",
+			"callback", callback, "term", token, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+		panic(v)
+	}
+}
+
+// callbacks runs the OnNewLeader and OnStoppedLeading calls of one Run in order,
+// on one goroutine of their own, so that a slow or blocked callback never holds
+// up the goroutine that renews the lease.
+type callbacks struct {
+	mu     sync.Mutex
+	queue  []func()
+	closed bool
+	more   chan struct{} // signals a post or close
+	done   chan struct{} // closed when the goroutine has exited
+}
+
+func startCallbacks() *callbacks {
+	c := &callbacks{more: make(chan struct{}, 1), done: make(chan struct{})}
+	go c.run()
+	return c
+}
+
+func (c *callbacks) post(f func()) {
+	c.mu.Lock()
+	if !c.closed {
+		c.queue = append(c.queue, f)
+	}
+	c.mu.Unlock()
+	c.signal()
+}
+
+func (c *callbacks) signal() {
+	select {
+	case c.more <- struct{}{}:
+	default:
+	}
+}
+
+// close lets the goroutine exit once it has run what was posted.
+func (c *callbacks) close() {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.signal()
+}
+
+func (c *callbacks) run() {
+	defer close(c.done)
+	for {
+		c.mu.Lock()
+		if len(c.queue) == 0 {
+			closed := c.closed
+			c.mu.Unlock()
+			if closed {
+				return
+			}
+			<-c.more
+			continue
+		}
+		f := c.queue[0]
+		c.queue = c.queue[1:]
+		c.mu.Unlock()
+		f()
 	}
 }
 
@@ -310,8 +390,10 @@ func (e *Elector) observeLeader(id string) {
 // Config.KeepLeaseOnExit) and returns nil. Losing leadership is not fatal: the
 // elector goes back to following and campaigns again. A database that is down is
 // retried with backoff; Run returns early only on a deployment error (a missing
-// table or privilege: the error says what to do). Run returns only after every
-// goroutine it started, including OnStartedLeading, has returned.
+// table or privilege: the error says what to do). Run returns after every
+// goroutine it started, including the callbacks, has returned, or, when a callback
+// is blocked, at most DrainTimeout after ctx ended: the blocked callback is logged at
+// Error level and left running (it is never called again by this Run).
 func (e *Elector) Run(ctx context.Context) error {
 	e.mu.Lock()
 	if e.running {
@@ -320,13 +402,13 @@ func (e *Elector) Run(ctx context.Context) error {
 	}
 	e.running = true
 	e.mu.Unlock()
-	r := &run{e: e, m: cas.New(e.cfg.ID, e.cfg.LeaseDuration, e.cfg.RenewDeadline)}
+	r := &run{e: e, m: cas.New(e.cfg.ID, e.cfg.LeaseDuration, e.cfg.RenewDeadline), cb: startCallbacks()}
 	if n := e.cfg.Notifier; n != nil {
 		// Notifications only end a follower's sleep early (Elector.Wake).
 		defer n.Subscribe(e.cfg.Key, e.Wake)()
 	}
 	err := r.loop(ctx)
-	r.work.Wait()
+	r.finish()
 	e.mu.Lock()
 	e.running = false
 	e.stop = nil
@@ -343,6 +425,7 @@ func (e *Elector) Run(ctx context.Context) error {
 type run struct {
 	e    *Elector
 	m    *cas.Machine
+	cb   *callbacks     // OnNewLeader and OnStoppedLeading
 	work sync.WaitGroup // OnStartedLeading goroutines
 
 	// undrained is closed when the OnStartedLeading of a term that was not
@@ -411,7 +494,7 @@ func (r *run) follow(ctx context.Context) (cas.Decision, time.Time, error) {
 	cfg := detector.Config{Key: e.cfg.Key, Poll: e.cfg.PollInterval, Timeout: e.cfg.RenewDeadline, Logger: e.log}
 	obs, err := detector.Watch(pctx, e.store, cfg, e.wake, func(o detector.Observation) (time.Duration, bool) {
 		if o.Found {
-			e.observeLeader(o.LeaderID)
+			r.observeLeader(o.LeaderID)
 			if n := e.cfg.Notifier; n != nil {
 				n.Observed(e.cfg.Key, o.Record)
 			}
@@ -479,7 +562,7 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 	e.term.Store(token)
 	e.setTrust(m.Deadline())
 	e.log.Info("casleader: became leader", "term", token, "version", m.Version())
-	e.observeLeader(e.cfg.ID)
+	r.observeLeader(e.cfg.ID)
 	if n := e.cfg.Notifier; n != nil {
 		n.Leading(e.cfg.Key, token, true)
 		// Told after the release or handover write below, so that woken followers
@@ -498,6 +581,7 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 			defer r.work.Done()
 			defer e.Wake() // a follower that waits for this work to end
 			defer close(workDone)
+			defer e.crashOnPanic("OnStartedLeading", token)
 			f(lctx, token)
 		}()
 	} else {
@@ -586,8 +670,8 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 		e.mu.Unlock()
 	}
 	e.log.Info("casleader: stopped leading", "term", token, "reason", d.Action.String())
-	if e.cfg.OnStoppedLeading != nil {
-		e.cfg.OnStoppedLeading()
+	if f := e.cfg.OnStoppedLeading; f != nil {
+		r.stoppedLeading(f, token)
 	}
 	if fatal != nil {
 		e.log.Error("casleader: election stopped: fix the deployment and restart", "error", fatal)
@@ -657,6 +741,59 @@ func (r *run) settle(ctx context.Context) cas.Decision {
 	}
 }
 
+// stoppedLeading calls f (OnStoppedLeading) on the callback goroutine and waits
+// for it at most DrainTimeout, so that it normally returns before a new term
+// starts, yet a blocked one never stops the election.
+func (r *run) stoppedLeading(f func(), token int64) {
+	e := r.e
+	done := make(chan struct{})
+	r.cb.post(func() {
+		defer close(done)
+		defer e.crashOnPanic("OnStoppedLeading", token)
+		f()
+	})
+	t := time.NewTimer(e.cfg.DrainTimeout)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		e.log.Error("casleader: OnStoppedLeading did not return within DrainTimeout; the election goes on without it",
+			"term", token, "drain_timeout", e.cfg.DrainTimeout)
+	}
+}
+
+// finish waits for the callbacks and the leader's work started by this Run, at
+// most DrainTimeout, and logs those that did not return.
+func (r *run) finish() {
+	e := r.e
+	r.cb.close()
+	work := make(chan struct{})
+	go func() {
+		r.work.Wait()
+		close(work)
+	}()
+	t := time.NewTimer(e.cfg.DrainTimeout)
+	defer t.Stop()
+	for work != nil || r.cb.done != nil {
+		select {
+		case <-work:
+			work = nil
+		case <-r.cb.done:
+			r.cb.done = nil
+		case <-t.C:
+			if work != nil {
+				e.log.Error("casleader: Run returns while OnStartedLeading still runs: it did not return within DrainTimeout after its context was cancelled",
+					"drain_timeout", e.cfg.DrainTimeout)
+			}
+			if r.cb.done != nil {
+				e.log.Error("casleader: Run returns while OnNewLeader or OnStoppedLeading still runs: it did not return within DrainTimeout",
+					"drain_timeout", e.cfg.DrainTimeout)
+			}
+			return
+		}
+	}
+}
+
 // drain waits for OnStartedLeading to return, at most DrainTimeout, and reports
 // whether it did.
 func (r *run) drain(workDone <-chan struct{}, token int64) bool {
@@ -710,9 +847,9 @@ func (r *run) release(ctx context.Context, token, version int64, to string) erro
 		e.log.Warn("casleader: release lost its compare-and-set; the row had moved on", "handover_to", to)
 	case to != "":
 		e.log.Info("casleader: lease handed over", "handover_to", to)
-		e.observeLeader(to)
+		r.observeLeader(to)
 	default:
-		e.observeLeader("") // logs the release
+		r.observeLeader("") // logs the release
 	}
 	return nil
 }

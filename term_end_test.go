@@ -2,6 +2,9 @@ package casleader_test
 
 import (
 	"context"
+	"log/slog"
+	"os"
+	"os/exec"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -91,4 +94,105 @@ func TestUndrainedWorkKeepsItsCandidateFromLeadingAgain(t *testing.T) {
 		assert.Equal(t, int32(2), starts.Load())
 		require.NoError(t, stop())
 	})
+}
+
+// TestSlowOnNewLeaderDoesNotEatTheTrustWindow: OnNewLeader is called when a term
+// starts, before its first renewal. A callback that blocks must not keep the
+// leader from renewing.
+func TestSlowOnNewLeaderDoesNotEatTheTrustWindow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		slow := make(chan struct{})
+		var calls atomic.Int32
+		c := cfg("a")
+		c.OnNewLeader = func(id string) {
+			calls.Add(1)
+			<-slow
+		}
+		el := newElector(t, st, c)
+		stop := running(t, el)
+		synctest.Wait()
+		require.True(t, el.IsLeader())
+		token := el.Token()
+		for range 3 * lease / heartbeat {
+			time.Sleep(heartbeat)
+			require.True(t, el.IsLeader(), "the leader lost its term while OnNewLeader blocked")
+		}
+		assert.Equal(t, token, el.Token())
+		assert.Equal(t, int32(1), calls.Load())
+		close(slow)
+		require.NoError(t, stop())
+	})
+}
+
+// TestBlockedCallbacksDoNotMakeRunHang: a callback that never returns is logged
+// and left behind; Run returns at most DrainTimeout after its context ended (plus
+// the drain of the last term).
+func TestBlockedCallbacksDoNotMakeRunHang(t *testing.T) {
+	for _, name := range []string{"OnStoppedLeading", "OnNewLeader", "OnStartedLeading"} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				st := memstore.New()
+				blocked := make(chan struct{})
+				c := cfg("a")
+				switch name {
+				case "OnStoppedLeading":
+					c.OnStoppedLeading = func() { <-blocked }
+				case "OnNewLeader":
+					c.OnNewLeader = func(string) { <-blocked }
+				case "OnStartedLeading":
+					c.OnStartedLeading = func(context.Context, int64) { <-blocked }
+				}
+				el := newElector(t, st, c)
+				drain := el.Config().DrainTimeout
+				ctx, cancel := context.WithCancel(t.Context())
+				done := make(chan error, 1)
+				go func() { done <- el.Run(ctx) }()
+				synctest.Wait()
+				require.True(t, el.IsLeader())
+				cancel()
+				// At most: the term's drain, OnStoppedLeading's wait, Run's own wait.
+				limit := time.NewTimer(3*drain + time.Millisecond)
+				select {
+				case err := <-done:
+					assert.NoError(t, err)
+					close(blocked)
+				case <-limit.C:
+					t.Errorf("Run did not return within %v of its context's end while %s blocked", 3*drain, name)
+					close(blocked)
+					<-done
+				}
+				synctest.Wait() // the callback left behind returns
+			})
+		})
+	}
+}
+
+// TestPanickingCallbackCrashesTheProcessAndSaysWhere runs itself as a child whose
+// OnStartedLeading panics: the child must crash (never lead on in an unknown state)
+// after logging which callback panicked, for which key and term.
+func TestPanickingCallbackCrashesTheProcessAndSaysWhere(t *testing.T) {
+	if os.Getenv("CASLEADER_TEST_PANIC_CHILD") == "1" {
+		c := cfg("a")
+		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+		c.OnStartedLeading = func(context.Context, int64) { panic("boom in the leader's work") }
+		el, err := casleader.New(memstore.New(), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = el.Run(context.Background())
+		t.Fatal("Run returned after a callback panicked")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestPanickingCallbackCrashesTheProcessAndSaysWhere$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "CASLEADER_TEST_PANIC_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "the child must crash; output:\n%s", out)
+	assert.NotZero(t, exit.ExitCode())
+	text := string(out)
+	assert.Contains(t, text, "boom in the leader's work", "the panic value is reported")
+	assert.Contains(t, text, "callback panicked", "the elector logs the panic before the crash")
+	assert.Contains(t, text, "callback=OnStartedLeading")
+	assert.Contains(t, text, "key=k")
+	assert.Regexp(t, `term=[1-9][0-9]*`, text, "the log names the term")
 }

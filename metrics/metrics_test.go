@@ -270,15 +270,11 @@ func TestIsLeaderGaugeTurnsZeroAtTheDeadlineWithoutAnyEvent(t *testing.T) {
 		{
 			// The elector's goroutine blocks right after it became leader: no
 			// renewal, no callback, like a frozen process. Only IsLeader knows.
+			// (User callbacks never run on that goroutine; the notifier does.)
 			name: "FrozenElectorTracked", track: true,
 			stall: func(st *memstore.Store, c *casleader.Config) func() {
 				frozen := make(chan struct{})
-				var once sync.Once
-				c.OnNewLeader = func(id string) {
-					if id == "a" {
-						once.Do(func() { <-frozen })
-					}
-				}
+				c.Notifier = &freezingNotifier{frozen: frozen}
 				return func() { close(frozen) }
 			},
 		},
@@ -501,4 +497,19 @@ func TestMetricsAreServedOverHTTP(t *testing.T) {
 	assert.Contains(t, body, `casleader_is_leader{key="served"} 0`)
 	assert.Contains(t, body, `casleader_leadership_transitions_total{key="served",transition="stopped"} 1`)
 	assert.Contains(t, body, `# TYPE casleader_renewal_duration_seconds histogram`)
+}
+
+// freezingNotifier blocks the elector's goroutine when it starts leading, until
+// frozen is closed.
+type freezingNotifier struct {
+	once   sync.Once
+	frozen chan struct{}
+}
+
+func (f *freezingNotifier) Subscribe(string, func()) func() { return func() {} }
+func (f *freezingNotifier) Observed(string, store.Record)   {}
+func (f *freezingNotifier) Leading(_ string, _ int64, leading bool) {
+	if leading {
+		f.once.Do(func() { <-f.frozen })
+	}
 }
