@@ -88,7 +88,9 @@ type Config struct {
 	// OnStartedLeading is called in its own goroutine when this candidate becomes
 	// leader, with a context that is cancelled the moment leadership is lost (at the
 	// trust deadline at the latest) and the term's fencing token. It must return
-	// soon after ctx is cancelled (see DrainTimeout).
+	// soon after ctx is cancelled (see DrainTimeout). [TermFrom](ctx) gives the
+	// term's handle: its token, its guards and a Resign that ends only this term
+	// and does not wait for the callback.
 	//
 	// A panic in any callback (OnStartedLeading, OnStoppedLeading, OnNewLeader) is
 	// logged at Error level with the key, the term and the stack, and then crashes

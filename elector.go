@@ -84,7 +84,8 @@ type Elector struct {
 type request struct {
 	handoverTo string        // "" for a resign
 	cooldown   time.Duration // resign only
-	done       chan error
+	term       int64         // the only term it may end; 0 for any
+	done       chan error    // buffered: the answer never blocks
 }
 
 // New returns an elector for cfg on st. It validates cfg and does no I/O.
@@ -185,6 +186,14 @@ func (e *Elector) Resign(ctx context.Context) error {
 }
 
 // ResignFor gives up leadership, if held, and stays out of elections for cooldown.
+//
+// Called with the leadership context of OnStartedLeading (or one derived from it),
+// ResignFor ends only that term and returns at once, like [Term.Resign]: it does not
+// wait for the callback that is calling it. From inside OnStartedLeading never call
+// it with another context: it would wait DrainTimeout for its own caller, and the
+// lease would then be left to expire ([ErrNotDrained]).
+//
+// Otherwise:
 // It stops acting first (IsLeader turns false, the leader's context is cancelled),
 // waits for OnStartedLeading to return (at most DrainTimeout), then releases the row
 // so that a follower can take over at once. It returns when the row is released, or
@@ -198,7 +207,9 @@ func (e *Elector) ResignFor(ctx context.Context, cooldown time.Duration) error {
 
 // HandoverTo passes leadership to candidate id: this leader stops acting, drains,
 // then hands the lease to id with one compare-and-set; id confirms with its first
-// renewal. It returns [ErrNotLeader] when this candidate does not lead.
+// renewal. It returns [ErrNotLeader] when this candidate does not lead. Called
+// with a leadership context (see [Elector.ResignFor]) it hands over only that term
+// and returns at once.
 func (e *Elector) HandoverTo(ctx context.Context, id string) error {
 	if id == "" || len(id) > store.MaxKeyLen {
 		return fmt.Errorf("%w: handover target must be 1 to %d bytes", ErrInvalidConfig, store.MaxKeyLen)
@@ -207,6 +218,15 @@ func (e *Elector) HandoverTo(ctx context.Context, id string) error {
 }
 
 func (e *Elector) send(ctx context.Context, r request) error {
+	if t := TermFrom(ctx); t != nil && t.e == e {
+		// From the leader's own callback: waiting would wait for the caller.
+		if !t.IsLeader() {
+			return t.ended("resign")
+		}
+		r.term = t.token
+		e.post(r)
+		return nil
+	}
 	r.done = make(chan error, 1)
 	e.mu.Lock()
 	if !e.running {
@@ -227,6 +247,18 @@ func (e *Elector) send(ctx context.Context, r request) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// post hands r to a running Run without waiting for its answer.
+func (e *Elector) post(r request) {
+	r.done = make(chan error, 1)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.running {
+		return // no term runs, so r's term has ended
+	}
+	e.pending = append(e.pending, r)
+	e.interruptLocked()
 }
 
 func (e *Elector) interruptLocked() {
@@ -439,6 +471,10 @@ func (r *run) loop(ctx context.Context) error {
 	for {
 		for _, req := range e.takeRequests() {
 			// Not leading: a resign only sets the cool-down.
+			if req.term != 0 {
+				req.done <- ErrNotLeader // its term has ended
+				continue
+			}
 			if req.handoverTo != "" {
 				req.done <- ErrNotLeader
 				continue
@@ -570,7 +606,7 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 		defer n.Leading(e.cfg.Key, token, false)
 	}
 
-	lctx, lcancel := context.WithCancel(context.WithoutCancel(ctx))
+	lctx, lcancel := context.WithCancel(context.WithValue(context.WithoutCancel(ctx), termKey{}, &Term{e: e, token: token}))
 	defer lcancel()
 	expiry := time.AfterFunc(time.Until(m.Deadline()), lcancel)
 	defer expiry.Stop()
@@ -690,7 +726,14 @@ func (r *run) stopped(ctx context.Context) (cas.Decision, *request) {
 		}
 		return cas.Decision{Action: cas.Release, Version: m.Version()}, nil
 	}
-	reqs := e.takeRequests()
+	var reqs []request
+	for _, q := range e.takeRequests() {
+		if q.term != 0 && q.term != m.Term() {
+			q.done <- ErrNotLeader // scoped to a term that has ended
+			continue
+		}
+		reqs = append(reqs, q)
+	}
 	if len(reqs) > 0 {
 		req := reqs[0]
 		for _, other := range reqs[1:] { // answered together with the first

@@ -15,6 +15,7 @@ import (
 
 	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/internal/memstore"
+	"github.com/casleader/casleader/store"
 )
 
 // TestResignAfterADrainThatTimedOutLeavesTheLeaseToExpire: a leader's work that
@@ -195,4 +196,87 @@ func TestPanickingCallbackCrashesTheProcessAndSaysWhere(t *testing.T) {
 	assert.Contains(t, text, "callback=OnStartedLeading")
 	assert.Contains(t, text, "key=k")
 	assert.Regexp(t, `term=[1-9][0-9]*`, text, "the log names the term")
+}
+
+// TestResignFromTheLeaderCallbackDoesNotWaitForItself: the leader's own callback
+// decides it is done. Resign must not wait DrainTimeout for the callback that is
+// calling it; the lease is released as soon as the callback has returned.
+func TestResignFromTheLeaderCallbackDoesNotWaitForItself(t *testing.T) {
+	for _, how := range []string{"TermResign", "ElectorResignWithTheLeadershipContext"} {
+		t.Run(how, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				st := &orderStore{Store: memstore.New()}
+				var el *casleader.Elector
+				resigned := make(chan time.Time, 1)
+				c := cfg("a")
+				c.OnStartedLeading = func(ctx context.Context, token int64) {
+					term := casleader.TermFrom(ctx)
+					if !assert.NotNil(t, term, "the leadership context carries its term") {
+						return
+					}
+					assert.Equal(t, token, term.Token())
+					assert.True(t, term.IsLeader())
+					time.Sleep(heartbeat) // some work
+					var err error
+					if how == "TermResign" {
+						err = term.Resign()
+					} else {
+						err = el.Resign(ctx)
+					}
+					assert.NoError(t, err)
+					resigned <- time.Now()
+					<-ctx.Done()
+					assert.False(t, term.IsLeader())
+					st.log("work returned")
+				}
+				el = newElector(t, st, c)
+				stop := running(t, el)
+				at := <-resigned
+				synctest.Wait()
+				assert.False(t, el.IsLeader())
+				assert.Equal(t, []string{"work returned", "release ok"}, st.events)
+				assert.Less(t, time.Since(at), el.Config().DrainTimeout, "the resign waited for its own caller")
+				// The resign keeps a out for one lease, as Resign does.
+				time.Sleep(lease / 2)
+				assert.False(t, el.IsLeader())
+				require.NoError(t, stop())
+			})
+		})
+	}
+}
+
+// TestTermResignCannotEndALaterTerm: a handle kept from an earlier term resigns
+// nothing once that term has ended, even while the same elector leads again.
+func TestTermResignCannotEndALaterTerm(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		terms := make(chan *casleader.Term, 2)
+		c := cfg("a")
+		c.OnStartedLeading = func(ctx context.Context, _ int64) {
+			terms <- casleader.TermFrom(ctx)
+			<-ctx.Done()
+		}
+		el := newElector(t, st, c)
+		stop := running(t, el)
+		first := <-terms
+		// The first term ends: another candidate's term, which then expires.
+		rec, _, err := st.Observe(t.Context(), "k")
+		require.NoError(t, err)
+		st.Put(store.Record{Key: "k", Version: rec.Version + 5, LeaderID: "b", Term: rec.Version + 5})
+		second := <-terms
+		require.NotEqual(t, first.Token(), second.Token())
+		require.True(t, second.IsLeader())
+		assert.False(t, first.IsLeader())
+
+		assert.ErrorIs(t, first.Resign(), casleader.ErrNotLeader)
+		for range 3 * lease / heartbeat {
+			time.Sleep(heartbeat)
+			require.True(t, el.IsLeader(), "a resign of an ended term ended a later one")
+		}
+		assert.Equal(t, second.Token(), el.Token())
+		require.NoError(t, second.Resign())
+		synctest.Wait()
+		assert.False(t, el.IsLeader())
+		require.NoError(t, stop())
+	})
 }
