@@ -40,10 +40,23 @@ type Config struct {
 	// 1 to 255 bytes of UTF-8. Required.
 	Key string
 
-	// ID names this candidate. It must be unique among live candidates: two processes
-	// with one ID would both believe they lead. 1 to 255 bytes of UTF-8. Default:
-	// hostname-pid-random.
+	// ID names this candidate. It must be unique among live candidates. The elector
+	// acts only in terms this process won (or was handed by name, or resumed with
+	// ResumeTerm): a live lease naming its ID in another term is never adopted, and
+	// if that lease is renewed (another process runs with this ID) Run returns an
+	// error matching [ErrDuplicateID] within about one LeaseDuration. 1 to 255 bytes
+	// of UTF-8. Default: hostname-pid-random.
 	ID string
+
+	// ResumeTerm, when not zero, is the fencing token of a term that an earlier run
+	// of this candidate (same Key and ID) won and that has ended: that process has
+	// exited or its Run has returned, e.g. with KeepLeaseOnExit. If the row still
+	// names this ID in that term with a live lease, the elector resumes it at once
+	// instead of waiting for it to expire (a fast restart with a stable ID, as etcd's
+	// ResumeElection). Save the token while leading ([Term.Token], [Elector.Token])
+	// and pass it on restart. Never pass the term of a process that may still run:
+	// both would lead in it. Default 0: a lease of an earlier run is left to expire.
+	ResumeTerm int64
 
 	// LeaseDuration is how long after the leader's last renewal, by the database clock,
 	// followers wait before they take over. Default 15 s.
@@ -175,6 +188,9 @@ func (c Config) validate() error {
 		if d.v < time.Millisecond {
 			return bad(d.name, "is %v: it must be at least 1ms", d.v)
 		}
+	}
+	if c.ResumeTerm < 0 {
+		return bad("ResumeTerm", "is %d: it must be a fencing token (positive) or 0", c.ResumeTerm)
 	}
 	if c.DrainTimeout < 0 {
 		return bad("DrainTimeout", "is %v: it must not be negative", c.DrainTimeout)

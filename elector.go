@@ -53,6 +53,10 @@ var (
 	// cancelled: the lease was not released and expires by itself, so that the next
 	// leader cannot start while that work may still act.
 	ErrNotDrained = errors.New("casleader: the leader's work did not return within DrainTimeout")
+	// ErrDuplicateID is returned by Run when the row names this candidate's ID in
+	// a term that this process never won and that lease is being renewed: another
+	// live process runs with the same ID. The elector never acts on such a term.
+	ErrDuplicateID = errors.New("casleader: another process runs with this candidate's ID")
 )
 
 // releaseTimeout bounds the release or handover write sent when leadership ends.
@@ -435,6 +439,9 @@ func (e *Elector) Run(ctx context.Context) error {
 	e.running = true
 	e.mu.Unlock()
 	r := &run{e: e, m: cas.New(e.cfg.ID, e.cfg.LeaseDuration, e.cfg.RenewDeadline), cb: startCallbacks()}
+	if e.cfg.ResumeTerm != 0 {
+		r.m.Resume(e.cfg.ResumeTerm)
+	}
 	if n := e.cfg.Notifier; n != nil {
 		// Notifications only end a follower's sleep early (Elector.Wake).
 		defer n.Subscribe(e.cfg.Key, e.Wake)()
@@ -464,6 +471,9 @@ type run struct {
 	// drained returns; nil when no such work runs. This candidate does not
 	// campaign while it runs.
 	undrained <-chan struct{}
+
+	// A live lease naming our ID in a term we do not own, as last read.
+	foreignTerm, foreignVersion int64
 }
 
 func (r *run) loop(ctx context.Context) error {
@@ -489,6 +499,10 @@ func (r *run) loop(ctx context.Context) error {
 		}
 		d, sent, err := r.follow(ctx)
 		if err != nil {
+			if errors.Is(err, ErrDuplicateID) {
+				e.log.Error("casleader: election stopped: give every candidate a unique ID and restart", "error", err)
+				return err
+			}
 			if errors.Is(err, store.ErrDeployment) {
 				e.log.Error("casleader: election stopped: fix the deployment and restart", "error", err)
 				return err
@@ -527,6 +541,7 @@ func (r *run) follow(ctx context.Context) (cas.Decision, time.Time, error) {
 		defer c2()
 	}
 	var d cas.Decision
+	var dup error
 	cfg := detector.Config{Key: e.cfg.Key, Poll: e.cfg.PollInterval, Timeout: e.cfg.RenewDeadline, Logger: e.log}
 	obs, err := detector.Watch(pctx, e.store, cfg, e.wake, func(o detector.Observation) (time.Duration, bool) {
 		if o.Found {
@@ -536,6 +551,9 @@ func (r *run) follow(ctx context.Context) (cas.Decision, time.Time, error) {
 			}
 		}
 		d = r.m.Observed(o.Record, o.Found, o.Sent, part)
+		if dup = r.foreign(o.Record); dup != nil {
+			return 0, true
+		}
 		if busy != nil && d.Action == cas.Wait {
 			select {
 			case <-busy: // that work returned: take part again
@@ -547,6 +565,9 @@ func (r *run) follow(ctx context.Context) (cas.Decision, time.Time, error) {
 	})
 	if err != nil {
 		return cas.Decision{}, time.Time{}, err
+	}
+	if dup != nil {
+		return cas.Decision{}, time.Time{}, dup
 	}
 	switch d.Action {
 	case cas.Lead:
@@ -576,6 +597,34 @@ func (r *run) follow(ctx context.Context) (cas.Decision, time.Time, error) {
 		return r.m.Elected(term, ok, sent), sent, nil
 	}
 	return d, obs.Sent, nil
+}
+
+// foreign watches rows that name this candidate's ID in a term it does not own
+// (the machine never adopts them). The first sighting is logged: it is also what a
+// process restarted with a stable ID sees of its earlier run's lease, which then
+// expires. If the same term is renewed after that, another live process has this
+// ID: foreign returns an error matching ErrDuplicateID that names the ID.
+func (r *run) foreign(rec store.Record) error {
+	e := r.e
+	term := r.m.Foreign()
+	if term == 0 || e.cfg.Observer {
+		r.foreignTerm, r.foreignVersion = 0, 0
+		return nil
+	}
+	if term == r.foreignTerm {
+		if rec.Version > r.foreignVersion && !rec.StepDown {
+			err := fmt.Errorf("%w: the row of key %q names ID %q in term %d, which this process never won, and that lease is being renewed (version %d, then %d): another process runs with the same ID, or the row was edited; give every candidate a unique ID (Config.ID)",
+				ErrDuplicateID, e.cfg.Key, e.cfg.ID, term, r.foreignVersion, rec.Version)
+			e.log.Error("casleader: duplicate candidate ID: another process leads with this ID; not acting on its term", "term", term, "version", rec.Version)
+			return err
+		}
+		r.foreignVersion = max(r.foreignVersion, rec.Version)
+		return nil
+	}
+	r.foreignTerm, r.foreignVersion = term, rec.Version
+	e.log.Warn("casleader: the row names this candidate's ID in a term this process did not win; not adopting it, waiting for it to expire (after a restart with the same ID, Config.ResumeTerm resumes it at once)",
+		"term", term, "version", rec.Version, "lease_left", rec.Remaining(e.cfg.LeaseDuration))
+	return nil
 }
 
 // unsettled handles an election write whose outcome is unknown: the next read settles

@@ -244,6 +244,7 @@ func TestHandoverToANamedCandidate(t *testing.T) {
 		b := newElector(t, st, cfg("b"))
 		c := newElector(t, st, cfg("c"))
 		stopB, stopC := running(t, b), running(t, c)
+		synctest.Wait() // b and c follow a's lease
 		require.NoError(t, a.HandoverTo(t.Context(), "c"))
 		assert.False(t, a.IsLeader())
 		time.Sleep(poll + poll/10) // the next read, jitter included
@@ -391,6 +392,9 @@ func TestHandoverReachesACandidateInCoolDown(t *testing.T) {
 		b := newElector(t, st, cfg("b"))
 		stopB := running(t, b)
 		require.NoError(t, b.ResignFor(t.Context(), time.Hour)) // b cools down for an hour
+		// b has read a's live lease: a term then handed to b cannot be an election
+		// (a candidate adopts a term it did not win only when handed so).
+		synctest.Wait()
 		require.NoError(t, a.HandoverTo(t.Context(), "b"))
 		time.Sleep(poll + poll/10)
 		require.True(t, b.IsLeader(), "a lease handed by name is taken even while cooling down")
