@@ -607,7 +607,8 @@ func (r *run) follow(ctx context.Context) (cas.Decision, time.Time, error) {
 func (r *run) foreign(rec store.Record) error {
 	e := r.e
 	term := r.m.Foreign()
-	if term == 0 || e.cfg.Observer {
+	if term == 0 || e.cfg.Observer || rec.Expired(e.cfg.LeaseDuration) {
+		// An expired lease is nobody's to act on: it is contested as usual.
 		r.foreignTerm, r.foreignVersion = 0, 0
 		return nil
 	}
