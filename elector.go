@@ -674,6 +674,7 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 		close(workDone)
 	}
 
+	w := &renewer{Store: e.store}
 	renewed := func(version int64, sent time.Time) time.Time {
 		// A reply that arrives after the trust deadline must not revive the term:
 		// IsLeader() has said false and the leadership context is cancelled (or is
@@ -682,6 +683,7 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 			return m.Deadline()
 		}
 		dl := m.Renewed(version, sent)
+		w.ambiguous = false
 		e.setTrust(dl)
 		expiry.Reset(time.Until(dl))
 		last = sent
@@ -692,15 +694,18 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 	var req *request
 	for d.Action == cas.Lead {
 		pctx, cancel := e.phase(ctx)
-		res := heartbeat.Run(pctx, e.store, hcfg, d.Version, last, m.Deadline(), renewed)
+		res := heartbeat.Run(pctx, w, hcfg, d.Version, last, m.Deadline(), renewed)
 		cancel()
 		switch res.Outcome {
 		case heartbeat.Expired:
 			d = m.DeadlinePassed(time.Now())
 			e.log.Warn("casleader: stepping down: no renewal succeeded within the renew deadline", "term", token, "error", res.Err)
 		case heartbeat.Lost:
-			d = r.settle(ctx)
-			if d.Action == cas.StepDown {
+			var dup error
+			d, dup = r.settle(ctx, !w.ambiguous)
+			if dup != nil {
+				fatal = dup
+			} else if d.Action == cas.StepDown {
 				e.log.Warn("casleader: stepping down: the lease was taken over", "term", token, "leader", m.Leader(), "version", m.Version())
 			} else if !expiry.Stop() {
 				// The deadline passed while the row was read: the leadership context
@@ -708,6 +713,7 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 				d = cas.Decision{Action: cas.StepDown}
 				e.log.Warn("casleader: stepping down: the renew deadline passed while settling a renewal", "term", token)
 			} else {
+				w.ambiguous = false // the row's version is adopted: nothing of ours is unseen
 				e.setTrust(m.Deadline())
 				expiry.Reset(time.Until(m.Deadline()))
 			}
@@ -806,22 +812,53 @@ func (r *run) stopped(ctx context.Context) (cas.Decision, *request) {
 	return m.DeadlinePassed(time.Now()), nil
 }
 
+// renewer is the leader's store for heartbeat.Run: it notes whether a renewal
+// since the last successful one had an error, whose write may have committed.
+type renewer struct {
+	Store
+	ambiguous bool
+}
+
+func (w *renewer) Renew(ctx context.Context, key, id string, version int64) (bool, error) {
+	ok, err := w.Store.Renew(ctx, key, id, version)
+	if err != nil {
+		w.ambiguous = true
+	}
+	return ok, err
+}
+
 // settle reads the row once (retrying transient errors until the trust deadline) to
 // settle a renewal that lost its compare-and-set or had an ambiguous result.
-func (r *run) settle(ctx context.Context) cas.Decision {
+//
+// definite says that no renewal of this term since its last success can have
+// committed unseen: the compare-and-set was simply lost. If the row then still
+// names this candidate in its term, at a higher version, with no step-down request,
+// somebody else renewed this term: another process with the same ID. The term is
+// ended at once, without a release (the lease is the other process's too), and
+// settle returns an error matching ErrDuplicateID.
+func (r *run) settle(ctx context.Context, definite bool) (cas.Decision, error) {
 	e, m := r.e, r.m
 	m.RenewalFailed()
 	for attempt := 1; ; attempt++ {
 		dl := m.Deadline()
 		if !time.Now().Before(dl) || ctx.Err() != nil {
-			return m.DeadlinePassed(time.Now())
+			return m.DeadlinePassed(time.Now()), nil
 		}
 		rctx, cancel := context.WithDeadline(ctx, dl)
 		sent := time.Now()
 		rec, found, err := e.store.Observe(rctx, e.cfg.Key)
 		cancel()
+		if err == nil && definite && found && rec.LeaderID == e.cfg.ID && rec.Term == m.Term() &&
+			rec.Version > m.Version() && !rec.StepDown {
+			term, version := m.Term(), m.Version()
+			m.DeadlinePassed(m.Deadline()) // stop leading; no release
+			e.log.Error("casleader: duplicate candidate ID: another process renews this candidate's term; stepping down without releasing",
+				"term", term, "version", version, "row_version", rec.Version)
+			return cas.Decision{Action: cas.StepDown}, fmt.Errorf("%w: the row of key %q names ID %q in term %d, which this process leads, at version %d that this process did not write (it wrote %d): another process runs with the same ID; give every candidate a unique ID (Config.ID)",
+				ErrDuplicateID, e.cfg.Key, e.cfg.ID, term, rec.Version, version)
+		}
 		if err == nil {
-			return m.Settled(rec, found, sent)
+			return m.Settled(rec, found, sent), nil
 		}
 		wait := heartbeat.Backoff(attempt, e.cfg.HeartbeatInterval)
 		e.log.Warn("casleader: reading the row to settle a renewal failed, retrying", "error", err, "retry_in", wait)

@@ -135,3 +135,38 @@ func TestRestartWithAStableID(t *testing.T) {
 		assert.Contains(t, err.Error(), "ResumeTerm")
 	})
 }
+
+// TestLeaderWhoseTermIsRenewedByAnotherProcessStops: another process with the
+// leader's ID renews the leader's term. The leader's next renewal loses its
+// compare-and-set with no error of its own to explain it, and the row still shows
+// its ID and term at a higher version: that is not a reply it missed but a second
+// process acting with its token. It stops acting, releases nothing, and Run
+// reports the clash.
+func TestLeaderWhoseTermIsRenewedByAnotherProcessStops(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		el := newElector(t, st, cfg("a"))
+		done := make(chan error, 1)
+		go func() { done <- el.Run(t.Context()) }()
+		synctest.Wait()
+		require.True(t, el.IsLeader())
+		rec, _, err := st.Observe(t.Context(), "k")
+		require.NoError(t, err)
+		ok, err := st.Renew(t.Context(), "k", "a", rec.Version) // the other process
+		require.NoError(t, err)
+		require.True(t, ok)
+
+		var runErr error
+		select {
+		case runErr = <-done:
+		case <-time.After(2 * heartbeat):
+			t.Fatal("the leader went on renewing a term that another process renews")
+		}
+		require.ErrorIs(t, runErr, casleader.ErrDuplicateID)
+		assert.Contains(t, runErr.Error(), `ID "a"`)
+		assert.False(t, el.IsLeader())
+		after, _, err := st.Observe(t.Context(), "k")
+		require.NoError(t, err)
+		assert.Equal(t, "a", after.LeaderID, "the lease is the other process's too: not released")
+	})
+}
