@@ -902,20 +902,21 @@ func (r *run) finish() {
 		r.work.Wait()
 		close(work)
 	}()
+	cbDone := r.cb.done
 	t := time.NewTimer(e.cfg.DrainTimeout)
 	defer t.Stop()
-	for work != nil || r.cb.done != nil {
+	for work != nil || cbDone != nil {
 		select {
 		case <-work:
 			work = nil
-		case <-r.cb.done:
-			r.cb.done = nil
+		case <-cbDone:
+			cbDone = nil
 		case <-t.C:
 			if work != nil {
 				e.log.Error("casleader: Run returns while OnStartedLeading still runs: it did not return within DrainTimeout after its context was cancelled",
 					"drain_timeout", e.cfg.DrainTimeout)
 			}
-			if r.cb.done != nil {
+			if cbDone != nil {
 				e.log.Error("casleader: Run returns while OnNewLeader or OnStoppedLeading still runs: it did not return within DrainTimeout",
 					"drain_timeout", e.cfg.DrainTimeout)
 			}
