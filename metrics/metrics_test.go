@@ -210,18 +210,16 @@ func TestRenewalFailuresAreCountedByKind(t *testing.T) {
 			require.True(t, p.el.IsLeader(), "one failed renewal does not end leadership")
 		}
 
-		// A write the leader did not make bumps the version: its next renewal loses
-		// its compare-and-set, and one read shows the lease is still its own.
+		// A renewal commits but its reply is lost (a transient failure): its retry
+		// loses its compare-and-set, and one read shows the lease is still its own.
+		// (A version bumped by a write the leader did not make, with its ID and term
+		// kept, is another process with its ID: Run would stop.)
 		synctest.Wait()
-		rec, found, err := st.Observe(t.Context(), "k")
-		require.NoError(t, err)
-		require.True(t, found)
-		rec.Version += 5
-		rec.Age = 0
-		st.Put(rec)
+		st.CommitThenFail(memstore.OpRenew, fmt.Errorf("%w: connection reset", store.ErrTransient))
 		time.Sleep(heartbeat)
 		synctest.Wait()
 		assert.Equal(t, 1.0, failures(t, p.reg, metrics.KindLost))
+		assert.Equal(t, 2.0, failures(t, p.reg, metrics.KindTransient))
 		require.True(t, p.el.IsLeader())
 		assert.Equal(t, token, p.el.Token())
 
@@ -232,7 +230,7 @@ func TestRenewalFailuresAreCountedByKind(t *testing.T) {
 		assert.Equal(t, 1.0, value(t, p.reg, "casleader_store_errors_total", "key", "k", "op", "renew", "kind", metrics.KindDeployment))
 		assert.Zero(t, value(t, p.reg, "casleader_is_leader", "key", "k"))
 		require.ErrorIs(t, stop(), store.ErrDeployment)
-		assert.Equal(t, 5.0, totalFailures(t, p.reg))
+		assert.Equal(t, 6.0, totalFailures(t, p.reg))
 	})
 }
 
