@@ -72,6 +72,7 @@ func TestTwoProcessesWithOneIDNeverShareATerm(t *testing.T) {
 		}
 		require.ErrorIs(t, err, casleader.ErrDuplicateID)
 		assert.Contains(t, err.Error(), `ID "a"`)
+		t.Logf("duplicate ID reported %v after the second process started (lease %v, poll %v)", time.Since(start), lease, poll)
 		assert.True(t, first.IsLeader(), "the first process leads on")
 		assert.Equal(t, token, first.Token())
 		require.NoError(t, stopFirst())
