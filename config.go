@@ -40,10 +40,23 @@ type Config struct {
 	// 1 to 255 bytes of UTF-8. Required.
 	Key string
 
-	// ID names this candidate. It must be unique among live candidates: two processes
-	// with one ID would both believe they lead. 1 to 255 bytes of UTF-8. Default:
-	// hostname-pid-random.
+	// ID names this candidate. It must be unique among live candidates. The elector
+	// acts only in terms this process won (or was handed by name, or resumed with
+	// ResumeTerm): a live lease naming its ID in another term is never adopted, and
+	// if that lease is renewed (another process runs with this ID) Run returns an
+	// error matching [ErrDuplicateID] within about one LeaseDuration. 1 to 255 bytes
+	// of UTF-8. Default: hostname-pid-random.
 	ID string
+
+	// ResumeTerm, when not zero, is the fencing token of a term that an earlier run
+	// of this candidate (same Key and ID) won and that has ended: that process has
+	// exited or its Run has returned, e.g. with KeepLeaseOnExit. If the row still
+	// names this ID in that term with a live lease, the elector resumes it at once
+	// instead of waiting for it to expire (a fast restart with a stable ID, as etcd's
+	// ResumeElection). Save the token while leading ([Term.Token], [Elector.Token])
+	// and pass it on restart. Never pass the term of a process that may still run:
+	// both would lead in it. Default 0: a lease of an earlier run is left to expire.
+	ResumeTerm int64
 
 	// LeaseDuration is how long after the leader's last renewal, by the database clock,
 	// followers wait before they take over. Default 15 s.
@@ -66,8 +79,12 @@ type Config struct {
 	PollInterval time.Duration
 
 	// DrainTimeout bounds how long, after leadership ends, the elector waits for
-	// OnStartedLeading to return before it releases the row (resign) or campaigns
-	// again (lost lease). Default LeaseDuration - RenewDeadline.
+	// OnStartedLeading to return before it releases the row (resign, Run's end) or
+	// campaigns again (lost lease). When OnStartedLeading has not returned by then,
+	// the row is NOT released: the lease is left to expire by itself, so that the
+	// next leader cannot start before the lease allows while this work may still
+	// act, and this candidate does not campaign again until the work returns.
+	// Default LeaseDuration - RenewDeadline.
 	DrainTimeout time.Duration
 
 	// KeepLeaseOnExit keeps the lease when Run's context ends instead of releasing
@@ -83,11 +100,25 @@ type Config struct {
 
 	// OnStartedLeading is called in its own goroutine when this candidate becomes
 	// leader, with a context that is cancelled the moment leadership is lost (at the
-	// trust deadline at the latest) and the term's fencing token.
+	// trust deadline at the latest) and the term's fencing token. It must return
+	// soon after ctx is cancelled (see DrainTimeout). [TermFrom](ctx) gives the
+	// term's handle: its token, its guards and a Resign that ends only this term
+	// and does not wait for the callback.
+	//
+	// A panic in any callback (OnStartedLeading, OnStoppedLeading, OnNewLeader) is
+	// logged at Error level with the key, the term and the stack, and then crashes
+	// the process, as with client-go: Go cannot hand a panic of the elector's
+	// goroutines to the caller, and a leader in an unknown state must not go on. The
+	// lease of a crashed leader is not released: it expires by itself, so the next
+	// leader starts no earlier than the lease allows. Recover in the callback to
+	// handle a panic yourself.
 	OnStartedLeading func(ctx context.Context, token int64)
 
 	// OnStoppedLeading is called when leadership has ended and OnStartedLeading has
-	// returned (or DrainTimeout passed).
+	// returned (or DrainTimeout passed), on the goroutine that runs OnNewLeader, in
+	// order with it. The elector waits for it at most DrainTimeout before it goes on
+	// (and Run waits at most DrainTimeout for it when it returns); one that does not
+	// return by then is logged at Error level and left running.
 	OnStoppedLeading func()
 
 	// Notifier, when not nil, wakes this follower as soon as a leader gives its lease
@@ -100,8 +131,11 @@ type Config struct {
 	// notifier PollInterval defaults to LeaseDuration. Default nil.
 	Notifier Notifier
 
-	// OnNewLeader is called from the elector's goroutine when the observed leader
-	// changes, with its ID ("" when the lease was released). It must return quickly.
+	// OnNewLeader is called when the observed leader changes, with its ID ("" when
+	// the lease was released). Calls are made in order, one at a time, on a goroutine
+	// of their own (shared with OnStoppedLeading), never on the goroutine that renews
+	// the lease: a slow OnNewLeader delays later callbacks, not the election. Run
+	// waits for it at most DrainTimeout when it returns.
 	OnNewLeader func(id string)
 }
 
@@ -154,6 +188,9 @@ func (c Config) validate() error {
 		if d.v < time.Millisecond {
 			return bad(d.name, "is %v: it must be at least 1ms", d.v)
 		}
+	}
+	if c.ResumeTerm < 0 {
+		return bad("ResumeTerm", "is %d: it must be a fencing token (positive) or 0", c.ResumeTerm)
 	}
 	if c.DrainTimeout < 0 {
 		return bad("DrainTimeout", "is %v: it must not be negative", c.DrainTimeout)

@@ -40,6 +40,12 @@
 //   - [Elector.IsLeader] is false from the instant the trust deadline passes, even in
 //     a process that was frozen and has just resumed; the leader's context is
 //     cancelled by the same deadline.
+//   - A candidate acts only in a term it won, was handed by name, or resumed
+//     ([Config.ResumeTerm]); a live lease under its ID in any other term is never
+//     adopted, and another live process with the same ID is reported
+//     ([ErrDuplicateID]). A term ends safely: the row is released only after the
+//     leader's work has returned (else the lease expires by itself), and user
+//     callbacks never run on the goroutine that renews the lease.
 //   - Belief intervals of two candidates do not overlap provided
 //     RenewDeadline·(1+ρ) + ε < LeaseDuration·(1−ρ), where ρ bounds the clock rate
 //     error of the leader's host and of the database, and ε is the time between a

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,6 +48,15 @@ var (
 	ErrNotLeader      = errors.New("casleader: not the leader")
 	ErrAlreadyRunning = errors.New("casleader: Run is already running")
 	ErrNotRunning     = errors.New("casleader: Run is not running")
+	// ErrNotDrained is returned by a resign or handover whose leader's work
+	// (OnStartedLeading) did not return within DrainTimeout after its context was
+	// cancelled: the lease was not released and expires by itself, so that the next
+	// leader cannot start while that work may still act.
+	ErrNotDrained = errors.New("casleader: the leader's work did not return within DrainTimeout")
+	// ErrDuplicateID is returned by Run when the row names this candidate's ID in
+	// a term that this process never won and that lease is being renewed: another
+	// live process runs with the same ID. The elector never acts on such a term.
+	ErrDuplicateID = errors.New("casleader: another process runs with this candidate's ID")
 )
 
 // releaseTimeout bounds the release or handover write sent when leadership ends.
@@ -77,7 +87,8 @@ type Elector struct {
 type request struct {
 	handoverTo string        // "" for a resign
 	cooldown   time.Duration // resign only
-	done       chan error
+	term       int64         // the only term it may end; 0 for any
+	done       chan error    // buffered: the answer never blocks
 }
 
 // New returns an elector for cfg on st. It validates cfg and does no I/O.
@@ -162,17 +173,30 @@ func (e *Elector) Resign(ctx context.Context) error {
 }
 
 // ResignFor gives up leadership, if held, and stays out of elections for cooldown.
+//
+// Called with the leadership context of OnStartedLeading (or one derived from it),
+// ResignFor ends only that term and returns at once, like [Term.Resign]: it does not
+// wait for the callback that is calling it. From inside OnStartedLeading never call
+// it with another context: it would wait DrainTimeout for its own caller, and the
+// lease would then be left to expire ([ErrNotDrained]).
+//
+// Otherwise:
 // It stops acting first (IsLeader turns false, the leader's context is cancelled),
 // waits for OnStartedLeading to return (at most DrainTimeout), then releases the row
 // so that a follower can take over at once. It returns when the row is released, or
-// when ctx ends. Without a running Run it only sets the cool-down.
+// when ctx ends. Without a running Run it only sets the cool-down. When
+// OnStartedLeading does not return within DrainTimeout, the row is not released
+// (the lease expires by itself, so that no other leader starts while that work may
+// still act) and ResignFor returns an error matching [ErrNotDrained].
 func (e *Elector) ResignFor(ctx context.Context, cooldown time.Duration) error {
 	return e.send(ctx, request{cooldown: cooldown})
 }
 
 // HandoverTo passes leadership to candidate id: this leader stops acting, drains,
 // then hands the lease to id with one compare-and-set; id confirms with its first
-// renewal. It returns [ErrNotLeader] when this candidate does not lead.
+// renewal. It returns [ErrNotLeader] when this candidate does not lead. Called
+// with a leadership context (see [Elector.ResignFor]) it hands over only that term
+// and returns at once.
 func (e *Elector) HandoverTo(ctx context.Context, id string) error {
 	if id == "" || len(id) > store.MaxKeyLen {
 		return fmt.Errorf("%w: handover target must be 1 to %d bytes", ErrInvalidConfig, store.MaxKeyLen)
@@ -181,6 +205,15 @@ func (e *Elector) HandoverTo(ctx context.Context, id string) error {
 }
 
 func (e *Elector) send(ctx context.Context, r request) error {
+	if t := TermFrom(ctx); t != nil && t.e == e {
+		// From the leader's own callback: waiting would wait for the caller.
+		if !t.IsLeader() {
+			return t.ended("resign")
+		}
+		r.term = t.token
+		e.post(r)
+		return nil
+	}
 	r.done = make(chan error, 1)
 	e.mu.Lock()
 	if !e.running {
@@ -201,6 +234,18 @@ func (e *Elector) send(ctx context.Context, r request) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// post hands r to a running Run without waiting for its answer.
+func (e *Elector) post(r request) {
+	r.done = make(chan error, 1)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.running {
+		return // no term runs, so r's term has ended
+	}
+	e.pending = append(e.pending, r)
+	e.interruptLocked()
 }
 
 func (e *Elector) interruptLocked() {
@@ -266,7 +311,10 @@ func (e *Elector) setTrust(deadline time.Time) {
 	e.trust.Set(e.term.Load(), deadline)
 }
 
-func (e *Elector) observeLeader(id string) {
+// observeLeader records the leader observed and tells OnNewLeader, on the
+// callback goroutine: a slow OnNewLeader never delays the elector's own work.
+func (r *run) observeLeader(id string) {
+	e := r.e
 	if old := *e.leader.Load(); old == id {
 		return
 	}
@@ -276,8 +324,84 @@ func (e *Elector) observeLeader(id string) {
 	} else {
 		e.log.Info("casleader: new leader observed", "leader", id)
 	}
-	if e.cfg.OnNewLeader != nil {
-		e.cfg.OnNewLeader(id)
+	if f := e.cfg.OnNewLeader; f != nil {
+		r.cb.post(func() {
+			defer e.crashOnPanic("OnNewLeader", 0)
+			f(id)
+		})
+	}
+}
+
+// crashOnPanic, deferred around a user callback, logs a panic with the key, the
+// term and the stack, then panics again with the same value: the process crashes,
+// as it does with client-go. The lease is not released by a crashed process: it
+// expires by itself, so the next leader starts no earlier than the lease allows.
+func (e *Elector) crashOnPanic(callback string, token int64) {
+	if v := recover(); v != nil {
+		e.log.Error("casleader: callback panicked; the process crashes and its lease expires by itself",
+			"callback", callback, "term", token, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+		panic(v)
+	}
+}
+
+// callbacks runs the OnNewLeader and OnStoppedLeading calls of one Run in order,
+// on one goroutine of their own, so that a slow or blocked callback never holds
+// up the goroutine that renews the lease.
+type callbacks struct {
+	mu     sync.Mutex
+	queue  []func()
+	closed bool
+	more   chan struct{} // signals a post or close
+	done   chan struct{} // closed when the goroutine has exited
+}
+
+func startCallbacks() *callbacks {
+	c := &callbacks{more: make(chan struct{}, 1), done: make(chan struct{})}
+	go c.run()
+	return c
+}
+
+func (c *callbacks) post(f func()) {
+	c.mu.Lock()
+	if !c.closed {
+		c.queue = append(c.queue, f)
+	}
+	c.mu.Unlock()
+	c.signal()
+}
+
+func (c *callbacks) signal() {
+	select {
+	case c.more <- struct{}{}:
+	default:
+	}
+}
+
+// close lets the goroutine exit once it has run what was posted.
+func (c *callbacks) close() {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.signal()
+}
+
+func (c *callbacks) run() {
+	defer close(c.done)
+	for {
+		c.mu.Lock()
+		if len(c.queue) == 0 {
+			closed := c.closed
+			c.mu.Unlock()
+			if closed {
+				return
+			}
+			<-c.more
+			continue
+		}
+		f := c.queue[0]
+		c.queue = c.queue[1:]
+		c.mu.Unlock()
+		f()
 	}
 }
 
@@ -285,8 +409,10 @@ func (e *Elector) observeLeader(id string) {
 // Config.KeepLeaseOnExit) and returns nil. Losing leadership is not fatal: the
 // elector goes back to following and campaigns again. A database that is down is
 // retried with backoff; Run returns early only on a deployment error (a missing
-// table or privilege: the error says what to do). Run returns only after every
-// goroutine it started, including OnStartedLeading, has returned.
+// table or privilege: the error says what to do). Run returns after every
+// goroutine it started, including the callbacks, has returned, or, when a callback
+// is blocked, at most DrainTimeout after ctx ended: the blocked callback is logged at
+// Error level and left running (it is never called again by this Run).
 func (e *Elector) Run(ctx context.Context) error {
 	e.mu.Lock()
 	if e.running {
@@ -295,13 +421,16 @@ func (e *Elector) Run(ctx context.Context) error {
 	}
 	e.running = true
 	e.mu.Unlock()
-	r := &run{e: e, m: cas.New(e.cfg.ID, e.cfg.LeaseDuration, e.cfg.RenewDeadline)}
+	r := &run{e: e, m: cas.New(e.cfg.ID, e.cfg.LeaseDuration, e.cfg.RenewDeadline), cb: startCallbacks()}
+	if e.cfg.ResumeTerm != 0 {
+		r.m.Resume(e.cfg.ResumeTerm)
+	}
 	if n := e.cfg.Notifier; n != nil {
 		// Notifications only end a follower's sleep early (Elector.Wake).
 		defer n.Subscribe(e.cfg.Key, e.Wake)()
 	}
 	err := r.loop(ctx)
-	r.work.Wait()
+	r.finish()
 	e.mu.Lock()
 	e.running = false
 	e.stop = nil
@@ -318,7 +447,16 @@ func (e *Elector) Run(ctx context.Context) error {
 type run struct {
 	e    *Elector
 	m    *cas.Machine
+	cb   *callbacks     // OnNewLeader and OnStoppedLeading
 	work sync.WaitGroup // OnStartedLeading goroutines
+
+	// undrained is closed when the OnStartedLeading of a term that was not
+	// drained returns; nil when no such work runs. This candidate does not
+	// campaign while it runs.
+	undrained <-chan struct{}
+
+	// A live lease naming our ID in a term we do not own, as last read.
+	foreignTerm, foreignVersion int64
 }
 
 func (r *run) loop(ctx context.Context) error {
@@ -326,6 +464,10 @@ func (r *run) loop(ctx context.Context) error {
 	for {
 		for _, req := range e.takeRequests() {
 			// Not leading: a resign only sets the cool-down.
+			if req.term != 0 {
+				req.done <- ErrNotLeader // its term has ended
+				continue
+			}
 			if req.handoverTo != "" {
 				req.done <- ErrNotLeader
 				continue
@@ -340,6 +482,10 @@ func (r *run) loop(ctx context.Context) error {
 		}
 		d, sent, err := r.follow(ctx)
 		if err != nil {
+			if errors.Is(err, ErrDuplicateID) {
+				e.log.Error("casleader: election stopped: give every candidate a unique ID and restart", "error", err)
+				return err
+			}
 			if errors.Is(err, store.ErrDeployment) {
 				e.log.Error("casleader: election stopped: fix the deployment and restart", "error", err)
 				return err
@@ -359,6 +505,17 @@ func (r *run) loop(ctx context.Context) error {
 func (r *run) follow(ctx context.Context) (cas.Decision, time.Time, error) {
 	e := r.e
 	part, until := e.participation()
+	busy := r.undrained
+	if busy != nil {
+		select {
+		case <-busy:
+			r.undrained, busy = nil, nil
+		default:
+			// The work of an earlier term still runs: do not lead again beside it.
+			// Its end wakes this follower.
+			part = cas.Abstaining
+		}
+	}
 	pctx, cancel := e.phase(ctx)
 	defer cancel()
 	if !until.IsZero() {
@@ -367,19 +524,33 @@ func (r *run) follow(ctx context.Context) (cas.Decision, time.Time, error) {
 		defer c2()
 	}
 	var d cas.Decision
+	var dup error
 	cfg := detector.Config{Key: e.cfg.Key, Poll: e.cfg.PollInterval, Timeout: e.cfg.RenewDeadline, Logger: e.log}
 	obs, err := detector.Watch(pctx, e.store, cfg, e.wake, func(o detector.Observation) (time.Duration, bool) {
 		if o.Found {
-			e.observeLeader(o.LeaderID)
+			r.observeLeader(o.LeaderID)
 			if n := e.cfg.Notifier; n != nil {
 				n.Observed(e.cfg.Key, o.Record)
 			}
 		}
 		d = r.m.Observed(o.Record, o.Found, o.Sent, part)
+		if dup = r.foreign(o.Record); dup != nil {
+			return 0, true
+		}
+		if busy != nil && d.Action == cas.Wait {
+			select {
+			case <-busy: // that work returned: take part again
+				return 0, true
+			default:
+			}
+		}
 		return d.Wait, d.Action != cas.Wait
 	})
 	if err != nil {
 		return cas.Decision{}, time.Time{}, err
+	}
+	if dup != nil {
+		return cas.Decision{}, time.Time{}, dup
 	}
 	switch d.Action {
 	case cas.Lead:
@@ -411,6 +582,35 @@ func (r *run) follow(ctx context.Context) (cas.Decision, time.Time, error) {
 	return d, obs.Sent, nil
 }
 
+// foreign watches rows that name this candidate's ID in a term it does not own
+// (the machine never adopts them). The first sighting is logged: it is also what a
+// process restarted with a stable ID sees of its earlier run's lease, which then
+// expires. If the same term is renewed after that, another live process has this
+// ID: foreign returns an error matching ErrDuplicateID that names the ID.
+func (r *run) foreign(rec store.Record) error {
+	e := r.e
+	term := r.m.Foreign()
+	if term == 0 || e.cfg.Observer || rec.Expired(e.cfg.LeaseDuration) {
+		// An expired lease is nobody's to act on: it is contested as usual.
+		r.foreignTerm, r.foreignVersion = 0, 0
+		return nil
+	}
+	if term == r.foreignTerm {
+		if rec.Version > r.foreignVersion && !rec.StepDown {
+			err := fmt.Errorf("%w: the row of key %q names ID %q in term %d, which this process never won, and that lease is being renewed (version %d, then %d): another process runs with the same ID, or the row was edited; give every candidate a unique ID (Config.ID)",
+				ErrDuplicateID, e.cfg.Key, e.cfg.ID, term, r.foreignVersion, rec.Version)
+			e.log.Error("casleader: duplicate candidate ID: another process leads with this ID; not acting on its term", "term", term, "version", rec.Version)
+			return err
+		}
+		r.foreignVersion = max(r.foreignVersion, rec.Version)
+		return nil
+	}
+	r.foreignTerm, r.foreignVersion = term, rec.Version
+	e.log.Warn("casleader: the row names this candidate's ID in a term this process did not win; not adopting it, waiting for it to expire (after a restart with the same ID, Config.ResumeTerm resumes it at once)",
+		"term", term, "version", rec.Version, "lease_left", rec.Remaining(e.cfg.LeaseDuration))
+	return nil
+}
+
 // unsettled handles an election write whose outcome is unknown: the next read settles
 // it (an own lease is adopted).
 func (r *run) unsettled(op string, err error) (cas.Decision, time.Time, error) {
@@ -431,7 +631,7 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 	e.term.Store(token)
 	e.setTrust(m.Deadline())
 	e.log.Info("casleader: became leader", "term", token, "version", m.Version())
-	e.observeLeader(e.cfg.ID)
+	r.observeLeader(e.cfg.ID)
 	if n := e.cfg.Notifier; n != nil {
 		n.Leading(e.cfg.Key, token, true)
 		// Told after the release or handover write below, so that woken followers
@@ -439,7 +639,7 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 		defer n.Leading(e.cfg.Key, token, false)
 	}
 
-	lctx, lcancel := context.WithCancel(context.WithoutCancel(ctx))
+	lctx, lcancel := context.WithCancel(context.WithValue(context.WithoutCancel(ctx), termKey{}, &Term{e: e, token: token}))
 	defer lcancel()
 	expiry := time.AfterFunc(time.Until(m.Deadline()), lcancel)
 	defer expiry.Stop()
@@ -448,13 +648,16 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 		r.work.Add(1)
 		go func() {
 			defer r.work.Done()
+			defer e.Wake() // a follower that waits for this work to end
 			defer close(workDone)
+			defer e.crashOnPanic("OnStartedLeading", token)
 			f(lctx, token)
 		}()
 	} else {
 		close(workDone)
 	}
 
+	w := &renewer{Store: e.store}
 	renewed := func(version int64, sent time.Time) time.Time {
 		// A reply that arrives after the trust deadline must not revive the term:
 		// IsLeader() has said false and the leadership context is cancelled (or is
@@ -463,6 +666,7 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 			return m.Deadline()
 		}
 		dl := m.Renewed(version, sent)
+		w.ambiguous = false
 		e.setTrust(dl)
 		expiry.Reset(time.Until(dl))
 		last = sent
@@ -473,15 +677,18 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 	var req *request
 	for d.Action == cas.Lead {
 		pctx, cancel := e.phase(ctx)
-		res := heartbeat.Run(pctx, e.store, hcfg, d.Version, last, m.Deadline(), renewed)
+		res := heartbeat.Run(pctx, w, hcfg, d.Version, last, m.Deadline(), renewed)
 		cancel()
 		switch res.Outcome {
 		case heartbeat.Expired:
 			d = m.DeadlinePassed(time.Now())
 			e.log.Warn("casleader: stepping down: no renewal succeeded within the renew deadline", "term", token, "error", res.Err)
 		case heartbeat.Lost:
-			d = r.settle(ctx)
-			if d.Action == cas.StepDown {
+			var dup error
+			d, dup = r.settle(ctx, !w.ambiguous)
+			if dup != nil {
+				fatal = dup
+			} else if d.Action == cas.StepDown {
 				e.log.Warn("casleader: stepping down: the lease was taken over", "term", token, "leader", m.Leader(), "version", m.Version())
 			} else if !expiry.Stop() {
 				// The deadline passed while the row was read: the leadership context
@@ -489,6 +696,7 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 				d = cas.Decision{Action: cas.StepDown}
 				e.log.Warn("casleader: stepping down: the renew deadline passed while settling a renewal", "term", token)
 			} else {
+				w.ambiguous = false // the row's version is adopted: nothing of ours is unseen
 				e.setTrust(m.Deadline())
 				expiry.Reset(time.Until(m.Deadline()))
 			}
@@ -504,11 +712,22 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 	e.term.Store(0)
 	lcancel()
 	version, held := m.Resign()
-	r.drain(workDone)
+	drained := r.drain(workDone, token)
+	if !drained {
+		r.undrained = workDone
+	}
 
 	var err error
 	switch {
 	case !held:
+	case !drained && (d.Action == cas.Handover || d.Action == cas.Release):
+		// The work may still act: releasing now would let the next leader start
+		// while it runs. The lease expires by itself, LeaseDuration after the last
+		// renewal, by the database clock.
+		e.log.Error("casleader: not releasing the lease: OnStartedLeading is still running after DrainTimeout; the lease expires by itself",
+			"term", token, "drain_timeout", e.cfg.DrainTimeout, "handover_to", d.To)
+		err = fmt.Errorf("%w: key %q, term %d: the lease was not released and expires by itself; make OnStartedLeading return when its context is cancelled, or raise DrainTimeout",
+			ErrNotDrained, e.cfg.Key, token)
 	case d.Action == cas.Handover:
 		err = r.release(ctx, token, version, d.To)
 	case d.Action == cas.Release:
@@ -526,8 +745,8 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 		e.mu.Unlock()
 	}
 	e.log.Info("casleader: stopped leading", "term", token, "reason", d.Action.String())
-	if e.cfg.OnStoppedLeading != nil {
-		e.cfg.OnStoppedLeading()
+	if f := e.cfg.OnStoppedLeading; f != nil {
+		r.stoppedLeading(f, token)
 	}
 	if fatal != nil {
 		e.log.Error("casleader: election stopped: fix the deployment and restart", "error", fatal)
@@ -546,7 +765,14 @@ func (r *run) stopped(ctx context.Context) (cas.Decision, *request) {
 		}
 		return cas.Decision{Action: cas.Release, Version: m.Version()}, nil
 	}
-	reqs := e.takeRequests()
+	var reqs []request
+	for _, q := range e.takeRequests() {
+		if q.term != 0 && q.term != m.Term() {
+			q.done <- ErrNotLeader // scoped to a term that has ended
+			continue
+		}
+		reqs = append(reqs, q)
+	}
 	if len(reqs) > 0 {
 		req := reqs[0]
 		for _, other := range reqs[1:] { // answered together with the first
@@ -569,22 +795,53 @@ func (r *run) stopped(ctx context.Context) (cas.Decision, *request) {
 	return m.DeadlinePassed(time.Now()), nil
 }
 
+// renewer is the leader's store for heartbeat.Run: it notes whether a renewal
+// since the last successful one had an error, whose write may have committed.
+type renewer struct {
+	Store
+	ambiguous bool
+}
+
+func (w *renewer) Renew(ctx context.Context, key, id string, version int64) (bool, error) {
+	ok, err := w.Store.Renew(ctx, key, id, version)
+	if err != nil {
+		w.ambiguous = true
+	}
+	return ok, err
+}
+
 // settle reads the row once (retrying transient errors until the trust deadline) to
 // settle a renewal that lost its compare-and-set or had an ambiguous result.
-func (r *run) settle(ctx context.Context) cas.Decision {
+//
+// definite says that no renewal of this term since its last success can have
+// committed unseen: the compare-and-set was simply lost. If the row then still
+// names this candidate in its term, at a higher version, with no step-down request,
+// somebody else renewed this term: another process with the same ID. The term is
+// ended at once, without a release (the lease is the other process's too), and
+// settle returns an error matching ErrDuplicateID.
+func (r *run) settle(ctx context.Context, definite bool) (cas.Decision, error) {
 	e, m := r.e, r.m
 	m.RenewalFailed()
 	for attempt := 1; ; attempt++ {
 		dl := m.Deadline()
 		if !time.Now().Before(dl) || ctx.Err() != nil {
-			return m.DeadlinePassed(time.Now())
+			return m.DeadlinePassed(time.Now()), nil
 		}
 		rctx, cancel := context.WithDeadline(ctx, dl)
 		sent := time.Now()
 		rec, found, err := e.store.Observe(rctx, e.cfg.Key)
 		cancel()
+		if err == nil && definite && found && rec.LeaderID == e.cfg.ID && rec.Term == m.Term() &&
+			rec.Version > m.Version() && !rec.StepDown {
+			term, version := m.Term(), m.Version()
+			m.DeadlinePassed(m.Deadline()) // stop leading; no release
+			e.log.Error("casleader: duplicate candidate ID: another process renews this candidate's term; stepping down without releasing",
+				"term", term, "version", version, "row_version", rec.Version)
+			return cas.Decision{Action: cas.StepDown}, fmt.Errorf("%w: the row of key %q names ID %q in term %d, which this process leads, at version %d that this process did not write (it wrote %d): another process runs with the same ID; give every candidate a unique ID (Config.ID)",
+				ErrDuplicateID, e.cfg.Key, e.cfg.ID, term, rec.Version, version)
+		}
 		if err == nil {
-			return m.Settled(rec, found, sent)
+			return m.Settled(rec, found, sent), nil
 		}
 		wait := heartbeat.Backoff(attempt, e.cfg.HeartbeatInterval)
 		e.log.Warn("casleader: reading the row to settle a renewal failed, retrying", "error", err, "retry_in", wait)
@@ -597,14 +854,72 @@ func (r *run) settle(ctx context.Context) cas.Decision {
 	}
 }
 
-// drain waits for OnStartedLeading to return, at most DrainTimeout.
-func (r *run) drain(workDone <-chan struct{}) {
+// stoppedLeading calls f (OnStoppedLeading) on the callback goroutine and waits
+// for it at most DrainTimeout, so that it normally returns before a new term
+// starts, yet a blocked one never stops the election.
+func (r *run) stoppedLeading(f func(), token int64) {
+	e := r.e
+	done := make(chan struct{})
+	r.cb.post(func() {
+		defer close(done)
+		defer e.crashOnPanic("OnStoppedLeading", token)
+		f()
+	})
+	t := time.NewTimer(e.cfg.DrainTimeout)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		e.log.Error("casleader: OnStoppedLeading did not return within DrainTimeout; the election goes on without it",
+			"term", token, "drain_timeout", e.cfg.DrainTimeout)
+	}
+}
+
+// finish waits for the callbacks and the leader's work started by this Run, at
+// most DrainTimeout, and logs those that did not return.
+func (r *run) finish() {
+	e := r.e
+	r.cb.close()
+	work := make(chan struct{})
+	go func() {
+		r.work.Wait()
+		close(work)
+	}()
+	cbDone := r.cb.done
+	t := time.NewTimer(e.cfg.DrainTimeout)
+	defer t.Stop()
+	for work != nil || cbDone != nil {
+		select {
+		case <-work:
+			work = nil
+		case <-cbDone:
+			cbDone = nil
+		case <-t.C:
+			if work != nil {
+				e.log.Error("casleader: Run returns while OnStartedLeading still runs: it did not return within DrainTimeout after its context was cancelled",
+					"drain_timeout", e.cfg.DrainTimeout)
+			}
+			if cbDone != nil {
+				e.log.Error("casleader: Run returns while OnNewLeader or OnStoppedLeading still runs: it did not return within DrainTimeout",
+					"drain_timeout", e.cfg.DrainTimeout)
+			}
+			return
+		}
+	}
+}
+
+// drain waits for OnStartedLeading to return, at most DrainTimeout, and reports
+// whether it did.
+func (r *run) drain(workDone <-chan struct{}, token int64) bool {
 	t := time.NewTimer(r.e.cfg.DrainTimeout)
 	defer t.Stop()
 	select {
 	case <-workDone:
+		return true
 	case <-t.C:
-		r.e.log.Warn("casleader: OnStartedLeading did not return within DrainTimeout after its context was cancelled", "drain_timeout", r.e.cfg.DrainTimeout)
+		r.e.log.Warn("casleader: OnStartedLeading did not return within DrainTimeout after its context was cancelled",
+			"term", token, "drain_timeout", r.e.cfg.DrainTimeout)
+		return false
 	}
 }
 
@@ -646,9 +961,9 @@ func (r *run) release(ctx context.Context, token, version int64, to string) erro
 		e.log.Warn("casleader: release lost its compare-and-set; the row had moved on", "handover_to", to)
 	case to != "":
 		e.log.Info("casleader: lease handed over", "handover_to", to)
-		e.observeLeader(to)
+		r.observeLeader(to)
 	default:
-		e.observeLeader("") // logs the release
+		r.observeLeader("") // logs the release
 	}
 	return nil
 }

@@ -48,18 +48,11 @@ func newElector(t *testing.T, st casleader.Store, c casleader.Config) *casleader
 
 func TestIsLeaderTurnsFalseAtTheDeadlineEvenIfNothingRuns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := memstore.New()
 		frozen := make(chan struct{})
-		c := cfg("a")
-		var once sync.Once
-		c.OnNewLeader = func(id string) {
-			// The elector's own goroutine blocks here right after it became leader:
-			// no timer, no renewal, nothing of it runs, like a frozen process.
-			if id == "a" {
-				once.Do(func() { <-frozen })
-			}
-		}
-		el := newElector(t, st, c)
+		// The elector's own goroutine blocks in its first renewal, whatever its
+		// context says: no renewal returns, like a frozen process.
+		st := &frozenStore{Store: memstore.New(), frozen: frozen}
+		el := newElector(t, st, cfg("a"))
 		stop := running(t, el)
 		start := time.Now()
 		time.Sleep(time.Millisecond)
@@ -251,6 +244,7 @@ func TestHandoverToANamedCandidate(t *testing.T) {
 		b := newElector(t, st, cfg("b"))
 		c := newElector(t, st, cfg("c"))
 		stopB, stopC := running(t, b), running(t, c)
+		synctest.Wait() // b and c follow a's lease
 		require.NoError(t, a.HandoverTo(t.Context(), "c"))
 		assert.False(t, a.IsLeader())
 		time.Sleep(poll + poll/10) // the next read, jitter included
@@ -398,6 +392,9 @@ func TestHandoverReachesACandidateInCoolDown(t *testing.T) {
 		b := newElector(t, st, cfg("b"))
 		stopB := running(t, b)
 		require.NoError(t, b.ResignFor(t.Context(), time.Hour)) // b cools down for an hour
+		// b has read a's live lease: a term then handed to b cannot be an election
+		// (a candidate adopts a term it did not win only when handed so).
+		synctest.Wait()
 		require.NoError(t, a.HandoverTo(t.Context(), "b"))
 		time.Sleep(poll + poll/10)
 		require.True(t, b.IsLeader(), "a lease handed by name is taken even while cooling down")
@@ -418,4 +415,15 @@ func TestConfigRefusesKeysTheStoresRefuse(t *testing.T) {
 		assert.ErrorIs(t, err, store.ErrInvalidArgument)
 		assert.Contains(t, err.Error(), "Key")
 	}
+}
+
+// frozenStore blocks every renewal until frozen is closed, ignoring its context.
+type frozenStore struct {
+	*memstore.Store
+	frozen chan struct{}
+}
+
+func (f *frozenStore) Renew(ctx context.Context, key, id string, version int64) (bool, error) {
+	<-f.frozen
+	return f.Store.Renew(ctx, key, id, version)
 }

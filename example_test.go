@@ -73,3 +73,55 @@ func ExampleElector_IsLeader() {
 	// work as solo with token 1
 	// work as solo with token 1
 }
+
+// The leader's callback decides it is done: TermFrom gives it its term, whose
+// Resign steps down without waiting for the callback that calls it. A process that
+// restarts with the same ID can resume the term it saved (Config.ResumeTerm).
+func ExampleTermFrom() {
+	dir, err := os.MkdirTemp("", "casleader-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	db, err := store.OpenSQLite(filepath.Join(dir, "election.db"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+	st, err := store.NewSQLite(db, "")
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := st.CreateTable(context.Background()); err != nil {
+		log.Fatal(err)
+	}
+
+	stepped := make(chan struct{})
+	el, err := casleader.New(st, casleader.Config{
+		Key: "migration",
+		ID:  "replica-1",
+		OnStartedLeading: func(ctx context.Context, _ int64) {
+			term := casleader.TermFrom(ctx)
+			// ... the leader-only work, fenced with term.Guard(ctx, tx) ...
+			if err := term.Resign(); err != nil { // done: step down, returns at once
+				log.Print(err)
+			}
+			<-ctx.Done() // cancelled by the step-down
+			fmt.Println("this term still leads:", term.IsLeader())
+			close(stepped)
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- el.Run(ctx) }()
+	<-stepped
+	cancel()
+	if err := <-done; err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// this term still leads: false
+}

@@ -2,6 +2,7 @@ package casleader_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -58,16 +59,12 @@ func TestLateRenewalReplyDoesNotLeaveALeaderWithoutItsContext(t *testing.T) {
 		lateReply(t, time.Millisecond, renewDL-heartbeat+10*time.Millisecond, func(st *lateReplyStore) { st.armed.Store(true) })
 	})
 	t.Run("ReadThatSettlesALostRenewal", func(t *testing.T) {
-		// At 110 ms somebody bumps the version and tick_time without taking the lease:
-		// the renewal sent at 120 ms loses its compare-and-set; the read that settles
-		// it (sent at 120 ms, age 10 ms) answers at 335 ms: after the deadline (310 ms),
-		// before the one it would give (360 ms).
+		// The renewal sent at 120 ms commits but its connection drops; its retry (5 to
+		// 10 ms later) loses its compare-and-set; the read that settles it (sent at
+		// 125 to 130 ms, age 5 to 10 ms) answers 215 ms later: after the deadline
+		// (310 ms), before the one it would give (365 to 375 ms).
 		lateReply(t, 110*time.Millisecond, 215*time.Millisecond, func(st *lateReplyStore) {
-			rec, _, err := st.Store.Observe(context.Background(), "k")
-			require.NoError(t, err)
-			rec.Version++
-			rec.Age = 0
-			st.Put(rec)
+			st.CommitThenFail(memstore.OpRenew, fmt.Errorf("%w: connection reset", store.ErrTransient))
 			st.armedObs.Store(true)
 		})
 	})

@@ -122,6 +122,13 @@ type Machine struct {
 	leader   string    // leader as last observed ("" when released or unknown)
 	deadline time.Time // trust deadline while leading (monotonic)
 	cooldown time.Time // end of a cool-down (see CoolDown)
+
+	// Adoption of a row that names this candidate (see Observed).
+	own           int64     // the last term this candidate won, adopted or resumed
+	unsettled     bool      // an election or creation of ours awaits the next read
+	unsettledFrom int64     // the version that election was sent from
+	othersLive    time.Time // when the live lease of another, seen by the last read, can expire
+	foreign       int64     // term of the last row read that names us in a term not ours
 }
 
 // New returns a follower for candidate id with lease duration lease and renew
@@ -161,12 +168,24 @@ func (m *Machine) Trusted(now time.Time) bool {
 }
 
 // Observed handles a row read sent at sent, by a candidate taking part as p.
+//
+// A live lease that names this candidate is adopted only in a term this candidate
+// owns: one it won (an election or creation whose reply was lost and that this read
+// settles, or a renewal that committed after the trust deadline), one passed to
+// [Machine.Resume], or one handed to it by name (a term above every term seen,
+// written while the live lease of another candidate, seen by the previous read,
+// could not have expired yet: an election could not have won it). Any other term
+// naming this candidate (another process with the same ID, a row edited by hand, a
+// restarted process's old lease) is handled like anybody's lease and reported by
+// [Machine.Foreign].
 func (m *Machine) Observed(rec store.Record, found bool, sent time.Time, p Participation) Decision {
 	campaign := p == Campaigning
 	if m.role == Leader {
 		return m.Settled(rec, found, sent)
 	}
 	m.role = Follower
+	othersLive, unsettled := m.othersLive, m.unsettled
+	m.othersLive, m.unsettled, m.foreign = time.Time{}, false, 0
 	if !found {
 		m.leader = ""
 		if campaign {
@@ -178,16 +197,28 @@ func (m *Machine) Observed(rec store.Record, found bool, sent time.Time, p Parti
 	m.leader = rec.LeaderID
 	m.version = rec.Version
 	rolledBack := rec.Term < m.highest
+	above := rec.Term > m.highest
 	m.highest = max(m.highest, rec.Term)
-	// Our own live lease: an election, creation or handover whose reply we did not see,
-	// or a lease handed to us by name (also taken while cooling down). Adopt it only
-	// while the read still leaves trust time, and never from a row whose term is below
-	// one seen before: that row was rolled back (a failover lost writes), and a term
-	// revived from it would fence below a later term. A stale or revived lease of ours
-	// is handled like anybody's.
-	if p != Abstaining && rec.LeaderID == m.id && rec.Age < m.renew && !rolledBack {
-		m.lead(rec.Version, rec.Term, sent.Add(m.renew-rec.Age))
-		return Decision{Action: Lead, Version: m.version}
+	if rec.LeaderID == m.id && !rec.Released() {
+		owned := (m.own != 0 && rec.Term == m.own) ||
+			(unsettled && rec.Term > m.unsettledFrom) ||
+			(above && !othersLive.IsZero() && sent.Add(-rec.Age).Before(othersLive))
+		if !owned {
+			m.foreign = rec.Term
+		}
+		// Our own live lease: an election, creation or handover whose reply we did
+		// not see, or a lease handed to us by name (also taken while cooling down).
+		// Adopt it only while the read still leaves trust time, and never from a row
+		// whose term is below one seen before: that row was rolled back (a failover
+		// lost writes), and a term revived from it would fence below a later term. A
+		// stale or revived lease of ours is handled like anybody's.
+		if owned && p != Abstaining && rec.Age < m.renew && !rolledBack {
+			m.lead(rec.Version, rec.Term, sent.Add(m.renew-rec.Age))
+			m.own = rec.Term
+			return Decision{Action: Lead, Version: m.version}
+		}
+	} else if !rec.Expired(m.lease) {
+		m.othersLive = sent.Add(rec.Remaining(m.lease))
 	}
 	if rec.Expired(m.lease) {
 		if campaign {
@@ -218,15 +249,28 @@ func (m *Machine) won(term int64, won bool, sent time.Time) Decision {
 	}
 	m.highest = max(m.highest, term)
 	m.lead(term, term, sent.Add(m.renew))
+	m.own = term
 	return Decision{Action: Lead, Version: m.version}
 }
 
 // Unsettled handles a Create or Campaign whose outcome is unknown (timeout, reset):
-// the next observation settles it (an own lease is adopted by Observed).
+// the next observation settles it (an own lease in a term above the version the
+// write was sent from is adopted by Observed).
 func (m *Machine) Unsettled() Decision {
 	m.role = Follower
+	m.unsettled, m.unsettledFrom = true, m.version
 	return Decision{Action: Wait}
 }
+
+// Resume lets Observed adopt a live lease of this candidate in term: a term that
+// an earlier run of this candidate, which has ended, won (a restart with a stable
+// ID). Passing the term of a process that may still run makes two leaders.
+func (m *Machine) Resume(term int64) { m.own = term }
+
+// Foreign returns the term of the row last observed when it names this candidate
+// in a term that this candidate does not own (see Observed), else 0. Such a lease is
+// never adopted; if it is renewed, another process runs with the same ID.
+func (m *Machine) Foreign() int64 { return m.foreign }
 
 // Renewed handles a successful renewal: the row is now at version, and the write was
 // sent at sent. It returns the new trust deadline.

@@ -54,10 +54,12 @@ func TestObserved(t *testing.T) {
 		{"ExpiredLeaseIsContested", row(7, "other", 3, lease), true, Campaigning, Decision{Action: Campaign, Version: 7}, Candidate},
 		{"ReleasedLeaseIsContestedAtOnce", row(7, "", 3, 0), true, Campaigning, Decision{Action: Campaign, Version: 7}, Candidate},
 		{"PausedCandidateNeverContests", row(7, "", 3, 0), true, Abstaining, Decision{Action: Wait, Wait: lease}, Follower},
-		{"OwnFreshLeaseIsAdopted", row(7, "me", 7, 100*time.Millisecond), true, Campaigning, Decision{Action: Lead, Version: 7}, Leader},
+		// A fresh machine owns no term: a live lease naming its ID on the first read
+		// is another process's (same ID) or an earlier run's, never adopted.
+		{"OwnIDInATermNeverWonIsNotAdopted", row(7, "me", 7, 100*time.Millisecond), true, Campaigning, Decision{Action: Wait, Wait: 900 * time.Millisecond}, Follower},
+		{"OwnIDInATermNeverWonIsNotAdoptedWhileCoolingDown", row(7, "me", 7, 100*time.Millisecond), true, CoolingDown, Decision{Action: Wait, Wait: 900 * time.Millisecond}, Follower},
 		{"OwnStaleLeaseIsTreatedLikeAnybodys", row(7, "me", 7, 700*time.Millisecond), true, Campaigning, Decision{Action: Wait, Wait: 300 * time.Millisecond}, Follower},
 		{"OwnLeaseIsNotAdoptedWhilePaused", row(7, "me", 7, 100*time.Millisecond), true, Abstaining, Decision{Action: Wait, Wait: 900 * time.Millisecond}, Follower},
-		{"HandedLeaseIsAdoptedWhileCoolingDown", row(7, "me", 7, 100*time.Millisecond), true, CoolingDown, Decision{Action: Lead, Version: 7}, Leader},
 		{"FreeLeaseIsNotTakenWhileCoolingDown", row(7, "", 3, 0), true, CoolingDown, Decision{Action: Wait, Wait: lease}, Follower},
 	}
 	for _, tt := range tests {
@@ -73,6 +75,7 @@ func TestObserved(t *testing.T) {
 
 func TestAdoptedLeaseIsTrustedUntilSendPlusRenewMinusAge(t *testing.T) {
 	m := New("me", lease, renew)
+	m.Resume(7)
 	m.Observed(row(7, "me", 7, 100*time.Millisecond), true, at(50), Campaigning)
 	assert.Equal(t, at(50+600-100), m.Deadline())
 	assert.Equal(t, int64(7), m.Term())
@@ -237,9 +240,12 @@ func TestResignWithHandoverRecordsTheNewTermAsVersion(t *testing.T) {
 
 func TestHandoverTargetAdoptsTheLease(t *testing.T) {
 	m := New("next", lease, renew)
-	d := m.Observed(row(won, "next", won, 10*time.Millisecond), true, at(0), Campaigning)
+	// It follows the live lease of the leader that then hands over to it.
+	require.Equal(t, Decision{Action: Wait, Wait: 900 * time.Millisecond}, m.Observed(row(4, "old", 3, 100*time.Millisecond), true, at(0), Campaigning))
+	d := m.Observed(row(won, "next", won, 10*time.Millisecond), true, at(200), Campaigning)
 	assert.Equal(t, Decision{Action: Lead, Version: won}, d)
 	assert.Equal(t, won, m.Term())
+	assert.Zero(t, m.Foreign())
 }
 
 func TestStrings(t *testing.T) {
@@ -283,6 +289,11 @@ func TestOwnLeaseInATermBelowOneSeenBeforeIsNotAdopted(t *testing.T) {
 		v, _ := m.Resign()
 		m.Released(v+1000, true, "next")
 		return won + 1000
+	}
+	handedOverThenFollowedTheTarget := func(m *Machine) int64 {
+		h := handedOver(m)
+		m.Observed(row(h, "next", h, 0), true, at(0), CoolingDown)
+		return h
 	}
 	steppedDownOnSettle := func(m *Machine) int64 {
 		m.Observed(row(4, "old", 2, 2*lease), true, at(0), Campaigning)
@@ -359,7 +370,7 @@ func TestOwnLeaseInATermBelowOneSeenBeforeIsNotAdopted(t *testing.T) {
 			want: func(h int64) Decision { return Decision{Action: Lead, Version: h + 1000} }, role: Leader,
 		},
 		{
-			name: "LeaseHandedByNameAboveTheHighestTermSeenIsAdoptedWhileCoolingDown", saw: handedOver,
+			name: "LeaseHandedByNameAboveTheHighestTermSeenIsAdoptedWhileCoolingDown", saw: handedOverThenFollowedTheTarget,
 			rec:  func(h int64) store.Record { return row(h+1000, "me", h+1000, fresh) },
 			p:    CoolingDown,
 			want: func(h int64) Decision { return Decision{Action: Lead, Version: h + 1000} }, role: Leader,
@@ -542,5 +553,119 @@ func TestRetryFrom(t *testing.T) {
 		m := leading(t)
 		_, retry := m.RetryFrom(won, won-1, row(won, "me", won, 0), true)
 		assert.False(t, retry)
+	})
+}
+
+// TestAdoptionOfAnOwnLease specifies which live leases naming this candidate it
+// adopts: only terms it owns (won, settled after a lost reply, resumed, or handed
+// to it by name while the previous leader's lease was live). Any other is handled
+// like anybody's lease, reported by Foreign, and never acted on.
+func TestAdoptionOfAnOwnLease(t *testing.T) {
+	const fresh = 100 * time.Millisecond
+	tests := []struct {
+		name    string
+		before  func(m *Machine) // what the machine did before the read at at(1000)
+		rec     store.Record
+		want    Decision
+		foreign bool
+	}{
+		{
+			name:   "NeverWonTermOnTheFirstReadIsRefusedAndReported",
+			before: func(*Machine) {},
+			rec:    row(won, "me", won, fresh), want: Decision{Action: Wait, Wait: lease - fresh}, foreign: true,
+		},
+		{
+			name: "WonTermIsAdopted", // a renewal that committed after the trust deadline
+			before: func(m *Machine) {
+				m.Observed(row(4, "old", 2, 2*lease), true, at(0), Campaigning)
+				m.Elected(won, true, at(0))
+				m.DeadlinePassed(at(600))
+			},
+			rec: row(won+1, "me", won, fresh), want: Decision{Action: Lead, Version: won + 1},
+		},
+		{
+			name: "ElectionWithALostReplyIsAdopted",
+			before: func(m *Machine) {
+				m.Observed(row(4, "", 2, 0), true, at(900), Campaigning)
+				m.Unsettled()
+			},
+			rec: row(won, "me", won, fresh), want: Decision{Action: Lead, Version: won},
+		},
+		{
+			name: "LostReplyAdoptsOnlyOnTheNextRead",
+			before: func(m *Machine) {
+				m.Observed(row(4, "", 2, 0), true, at(800), Campaigning)
+				m.Unsettled()
+				m.Observed(row(5, "", 2, 0), true, at(900), Abstaining)
+			},
+			rec: row(won, "me", won, fresh), want: Decision{Action: Wait, Wait: lease - fresh}, foreign: true,
+		},
+		{
+			name:   "ResumedTermIsAdopted",
+			before: func(m *Machine) { m.Resume(won) },
+			rec:    row(won+7, "me", won, fresh), want: Decision{Action: Lead, Version: won + 7},
+		},
+		{
+			name:   "AnotherTermThanTheResumedOneIsRefused",
+			before: func(m *Machine) { m.Resume(won - 1) },
+			rec:    row(won, "me", won, fresh), want: Decision{Action: Wait, Wait: lease - fresh}, foreign: true,
+		},
+		{
+			name: "LeaseHandedByNameWhileThePreviousWasLiveIsAdopted",
+			before: func(m *Machine) {
+				m.Observed(row(won-5, "old", won-9, 300*time.Millisecond), true, at(500), Campaigning)
+			},
+			rec: row(won, "me", won, fresh), want: Decision{Action: Lead, Version: won},
+		},
+		{
+			// The edited row: the old leader's term under this ID.
+			name:   "OldLeadersTermUnderOurIDIsRefused",
+			before: func(m *Machine) { m.Observed(row(won, "old", won, 0), true, at(900), Campaigning) },
+			rec:    row(won+1, "me", won, fresh), want: Decision{Action: Wait, Wait: lease - fresh}, foreign: true,
+		},
+		{
+			// The previous lease could have expired before this term was written:
+			// another process with our ID may have won it in an election.
+			name:   "NewTermWrittenAfterThePreviousLeaseCouldExpireIsRefused",
+			before: func(m *Machine) { m.Observed(row(won-5, "old", won-9, 700*time.Millisecond), true, at(0), Campaigning) },
+			rec:    row(won, "me", won, fresh), want: Decision{Action: Wait, Wait: lease - fresh}, foreign: true,
+		},
+		{
+			name:   "NewTermAfterAReleasedRowIsRefused",
+			before: func(m *Machine) { m.Observed(row(won-5, "", won-9, 0), true, at(900), Abstaining) },
+			rec:    row(won, "me", won, fresh), want: Decision{Action: Wait, Wait: lease - fresh}, foreign: true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := New("me", lease, renew)
+			tt.before(m)
+			require.Equal(t, Follower, m.Role(), "setup leaves a follower")
+			assert.Equal(t, tt.want, m.Observed(tt.rec, true, at(1000), Campaigning))
+			if tt.want.Action == Lead {
+				assert.Equal(t, tt.rec.Term, m.Term())
+				assert.Zero(t, m.Foreign())
+			} else {
+				assert.Zero(t, m.Term(), "never a token from a term not owned")
+				assert.False(t, m.Trusted(at(1001)))
+			}
+			if tt.foreign {
+				assert.Equal(t, tt.rec.Term, m.Foreign(), "the foreign term is reported")
+			}
+		})
+	}
+	t.Run("AdoptedTermStaysOwned", func(t *testing.T) {
+		m := New("me", lease, renew)
+		m.Resume(won)
+		require.Equal(t, Decision{Action: Lead, Version: won}, m.Observed(row(won, "me", won, fresh), true, at(0), Campaigning))
+		m.DeadlinePassed(at(1000))
+		assert.Equal(t, Decision{Action: Lead, Version: won + 1}, m.Observed(row(won+1, "me", won, fresh), true, at(1000), Campaigning))
+	})
+	t.Run("ForeignIsClearedByTheNextRead", func(t *testing.T) {
+		m := New("me", lease, renew)
+		m.Observed(row(won, "me", won, fresh), true, at(0), Campaigning)
+		require.Equal(t, won, m.Foreign())
+		m.Observed(row(won+1, "other", won+1, fresh), true, at(100), Campaigning)
+		assert.Zero(t, m.Foreign())
 	})
 }

@@ -210,18 +210,16 @@ func TestRenewalFailuresAreCountedByKind(t *testing.T) {
 			require.True(t, p.el.IsLeader(), "one failed renewal does not end leadership")
 		}
 
-		// A write the leader did not make bumps the version: its next renewal loses
-		// its compare-and-set, and one read shows the lease is still its own.
+		// A renewal commits but its reply is lost (a transient failure): its retry
+		// loses its compare-and-set, and one read shows the lease is still its own.
+		// (A version bumped by a write the leader did not make, with its ID and term
+		// kept, is another process with its ID: Run would stop.)
 		synctest.Wait()
-		rec, found, err := st.Observe(t.Context(), "k")
-		require.NoError(t, err)
-		require.True(t, found)
-		rec.Version += 5
-		rec.Age = 0
-		st.Put(rec)
+		st.CommitThenFail(memstore.OpRenew, fmt.Errorf("%w: connection reset", store.ErrTransient))
 		time.Sleep(heartbeat)
 		synctest.Wait()
 		assert.Equal(t, 1.0, failures(t, p.reg, metrics.KindLost))
+		assert.Equal(t, 2.0, failures(t, p.reg, metrics.KindTransient))
 		require.True(t, p.el.IsLeader())
 		assert.Equal(t, token, p.el.Token())
 
@@ -232,7 +230,7 @@ func TestRenewalFailuresAreCountedByKind(t *testing.T) {
 		assert.Equal(t, 1.0, value(t, p.reg, "casleader_store_errors_total", "key", "k", "op", "renew", "kind", metrics.KindDeployment))
 		assert.Zero(t, value(t, p.reg, "casleader_is_leader", "key", "k"))
 		require.ErrorIs(t, stop(), store.ErrDeployment)
-		assert.Equal(t, 5.0, totalFailures(t, p.reg))
+		assert.Equal(t, 6.0, totalFailures(t, p.reg))
 	})
 }
 
@@ -270,15 +268,11 @@ func TestIsLeaderGaugeTurnsZeroAtTheDeadlineWithoutAnyEvent(t *testing.T) {
 		{
 			// The elector's goroutine blocks right after it became leader: no
 			// renewal, no callback, like a frozen process. Only IsLeader knows.
+			// (User callbacks never run on that goroutine; the notifier does.)
 			name: "FrozenElectorTracked", track: true,
 			stall: func(st *memstore.Store, c *casleader.Config) func() {
 				frozen := make(chan struct{})
-				var once sync.Once
-				c.OnNewLeader = func(id string) {
-					if id == "a" {
-						once.Do(func() { <-frozen })
-					}
-				}
+				c.Notifier = &freezingNotifier{frozen: frozen}
 				return func() { close(frozen) }
 			},
 		},
@@ -501,4 +495,19 @@ func TestMetricsAreServedOverHTTP(t *testing.T) {
 	assert.Contains(t, body, `casleader_is_leader{key="served"} 0`)
 	assert.Contains(t, body, `casleader_leadership_transitions_total{key="served",transition="stopped"} 1`)
 	assert.Contains(t, body, `# TYPE casleader_renewal_duration_seconds histogram`)
+}
+
+// freezingNotifier blocks the elector's goroutine when it starts leading, until
+// frozen is closed.
+type freezingNotifier struct {
+	once   sync.Once
+	frozen chan struct{}
+}
+
+func (f *freezingNotifier) Subscribe(string, func()) func() { return func() {} }
+func (f *freezingNotifier) Observed(string, store.Record)   {}
+func (f *freezingNotifier) Leading(_ string, _ int64, leading bool) {
+	if leading {
+		f.once.Do(func() { <-f.frozen })
+	}
 }

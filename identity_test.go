@@ -1,0 +1,173 @@
+package casleader_test
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/casleader/casleader"
+	"github.com/casleader/casleader/internal/memstore"
+	"github.com/casleader/casleader/store"
+)
+
+// TestRowEditedToNameAnotherCandidateGivesItNoTerm: the row of a live leader is
+// edited to name another live candidate, keeping the leader's term. That
+// candidate never won the term: it must not act in it (it used to adopt it, and
+// both acted with one token until the old leader's next renewal).
+func TestRowEditedToNameAnotherCandidateGivesItNoTerm(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		a := newElector(t, st, cfg("a"))
+		stopA := running(t, a)
+		synctest.Wait()
+		require.True(t, a.IsLeader())
+		b := newElector(t, st, cfg("b"))
+		stopB := running(t, b)
+		synctest.Wait()
+		rec, _, err := st.Observe(t.Context(), "k")
+		require.NoError(t, err)
+		stolen := rec.Term
+		st.Put(store.Record{Key: "k", Version: rec.Version + 1, LeaderID: "b", Term: stolen})
+
+		for end := time.Now().Add(3 * lease); time.Now().Before(end); time.Sleep(time.Millisecond) {
+			synctest.Wait()
+			if b.IsLeader() {
+				require.NotEqual(t, stolen, b.Token(), "b acts in a term it never won")
+			}
+			require.False(t, a.IsLeader() && b.IsLeader(), "two leaders")
+		}
+		assert.True(t, a.IsLeader() || b.IsLeader(), "the edited lease expired and a new term was won")
+		require.NoError(t, stopA())
+		require.NoError(t, stopB(), "an edited row that nobody renews is no duplicate ID")
+	})
+}
+
+// TestTwoProcessesWithOneIDNeverShareATerm: a second process started with the ID
+// of the live leader must not adopt the leader's term; it reports the clash,
+// naming the ID, within about one lease, and stops.
+func TestTwoProcessesWithOneIDNeverShareATerm(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		first := newElector(t, st, cfg("a"))
+		stopFirst := running(t, first)
+		synctest.Wait()
+		require.True(t, first.IsLeader())
+		token := first.Token()
+
+		second := newElector(t, st, cfg("a"))
+		done := make(chan error, 1)
+		go func() { done <- second.Run(t.Context()) }()
+		start := time.Now()
+		var err error
+		for err == nil {
+			select {
+			case err = <-done:
+			case <-time.After(time.Millisecond):
+				require.False(t, second.IsLeader(), "the second process acts in the first's term")
+				require.Less(t, time.Since(start), lease+2*poll, "the duplicate ID was not reported within about one lease")
+			}
+		}
+		require.ErrorIs(t, err, casleader.ErrDuplicateID)
+		assert.Contains(t, err.Error(), `ID "a"`)
+		t.Logf("duplicate ID reported %v after the second process started (lease %v, poll %v)", time.Since(start), lease, poll)
+		assert.True(t, first.IsLeader(), "the first process leads on")
+		assert.Equal(t, token, first.Token())
+		require.NoError(t, stopFirst())
+	})
+}
+
+// TestRestartWithAStableID: a process that kept its lease on exit restarts with
+// the same ID. It does not adopt the old lease unless told which term to resume.
+func TestRestartWithAStableID(t *testing.T) {
+	// leadThenExit runs a leader that keeps its lease on exit and returns its token.
+	leadThenExit := func(t *testing.T, st *memstore.Store) int64 {
+		c := cfg("a")
+		c.KeepLeaseOnExit = true
+		el := newElector(t, st, c)
+		stop := running(t, el)
+		synctest.Wait()
+		require.True(t, el.IsLeader())
+		token := el.Token()
+		require.NoError(t, stop())
+		return token
+	}
+	t.Run("WithoutResumeTermTheOldLeaseExpiresFirst", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			st := memstore.New()
+			old := leadThenExit(t, st)
+			rec, _, err := st.Observe(t.Context(), "k")
+			require.NoError(t, err)
+			expires := time.Now().Add(lease - rec.Age)
+
+			el := newElector(t, st, cfg("a"))
+			stop := running(t, el)
+			time.Sleep(time.Until(expires) - time.Millisecond)
+			assert.False(t, el.IsLeader(), "the restarted process adopted a term it did not win")
+			time.Sleep(poll + poll/10)
+			require.True(t, el.IsLeader(), "it leads once the old lease expired")
+			assert.Greater(t, el.Token(), old, "in a new term")
+			require.NoError(t, stop(), "an earlier run's lease is no duplicate ID")
+		})
+	})
+	t.Run("ResumeTermResumesAtOnce", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			st := memstore.New()
+			old := leadThenExit(t, st)
+			c := cfg("a")
+			c.ResumeTerm = old
+			el := newElector(t, st, c)
+			stop := running(t, el)
+			synctest.Wait()
+			require.True(t, el.IsLeader(), "the resumed term is adopted at once")
+			assert.Equal(t, old, el.Token())
+			time.Sleep(3 * lease)
+			assert.True(t, el.IsLeader(), "and renewed")
+			require.NoError(t, stop())
+		})
+	})
+	t.Run("NegativeResumeTermIsRefused", func(t *testing.T) {
+		c := cfg("a")
+		c.ResumeTerm = -1
+		_, err := casleader.New(memstore.New(), c)
+		require.ErrorIs(t, err, casleader.ErrInvalidConfig)
+		assert.Contains(t, err.Error(), "ResumeTerm")
+	})
+}
+
+// TestLeaderWhoseTermIsRenewedByAnotherProcessStops: another process with the
+// leader's ID renews the leader's term. The leader's next renewal loses its
+// compare-and-set with no error of its own to explain it, and the row still shows
+// its ID and term at a higher version: that is not a reply it missed but a second
+// process acting with its token. It stops acting, releases nothing, and Run
+// reports the clash.
+func TestLeaderWhoseTermIsRenewedByAnotherProcessStops(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		el := newElector(t, st, cfg("a"))
+		done := make(chan error, 1)
+		go func() { done <- el.Run(t.Context()) }()
+		synctest.Wait()
+		require.True(t, el.IsLeader())
+		rec, _, err := st.Observe(t.Context(), "k")
+		require.NoError(t, err)
+		ok, err := st.Renew(t.Context(), "k", "a", rec.Version) // the other process
+		require.NoError(t, err)
+		require.True(t, ok)
+
+		var runErr error
+		select {
+		case runErr = <-done:
+		case <-time.After(2 * heartbeat):
+			t.Fatal("the leader went on renewing a term that another process renews")
+		}
+		require.ErrorIs(t, runErr, casleader.ErrDuplicateID)
+		assert.Contains(t, runErr.Error(), `ID "a"`)
+		assert.False(t, el.IsLeader())
+		after, _, err := st.Observe(t.Context(), "k")
+		require.NoError(t, err)
+		assert.Equal(t, "a", after.LeaderID, "the lease is the other process's too: not released")
+	})
+}
