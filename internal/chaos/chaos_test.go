@@ -32,6 +32,9 @@ const (
 	// envKinds restricts the faults on the leader to a comma-separated list of kinds
 	// (e.g. rollback-row,stop-leader).
 	envKinds = "CASLEADER_CHAOS_KINDS"
+	// envGroupKeys sets the number of keys of each group candidate (default 100 in a
+	// soak, 20 otherwise).
+	envGroupKeys = "CASLEADER_CHAOS_GROUP_KEYS"
 	// envDump, when set, writes every run's history as JSON to a temporary file.
 	envDump = "CASLEADER_CHAOS_DUMP"
 	// envRecheck names a history written by envDump for TestRecheck to check again.
@@ -77,54 +80,87 @@ func TestChaos(t *testing.T) {
 	if v := os.Getenv(envKinds); v != "" {
 		kinds = strings.Split(v, ",")
 	}
-	for _, db := range []struct {
-		name    string
-		dialect schema.Dialect
-		dsn     func(testing.TB) string
+	groupKeys := 20
+	if soak > 0 {
+		groupKeys = 100
+	}
+	if v := os.Getenv(envGroupKeys); v != "" {
+		n, err := strconv.Atoi(v)
+		require.NoError(t, err, "%s=%q", envGroupKeys, v)
+		require.Positive(t, n, "%s=%q: want a number of keys", envGroupKeys, v)
+		groupKeys = n
+	}
+	// Every run at once: an Elector per candidate, and a group per candidate.
+	for _, mode := range []struct {
+		name string
+		keys int // 0: an Elector on one key
 	}{
-		{"MariaDB", schema.MySQL, testdb.MySQLDSN},
-		{"PostgreSQL", schema.Postgres, testdb.PostgresDSN},
+		{"Elector", 0},
+		{"Group", groupKeys},
 	} {
-		t.Run(db.name, func(t *testing.T) {
+		t.Run(mode.name, func(t *testing.T) {
 			t.Parallel()
-			dsn := db.dsn(t)
-			t.Logf("seed %d (%s=%d repeats the schedule)", seed, envSeed, seed)
-			c, err := chaos.New(chaos.Config{
-				Dialect: db.dialect, DSN: dsn, Table: testdb.Name(t),
-				Candidates: 3,
-				Lease:      lease, Renew: renew, Heartbeat: heartbeat, Poll: poll, Slack: slack,
-				Trials: trials, Duration: soak, Seed: seed, Kinds: kinds, ClockOffsets: true,
-				Logf: t.Logf,
-			})
-			require.NoError(t, err)
-			t.Cleanup(c.Close)
-			ctx := context.Background()
-			start := time.Now()
-			rep, err := c.Run(ctx)
-			require.NoError(t, err)
-			summary := fmt.Sprintf("%s chaos run: %v, seed %d, L=%v R=%v H=%v P=%v slack=%v\n%s",
-				db.name, time.Since(start).Round(time.Second), seed, lease, renew, heartbeat, poll, slack, rep)
-			t.Log(summary)
-			if path := os.Getenv(envReport); path != "" {
-				f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-				require.NoError(t, err)
-				_, err = f.WriteString(summary + "\n")
-				require.NoError(t, err)
-				require.NoError(t, f.Close())
-			}
-			require.NotZero(t, rep.ActionsChecked, "no fenced action was performed")
-			if os.Getenv("CI") != "" {
-				// CI runs as root on a kernel with time namespaces: the clock-offset
-				// fault must really have run there.
-				require.Greater(t, slices.Max(rep.ClockOffsets), time.Hour-time.Nanosecond, "no candidate ran with an offset clock")
-			}
-			if !rep.OK() || os.Getenv(envDump) != "" {
-				dumpHistory(t, c.History)
-			}
-			if !rep.OK() {
-				t.Errorf("the history has %d violations:\n%s", len(rep.Violations), rep)
+			for _, db := range databases {
+				t.Run(db.name, func(t *testing.T) {
+					t.Parallel()
+					chaosRun(t, db.name, db.dialect, db.dsn(t), mode.keys, trials, soak, seed, kinds)
+				})
 			}
 		})
+	}
+}
+
+var databases = []struct {
+	name    string
+	dialect schema.Dialect
+	dsn     func(testing.TB) string
+}{
+	{"MariaDB", schema.MySQL, testdb.MySQLDSN},
+	{"PostgreSQL", schema.Postgres, testdb.PostgresDSN},
+}
+
+// chaosRun runs one cluster (of Electors, or of groups over keys keys) and checks
+// its history.
+func chaosRun(t *testing.T, name string, dialect schema.Dialect, dsn string, keys, trials int, soak time.Duration, seed uint64, kinds []string) {
+	if keys > 0 {
+		name = fmt.Sprintf("%s, groups of %d keys,", name, keys)
+	}
+	t.Logf("seed %d (%s=%d repeats the schedule)", seed, envSeed, seed)
+	c, err := chaos.New(chaos.Config{
+		Dialect: dialect, DSN: dsn, Table: testdb.Name(t),
+		Candidates: 3, Keys: keys,
+		Lease: lease, Renew: renew, Heartbeat: heartbeat, Poll: poll, Slack: slack,
+		Trials: trials, Duration: soak, Seed: seed, Kinds: kinds, ClockOffsets: true,
+		Logf: t.Logf,
+	})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	ctx := context.Background()
+	start := time.Now()
+	rep, err := c.Run(ctx)
+	require.NoError(t, err)
+	summary := fmt.Sprintf("%s chaos run: %v, seed %d, L=%v R=%v H=%v P=%v slack=%v\n%s",
+		name, time.Since(start).Round(time.Second), seed, lease, renew, heartbeat, poll, slack, rep)
+	t.Log(summary)
+	if path := os.Getenv(envReport); path != "" {
+		f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		require.NoError(t, err)
+		_, err = f.WriteString(summary + "\n")
+		require.NoError(t, err)
+		require.NoError(t, f.Close())
+	}
+	require.NotZero(t, rep.ActionsChecked, "no fenced action was performed")
+	require.Equal(t, max(keys, 1), rep.Keys, "keys checked")
+	if os.Getenv("CI") != "" {
+		// CI runs as root on a kernel with time namespaces: the clock-offset
+		// fault must really have run there.
+		require.Greater(t, slices.Max(rep.ClockOffsets), time.Hour-time.Nanosecond, "no candidate ran with an offset clock")
+	}
+	if !rep.OK() || os.Getenv(envDump) != "" {
+		dumpHistory(t, c.History)
+	}
+	if !rep.OK() {
+		t.Errorf("the history has %d violations:\n%s", len(rep.Violations), rep)
 	}
 }
 

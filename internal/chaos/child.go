@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/casleader/casleader"
+	"github.com/casleader/casleader/group"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
 )
@@ -37,6 +38,9 @@ const (
 	envTable   = "CASLEADER_CHAOS_TABLE"
 	envActions = "CASLEADER_CHAOS_ACTIONS"
 	envKey     = "CASLEADER_CHAOS_KEY"
+	// envKeys, when set to n > 0, makes the candidate run a group over n keys
+	// (see [GroupKeys]) instead of an Elector on the one key envKey.
+	envKeys    = "CASLEADER_CHAOS_KEYS"
 	envID      = "CASLEADER_CHAOS_ID"
 	envTimings = "CASLEADER_CHAOS_TIMINGS" // lease,renew,heartbeat,poll
 	envIdle    = "CASLEADER_CHAOS_IDLE"    // MySQL session variable that aborts idle transactions
@@ -45,7 +49,7 @@ const (
 	// ahead of the host's: the candidate runs in a time namespace of its own.
 	envMonoOffset = "CASLEADER_CHAOS_MONO_OFFSET"
 	// EnvLogDir names a directory where the parent keeps every candidate's log, as
-	// <dialect>-<candidate>.log.
+	// <dialect>-<candidate>.log (<dialect>-group-<candidate>.log for a group's).
 	EnvLogDir = "CASLEADER_CHAOS_LOGDIR"
 )
 
@@ -78,19 +82,25 @@ func (e *events) emit(format string, args ...any) {
 
 // childTx is a transaction of the candidate's application, of either driver family.
 type childTx interface {
-	guard(ctx context.Context, token int64) error      // the elector's guard
-	guardStore(ctx context.Context, token int64) error // the store's guard only (no local check)
-	insert(ctx context.Context, token, seq, check int64) error
+	guard(ctx context.Context, key string, token int64) error      // the elector's guard (a group's: local check, then the store's)
+	guardStore(ctx context.Context, key string, token int64) error // the store's guard only (no local check)
+	insert(ctx context.Context, key string, token, seq, check int64) error
 	commit(ctx context.Context) error
 	rollback()
 }
 
+// child is one candidate: an Elector on one key, or a group over many (g != nil).
 type child struct {
-	id, key     string
-	dialect     schema.Dialect
-	lease       time.Duration
-	el          *casleader.Elector
-	st          casleader.Store
+	id      string
+	keys    []string // the Elector's one key, or the group's keys
+	dialect schema.Dialect
+	lease   time.Duration
+	el      *casleader.Elector
+	g       *group.Group
+	st      interface {
+		casleader.Store
+		group.Store
+	}
 	begin       func(ctx context.Context) (childTx, error)
 	ev          *events
 	log         *slog.Logger
@@ -98,6 +108,16 @@ type child struct {
 	seqMu       sync.Mutex
 	stale       sync.WaitGroup
 	insertQuery string
+	// targets are a group's keys to act on, kept by pollBelief (see actLoop).
+	targetsMu sync.Mutex
+	targets   map[string]target
+}
+
+// target is a key of a group that a candidate leads (until is zero) or led until
+// recently: its careless writer goes on with the old token until until.
+type target struct {
+	token int64
+	until time.Time
 }
 
 // Child runs one candidate until SIGTERM and returns the process's exit code. The
@@ -119,7 +139,15 @@ func Child() int {
 
 	pollDone := make(chan struct{})
 	go func() { defer close(pollDone); c.pollBelief(ctx) }()
-	err = c.el.Run(ctx)
+	if c.g != nil {
+		for range groupActors {
+			c.stale.Add(1)
+			go func() { defer c.stale.Done(); c.actLoop(ctx) }()
+		}
+		err = c.g.Run(ctx)
+	} else {
+		err = c.el.Run(ctx)
+	}
 	<-pollDone
 	c.stale.Wait()
 	if err != nil {
@@ -143,13 +171,25 @@ func newChild(log *slog.Logger) (*child, func(), error) {
 		}
 		*p = d
 	}
+	nkeys := 0
+	if v := os.Getenv(envKeys); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return nil, nil, fmt.Errorf("%s=%q: want a number of keys (0: one Elector)", envKeys, v)
+		}
+		nkeys = n
+	}
 	c := &child{
 		id:      os.Getenv(envID),
-		key:     os.Getenv(envKey),
+		keys:    []string{os.Getenv(envKey)},
 		dialect: schema.Dialect(os.Getenv(envDialect)),
 		lease:   lease,
 		ev:      &events{f: os.NewFile(3, "events")},
 		log:     log.With("id", os.Getenv(envID)),
+		targets: map[string]target{},
+	}
+	if nkeys > 0 {
+		c.keys = GroupKeys(os.Getenv(envKey), nkeys)
 	}
 	table, actions := os.Getenv(envTable), os.Getenv(envActions)
 	qa, err := schema.Quote(c.dialect, actions)
@@ -165,7 +205,7 @@ func newChild(log *slog.Logger) (*child, func(), error) {
 	dsn, addr := os.Getenv(envDSN), os.Getenv(envAddr)
 	switch c.dialect {
 	case schema.MySQL:
-		c.insertQuery = "INSERT INTO " + qa + " (token, cand, seq, chk) VALUES (?, ?, ?, ?)"
+		c.insertQuery = "INSERT INTO " + qa + " (ekey, token, cand, seq, chk) VALUES (?, ?, ?, ?, ?)"
 		cfg, err := mysql.ParseDSN(dsn)
 		if err != nil {
 			return nil, nil, err
@@ -200,7 +240,7 @@ func newChild(log *slog.Logger) (*child, func(), error) {
 			return &sqlChildTx{c: c, tx: tx, st: st}, err
 		}
 	case schema.Postgres:
-		c.insertQuery = "INSERT INTO " + qa + " (token, cand, seq, chk) VALUES ($1, $2, $3, $4)"
+		c.insertQuery = "INSERT INTO " + qa + " (ekey, token, cand, seq, chk) VALUES ($1, $2, $3, $4, $5)"
 		pool, err := pgPool(dsn, addr, nil)
 		if err != nil {
 			return nil, nil, err
@@ -225,18 +265,42 @@ func newChild(log *slog.Logger) (*child, func(), error) {
 	default:
 		return nil, nil, fmt.Errorf("%s=%q: want mysql or postgres", envDialect, c.dialect)
 	}
-	el, err := casleader.New(c.st, casleader.Config{
-		Key: c.key, ID: c.id,
-		LeaseDuration: lease, RenewDeadline: renew, HeartbeatInterval: beat, PollInterval: poll,
-		Logger:           log,
-		OnStartedLeading: c.lead,
-	})
+	if nkeys > 0 {
+		c.g, err = group.New(c.st, group.Config{
+			ID: c.id, Keys: c.keys,
+			LeaseDuration: lease, RenewDeadline: renew, HeartbeatInterval: beat, PollInterval: poll,
+			Logger: log,
+		})
+	} else {
+		c.el, err = casleader.New(c.st, casleader.Config{
+			Key: c.keys[0], ID: c.id,
+			LeaseDuration: lease, RenewDeadline: renew, HeartbeatInterval: beat, PollInterval: poll,
+			Logger:           log,
+			OnStartedLeading: c.lead,
+		})
+	}
 	if err != nil {
 		closeAll()
 		return nil, nil, err
 	}
-	c.el = el
 	return c, closeAll, nil
+}
+
+// GroupKeys returns the n keys of a group's elections, named after key.
+func GroupKeys(key string, n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("%s-%03d", key, i)
+	}
+	return keys
+}
+
+// token returns the fencing token of key while this candidate leads it, else 0.
+func (c *child) token(key string) int64 {
+	if c.g != nil {
+		return c.g.Token(key)
+	}
+	return c.el.Token()
 }
 
 func pgPool(dsn, addr string, params map[string]string) (*pgxpool.Pool, error) {
@@ -258,24 +322,34 @@ func pgPool(dsn, addr string, params map[string]string) (*pgxpool.Pool, error) {
 	return pgxpool.NewWithConfig(context.Background(), cfg)
 }
 
-// pollBelief reports belief intervals: "B <mono> <token>" when IsLeader() is first
-// seen true, "E <mono>" with the last instant it was seen true once it is false.
-// It samples every millisecond while leading, every 5 ms otherwise.
+// pollBelief reports belief intervals, per key: "B <mono> <token> <key>" when
+// IsLeader() is first seen true, "E <mono> <key>" with the last instant it was seen
+// true once it is false. It samples every millisecond while leading some key, every
+// 5 ms otherwise. For a group it keeps the targets of actLoop too.
 func (c *child) pollBelief(ctx context.Context) {
-	leading := false
-	var last int64
+	type belief struct {
+		token, last int64 // token 0: not leading
+	}
+	beliefs := make([]belief, len(c.keys))
 	for {
-		now := Mono()
-		tok := c.el.Token()
-		switch {
-		case tok != 0 && !leading:
-			leading, last = true, now
-			c.ev.emit("B %d %d", now, tok)
-		case tok != 0:
-			last = now
-		case leading:
-			leading = false
-			c.ev.emit("E %d", last)
+		leading := false
+		for i, key := range c.keys {
+			now := Mono()
+			tok := c.token(key)
+			b := &beliefs[i]
+			switch {
+			case tok != 0 && b.token == 0:
+				b.token, b.last = tok, now
+				c.ev.emit("B %d %d %s", now, tok, key)
+				c.setTarget(key, target{token: tok})
+			case tok != 0:
+				b.last = now
+			case b.token != 0:
+				c.ev.emit("E %d %s", b.last, key)
+				c.setTarget(key, target{token: b.token, until: time.Now().Add(c.lease)})
+				b.token = 0
+			}
+			leading = leading || b.token != 0
 		}
 		if ctx.Err() != nil && !leading {
 			return
@@ -288,15 +362,28 @@ func (c *child) pollBelief(ctx context.Context) {
 	}
 }
 
+func (c *child) setTarget(key string, t target) {
+	if c.g == nil {
+		return // an Elector acts from OnStartedLeading (lead)
+	}
+	c.targetsMu.Lock()
+	defer c.targetsMu.Unlock()
+	c.targets[key] = t
+}
+
 const actionEvery = 15 * time.Millisecond
+
+// groupActors is how many fenced actions a group's candidate runs at once.
+const groupActors = 2
 
 // lead is OnStartedLeading: fenced actions until the leadership context ends, half
 // through the elector's guard with that context, half through the store's guard
 // alone. Then a careless writer goes on for one lease with the store's guard and a
 // context of its own: the database must refuse every one of its writes.
 func (c *child) lead(ctx context.Context, token int64) {
+	key := c.keys[0]
 	for i := 0; ctx.Err() == nil; i++ {
-		c.act(ctx, token, i%2 == 1)
+		c.act(ctx, key, token, i%2 == 1)
 		sleep(ctx, actionEvery)
 	}
 	c.stale.Add(1)
@@ -305,11 +392,69 @@ func (c *child) lead(ctx context.Context, token int64) {
 		until := time.Now().Add(c.lease)
 		for time.Now().Before(until) {
 			actx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			c.act(actx, token, true)
+			c.act(actx, key, token, true)
 			cancel()
 			time.Sleep(actionEvery + rand.N(actionEvery))
 		}
 	}()
+}
+
+// actLoop is one of a group's fenced writers, until ctx ends and no careless write
+// is left: a group has no leadership context per key, so its writers pick a key at
+// random among those it leads (half through the group's local check and the store's
+// guard, half through the store's guard alone) or, as often when there are some,
+// among those it stopped leading less than a lease ago, with their old token, the
+// store's guard alone and a context that leadership does not cancel, as a careless
+// application would: the database must refuse those writes.
+func (c *child) actLoop(ctx context.Context) {
+	for i := 0; ; i++ {
+		now := time.Now()
+		var leading, stale []string
+		c.targetsMu.Lock()
+		for key, t := range c.targets {
+			switch {
+			case t.until.IsZero():
+				leading = append(leading, key)
+			case now.Before(t.until):
+				stale = append(stale, key)
+			default:
+				delete(c.targets, key)
+			}
+		}
+		c.targetsMu.Unlock()
+		if ctx.Err() != nil && len(stale) == 0 {
+			return
+		}
+		pickStale := len(stale) > 0 && (ctx.Err() != nil || len(leading) == 0 || rand.N(2) == 0)
+		switch {
+		case pickStale:
+			key := stale[rand.N(len(stale))]
+			actx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			c.act(actx, key, c.targetToken(key), true)
+			cancel()
+		case len(leading) > 0 && ctx.Err() == nil:
+			key := leading[rand.N(len(leading))]
+			actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			c.act(actx, key, c.targetToken(key), i%2 == 1)
+			cancel()
+		}
+		time.Sleep(actionEvery + rand.N(actionEvery))
+	}
+}
+
+func (c *child) targetToken(key string) int64 {
+	c.targetsMu.Lock()
+	defer c.targetsMu.Unlock()
+	return c.targets[key].token
+}
+
+// localGuard is the check of the elector's guard that does not ask the database:
+// does this candidate lead key in the term of token now?
+func (c *child) localGuard(key string, token int64) error {
+	if c.token(key) != token {
+		return casleader.ErrNotLeader
+	}
+	return nil
 }
 
 func sleep(ctx context.Context, d time.Duration) {
@@ -321,10 +466,10 @@ func sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
-// act runs one fenced action: check, begin, guard, insert, commit.
-func (c *child) act(ctx context.Context, token int64, storeOnly bool) {
+// act runs one fenced action on key: check, begin, guard, insert, commit.
+func (c *child) act(ctx context.Context, key string, token int64, storeOnly bool) {
 	check := Mono()
-	if !storeOnly && !c.el.IsLeader() {
+	if !storeOnly && c.localGuard(key, token) != nil {
 		return
 	}
 	tx, err := c.begin(ctx)
@@ -334,9 +479,9 @@ func (c *child) act(ctx context.Context, token int64, storeOnly bool) {
 	}
 	defer tx.rollback()
 	if storeOnly {
-		err = tx.guardStore(ctx, token)
+		err = tx.guardStore(ctx, key, token)
 	} else {
-		err = tx.guard(ctx, token)
+		err = tx.guard(ctx, key, token)
 	}
 	if err != nil {
 		c.reject(err)
@@ -346,7 +491,7 @@ func (c *child) act(ctx context.Context, token int64, storeOnly bool) {
 	c.seq++
 	seq := c.seq
 	c.seqMu.Unlock()
-	if err := tx.insert(ctx, token, seq, check); err != nil {
+	if err := tx.insert(ctx, key, token, seq, check); err != nil {
 		c.reject(err)
 		return
 	}
@@ -372,14 +517,20 @@ type sqlChildTx struct {
 	st *store.MySQL
 }
 
-func (x *sqlChildTx) guard(ctx context.Context, token int64) error {
-	return x.c.el.Guard(ctx, x.tx, token)
+func (x *sqlChildTx) guard(ctx context.Context, key string, token int64) error {
+	if x.c.g == nil {
+		return x.c.el.Guard(ctx, x.tx, token)
+	}
+	if err := x.c.localGuard(key, token); err != nil {
+		return err
+	}
+	return x.guardStore(ctx, key, token)
 }
-func (x *sqlChildTx) guardStore(ctx context.Context, token int64) error {
-	return x.st.Guard(ctx, x.tx, x.c.key, x.c.id, token, x.c.lease)
+func (x *sqlChildTx) guardStore(ctx context.Context, key string, token int64) error {
+	return x.st.Guard(ctx, x.tx, key, x.c.id, token, x.c.lease)
 }
-func (x *sqlChildTx) insert(ctx context.Context, token, seq, check int64) error {
-	_, err := x.tx.ExecContext(ctx, x.c.insertQuery, token, x.c.id, seq, check)
+func (x *sqlChildTx) insert(ctx context.Context, key string, token, seq, check int64) error {
+	_, err := x.tx.ExecContext(ctx, x.c.insertQuery, key, token, x.c.id, seq, check)
 	return err
 }
 func (x *sqlChildTx) commit(context.Context) error { return x.tx.Commit() }
@@ -391,14 +542,20 @@ type pgxChildTx struct {
 	st *store.Postgres
 }
 
-func (x *pgxChildTx) guard(ctx context.Context, token int64) error {
-	return x.c.el.GuardPgx(ctx, x.tx, token)
+func (x *pgxChildTx) guard(ctx context.Context, key string, token int64) error {
+	if x.c.g == nil {
+		return x.c.el.GuardPgx(ctx, x.tx, token)
+	}
+	if err := x.c.localGuard(key, token); err != nil {
+		return err
+	}
+	return x.guardStore(ctx, key, token)
 }
-func (x *pgxChildTx) guardStore(ctx context.Context, token int64) error {
-	return x.st.GuardPgx(ctx, x.tx, x.c.key, x.c.id, token, x.c.lease)
+func (x *pgxChildTx) guardStore(ctx context.Context, key string, token int64) error {
+	return x.st.GuardPgx(ctx, x.tx, key, x.c.id, token, x.c.lease)
 }
-func (x *pgxChildTx) insert(ctx context.Context, token, seq, check int64) error {
-	_, err := x.tx.Exec(ctx, x.c.insertQuery, pgx.QueryExecModeExec, token, x.c.id, seq, check)
+func (x *pgxChildTx) insert(ctx context.Context, key string, token, seq, check int64) error {
+	_, err := x.tx.Exec(ctx, x.c.insertQuery, pgx.QueryExecModeExec, key, token, x.c.id, seq, check)
 	return err
 }
 func (x *pgxChildTx) commit(ctx context.Context) error { return x.tx.Commit(ctx) }

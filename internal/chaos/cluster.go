@@ -40,6 +40,10 @@ type Config struct {
 	Table   string         // election table (created, and dropped by Close)
 
 	Candidates int // candidate processes alive at any time (default 3)
+	// Keys, when not zero, makes every candidate run a group (package group) over
+	// this many keys instead of an Elector on one key. Faults then hit the candidate
+	// that leads the most keys, and the history is checked on each key by itself.
+	Keys int
 
 	Lease, Renew, Heartbeat, Poll time.Duration
 	Slack                         time.Duration // added to Lease + Poll for the liveness bound
@@ -68,6 +72,7 @@ type Cluster struct {
 	cfg     Config
 	rng     *rand.Rand
 	key     string
+	keys    []string // the elections: key alone, or the group's keys
 	actions string
 	db      *sql.DB // direct connection of the parent (no proxy)
 	up      string  // the database's host:port
@@ -76,9 +81,9 @@ type Cluster struct {
 	mu       sync.Mutex
 	slots    []*proc
 	all      []*proc
-	open     map[string]Interval // beliefs not ended yet, by candidate
+	open     map[belief]Interval // beliefs not ended yet
 	hist     History
-	snaps    []snapshot
+	snaps    []snapSet
 	failures []string // unexpected exits of candidates
 	nextID   int
 	timens   bool // candidates may be started with offset clocks
@@ -100,11 +105,20 @@ type proc struct {
 	logFile *os.File
 }
 
-// snapshot is the election row as the parent read it.
+// belief names an open belief: candidate cand on key.
+type belief struct{ cand, key string }
+
+// snapshot is an election row as the parent read it.
 type snapshot struct {
-	at                  int64
+	key                 string
 	version, term, tick int64 // tick in microseconds since the epoch
 	leader              string
+}
+
+// snapSet is every election row of the table, read at the same time.
+type snapSet struct {
+	at   int64
+	rows []snapshot
 }
 
 // New prepares a cluster: tables, proxies. It starts no process.
@@ -116,14 +130,21 @@ func New(cfg Config) (*Cluster, error) {
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
+	if cfg.Keys < 0 {
+		return nil, fmt.Errorf("chaos: Keys (%d) must not be negative", cfg.Keys)
+	}
 	c := &Cluster{
 		cfg:     cfg,
 		rng:     rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
 		key:     "chaos",
+		keys:    []string{"chaos"},
 		actions: cfg.Table + "_actions",
-		open:    map[string]Interval{},
-		hist:    History{Rejected: map[string]int{}},
+		open:    map[belief]Interval{},
 	}
+	if cfg.Keys > 0 {
+		c.keys = GroupKeys(c.key, cfg.Keys)
+	}
+	c.hist = History{Keys: c.keys, Rejected: map[string]int{}}
 	if cfg.ClockOffsets {
 		c.timens = timeNamespaces()
 		if !c.timens {
@@ -190,7 +211,7 @@ func (c *Cluster) createTables(ctx context.Context) error {
 		id = "id BIGSERIAL PRIMARY KEY"
 	}
 	_, err := c.db.ExecContext(ctx, "CREATE TABLE "+c.quote(c.actions)+" ("+id+
-		", token BIGINT NOT NULL, cand VARCHAR(64) NOT NULL, seq BIGINT NOT NULL, chk BIGINT NOT NULL)")
+		", ekey VARCHAR(255) NOT NULL, token BIGINT NOT NULL, cand VARCHAR(64) NOT NULL, seq BIGINT NOT NULL, chk BIGINT NOT NULL)")
 	return err
 }
 
@@ -249,6 +270,7 @@ func (c *Cluster) start(slot int) error {
 		envTable+"="+cfg.Table,
 		envActions+"="+c.actions,
 		envKey+"="+c.key,
+		envKeys+"="+strconv.Itoa(cfg.Keys),
 		envID+"="+id,
 		envTimings+"="+strings.Join([]string{cfg.Lease.String(), cfg.Renew.String(), cfg.Heartbeat.String(), cfg.Poll.String()}, ","),
 		envIdle+"="+c.idleVariable(context.Background()),
@@ -258,8 +280,13 @@ func (c *Cluster) start(slot int) error {
 	cmd.Stderr = p.stderr
 	if dir := os.Getenv(EnvLogDir); dir != "" {
 		// Keep each candidate's whole log too (slog text lines, Debug and up).
-		// Named after the dialect too: runs on two databases may share the directory.
-		if f, err := os.Create(filepath.Join(dir, string(cfg.Dialect)+"-"+id+".log")); err == nil {
+		// Named after the dialect and the mode too: runs on two databases, of
+		// Electors and of groups, may share the directory.
+		name := string(cfg.Dialect) + "-" + id + ".log"
+		if cfg.Keys > 0 {
+			name = string(cfg.Dialect) + "-group-" + id + ".log"
+		}
+		if f, err := os.Create(filepath.Join(dir, name)); err == nil {
 			cmd.Stderr = io.MultiWriter(p.stderr, f)
 			cmd.Env = append(cmd.Env, envDebug+"=1")
 			p.logFile = f
@@ -315,15 +342,15 @@ func (c *Cluster) read(p *proc, r *os.File) {
 		c.mu.Lock()
 		switch f[0] {
 		case "B":
-			if len(f) == 3 {
+			if len(f) == 4 {
 				at, _ := strconv.ParseInt(f[1], 10, 64)
 				tok, _ := strconv.ParseInt(f[2], 10, 64)
-				c.open[p.id] = Interval{Cand: p.id, Token: tok, Start: at}
+				c.open[belief{p.id, f[3]}] = Interval{Cand: p.id, Token: tok, Start: at, Key: f[3]}
 			}
 		case "E":
-			if len(f) == 2 {
+			if len(f) == 3 {
 				at, _ := strconv.ParseInt(f[1], 10, 64)
-				c.closeBelief(p.id, at)
+				c.closeBelief(belief{p.id, f[2]}, at)
 			}
 		case "R":
 			if len(f) == 2 {
@@ -339,43 +366,66 @@ func (c *Cluster) read(p *proc, r *os.File) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p.err = err
-	if _, ok := c.open[p.id]; ok {
-		// Killed while leading: its belief ended when it died (the harness closed it
-		// already at the kill). An unexpected death is closed here.
-		c.closeBelief(p.id, Mono())
-	}
+	// Killed while leading: its beliefs ended when it died (the harness closed them
+	// already at the kill). An unexpected death is closed here.
+	c.closeBeliefs(p.id, Mono())
 	if !p.killed && err != nil {
 		c.failures = append(c.failures, fmt.Sprintf("candidate %s exited: %v\n%s", p.id, err, p.stderr.String()))
 	}
 	close(p.exited)
 }
 
-func (c *Cluster) closeBelief(id string, end int64) {
-	b, ok := c.open[id]
+func (c *Cluster) closeBelief(k belief, end int64) {
+	b, ok := c.open[k]
 	if !ok {
 		return
 	}
-	delete(c.open, id)
+	delete(c.open, k)
 	b.End = max(end, b.Start)
 	c.hist.Beliefs = append(c.hist.Beliefs, b)
 }
 
-// leader returns the candidate that believes it leads now (the most recent one if
-// several do), or nil.
+// closeBeliefs ends every open belief of candidate id at end.
+func (c *Cluster) closeBeliefs(id string, end int64) {
+	for k := range c.open {
+		if k.cand == id {
+			c.closeBelief(k, end)
+		}
+	}
+}
+
+// leader returns the candidate that believes it leads the most keys now (of those,
+// the one whose latest belief began last), or nil if some key has no leader.
 func (c *Cluster) leader() *proc {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	led := map[string]bool{}
 	var best *proc
-	var at int64
+	var bestN int
+	var bestAt int64
 	for _, p := range c.slots {
-		if b, ok := c.open[p.id]; ok && p.cmd != nil && (best == nil || b.Start > at) {
-			best, at = p, b.Start
+		if p.cmd == nil {
+			continue
 		}
+		n, at := 0, int64(0)
+		for _, key := range c.keys {
+			if b, ok := c.open[belief{p.id, key}]; ok {
+				led[key] = true
+				n, at = n+1, max(at, b.Start)
+			}
+		}
+		if n > 0 && (best == nil || n > bestN || n == bestN && at > bestAt) {
+			best, bestN, bestAt = p, n, at
+		}
+	}
+	if len(led) < len(c.keys) {
+		return nil
 	}
 	return best
 }
 
-// waitLeader waits up to d for a leader and returns it, or nil.
+// waitLeader waits up to d until every key has a leader and returns the candidate
+// that leads the most, or nil.
 func (c *Cluster) waitLeader(ctx context.Context, d time.Duration) *proc {
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
@@ -387,11 +437,11 @@ func (c *Cluster) waitLeader(ctx context.Context, d time.Duration) *proc {
 	return nil
 }
 
-// snapshotLoop reads the election row every 200 ms for rollback faults.
+// snapshotLoop reads the election rows every 200 ms for rollback faults.
 func (c *Cluster) snapshotLoop(ctx context.Context) {
-	q := "SELECT version, term, leader_id, TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', tick_time) FROM " + c.quote(c.cfg.Table) + " WHERE elect_key = ?"
+	q := "SELECT elect_key, version, term, leader_id, TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', tick_time) FROM " + c.quote(c.cfg.Table)
 	if c.cfg.Dialect == schema.Postgres {
-		q = "SELECT version, term, leader_id, (EXTRACT(EPOCH FROM tick_time) * 1000000)::bigint FROM " + c.quote(c.cfg.Table) + " WHERE elect_key = $1"
+		q = "SELECT elect_key, version, term, leader_id, (EXTRACT(EPOCH FROM tick_time) * 1000000)::bigint FROM " + c.quote(c.cfg.Table)
 	}
 	t := time.NewTicker(200 * time.Millisecond)
 	defer t.Stop()
@@ -401,16 +451,14 @@ func (c *Cluster) snapshotLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		var s snapshot
 		rctx, cancel := context.WithTimeout(ctx, time.Second)
-		err := c.db.QueryRowContext(rctx, q, c.key).Scan(&s.version, &s.term, &s.leader, &s.tick)
+		set, err := c.readRows(rctx, q)
 		cancel()
-		if err != nil {
+		if err != nil || len(set.rows) == 0 {
 			continue
 		}
-		s.at = Mono()
 		c.mu.Lock()
-		c.snaps = append(c.snaps, s)
+		c.snaps = append(c.snaps, set)
 		if len(c.snaps) > 100 {
 			c.snaps = c.snaps[len(c.snaps)-100:]
 		}
@@ -418,11 +466,30 @@ func (c *Cluster) snapshotLoop(ctx context.Context) {
 	}
 }
 
-// rollback writes back a snapshot between 1 and 8 seconds old.
+func (c *Cluster) readRows(ctx context.Context, q string) (snapSet, error) {
+	rows, err := c.db.QueryContext(ctx, q)
+	if err != nil {
+		return snapSet{}, err
+	}
+	defer rows.Close()
+	var set snapSet
+	for rows.Next() {
+		var s snapshot
+		if err := rows.Scan(&s.key, &s.version, &s.term, &s.leader, &s.tick); err != nil {
+			return snapSet{}, err
+		}
+		set.rows = append(set.rows, s)
+	}
+	set.at = Mono()
+	return set, rows.Err()
+}
+
+// rollback writes back the rows of a snapshot between 1 and 8 seconds old, all in
+// one transaction: a failover that lost the writes of the last seconds.
 func (c *Cluster) rollback(ctx context.Context) (string, error) {
 	now := Mono()
 	c.mu.Lock()
-	var cands []snapshot
+	var cands []snapSet
 	for _, s := range c.snaps {
 		if age := time.Duration(now - s.at); age >= time.Second && age <= 8*time.Second {
 			cands = append(cands, s)
@@ -432,15 +499,30 @@ func (c *Cluster) rollback(ctx context.Context) (string, error) {
 	if len(cands) == 0 {
 		return "", errors.New("no snapshot old enough")
 	}
-	s := cands[c.rng.IntN(len(cands))]
+	set := cands[c.rng.IntN(len(cands))]
 	q := "UPDATE " + c.quote(c.cfg.Table) + " SET version = ?, term = ?, leader_id = ?, tick_time = TIMESTAMPADD(MICROSECOND, ?, '1970-01-01 00:00:00'), handover_to = '', stepdown = 0 WHERE elect_key = ?"
 	if c.cfg.Dialect == schema.Postgres {
 		q = "UPDATE " + c.quote(c.cfg.Table) + " SET version = $1, term = $2, leader_id = $3, tick_time = timestamptz 'epoch' + $4::bigint * interval '1 microsecond', handover_to = '', stepdown = 0 WHERE elect_key = $5"
 	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_, err := c.db.ExecContext(wctx, q, s.version, s.term, s.leader, s.tick, c.key)
-	return fmt.Sprintf("version %d term %d leader %q, %v old", s.version, s.term, s.leader, time.Duration(now-s.at).Round(time.Millisecond)), err
+	tx, err := c.db.BeginTx(wctx, nil)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = tx.Rollback() }()
+	for _, s := range set.rows {
+		if _, err := tx.ExecContext(wctx, q, s.version, s.term, s.leader, s.tick, s.key); err != nil {
+			return "", err
+		}
+	}
+	age := time.Duration(now - set.at).Round(time.Millisecond)
+	note := fmt.Sprintf("%d rows, %v old", len(set.rows), age)
+	if len(set.rows) == 1 {
+		s := set.rows[0]
+		note = fmt.Sprintf("version %d term %d leader %q, %v old", s.version, s.term, s.leader, age)
+	}
+	return note, tx.Commit()
 }
 
 // toxic adds a toxic to p's proxy.
@@ -614,7 +696,7 @@ func (c *Cluster) kill(p *proc) error {
 	err := p.cmd.Process.Kill()
 	now := Mono()
 	c.mu.Lock()
-	c.closeBelief(p.id, now)
+	c.closeBeliefs(p.id, now)
 	c.mu.Unlock()
 	<-p.exited
 	return err
@@ -663,7 +745,7 @@ func (c *Cluster) Run(ctx context.Context) (Report, error) {
 	}
 	bound := cfg.Lease + cfg.Poll + cfg.Slack
 	if c.waitLeader(ctx, 30*time.Second) == nil {
-		return Report{}, c.harnessError("no leader within 30s of the start")
+		return Report{}, c.harnessError("no leader (of every key) within 30s of the start")
 	}
 	begin := time.Now()
 	for trial := 0; ; trial++ {
@@ -679,7 +761,7 @@ func (c *Cluster) Run(ctx context.Context) (Report, error) {
 		time.Sleep(time.Duration(300+c.rng.IntN(1200)) * time.Millisecond) // let it work
 		leader := c.waitLeader(ctx, bound)
 		if leader == nil {
-			return Report{}, c.harnessError(fmt.Sprintf("trial %d: no leader to hit", trial))
+			return Report{}, c.harnessError(fmt.Sprintf("trial %d: no leader to hit (of every key) within %v", trial, bound))
 		}
 		plans := c.pick(leader)
 		f := Fault{Leader: leader.id, Start: Mono()}
@@ -725,7 +807,7 @@ func (c *Cluster) Run(ctx context.Context) (Report, error) {
 		cfg.Logf("%s trial %d: %s on %v (leader %s) for %v %s; leader %s after heal (%v)", time.Now().Format("15:04:05.000"), trial, f.Name(), f.Targets, leader.id,
 			longest.Round(time.Millisecond), strings.Join(notes, "; "), procID(after), back.Round(time.Millisecond))
 		if after == nil {
-			return Report{}, c.harnessError(fmt.Sprintf("trial %d: no leader within %v of healing %s", trial, bound+30*time.Second, f.Name()))
+			return Report{}, c.harnessError(fmt.Sprintf("trial %d: no leader (of every key) within %v of healing %s", trial, bound+30*time.Second, f.Name()))
 		}
 		// Replace killed candidates.
 		for i, p := range c.slots {
@@ -746,8 +828,8 @@ func (c *Cluster) Run(ctx context.Context) (Report, error) {
 		return Report{}, err
 	}
 	c.mu.Lock()
-	for id := range c.open {
-		c.closeBelief(id, Mono())
+	for k := range c.open {
+		c.closeBelief(k, Mono())
 	}
 	h := c.hist
 	c.mu.Unlock()
@@ -790,7 +872,7 @@ func (c *Cluster) harnessError(msg string) error {
 }
 
 func (c *Cluster) readActions(ctx context.Context) ([]Action, error) {
-	rows, err := c.db.QueryContext(ctx, "SELECT id, token, cand, chk FROM "+c.quote(c.actions)+" ORDER BY id")
+	rows, err := c.db.QueryContext(ctx, "SELECT id, ekey, token, cand, chk FROM "+c.quote(c.actions)+" ORDER BY id")
 	if err != nil {
 		return nil, err
 	}
@@ -798,7 +880,7 @@ func (c *Cluster) readActions(ctx context.Context) ([]Action, error) {
 	var out []Action
 	for rows.Next() {
 		var a Action
-		if err := rows.Scan(&a.ID, &a.Token, &a.Cand, &a.Check); err != nil {
+		if err := rows.Scan(&a.ID, &a.Key, &a.Token, &a.Cand, &a.Check); err != nil {
 			return nil, err
 		}
 		out = append(out, a)

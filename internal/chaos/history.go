@@ -26,24 +26,27 @@ const (
 	leaderlessFault = "leaderless-trial" // internal: a trial that found no leader to hit
 )
 
-// Interval is one belief interval: candidate Cand believed it led, in the term of
-// Token, from Start to End (nanoseconds of CLOCK_MONOTONIC). The recorder reports the
-// first and the last instant it saw IsLeader() true, so a recorded interval lies
-// inside the real one: overlaps it shows are certain, never an artefact of sampling.
+// Interval is one belief interval: candidate Cand believed it led election Key, in
+// the term of Token, from Start to End (nanoseconds of CLOCK_MONOTONIC). The recorder
+// reports the first and the last instant it saw IsLeader() true, so a recorded
+// interval lies inside the real one: overlaps it shows are certain, never an artefact
+// of sampling.
 type Interval struct {
 	Cand       string
 	Token      int64
 	Start, End int64
+	Key        string
 }
 
 // Action is one fenced action found in the action table, in the table's id order
-// (the database's order of the inserts). Check is when its candidate checked
-// IsLeader() before the transaction (CLOCK_MONOTONIC).
+// (the database's order of the inserts), on election Key. Check is when its candidate
+// checked IsLeader() before the transaction (CLOCK_MONOTONIC).
 type Action struct {
 	ID    int64
 	Token int64
 	Cand  string
 	Check int64
+	Key   string
 }
 
 // Fault is one injected fault: Kinds applied to Targets from Start until Heal
@@ -65,6 +68,9 @@ func (f Fault) Name() string { return strings.Join(f.Kinds, "+") }
 
 // History is what a chaos run observed.
 type History struct {
+	// Keys are the elections of the run: one for candidates that run an Elector,
+	// many for candidates that run a group. Empty means the keys the beliefs name.
+	Keys    []string
 	Beliefs []Interval
 	Actions []Action
 	Faults  []Fault
@@ -93,6 +99,7 @@ func (b Bounds) Liveness() time.Duration { return b.Lease + b.Poll + b.Slack }
 // Violation is one broken property.
 type Violation struct {
 	Property string // "token-order", "belief-overlap", "liveness"
+	Key      string // the election it was found on
 	Detail   string
 	// Excused names the fault kind under which DESIGN.md says only fencing (or
 	// nothing) protects: StopLeader/StopFollower for a frozen process, RollbackRow for a
@@ -103,6 +110,7 @@ type Violation struct {
 // Report is the checker's verdict on a History.
 type Report struct {
 	Trials         int
+	Keys           int // elections checked, each on its own
 	FaultsByKind   map[string]int
 	ActionsChecked int
 	Rejected       map[string]int
@@ -116,25 +124,40 @@ type Report struct {
 	MaxOverlap        time.Duration
 	MaxOverlapExcused map[string]time.Duration
 	// Failovers are the times from a fault that ended a leader's belief to the next
-	// belief of any candidate; Liveness the times from each heal to a leader.
-	Failovers []time.Duration
-	Liveness  []time.Duration
+	// belief of any candidate; Liveness the times from each heal to a leader. With
+	// several keys, each is per fault the time until the last key concerned was led
+	// again: every key the fault took from its leader for Failovers, every key for
+	// Liveness. FailedOverKeys counts the keys behind Failovers.
+	Failovers      []time.Duration
+	Liveness       []time.Duration
+	FailedOverKeys int
 	// FailoversByKind splits Failovers by the trial's first fault kind.
 	FailoversByKind map[string][]time.Duration
 	// ClockOffsets is History.ClockOffsets.
 	ClockOffsets []time.Duration
 }
 
+// onKey names the violation's key for the report ("" if it has none).
+func (v Violation) onKey() string {
+	if v.Key == "" {
+		return ""
+	}
+	return " on key " + v.Key
+}
+
 // OK reports whether the history has no unexcused violation.
 func (r Report) OK() bool { return len(r.Violations) == 0 }
 
-// Check verifies a history:
+// Check verifies a history, on each key by itself:
 //
 //  1. Fenced actions never go backwards in token: in the action table's order, each
 //     token is at least the largest before it, and one token is never used by two
 //     candidates.
 //  2. Belief intervals of different candidates never overlap.
 //  3. After every fault heals, some candidate believes it leads within b.Liveness().
+//
+// Keys are independent elections: a token below another key's, or two candidates
+// leading two different keys at once, is no violation.
 //
 // Property 1 has no excuse, not even a rolled-back row: terms follow the database
 // clock, so an election after a rollback still issues a term above every earlier
@@ -155,9 +178,30 @@ func Check(h History, b Bounds) Report {
 			r.FaultsByKind[k]++
 		}
 	}
-	checkTokens(h, &r)
-	checkOverlaps(h, &r)
-	checkLiveness(h, b, &r)
+	keys := slices.Clone(h.Keys)
+	beliefs := map[string][]Interval{}
+	for _, x := range h.Beliefs {
+		beliefs[x.Key] = append(beliefs[x.Key], x)
+		if len(h.Keys) == 0 && !slices.Contains(keys, x.Key) {
+			keys = append(keys, x.Key)
+		}
+	}
+	actions := map[string][]Action{}
+	for _, a := range h.Actions {
+		actions[a.Key] = append(actions[a.Key], a)
+	}
+	for key := range actions {
+		if !slices.Contains(keys, key) {
+			keys = append(keys, key) // a key with actions and no belief: check its tokens too
+		}
+	}
+	sort.Strings(keys)
+	r.Keys = len(keys)
+	for _, key := range keys {
+		checkTokens(key, actions[key], &r)
+		checkOverlaps(key, beliefs[key], h.Faults, &r)
+	}
+	checkLiveness(h, keys, beliefs, b, &r)
 	return r
 }
 
@@ -179,8 +223,9 @@ func rollbackBetween(faults []Fault, from, to int64) bool {
 	return false
 }
 
-func checkTokens(h History, r *Report) {
-	acts := slices.Clone(h.Actions)
+// checkTokens checks the token order of one key's actions.
+func checkTokens(key string, actions []Action, r *Report) {
+	acts := slices.Clone(actions)
 	sort.SliceStable(acts, func(i, j int) bool { return acts[i].ID < acts[j].ID })
 	var top Action // the action with the largest token so far (its first occurrence)
 	for i, a := range acts {
@@ -197,12 +242,13 @@ func checkTokens(h History, r *Report) {
 		default:
 			continue
 		}
-		r.add(Violation{Property: "token-order", Detail: detail})
+		r.add(Violation{Property: "token-order", Key: key, Detail: detail})
 	}
 }
 
-func checkOverlaps(h History, r *Report) {
-	bs := slices.Clone(h.Beliefs)
+// checkOverlaps checks that the beliefs of one key's candidates never overlap.
+func checkOverlaps(key string, beliefs []Interval, faults []Fault, r *Report) {
+	bs := slices.Clone(beliefs)
 	sort.Slice(bs, func(i, j int) bool { return bs[i].Start < bs[j].Start })
 	for i, x := range bs {
 		for _, y := range bs[i+1:] {
@@ -216,9 +262,9 @@ func checkOverlaps(h History, r *Report) {
 			if ov <= 0 {
 				continue
 			}
-			v := Violation{Property: "belief-overlap", Detail: fmt.Sprintf(
+			v := Violation{Property: "belief-overlap", Key: key, Detail: fmt.Sprintf(
 				"%s (token %d) and %s (token %d) both believed they led for %v", x.Cand, x.Token, y.Cand, y.Token, ov)}
-			v.Excused = overlapExcuse(h.Faults, x, y)
+			v.Excused = overlapExcuse(faults, x, y)
 			if v.Excused == "" {
 				r.MaxOverlap = max(r.MaxOverlap, ov)
 			} else {
@@ -264,52 +310,66 @@ func leaderAt(bs []Interval, t int64) int64 {
 	return first
 }
 
-func checkLiveness(h History, b Bounds, r *Report) {
+// checkLiveness checks that every key is led again within b.Liveness() of each heal,
+// and measures the failovers: per fault, the time until the last key concerned was
+// led again.
+func checkLiveness(h History, keys []string, beliefs map[string][]Interval, b Bounds, r *Report) {
 	bound := b.Liveness()
 	faults := slices.Clone(h.Faults)
 	sort.Slice(faults, func(i, j int) bool { return faults[i].Start < faults[j].Start })
 	for i, f := range faults {
-		at := leaderAt(h.Beliefs, f.Heal)
-		if at < 0 && h.End != 0 && f.Heal+int64(bound) > h.End {
-			continue // the run ended before the bound: nothing to judge
-		}
-		if at < 0 {
-			r.add(Violation{Property: "liveness", Detail: fmt.Sprintf("no leader after %s healed", f.Name())})
-			continue
-		}
-		d := time.Duration(at - f.Heal)
-		r.Liveness = append(r.Liveness, d)
-		if d > bound {
-			r.add(Violation{Property: "liveness", Detail: fmt.Sprintf("a leader came back %v after %s healed, bound %v", d.Round(time.Millisecond), f.Name(), bound)})
-		}
-		// Failover: the fault ended the leader's belief (at the latest R after it
-		// healed: later losses have other causes); time to the next belief. A frozen
-		// or killed leader's recorded belief ends a moment before the fault's stamp.
-		if f.Leader == "" {
-			continue
-		}
-		const tolerance = int64(50 * time.Millisecond)
-		until := f.Heal + int64(b.Renew) + tolerance
-		if i+1 < len(faults) {
-			// A later loss belongs to the next fault, and so does one just before it:
-			// a leader frozen or killed by the next fault was last seen believing a
-			// moment before that fault's stamp.
-			until = min(until, faults[i+1].Start-tolerance)
-		}
-		ended := int64(-1)
-		for _, x := range h.Beliefs {
-			if x.Cand == f.Leader && x.Start <= f.Start && x.End >= f.Start-tolerance && x.End <= until {
-				ended = x.End
+		back, failover := time.Duration(-1), time.Duration(-1)
+		for _, key := range keys {
+			bs := beliefs[key]
+			at := leaderAt(bs, f.Heal)
+			if at < 0 && h.End != 0 && f.Heal+int64(bound) > h.End {
+				continue // the run ended before the bound: nothing to judge
+			}
+			if at < 0 {
+				r.add(Violation{Property: "liveness", Key: key, Detail: fmt.Sprintf("no leader after %s healed", f.Name())})
+				continue
+			}
+			d := time.Duration(at - f.Heal)
+			back = max(back, d)
+			if d > bound {
+				r.add(Violation{Property: "liveness", Key: key, Detail: fmt.Sprintf("a leader came back %v after %s healed, bound %v", d.Round(time.Millisecond), f.Name(), bound)})
+			}
+			// Failover: the fault ended the leader's belief (at the latest R after it
+			// healed: later losses have other causes); time to the next belief. A
+			// frozen or killed leader's recorded belief ends a moment before the
+			// fault's stamp.
+			if f.Leader == "" {
+				continue
+			}
+			const tolerance = int64(50 * time.Millisecond)
+			until := f.Heal + int64(b.Renew) + tolerance
+			if i+1 < len(faults) {
+				// A later loss belongs to the next fault, and so does one just before
+				// it: a leader frozen or killed by the next fault was last seen
+				// believing a moment before that fault's stamp.
+				until = min(until, faults[i+1].Start-tolerance)
+			}
+			ended := int64(-1)
+			for _, x := range bs {
+				if x.Cand == f.Leader && x.Start <= f.Start && x.End >= f.Start-tolerance && x.End <= until {
+					ended = x.End
+				}
+			}
+			if ended < 0 {
+				continue // the leader kept its lease through the fault
+			}
+			if next := leaderAt(bs, ended); next >= 0 {
+				failover = max(failover, time.Duration(next-f.Start))
+				r.FailedOverKeys++
 			}
 		}
-		if ended < 0 {
-			continue // the leader kept its lease through the fault
+		if back >= 0 {
+			r.Liveness = append(r.Liveness, back)
 		}
-		if next := leaderAt(h.Beliefs, ended); next >= 0 {
-			d := time.Duration(next - f.Start)
-			r.Failovers = append(r.Failovers, d)
+		if failover >= 0 {
+			r.Failovers = append(r.Failovers, failover)
 			if len(f.Kinds) > 0 {
-				r.FailoversByKind[f.Kinds[0]] = append(r.FailoversByKind[f.Kinds[0]], d)
+				r.FailoversByKind[f.Kinds[0]] = append(r.FailoversByKind[f.Kinds[0]], failover)
 			}
 		}
 	}
@@ -330,6 +390,9 @@ func Percentile(ds []time.Duration, p float64) time.Duration {
 func (r Report) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "trials: %d\n", r.Trials)
+	if r.Keys > 1 {
+		fmt.Fprintf(&b, "keys: %d, each checked on its own; failover and leader after heal are per fault, until the last key concerned was led again\n", r.Keys)
+	}
 	kinds := make([]string, 0, len(r.FaultsByKind))
 	for k := range r.FaultsByKind {
 		kinds = append(kinds, k)
@@ -368,6 +431,9 @@ func (r Report) String() string {
 	fmt.Fprintf(&b, "max belief overlap: %v\n", r.MaxOverlap)
 	fmt.Fprintf(&b, "excused belief overlaps (frozen process / rolled-back row; fencing still held): %d, max overlap stop=%v rollback=%v\n",
 		count(r.Excused, "belief-overlap"), r.MaxOverlapExcused[StopLeader], r.MaxOverlapExcused[RollbackRow])
+	if r.Keys > 1 {
+		fmt.Fprintf(&b, "keys failed over: %d\n", r.FailedOverKeys)
+	}
 	fmt.Fprintf(&b, "failover (fault to new leader, %d): p50=%v p99=%v max=%v\n", len(r.Failovers),
 		Percentile(r.Failovers, 50).Round(time.Millisecond), Percentile(r.Failovers, 99).Round(time.Millisecond), Percentile(r.Failovers, 100).Round(time.Millisecond))
 	kinds = kinds[:0]
@@ -382,14 +448,14 @@ func (r Report) String() string {
 	fmt.Fprintf(&b, "leader after heal (%d): p50=%v p99=%v max=%v\n", len(r.Liveness),
 		Percentile(r.Liveness, 50).Round(time.Millisecond), Percentile(r.Liveness, 99).Round(time.Millisecond), Percentile(r.Liveness, 100).Round(time.Millisecond))
 	for _, v := range r.Violations {
-		fmt.Fprintf(&b, "VIOLATION %s: %s\n", v.Property, v.Detail)
+		fmt.Fprintf(&b, "VIOLATION %s%s: %s\n", v.Property, v.onKey(), v.Detail)
 	}
 	for i, v := range r.Excused {
 		if i == 10 {
 			fmt.Fprintf(&b, "... %d more excused\n", len(r.Excused)-10)
 			break
 		}
-		fmt.Fprintf(&b, "excused (%s) %s: %s\n", v.Excused, v.Property, v.Detail)
+		fmt.Fprintf(&b, "excused (%s) %s%s: %s\n", v.Excused, v.Property, v.onKey(), v.Detail)
 	}
 	return b.String()
 }

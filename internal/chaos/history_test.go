@@ -22,8 +22,8 @@ func props(vs []Violation) []string {
 
 func TestCheckAcceptsAHealthyHistory(t *testing.T) {
 	h := History{
-		Beliefs: []Interval{{"a", 1, 0, 10 * s}, {"b", 12, 11 * s, 20 * s}},
-		Actions: []Action{{1, 1, "a", 1 * s}, {2, 1, "a", 2 * s}, {3, 12, "b", 12 * s}, {4, 12, "b", 13 * s}},
+		Beliefs: []Interval{{"a", 1, 0, 10 * s, ""}, {"b", 12, 11 * s, 20 * s, ""}},
+		Actions: []Action{{1, 1, "a", 1 * s, ""}, {2, 1, "a", 2 * s, ""}, {3, 12, "b", 12 * s, ""}, {4, 12, "b", 13 * s, ""}},
 		Faults:  []Fault{{Kinds: []string{KillLeader}, Targets: []string{"a"}, Leader: "a", Start: 10 * s, Heal: 10 * s}},
 		End:     20 * s,
 	}
@@ -37,14 +37,14 @@ func TestCheckAcceptsAHealthyHistory(t *testing.T) {
 }
 
 func TestCheckFindsTokensGoingBackwards(t *testing.T) {
-	h := History{Actions: []Action{{1, 5, "a", 1 * s}, {2, 7, "b", 2 * s}, {3, 5, "a", 3 * s}}}
+	h := History{Actions: []Action{{1, 5, "a", 1 * s, ""}, {2, 7, "b", 2 * s, ""}, {3, 5, "a", 3 * s, ""}}}
 	r := Check(h, bounds)
 	require.Equal(t, []string{"token-order"}, props(r.Violations))
 	assert.Contains(t, r.Violations[0].Detail, "token 5 after action 2")
 }
 
 func TestCheckFindsOneTokenUsedByTwoCandidates(t *testing.T) {
-	h := History{Actions: []Action{{1, 5, "a", 1 * s}, {2, 5, "b", 2 * s}}}
+	h := History{Actions: []Action{{1, 5, "a", 1 * s, ""}, {2, 5, "b", 2 * s, ""}}}
 	r := Check(h, bounds)
 	require.Equal(t, []string{"token-order"}, props(r.Violations))
 	assert.Contains(t, r.Violations[0].Detail, "used by a")
@@ -52,8 +52,8 @@ func TestCheckFindsOneTokenUsedByTwoCandidates(t *testing.T) {
 
 func TestCheckExcusesNoTokenRegressionEvenAfterARollback(t *testing.T) {
 	h := History{
-		Beliefs: []Interval{{"a", 9, 0, 2 * s}, {"b", 4, 2*s + 1, 4 * s}},
-		Actions: []Action{{1, 9, "a", 1 * s}, {2, 4, "b", 3 * s}},
+		Beliefs: []Interval{{"a", 9, 0, 2 * s, ""}, {"b", 4, 2*s + 1, 4 * s, ""}},
+		Actions: []Action{{1, 9, "a", 1 * s, ""}, {2, 4, "b", 3 * s, ""}},
 		Faults:  []Fault{{Kinds: []string{RollbackRow}, Start: 2 * s, Heal: 2 * s}},
 	}
 	r := Check(h, bounds)
@@ -63,20 +63,20 @@ func TestCheckExcusesNoTokenRegressionEvenAfterARollback(t *testing.T) {
 }
 
 func TestCheckFindsOverlappingBeliefs(t *testing.T) {
-	h := History{Beliefs: []Interval{{"a", 1, 0, 10 * s}, {"b", 2, 9 * s, 20 * s}, {"a", 3, 21 * s, 22 * s}}}
+	h := History{Beliefs: []Interval{{"a", 1, 0, 10 * s, ""}, {"b", 2, 9 * s, 20 * s, ""}, {"a", 3, 21 * s, 22 * s, ""}}}
 	r := Check(h, bounds)
 	require.Equal(t, []string{"belief-overlap"}, props(r.Violations))
 	assert.Equal(t, time.Second, r.MaxOverlap)
 }
 
 func TestCheckIgnoresBeliefsOfOneCandidate(t *testing.T) {
-	h := History{Beliefs: []Interval{{"a", 1, 0, 10 * s}, {"a", 2, 5 * s, 20 * s}}}
+	h := History{Beliefs: []Interval{{"a", 1, 0, 10 * s, ""}, {"a", 2, 5 * s, 20 * s, ""}}}
 	assert.True(t, Check(h, bounds).OK())
 }
 
 func TestCheckExcusesOverlapsOfAFrozenCandidate(t *testing.T) {
 	h := History{
-		Beliefs: []Interval{{"a", 1, 0, 10 * s}, {"b", 2, 9 * s, 20 * s}},
+		Beliefs: []Interval{{"a", 1, 0, 10 * s, ""}, {"b", 2, 9 * s, 20 * s, ""}},
 		Faults:  []Fault{{Kinds: []string{StopLeader}, Targets: []string{"a"}, Leader: "a", Start: 5 * s, Heal: 9 * s}},
 	}
 	r := Check(h, bounds)
@@ -88,7 +88,7 @@ func TestCheckExcusesOverlapsOfAFrozenCandidate(t *testing.T) {
 
 func TestCheckFindsALeaderThatCameBackTooLate(t *testing.T) {
 	h := History{
-		Beliefs: []Interval{{"a", 1, 0, 10 * s}, {"b", 2, 15 * s, 20 * s}},
+		Beliefs: []Interval{{"a", 1, 0, 10 * s, ""}, {"b", 2, 15 * s, 20 * s, ""}},
 		Faults:  []Fault{{Kinds: []string{CutLeader}, Targets: []string{"a"}, Leader: "a", Start: 10 * s, Heal: 11 * s}},
 		End:     20 * s,
 	}
@@ -100,7 +100,7 @@ func TestCheckFindsALeaderThatCameBackTooLate(t *testing.T) {
 
 func TestCheckFindsNoLeaderAtAll(t *testing.T) {
 	h := History{
-		Beliefs: []Interval{{"a", 1, 0, 10 * s}},
+		Beliefs: []Interval{{"a", 1, 0, 10 * s, ""}},
 		Faults:  []Fault{{Kinds: []string{CutAll}, Leader: "a", Start: 10 * s, Heal: 11 * s}},
 		End:     30 * s,
 	}
@@ -125,7 +125,7 @@ func TestCheckCountsALossJustBeforeTheNextFaultForTheNextFault(t *testing.T) {
 	// before that stamp.
 	freeze := 2*s + 800*int64(time.Millisecond)
 	h := History{
-		Beliefs: []Interval{{"a", 1, 0, freeze - 2*int64(time.Millisecond)}, {"b", 2, freeze + s, 10 * s}},
+		Beliefs: []Interval{{"a", 1, 0, freeze - 2*int64(time.Millisecond), ""}, {"b", 2, freeze + s, 10 * s, ""}},
 		Faults: []Fault{
 			{Kinds: []string{ResetLeader}, Targets: []string{"a"}, Leader: "a", Start: 2 * s, Heal: 2*s + 300*int64(time.Millisecond)},
 			{Kinds: []string{StopLeader}, Targets: []string{"a"}, Leader: "a", Start: freeze, Heal: freeze + 2*s},
@@ -135,4 +135,61 @@ func TestCheckCountsALossJustBeforeTheNextFaultForTheNextFault(t *testing.T) {
 	r := Check(h, bounds)
 	assert.Empty(t, r.FailoversByKind[ResetLeader], "the reset did not cost the lease")
 	assert.Equal(t, []time.Duration{time.Second}, r.FailoversByKind[StopLeader])
+}
+
+func TestCheckJudgesEachKeyOnItsOwn(t *testing.T) {
+	// Two groups share keys x and y: a leads x while b leads y, and tokens of y are
+	// below tokens of x. Neither is a violation; a on y overlapping b on y is one.
+	h := History{
+		Keys: []string{"x", "y"},
+		Beliefs: []Interval{
+			{"a", 90, 0, 10 * s, "x"}, {"b", 7, 0, 10 * s, "y"},
+			{"a", 8, 9 * s, 12 * s, "y"},
+		},
+		Actions: []Action{{1, 90, "a", 1 * s, "x"}, {2, 7, "b", 2 * s, "y"}, {3, 91, "b", 3 * s, "x"}, {4, 6, "a", 4 * s, "y"}},
+	}
+	r := Check(h, bounds)
+	assert.Equal(t, 2, r.Keys)
+	require.Equal(t, []string{"token-order", "belief-overlap"}, props(r.Violations))
+	assert.Equal(t, "y", r.Violations[0].Key)
+	assert.Contains(t, r.Violations[0].Detail, "token 6 after action 2")
+	assert.Equal(t, "y", r.Violations[1].Key)
+	assert.Equal(t, time.Second, r.MaxOverlap)
+	assert.Contains(t, r.String(), "VIOLATION belief-overlap on key y")
+}
+
+func TestCheckFindsOneKeyLeftWithoutALeader(t *testing.T) {
+	// a is killed at 10 s leading x and y; b takes x over, nobody takes y.
+	h := History{
+		Keys:    []string{"x", "y", "z"},
+		Beliefs: []Interval{{"a", 1, 0, 10 * s, "x"}, {"a", 2, 0, 10 * s, "y"}, {"b", 3, 11 * s, 30 * s, "x"}, {"c", 4, 0, 30 * s, "z"}},
+		Faults:  []Fault{{Kinds: []string{KillLeader}, Targets: []string{"a"}, Leader: "a", Start: 10 * s, Heal: 10 * s}},
+		End:     30 * s,
+	}
+	r := Check(h, bounds)
+	require.Equal(t, []string{"liveness"}, props(r.Violations))
+	assert.Equal(t, "y", r.Violations[0].Key)
+	// x failed over in 1 s; y never did and has no failover to measure.
+	assert.Equal(t, []time.Duration{time.Second}, r.Failovers)
+	assert.Equal(t, 1, r.FailedOverKeys)
+}
+
+func TestCheckMeasuresAGroupFailoverUntilTheLastKey(t *testing.T) {
+	// a leads x and y and is killed at 10 s; b takes x 1 s later, c takes y 2 s later;
+	// z, led by c throughout, was led all along.
+	h := History{
+		Keys: []string{"x", "y", "z"},
+		Beliefs: []Interval{
+			{"a", 1, 0, 10 * s, "x"}, {"a", 2, 0, 10 * s, "y"}, {"c", 3, 0, 30 * s, "z"},
+			{"b", 4, 11 * s, 30 * s, "x"}, {"c", 5, 12 * s, 30 * s, "y"},
+		},
+		Faults: []Fault{{Kinds: []string{KillLeader}, Targets: []string{"a"}, Leader: "a", Start: 10 * s, Heal: 10 * s}},
+		End:    30 * s,
+	}
+	r := Check(h, bounds)
+	require.True(t, r.OK(), "%v", r.Violations)
+	assert.Equal(t, []time.Duration{2 * time.Second}, r.Failovers)
+	assert.Equal(t, []time.Duration{2 * time.Second}, r.FailoversByKind[KillLeader])
+	assert.Equal(t, []time.Duration{2 * time.Second}, r.Liveness)
+	assert.Equal(t, 2, r.FailedOverKeys)
 }
