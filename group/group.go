@@ -736,11 +736,30 @@ func (r *run) renew(ctx context.Context) error {
 // settle reads the rows of led keys whose renewal lost or had an unknown outcome,
 // and does what each key's machine decides: go on leading, step down, or release or
 // hand over the key as a step-down request in the row asks.
+// settleTimeout bounds the read that settles batch b: it ends at the earliest trust
+// deadline of its keys, since a read that returns later keeps no key's trust, and a
+// read that hangs (a reset or stalled connection) must not hold up the next
+// renewals. A batch whose deadline has passed gets one heartbeat interval, so the
+// read still finds what became of its keys.
+func (r *run) settleTimeout(b keyBatch) time.Duration {
+	cfg := r.g.cfg
+	var earliest time.Time
+	for _, s := range b.ss {
+		if d := s.m.Deadline(); !d.IsZero() && (earliest.IsZero() || d.Before(earliest)) {
+			earliest = d
+		}
+	}
+	if earliest.IsZero() {
+		return cfg.RenewDeadline
+	}
+	return min(max(time.Until(earliest), cfg.HeartbeatInterval), cfg.RenewDeadline)
+}
+
 func (r *run) settle(ctx context.Context, ss []*state) error {
 	g := r.g
 	var ends []ending
 	err := parallel(r, keyBatches(ss, g.cfg.BatchSize), func(b keyBatch) readReply {
-		return r.observeMany(ctx, b, g.cfg.RenewDeadline)
+		return r.observeMany(ctx, b, r.settleTimeout(b))
 	}, func(b keyBatch, rep readReply) error {
 		if rep.err != nil {
 			if !errors.Is(rep.err, store.ErrDeployment) {
