@@ -58,3 +58,36 @@ func Galera(t testing.TB) []*sql.DB {
 	}
 	return dbs
 }
+
+// Environment variables of the PostgreSQL primary with a synchronous standby
+// (.ci/pgsync starts it).
+const (
+	// EnvPgSync is a multi-host DSN, primary first, with
+	// target_session_attrs=read-write: "postgres://u@h1:p1,h2:p2/db?...".
+	EnvPgSync = "CASLEADER_PGSYNC_DSN"
+	// EnvRequirePgSync=1 turns a missing EnvPgSync into a failure (.ci/run sets it).
+	EnvRequirePgSync = "CASLEADER_REQUIRE_PGSYNC"
+	// EnvPgSyncDir is where .ci/pgsync keeps the two data directories (default
+	// /var/lib/casleader-pgsync); a failover test stops the primary there.
+	EnvPgSyncDir = "CASLEADER_PGSYNC_DIR"
+)
+
+// PgSyncDSN returns the multi-host DSN of the primary + synchronous standby pair
+// and the directory of its data directories, or skips t (a failure under
+// CASLEADER_REQUIRE_PGSYNC=1).
+func PgSyncDSN(t testing.TB) (dsn, dir string) {
+	t.Helper()
+	dsn = os.Getenv(EnvPgSync)
+	if dsn == "" {
+		msg := EnvPgSync + " is not set to the multi-host DSN of a primary + synchronous standby (start one with: export " + EnvPgSync + "=\"$(bash .ci/pgsync)\")"
+		if os.Getenv(EnvRequirePgSync) == "1" {
+			t.Fatalf("%s (%s=1 forbids skipping)", msg, EnvRequirePgSync)
+		}
+		t.Skip(msg)
+	}
+	dir = os.Getenv(EnvPgSyncDir)
+	if dir == "" {
+		dir = "/var/lib/casleader-pgsync"
+	}
+	return dsn, dir
+}
