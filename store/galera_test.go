@@ -10,7 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casleader/casleader/internal/testdb"
+	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
+	"github.com/casleader/casleader/store/storetest"
 )
 
 // TestGaleraGuard runs the guard with the fenced writer and the new leader on
@@ -109,5 +111,17 @@ func TestGaleraGuard(t *testing.T) {
 			require.NoError(t, err)
 			require.True(t, swapped, "renewal %d after a guarded commit lost its compare-and-set", i)
 		}
+	})
+}
+
+// TestGaleraConformance runs the conformance suite on one node of a Galera cluster
+// (the second: not the one the cluster was bootstrapped from).
+func TestGaleraConformance(t *testing.T) {
+	t.Parallel()
+	db := testdb.Galera(t)[1]
+	runBoth(t, sqlHarness{
+		dialect: schema.MySQL,
+		exec:    dbExec(db),
+		open:    func(table string) (storetest.Store, error) { return store.NewMySQL(db, table) },
 	})
 }
