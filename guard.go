@@ -42,6 +42,10 @@ type PgxGuarder interface {
 //		err = tx.Commit()
 //	}
 //
+// On a MariaDB Galera node, where locks do not cross nodes, the guard also writes
+// the row (and leaves it as it was) so that a takeover on any node and tx
+// conflict in certification: see [store.MySQL.Guard] and docs/SAFETY.md.
+//
 // Check the guard first in the transaction, then write, then commit. Keep the
 // transaction short: the lock also delays the leader's own renewals. tx must be on
 // the database (and, for PostgreSQL and MySQL, the server) of the election table;

@@ -37,6 +37,11 @@
 // a pause, and after a few such grants the follower stops waiting on that term.
 // Lock names are "casleader:" + 32 hex digits of SHA-256(table, key) + ":" + term.
 //
+// On a Galera cluster named locks are local to a node. [MySQL] detects a Galera
+// node, warns once, and has each follower also read the row every
+// MySQLConfig.GaleraCheckInterval (1 s) while it waits, so a release on another node
+// wakes it within that interval.
+//
 // Connections: one per process for the locks held, plus one per key followed, taken
 // from the *sql.DB given to [NewMySQL]. Give it its own small pool.
 package notify

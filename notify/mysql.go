@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -30,15 +31,31 @@ type MySQLConfig struct {
 	// WaitTimeout bounds one GET_LOCK wait of a follower, after which it waits again.
 	// Whole seconds. Default 30 s.
 	WaitTimeout time.Duration
+	// GaleraCheckInterval is, on a Galera node, how often a follower that waits on a
+	// lock also reads the row (see [MySQL]): named locks are local to a node, so a
+	// release on another node is found by that read. Whole seconds. Default 1 s.
+	GaleraCheckInterval time.Duration
 	// Logger receives connection failures. nil means discard.
 	Logger *slog.Logger
 }
 
 // MySQL wakes followers through named locks (see the package doc). It implements
 // casleader.Notifier. Create it with [NewMySQL] and run [MySQL.Run].
+//
+// On a Galera cluster named locks are local to a node: a leader's lock wakes only
+// the followers connected to the same node. The notifier detects a Galera node
+// (wsrep_on = ON) on its first follower connection, says so once at Warn level
+// ([MySQL.Galera] reports it), and then also reads the row of each key it follows
+// every GaleraCheckInterval while it waits: a release or a new term written on
+// another node wakes the follower within that interval (plus the node's
+// replication delay) instead of a poll interval.
 type MySQL struct {
 	cfg MySQLConfig
 	hub hub
+	tbl string // the quoted table
+
+	galera       atomic.Int32 // 0: not known yet, 1: no, 2: a Galera node
+	galeraWarned atomic.Bool
 
 	mu     sync.Mutex
 	armed  map[string]int64 // key -> term of the live leader a follower waits on
@@ -58,13 +75,19 @@ func NewMySQL(cfg MySQLConfig) (*MySQL, error) {
 	if err := schema.ValidateTable(cfg.Table); err != nil {
 		return nil, err
 	}
+	quoted, err := schema.Quote(schema.MySQL, cfg.Table)
+	if err != nil {
+		return nil, err
+	}
 	cfg.WaitTimeout = max(cmp.Or(cfg.WaitTimeout, 30*time.Second).Round(time.Second), time.Second)
+	cfg.GaleraCheckInterval = max(cmp.Or(cfg.GaleraCheckInterval, time.Second).Round(time.Second), time.Second)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &MySQL{
 		cfg:    cfg,
 		hub:    newHub(),
+		tbl:    quoted,
 		armed:  map[string]int64{},
 		rearm:  map[string]chan struct{}{},
 		lead:   map[string]int64{},
@@ -131,8 +154,54 @@ func (m *MySQL) Leading(key string, term int64, leading bool) {
 	}
 }
 
-// Woken returns how many wake-ups lock grants have caused.
+// Woken returns how many wake-ups lock grants (and, on Galera, row reads) have
+// caused.
 func (m *MySQL) Woken() int64 { return m.woken.Load() }
+
+// Galera reports whether the server of a follower connection was found to be a
+// Galera node, where named locks do not cross nodes (see [MySQL]).
+func (m *MySQL) Galera() bool { return m.galera.Load() == 2 }
+
+// detectGalera asks the server of conn, once per notifier, whether it is a Galera
+// node, and warns once if it is.
+func (m *MySQL) detectGalera(ctx context.Context, conn *sql.Conn) error {
+	if m.galera.Load() != 0 {
+		return nil
+	}
+	var name, value string
+	err := conn.QueryRowContext(ctx, `SHOW VARIABLES LIKE 'wsrep_on'`).Scan(&name, &value)
+	switch {
+	case errors.Is(err, sql.ErrNoRows): // MySQL without wsrep
+		m.galera.Store(1)
+	case err != nil:
+		return err
+	case value == "ON":
+		if !m.galeraWarned.Swap(true) {
+			m.cfg.Logger.Warn("casleader notify: the server is a Galera node; named locks (GET_LOCK) do not cross nodes, "+
+				"so a release on another node is found by reading the row every galera_check_interval while waiting",
+				"table", m.cfg.Table, "galera_check_interval", m.cfg.GaleraCheckInterval)
+		}
+		m.galera.Store(2)
+	default:
+		m.galera.Store(1)
+	}
+	return nil
+}
+
+// moved reports whether the row of key no longer shows a live lease of term:
+// released, another term, or gone.
+func (m *MySQL) moved(ctx context.Context, conn *sql.Conn, key string, term int64) (bool, error) {
+	var leader string
+	var rowTerm int64
+	err := conn.QueryRowContext(ctx, `SELECT leader_id, term FROM `+m.tbl+` WHERE elect_key = ?`, key).Scan(&leader, &rowTerm)
+	if errors.Is(err, sql.ErrNoRows) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return leader == "" || rowTerm != term, nil
+}
 
 // Run holds the locks of the terms this process leads and waits on those of the
 // terms it follows, until ctx ends; then it releases everything and returns nil.
@@ -292,12 +361,23 @@ func (m *MySQL) follow(ctx context.Context, key string, rearm <-chan struct{}) {
 		}
 		if conn == nil {
 			c, err := m.cfg.DB.Conn(ctx)
+			if err == nil {
+				err = m.detectGalera(ctx, c)
+				if err != nil {
+					discard(c)
+				}
+			}
 			if err != nil {
 				failures++
 				sleep(ctx, backoff(failures))
 				continue
 			}
 			conn = c
+		}
+		wait := m.cfg.WaitTimeout
+		galera := m.Galera()
+		if galera {
+			wait = m.cfg.GaleraCheckInterval
 		}
 		name := m.LockName(key, term)
 		// Wait on the lock; a re-arm for another term ends the wait (the driver then
@@ -323,10 +403,15 @@ func (m *MySQL) follow(ctx context.Context, key string, rearm <-chan struct{}) {
 		}()
 		start := time.Now()
 		var got sql.NullInt64
-		err := conn.QueryRowContext(wctx, `SELECT GET_LOCK(?, ?)`, name, int(m.cfg.WaitTimeout/time.Second)).Scan(&got)
+		err := conn.QueryRowContext(wctx, `SELECT GET_LOCK(?, ?)`, name, int(wait/time.Second)).Scan(&got)
 		waited := time.Since(start)
 		if err == nil && got.Int64 == 1 {
 			_, err = conn.ExecContext(ctx, `DO RELEASE_LOCK(?)`, name)
+		}
+		movedElsewhere := false
+		if err == nil && got.Int64 != 1 && galera && wctx.Err() == nil {
+			// Timed out on a Galera node: the leader may have released on another node.
+			movedElsewhere, err = m.moved(wctx, conn, key, term)
 		}
 		interrupted := wctx.Err() != nil
 		cancel()
@@ -345,6 +430,16 @@ func (m *MySQL) follow(ctx context.Context, key string, rearm <-chan struct{}) {
 			continue
 		}
 		failures = 0
+		if movedElsewhere {
+			m.mu.Lock()
+			if m.armed[key] == term {
+				m.armed[key] = 0 // until the follower has read the row and armed again
+			}
+			m.mu.Unlock()
+			m.woken.Add(1)
+			m.hub.wake(key)
+			continue
+		}
 		if got.Int64 != 1 {
 			continue // timed out: wait again
 		}
@@ -360,6 +455,34 @@ func (m *MySQL) follow(ctx context.Context, key string, rearm <-chan struct{}) {
 			quick, quickTerm = 0, 0
 			m.woken.Add(1)
 			m.hub.wake(key)
+			continue
+		}
+		if galera {
+			// Granted at once on a Galera node: the leader's lock, if any, is on
+			// another node. Read the row every GaleraCheckInterval instead.
+			moved, err := m.moved(ctx, conn, key, term)
+			if err != nil {
+				discard(conn)
+				conn = nil
+				continue
+			}
+			if moved {
+				m.mu.Lock()
+				if m.armed[key] == term {
+					m.armed[key] = 0
+				}
+				m.mu.Unlock()
+				m.woken.Add(1)
+				m.hub.wake(key)
+				continue
+			}
+			t := time.NewTimer(m.cfg.GaleraCheckInterval)
+			select {
+			case <-ctx.Done():
+			case <-rearm:
+			case <-t.C:
+			}
+			t.Stop()
 			continue
 		}
 		// Granted at once: the leader has not taken it yet (it just won), is gone,

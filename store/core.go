@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -61,6 +62,7 @@ type core struct {
 	b        backend
 	classify func(error) error
 	bq       batchQueries
+	wsrep    *atomic.Int32 // guard.go: whether the server is a Galera node (0: not known yet)
 }
 
 func newCore(d schema.Dialect, table string, b backend, classify func(error) error, build func(quoted, table string) queries) (core, error) {
@@ -80,7 +82,7 @@ func newCore(d schema.Dialect, table string, b backend, classify func(error) err
 	default:
 		bq = sqliteBatch{quoted}
 	}
-	return core{dialect: d, table: table, q: build(quoted, table), b: b, classify: classify, bq: bq}, nil
+	return core{dialect: d, table: table, q: build(quoted, table), b: b, classify: classify, bq: bq, wsrep: new(atomic.Int32)}, nil
 }
 
 // Dialect returns the store's SQL dialect.
