@@ -152,8 +152,12 @@ func guardHarnesses() []guardHarness {
 		}},
 		{name: "PgBouncerPgx", dialect: schema.Postgres, open: func(t *testing.T, table string) guardConn {
 			// A pgx transaction through PgBouncer in transaction pooling mode: the
-			// transaction keeps one server connection, so the lock holds.
-			pool := testdb.PostgresAt(t, testdb.PgBouncerDSN(t))
+			// transaction keeps one server connection, so the lock holds. The test's own
+			// statements use no named prepared statements (default_query_exec_mode=exec),
+			// as PgBouncer before 1.21 requires of every client in this mode: a cached
+			// statement is otherwise missing (26000) or taken (42P05) on the next
+			// transaction's server connection.
+			pool := testdb.PostgresAt(t, execModeDSN(testdb.PgBouncerDSN(t)))
 			s, err := store.NewPostgres(pool, table)
 			require.NoError(t, err)
 			return guardConn{
