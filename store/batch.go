@@ -188,6 +188,11 @@ func (c *core) batchCAS(ctx context.Context, op, id string, kvs []KeyVersion, bu
 	if err != nil || len(uniq) == 0 {
 		return nil, err
 	}
+	for _, kv := range uniq {
+		if err := c.checkVersion(op, kv.Key, kv.Version); err != nil {
+			return nil, err
+		}
+	}
 	write, back := build(len(uniq))
 	args := c.casArgs(id, uniq, extra)
 	sent := time.Now()

@@ -137,6 +137,15 @@ func validateName(what, s string) error {
 	return nil
 }
 
+// checkVersion refuses a write from version when it would take the row to
+// [VersionLimit]: the write is not sent.
+func (c *core) checkVersion(op, key string, version int64) error {
+	if err := CheckVersion(version); err != nil {
+		return fmt.Errorf("%s %s %q: %w", op, c.table, key, err)
+	}
+	return nil
+}
+
 // validateNames checks a key and the candidate IDs of a call, in that order.
 func validateNames(key string, ids ...string) error {
 	if err := validateName("key", key); err != nil {
@@ -190,25 +199,39 @@ func decode(key string, version sql.NullInt64, leader sql.NullString, term, ageM
 	if version.Int64 < 1 {
 		return Record{}, fmt.Errorf("%w: version %d is not positive: fix or delete the row", ErrInvalidRow, version.Int64)
 	}
+	if version.Int64 >= VersionLimit {
+		return Record{}, versionLimitError(version.Int64)
+	}
 	if term.Int64 < 0 || term.Int64 > version.Int64 {
 		return Record{}, fmt.Errorf("%w: term %d is outside 0..version (%d): fix or delete the row", ErrInvalidRow, term.Int64, version.Int64)
 	}
-	age := time.Duration(ageMicros.Int64) * time.Microsecond
-	if ageMicros.Int64 > math.MaxInt64/int64(time.Microsecond) {
-		age = math.MaxInt64 // centuries old (a corrupt tick_time): expired, not wrapped
+	const maxMicros = math.MaxInt64 / int64(time.Microsecond)
+	switch {
+	case ageMicros.Int64 > maxMicros:
+		// Centuries old (a corrupt tick_time): expired, not wrapped.
+		return record(key, version, leader, term, math.MaxInt64, handover, stepdown), nil
+	case ageMicros.Int64 < -maxMicros:
+		// Centuries in the future: reported, not wrapped into a past time.
+		return Record{}, fmt.Errorf("%w: tick_time is more than %d years in the future of the database clock: fix the row (set tick_time to the database's current time) or delete it",
+			ErrInvalidRow, maxMicros/(365*24*3600*1_000_000))
 	}
+	age := time.Duration(ageMicros.Int64) * time.Microsecond
 	if age < -futureTolerance {
 		return Record{}, fmt.Errorf("%w: tick_time is %v in the future of the database clock (clock stepped back, or the row was written by another server): fix the row or wait", ErrInvalidRow, -age)
 	}
+	return record(key, version, leader, term, max(age, 0), handover, stepdown), nil
+}
+
+func record(key string, version sql.NullInt64, leader sql.NullString, term sql.NullInt64, age time.Duration, handover sql.NullString, stepdown sql.NullInt64) Record {
 	return Record{
 		Key:        key,
 		Version:    version.Int64,
 		LeaderID:   leader.String,
 		Term:       term.Int64,
-		Age:        max(age, 0),
+		Age:        age,
 		HandoverTo: handover.String,
 		StepDown:   stepdown.Int64 != 0,
-	}, nil
+	}
 }
 
 // Insert creates the row of key with id as its first leader and returns the new
@@ -236,6 +259,9 @@ func (c *core) Elect(ctx context.Context, key, id string, version int64, lease t
 	if err := validateNames(key, id); err != nil {
 		return 0, false, err
 	}
+	if err := c.checkVersion("elect", key, version); err != nil {
+		return 0, false, err
+	}
 	term, won, err = c.writeTerm(ctx, c.q.elect, id, key, version, lease.Microseconds())
 	return term, won, c.wrap("elect", key, err)
 }
@@ -256,6 +282,11 @@ func (c *core) writeTerm(ctx context.Context, query string, args ...any) (term i
 			return 0, false, fmt.Errorf("%w: the server reported term %d for a won write; check that no proxy rewrites LAST_INSERT_ID", ErrInvalidRow, id)
 		}
 		return id, true, nil
+	}
+	if c.dialect == schema.SQLite {
+		if b, ok := c.b.(sqlBackend); ok {
+			return b.writeTermSQLite(ctx, query, args...)
+		}
 	}
 	err = c.b.queryRow(ctx, query, args...).Scan(&term)
 	if errors.Is(err, sql.ErrNoRows) || errors.Is(err, pgx.ErrNoRows) {
@@ -278,6 +309,9 @@ func (c *core) Renew(ctx context.Context, key, id string, version int64) (swappe
 	if err := validateNames(key, id); err != nil {
 		return false, err
 	}
+	if err := c.checkVersion("renew", key, version); err != nil {
+		return false, err
+	}
 	n, err := c.b.exec(ctx, c.q.renew, version+1, key, version, id)
 	return n == 1, c.wrap("renew", key, err)
 }
@@ -286,6 +320,9 @@ func (c *core) Renew(ctx context.Context, key, id string, version int64) (swappe
 // Followers may take over at once.
 func (c *core) Release(ctx context.Context, key, id string, version int64) (swapped bool, err error) {
 	if err := validateNames(key, id); err != nil {
+		return false, err
+	}
+	if err := c.checkVersion("release", key, version); err != nil {
 		return false, err
 	}
 	n, err := c.b.exec(ctx, c.q.release, version+1, key, version, id)
@@ -301,6 +338,9 @@ func (c *core) Handover(ctx context.Context, key, id string, version int64, to s
 		return 0, false, err
 	}
 	if err := validateName("handover target", to); err != nil {
+		return 0, false, err
+	}
+	if err := c.checkVersion("handover", key, version); err != nil {
 		return 0, false, err
 	}
 	term, ok, err = c.writeTerm(ctx, c.q.handover, to, key, version, id)
@@ -319,6 +359,9 @@ func (c *core) RequestStepDown(ctx context.Context, key string, version int64, t
 		if err := validateName("handover target", to); err != nil {
 			return false, err
 		}
+	}
+	if err := c.checkVersion("request step-down", key, version); err != nil {
+		return false, err
 	}
 	n, err := c.b.exec(ctx, c.q.request, version+1, to, key, version)
 	return n == 1, c.wrap("request step-down", key, err)
@@ -342,7 +385,14 @@ func (c *core) CreateTable(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := c.b.exec(ctx, ddl); err != nil {
+	exec := c.b.exec
+	if b, ok := c.b.(sqlBackend); ok && c.dialect == schema.SQLite {
+		// In a transaction opened for writing ([OpenSQLite]'s BEGIN IMMEDIATE), so
+		// that a write committed by another connection between the statement's read
+		// of the schema and its write cannot fail it at once with SQLITE_BUSY.
+		exec = b.execTx
+	}
+	if _, err := exec(ctx, ddl); err != nil {
 		return fmt.Errorf("create table %q (%s): %w", c.table, c.dialect, c.classify(err))
 	}
 	return nil

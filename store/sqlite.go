@@ -1,11 +1,13 @@
 package store
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -103,4 +105,62 @@ func classifySQLite(err error) error {
 		}
 	}
 	return classifyCommon(err)
+}
+
+// sqliteTick is the resolution of SQLite's clock, in microseconds.
+const sqliteTick = 1000
+
+// writeTermSQLite runs a write that starts a term (see [core.writeTerm]) in a
+// transaction that keeps SQLite's write lock until the database clock has moved past
+// the term. Terms follow that clock, which has millisecond resolution: without the
+// wait, the next writer could issue the same term within the same millisecond from a
+// rolled-back row. SQLite runs one writer at a time, so every later term-issuing
+// write executes at a later clock reading than the term it follows. The wait is at
+// most one tick, only after a write that started a term.
+func (b sqlBackend) writeTermSQLite(ctx context.Context, query string, args ...any) (term int64, won bool, err error) {
+	tx, err := b.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, false, err
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	err = tx.QueryRowContext(ctx, query, args...).Scan(&term)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, tx.Commit()
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	// A term more than a tick ahead of the clock came from the row's version, and
+	// the next term from the row is above it anyway.
+	for range 20 * sqliteTick / 100 { // bounded, should the clock stand still
+		var now int64
+		if err := tx.QueryRowContext(ctx, `SELECT `+sqliteNow).Scan(&now); err != nil {
+			return 0, false, err
+		}
+		if now > term || term-now > sqliteTick {
+			break
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, false, err
+	}
+	return term, true, nil
+}
+
+// execTx runs one statement in a transaction of its own.
+func (b sqlBackend) execTx(ctx context.Context, query string, args ...any) (int64, error) {
+	tx, err := b.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	res, err := tx.ExecContext(ctx, query, args...)
+	if err != nil {
+		return 0, err
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
 }

@@ -166,6 +166,16 @@ func (h sqlHarness) corrupt(t *testing.T, table, key, what string) {
 			schema.Postgres: "clock_timestamp() - interval '1 hour'",
 			schema.SQLite:   "CAST(unixepoch('subsec') * 1000000 AS INTEGER) - 3600000000",
 		}[h.dialect]
+	case storetest.FarFutureTick:
+		set = "tick_time = " + map[schema.Dialect]string{
+			schema.MySQL:    "'2038-01-19 03:14:07.999999'",
+			schema.Postgres: "'3000-01-01 00:00:00+00'",
+			schema.SQLite:   "32503680000000000", // 3000-01-01 in microseconds
+		}[h.dialect]
+	case storetest.TopVersion:
+		set = "version = 9223372036854775807, term = 9223372036854775807"
+	case storetest.NearVersionLimit:
+		set = fmt.Sprintf("version = %d, term = %d", store.VersionLimit-2, store.VersionLimit-2)
 	case storetest.NullLeader:
 		switch h.dialect {
 		case schema.MySQL:
