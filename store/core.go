@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -61,6 +62,7 @@ type core struct {
 	b        backend
 	classify func(error) error
 	bq       batchQueries
+	checked  *atomic.Bool // the table passed Check
 }
 
 func newCore(d schema.Dialect, table string, b backend, classify func(error) error, build func(quoted, table string) queries) (core, error) {
@@ -80,7 +82,7 @@ func newCore(d schema.Dialect, table string, b backend, classify func(error) err
 	default:
 		bq = sqliteBatch{quoted}
 	}
-	return core{dialect: d, table: table, q: build(quoted, table), b: b, classify: classify, bq: bq}, nil
+	return core{dialect: d, table: table, q: build(quoted, table), b: b, classify: classify, bq: bq, checked: new(atomic.Bool)}, nil
 }
 
 // Dialect returns the store's SQL dialect.
@@ -101,7 +103,7 @@ func (c *core) wrap(op, key string, err error) error {
 			ErrDeployment, c.table, op, c.dialect, key, err)
 	}
 	if errors.Is(err, errWrongColumns) {
-		return fmt.Errorf("%w: table %q does not have casleader's columns %v: drop or rename it, or configure another table name (%s %s %q): %w",
+		return fmt.Errorf("%w: table %q does not have casleader's columns %v, or one has another type: `casleader migrate` names each wrong column and how to fix it (ALTER it, or drop the table and re-create it), or configure another table name (%s %s %q): %w",
 			ErrDeployment, c.table, schema.Columns, op, c.dialect, key, err)
 	}
 	if errors.Is(err, errNoPrivilege) {
@@ -169,6 +171,9 @@ func (c *core) Observe(ctx context.Context, key string) (rec Record, found bool,
 		version, term, ageMicros, stepdown sql.NullInt64
 		leader, handover                   sql.NullString
 	)
+	if err := c.ready(ctx); err != nil {
+		return Record{}, false, err
+	}
 	err = c.b.queryRow(ctx, c.q.observe, key).Scan(&version, &leader, &term, &ageMicros, &handover, &stepdown)
 	if errors.Is(err, sql.ErrNoRows) || errors.Is(err, pgx.ErrNoRows) {
 		return Record{}, false, nil
@@ -241,6 +246,9 @@ func (c *core) Insert(ctx context.Context, key, id string) (term int64, inserted
 	if err := validateNames(key, id); err != nil {
 		return 0, false, err
 	}
+	if err := c.ready(ctx); err != nil {
+		return 0, false, err
+	}
 	term, inserted, err = c.writeTerm(ctx, c.q.insert, key, id)
 	return term, inserted, c.wrap("insert", key, err)
 }
@@ -260,6 +268,9 @@ func (c *core) Elect(ctx context.Context, key, id string, version int64, lease t
 		return 0, false, err
 	}
 	if err := c.checkVersion("elect", key, version); err != nil {
+		return 0, false, err
+	}
+	if err := c.ready(ctx); err != nil {
 		return 0, false, err
 	}
 	term, won, err = c.writeTerm(ctx, c.q.elect, id, key, version, lease.Microseconds())
@@ -312,6 +323,9 @@ func (c *core) Renew(ctx context.Context, key, id string, version int64) (swappe
 	if err := c.checkVersion("renew", key, version); err != nil {
 		return false, err
 	}
+	if err := c.ready(ctx); err != nil {
+		return false, err
+	}
 	n, err := c.b.exec(ctx, c.q.renew, version+1, key, version, id)
 	return n == 1, c.wrap("renew", key, err)
 }
@@ -323,6 +337,9 @@ func (c *core) Release(ctx context.Context, key, id string, version int64) (swap
 		return false, err
 	}
 	if err := c.checkVersion("release", key, version); err != nil {
+		return false, err
+	}
+	if err := c.ready(ctx); err != nil {
 		return false, err
 	}
 	n, err := c.b.exec(ctx, c.q.release, version+1, key, version, id)
@@ -341,6 +358,9 @@ func (c *core) Handover(ctx context.Context, key, id string, version int64, to s
 		return 0, false, err
 	}
 	if err := c.checkVersion("handover", key, version); err != nil {
+		return 0, false, err
+	}
+	if err := c.ready(ctx); err != nil {
 		return 0, false, err
 	}
 	term, ok, err = c.writeTerm(ctx, c.q.handover, to, key, version, id)
@@ -363,19 +383,11 @@ func (c *core) RequestStepDown(ctx context.Context, key string, version int64, t
 	if err := c.checkVersion("request step-down", key, version); err != nil {
 		return false, err
 	}
+	if err := c.ready(ctx); err != nil {
+		return false, err
+	}
 	n, err := c.b.exec(ctx, c.q.request, version+1, to, key, version)
 	return n == 1, c.wrap("request step-down", key, err)
-}
-
-// Check verifies that the election table exists with casleader's columns and that
-// this user may read it. It writes nothing.
-func (c *core) Check(ctx context.Context) error {
-	n := 0
-	err := c.b.queryRow(ctx, c.q.check).Scan(&n)
-	if errors.Is(err, sql.ErrNoRows) || errors.Is(err, pgx.ErrNoRows) {
-		err = nil
-	}
-	return c.wrap("check", "", err)
 }
 
 // CreateTable creates the election table if it does not exist, through the store's

@@ -89,7 +89,7 @@ func classifySQLite(err error) error {
 		switch se.Code() & 0xff {
 		case sqlite3.SQLITE_ERROR:
 			switch {
-			case strings.Contains(msg, "no such table"):
+			case strings.Contains(msg, "no such table"), strings.Contains(msg, "unknown database"):
 				return fmt.Errorf("%w: %w", errMissingTable, err)
 			case strings.Contains(msg, "no such column"), strings.Contains(msg, "has no column"):
 				return fmt.Errorf("%w: %w", errWrongColumns, err)
