@@ -31,6 +31,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/casleader/casleader/internal/retry"
 	"github.com/casleader/casleader/store"
 )
 
@@ -124,6 +125,7 @@ type state struct {
 	highest  int64 // highest term seen in a row or won
 	deadline time.Time
 	nextLook time.Time
+	failures int // election writes in a row that did not win a row that looked free
 }
 
 // New validates cfg and returns a group on st. It does no I/O.
@@ -634,6 +636,7 @@ func (r *run) follow(ctx context.Context) error {
 				s.version = rec.Version
 				elect = append(elect, s)
 			default:
+				s.failures = 0 // a live lease: the database and we agree
 				r.observed(s, rec, true, sent)
 			}
 		}
@@ -663,6 +666,7 @@ func (r *run) campaign(ctx context.Context, create, elect []*state) error {
 		for _, s := range batch {
 			if w, ok := byKey[s.key]; ok && err == nil {
 				if w.Term > from(s) {
+					s.failures = 0
 					r.startLeading(s, w.Term, w.Term, w.Since.Add(g.cfg.RenewDeadline))
 					continue
 				}
@@ -670,8 +674,11 @@ func (r *run) campaign(ctx context.Context, create, elect []*state) error {
 					"key", s.key, "term", w.Term, "from", from(s))
 			}
 			// Lost, unknown, or without a term: look again soon; an own lease is
-			// adopted then, with the row's term.
-			s.nextLook = time.Now().Add(rand.N(min(g.cfg.PollInterval/20, 10*time.Millisecond) + 1))
+			// adopted then, with the row's term. Soon, but never in a tight loop:
+			// a row that keeps looking free to reads and refusing writes is read
+			// after waits that double up to the poll interval.
+			s.failures++
+			s.nextLook = time.Now().Add(retry.Backoff(s.failures, 10*time.Millisecond, g.cfg.PollInterval))
 		}
 	}
 	err := parallel(r, chunks(create, g.cfg.BatchSize), func(batch []*state) error {
