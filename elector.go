@@ -339,8 +339,9 @@ type run struct {
 	work sync.WaitGroup // OnStartedLeading goroutines
 
 	// failures counts the election writes in a row that failed or lost although
-	// the row looked free; the next read waits retry.Backoff after one, so that a
-	// row the database judges otherwise (or refuses to write) is never hammered.
+	// the row looked free; after the second, the next read waits retry.Backoff, so
+	// that a row the database judges otherwise (or refuses to write) is never
+	// hammered.
 	failures int
 	lim      retry.Limiter // their log lines
 }
@@ -390,8 +391,10 @@ func (r *run) follow(ctx context.Context) (cas.Decision, time.Time, error) {
 		pctx, c2 = context.WithDeadline(pctx, until)
 		defer c2()
 	}
-	if r.failures > 0 {
-		t := time.NewTimer(retry.Backoff(r.failures, electionBackoff, e.cfg.PollInterval))
+	if r.failures > 1 {
+		// The first retry reads at once: a lost race or a lost reply is settled
+		// by the next read, and a lease of ours must be adopted while it is fresh.
+		t := time.NewTimer(retry.Backoff(r.failures-1, electionBackoff, e.cfg.PollInterval))
 		select {
 		case <-pctx.Done():
 			t.Stop()

@@ -89,9 +89,10 @@ func TestElectionWritesThatNeverWinBackOff(t *testing.T) {
 				cancel()
 				<-done
 
-				// Waits double from 50 ms (jitter may halve each) up to the poll
-				// interval (jitter may halve it too): at most this many writes.
-				bound, slept := 0, time.Duration(0)
+				// After one immediate retry, waits double from 50 ms (jitter may
+				// halve each) up to the poll interval (jitter may halve it too): at
+				// most this many writes.
+				bound, slept := 1, time.Duration(0)
 				for attempt := 1; slept < runFor; attempt++ {
 					slept += min(50*time.Millisecond<<(attempt-1), c.PollInterval) / 2
 					bound++
