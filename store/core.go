@@ -294,10 +294,8 @@ func (c *core) writeTerm(ctx context.Context, query string, args ...any) (term i
 		}
 		return id, true, nil
 	}
-	if c.dialect == schema.SQLite {
-		if b, ok := c.b.(sqlBackend); ok {
-			return b.writeTermSQLite(ctx, query, args...)
-		}
+	if b, ok := c.b.(sqliteBackend); ok {
+		return b.writeTerm(ctx, query, args...)
 	}
 	err = c.b.queryRow(ctx, query, args...).Scan(&term)
 	if errors.Is(err, sql.ErrNoRows) || errors.Is(err, pgx.ErrNoRows) {
@@ -397,14 +395,7 @@ func (c *core) CreateTable(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	exec := c.b.exec
-	if b, ok := c.b.(sqlBackend); ok && c.dialect == schema.SQLite {
-		// In a transaction opened for writing ([OpenSQLite]'s BEGIN IMMEDIATE), so
-		// that a write committed by another connection between the statement's read
-		// of the schema and its write cannot fail it at once with SQLITE_BUSY.
-		exec = b.execTx
-	}
-	if _, err := exec(ctx, ddl); err != nil {
+	if _, err := c.b.exec(ctx, ddl); err != nil {
 		return fmt.Errorf("create table %q (%s): %w", c.table, c.dialect, c.classify(err))
 	}
 	return nil

@@ -27,7 +27,7 @@ func NewSQLite(db *sql.DB, table string) (*SQLite, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: nil *sql.DB", ErrInvalidArgument)
 	}
-	c, err := newCore(schema.SQLite, table, sqlBackend{db}, classifySQLite, sqliteQueries)
+	c, err := newCore(schema.SQLite, table, sqliteBackend{sqlBackend{db}}, classifySQLite, sqliteQueries)
 	if err != nil {
 		return nil, err
 	}
@@ -110,14 +110,82 @@ func classifySQLite(err error) error {
 // sqliteTick is the resolution of SQLite's clock, in microseconds.
 const sqliteTick = 1000
 
-// writeTermSQLite runs a write that starts a term (see [core.writeTerm]) in a
-// transaction that keeps SQLite's write lock until the database clock has moved past
-// the term. Terms follow that clock, which has millisecond resolution: without the
-// wait, the next writer could issue the same term within the same millisecond from a
+// sqliteBackend runs every write in a transaction of its own. Opened by
+// [OpenSQLite], its BEGIN IMMEDIATE takes the write lock before the statement reads
+// anything, so the statement waits for the lock (busy_timeout) instead of failing at
+// once with SQLITE_BUSY, as an autocommit write does when another connection commits
+// between its read and its write.
+//
+// A write that starts terms keeps the lock until the database clock has moved past
+// them. Terms follow that clock, which has millisecond resolution: without the wait,
+// the next writer could issue the same term within the same millisecond from a
 // rolled-back row. SQLite runs one writer at a time, so every later term-issuing
-// write executes at a later clock reading than the term it follows. The wait is at
-// most one tick, only after a write that started a term.
-func (b sqlBackend) writeTermSQLite(ctx context.Context, query string, args ...any) (term int64, won bool, err error) {
+// write executes at a later clock reading than the terms it follows. The wait is at
+// most one tick, and only after a write that started a term.
+type sqliteBackend struct{ sqlBackend }
+
+func (b sqliteBackend) exec(ctx context.Context, query string, args ...any) (int64, error) {
+	return b.execTx(ctx, query, args...)
+}
+
+// query runs a read as it is, and a write (which returns (key) per row won, or
+// (key, term) when it starts terms) in a transaction whose rows are read before it
+// commits.
+func (b sqliteBackend) query(ctx context.Context, query string, args ...any) (rowScanner, error) {
+	if strings.HasPrefix(query, "SELECT") {
+		return b.sqlBackend.query(ctx, query, args...)
+	}
+	tx, err := b.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	rows, err := tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	cols, err := rows.Columns()
+	if err != nil {
+		rows.Close()
+		return nil, err
+	}
+	var out bufRows
+	var highest int64
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		if len(vals) == 2 {
+			if term, ok := vals[1].(int64); ok {
+				highest = max(highest, term)
+			}
+		}
+		out.rows = append(out.rows, vals)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if highest > 0 {
+		if err := holdPast(ctx, tx, highest); err != nil {
+			return nil, err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// writeTerm runs a write that starts a term (see [core.writeTerm]) in a
+// transaction that keeps the write lock until the clock has passed the term.
+func (b sqliteBackend) writeTerm(ctx context.Context, query string, args ...any) (term int64, won bool, err error) {
 	tx, err := b.db.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, false, err
@@ -130,22 +198,30 @@ func (b sqlBackend) writeTermSQLite(ctx context.Context, query string, args ...a
 	if err != nil {
 		return 0, false, err
 	}
-	// A term more than a tick ahead of the clock came from the row's version, and
-	// the next term from the row is above it anyway.
-	for range 20 * sqliteTick / 100 { // bounded, should the clock stand still
-		var now int64
-		if err := tx.QueryRowContext(ctx, `SELECT `+sqliteNow).Scan(&now); err != nil {
-			return 0, false, err
-		}
-		if now > term || term-now > sqliteTick {
-			break
-		}
-		time.Sleep(100 * time.Microsecond)
+	if err := holdPast(ctx, tx, term); err != nil {
+		return 0, false, err
 	}
 	if err := tx.Commit(); err != nil {
 		return 0, false, err
 	}
 	return term, true, nil
+}
+
+// holdPast returns when the database clock, read inside tx, is past term. A term
+// more than a tick ahead of the clock came from the row's version, and the next
+// term from the row is above it anyway: no wait then.
+func holdPast(ctx context.Context, tx *sql.Tx, term int64) error {
+	for range 20 * sqliteTick / 100 { // bounded, should the clock stand still
+		var now int64
+		if err := tx.QueryRowContext(ctx, `SELECT `+sqliteNow).Scan(&now); err != nil {
+			return err
+		}
+		if now > term || term-now > sqliteTick {
+			return nil
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	return nil
 }
 
 // execTx runs one statement in a transaction of its own.
@@ -164,3 +240,48 @@ func (b sqlBackend) execTx(ctx context.Context, query string, args ...any) (int6
 	}
 	return res.RowsAffected()
 }
+
+// bufRows are rows read before their transaction committed.
+type bufRows struct {
+	rows [][]any
+	cur  []any
+}
+
+func (r *bufRows) Next() bool {
+	if len(r.rows) == 0 {
+		return false
+	}
+	r.cur, r.rows = r.rows[0], r.rows[1:]
+	return true
+}
+
+func (r *bufRows) Scan(dest ...any) error {
+	if len(dest) != len(r.cur) {
+		return fmt.Errorf("store: scan %d values into %d", len(r.cur), len(dest))
+	}
+	for i, v := range r.cur {
+		switch d := dest[i].(type) {
+		case *string:
+			switch v := v.(type) {
+			case string:
+				*d = v
+			case []byte:
+				*d = string(v)
+			default:
+				return fmt.Errorf("store: column %d is %T, not text", i, v)
+			}
+		case *int64:
+			n, ok := v.(int64)
+			if !ok {
+				return fmt.Errorf("store: column %d is %T, not an integer", i, v)
+			}
+			*d = n
+		default:
+			return fmt.Errorf("store: cannot scan into %T", d)
+		}
+	}
+	return nil
+}
+
+func (r *bufRows) Err() error { return nil }
+func (r *bufRows) Close()     {}
