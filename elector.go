@@ -13,6 +13,7 @@ import (
 	"github.com/casleader/casleader/cas"
 	"github.com/casleader/casleader/detector"
 	"github.com/casleader/casleader/heartbeat"
+	"github.com/casleader/casleader/internal/retry"
 	"github.com/casleader/casleader/store"
 )
 
@@ -457,6 +458,13 @@ type run struct {
 
 	// A live lease naming our ID in a term we do not own, as last read.
 	foreignTerm, foreignVersion int64
+
+	// failures counts the election writes in a row that failed or lost although
+	// the row looked free; after the second, the next read waits retry.Backoff, so
+	// that a row the database judges otherwise (or refuses to write) is never
+	// hammered.
+	failures int
+	lim      retry.Limiter // their log lines
 }
 
 func (r *run) loop(ctx context.Context) error {
@@ -523,6 +531,17 @@ func (r *run) follow(ctx context.Context) (cas.Decision, time.Time, error) {
 		pctx, c2 = context.WithDeadline(pctx, until)
 		defer c2()
 	}
+	if r.failures > 1 {
+		// The first retry reads at once: a lost race or a lost reply is settled
+		// by the next read, and a lease of ours must be adopted while it is fresh.
+		t := time.NewTimer(retry.Backoff(r.failures-1, electionBackoff, e.cfg.PollInterval))
+		select {
+		case <-pctx.Done():
+			t.Stop()
+			return cas.Decision{}, time.Time{}, pctx.Err()
+		case <-t.C:
+		}
+	}
 	var d cas.Decision
 	var dup error
 	cfg := detector.Config{Key: e.cfg.Key, Poll: e.cfg.PollInterval, Timeout: e.cfg.RenewDeadline, Logger: e.log}
@@ -536,6 +555,10 @@ func (r *run) follow(ctx context.Context) (cas.Decision, time.Time, error) {
 		d = r.m.Observed(o.Record, o.Found, o.Sent, part)
 		if dup = r.foreign(o.Record); dup != nil {
 			return 0, true
+		}
+		if d.Action == cas.Wait {
+			r.failures = 0 // the row shows a live lease: the database and we agree
+			r.lim.Reset()
 		}
 		if busy != nil && d.Action == cas.Wait {
 			select {
@@ -565,6 +588,7 @@ func (r *run) follow(ctx context.Context) (cas.Decision, time.Time, error) {
 		if err != nil {
 			return r.unsettled("create", err)
 		}
+		r.outcome(ok, d.Version)
 		return r.m.Created(term, ok, sent), sent, nil
 	case cas.Campaign:
 		sent := time.Now()
@@ -574,9 +598,7 @@ func (r *run) follow(ctx context.Context) (cas.Decision, time.Time, error) {
 		if err != nil {
 			return r.unsettled("elect", err)
 		}
-		if !ok {
-			e.log.Debug("casleader: election lost", "version", d.Version)
-		}
+		r.outcome(ok, d.Version)
 		return r.m.Elected(term, ok, sent), sent, nil
 	}
 	return d, obs.Sent, nil
@@ -611,6 +633,32 @@ func (r *run) foreign(rec store.Record) error {
 	return nil
 }
 
+// electionBackoff is the first wait after an election write that failed or lost;
+// the waits double up to the poll interval.
+const electionBackoff = 50 * time.Millisecond
+
+// outcome records whether an election write won. A lost one is normal once (another
+// candidate won the race: the next read shows its lease); lost again and again from
+// rows that look free, it means the database judges the row otherwise than its read
+// does, and is reported.
+func (r *run) outcome(won bool, version int64) {
+	if won {
+		r.failures = 0
+		r.lim.Reset()
+		return
+	}
+	r.failures++
+	if r.failures == 1 {
+		r.e.log.Debug("casleader: election lost", "version", version)
+		return
+	}
+	if ok, held := r.lim.Allow(); ok {
+		r.e.log.Warn("casleader: election writes keep losing although the row looks free: check the row and the database clock",
+			"version", version, "attempt", r.failures, "failures_not_logged", held,
+			"retry_in_at_most", r.e.cfg.PollInterval)
+	}
+}
+
 // unsettled handles an election write whose outcome is unknown: the next read settles
 // it (an own lease is adopted).
 func (r *run) unsettled(op string, err error) (cas.Decision, time.Time, error) {
@@ -618,7 +666,11 @@ func (r *run) unsettled(op string, err error) (cas.Decision, time.Time, error) {
 	if errors.Is(err, store.ErrDeployment) {
 		return cas.Decision{}, time.Time{}, err
 	}
-	r.e.log.Warn("casleader: election write failed; the next read settles it", "op", op, "error", err)
+	r.failures++
+	if ok, held := r.lim.Allow(); ok {
+		r.e.log.Warn("casleader: election write failed; the next read settles it", "op", op, "error", err,
+			"attempt", r.failures, "failures_not_logged", held)
+	}
 	return cas.Decision{Action: cas.Wait}, time.Time{}, nil
 }
 

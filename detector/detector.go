@@ -15,6 +15,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/casleader/casleader/internal/retry"
 	"github.com/casleader/casleader/store"
 )
 
@@ -54,6 +55,7 @@ func Watch(ctx context.Context, r Reader, cfg Config, wake <-chan struct{},
 	timer.Stop()
 	defer timer.Stop()
 	failures := 0
+	var lim retry.Limiter // a row that stays invalid is reported once per retry.LogEvery
 	for {
 		if err := ctx.Err(); err != nil {
 			return Observation{}, err
@@ -79,8 +81,10 @@ func Watch(ctx context.Context, r Reader, cfg Config, wake <-chan struct{},
 			if errors.Is(err, store.ErrInvalidRow) {
 				level = slog.LevelError
 			}
-			log.Log(ctx, level, "casleader: reading the election row failed, retrying",
-				"key", cfg.Key, "error", err, "attempt", failures, "retry_in", wait)
+			if ok, held := lim.Allow(); ok {
+				log.Log(ctx, level, "casleader: reading the election row failed, retrying",
+					"key", cfg.Key, "error", err, "attempt", failures, "retry_in", wait, "failures_not_logged", held)
+			}
 		}
 		timer.Reset(wait)
 		select {
@@ -114,6 +118,5 @@ func jitter(poll time.Duration) time.Duration {
 
 // backoff after failure number n: exponential from 50 ms, capped at the poll interval.
 func backoff(n int, poll time.Duration) time.Duration {
-	d := min(50*time.Millisecond<<min(n-1, 16), max(poll, 50*time.Millisecond))
-	return d/2 + rand.N(d/2+1)
+	return retry.Backoff(n, 50*time.Millisecond, poll)
 }

@@ -46,6 +46,7 @@ import (
 	"time"
 
 	"github.com/casleader/casleader/cas"
+	"github.com/casleader/casleader/internal/retry"
 	"github.com/casleader/casleader/store"
 )
 
@@ -172,6 +173,7 @@ type state struct {
 	token       int64 // the term reported by OnChange(true), until OnChange(false)
 	led         bool
 	unsubscribe func()
+	failures    int // election writes in a row that did not win a row that looked free
 }
 
 // New validates cfg and returns a group on st. It does no I/O.
@@ -852,6 +854,7 @@ func (r *run) follow(ctx context.Context) error {
 				// handed to us by name.
 				r.startLeading(s, now)
 			default:
+				s.failures = 0 // a live lease: the database and we agree
 				wait := min(d.Wait, g.cfg.PollInterval)
 				if wait <= 0 {
 					wait = g.cfg.PollInterval
@@ -895,6 +898,7 @@ func (r *run) campaign(ctx context.Context, create, elect []*state) error {
 				s.m.Unsettled()
 			case ok && w.Term > from[i]:
 				if won(s, w.Term, w.Since).Action == cas.Lead {
+					s.failures = 0
 					r.startLeading(s, now)
 					continue
 				}
@@ -905,7 +909,12 @@ func (r *run) campaign(ctx context.Context, create, elect []*state) error {
 			default:
 				won(s, 0, rep.sent) // lost
 			}
-			s.nextLook = now.Add(jitter(g.cfg.PollInterval))
+			// Lost, unknown, or without a term: look again soon; an own lease is
+			// adopted then, with the row's term. Soon, but never in a tight loop:
+			// a row that keeps looking free to reads and refusing writes is read
+			// after waits that double up to the poll interval.
+			s.failures++
+			s.nextLook = now.Add(retry.Backoff(s.failures, 10*time.Millisecond, g.cfg.PollInterval) + jitter(g.cfg.PollInterval))
 		}
 		if rep.err != nil && !errors.Is(rep.err, store.ErrDeployment) {
 			g.cfg.Logger.Warn("casleader group: batched election failed; the next read settles it", "keys", len(ss), "error", rep.err)

@@ -13,9 +13,9 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"math/rand/v2"
 	"time"
 
+	"github.com/casleader/casleader/internal/retry"
 	"github.com/casleader/casleader/store"
 )
 
@@ -125,7 +125,6 @@ func Run(ctx context.Context, r Renewer, cfg Config, version int64, last, deadli
 // Backoff returns the wait before retry number attempt (1-based): exponential from
 // 10 ms, capped at limit/2, with full jitter in the upper half.
 func Backoff(attempt int, limit time.Duration) time.Duration {
-	d := 10 * time.Millisecond << min(attempt-1, 16)
-	d = min(d, max(limit/2, time.Millisecond))
-	return d/2 + rand.N(d/2+1)
+	limit = max(limit/2, time.Millisecond)
+	return retry.Backoff(attempt, min(10*time.Millisecond, limit), limit)
 }

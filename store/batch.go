@@ -90,6 +90,9 @@ func (c *core) ObserveMany(ctx context.Context, keys []string) (map[string]Recor
 	if err != nil || len(keys) == 0 {
 		return map[string]Record{}, err
 	}
+	if err := c.ready(ctx); err != nil {
+		return nil, err
+	}
 	rows, err := c.b.query(ctx, c.bq.observeMany(len(keys)), c.keyArgs(keys)...)
 	if err != nil {
 		return nil, c.wrap("observe many", keys[0], err)
@@ -186,6 +189,14 @@ func (c *core) batchCAS(ctx context.Context, op, id string, kvs []KeyVersion, bu
 	}
 	uniq, err := unique(kvs, func(kv KeyVersion) string { return kv.Key })
 	if err != nil || len(uniq) == 0 {
+		return nil, err
+	}
+	for _, kv := range uniq {
+		if err := c.checkVersion(op, kv.Key, kv.Version); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.ready(ctx); err != nil {
 		return nil, err
 	}
 	write, back := build(len(uniq))

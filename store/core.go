@@ -63,6 +63,7 @@ type core struct {
 	classify func(error) error
 	bq       batchQueries
 	wsrep    *atomic.Int32 // guard.go: whether the server is a Galera node (0: not known yet)
+	checked  *atomic.Bool  // the table passed Check
 }
 
 func newCore(d schema.Dialect, table string, b backend, classify func(error) error, build func(quoted, table string) queries) (core, error) {
@@ -82,7 +83,7 @@ func newCore(d schema.Dialect, table string, b backend, classify func(error) err
 	default:
 		bq = sqliteBatch{quoted}
 	}
-	return core{dialect: d, table: table, q: build(quoted, table), b: b, classify: classify, bq: bq, wsrep: new(atomic.Int32)}, nil
+	return core{dialect: d, table: table, q: build(quoted, table), b: b, classify: classify, bq: bq, wsrep: new(atomic.Int32), checked: new(atomic.Bool)}, nil
 }
 
 // Dialect returns the store's SQL dialect.
@@ -103,7 +104,7 @@ func (c *core) wrap(op, key string, err error) error {
 			ErrDeployment, c.table, op, c.dialect, key, err)
 	}
 	if errors.Is(err, errWrongColumns) {
-		return fmt.Errorf("%w: table %q does not have casleader's columns %v: drop or rename it, or configure another table name (%s %s %q): %w",
+		return fmt.Errorf("%w: table %q does not have casleader's columns %v, or one has another type: `casleader migrate` names each wrong column and how to fix it (ALTER it, or drop the table and re-create it), or configure another table name (%s %s %q): %w",
 			ErrDeployment, c.table, schema.Columns, op, c.dialect, key, err)
 	}
 	if errors.Is(err, errNoPrivilege) {
@@ -139,6 +140,15 @@ func validateName(what, s string) error {
 	return nil
 }
 
+// checkVersion refuses a write from version when it would take the row to
+// [VersionLimit]: the write is not sent.
+func (c *core) checkVersion(op, key string, version int64) error {
+	if err := CheckVersion(version); err != nil {
+		return fmt.Errorf("%s %s %q: %w", op, c.table, key, err)
+	}
+	return nil
+}
+
 // validateNames checks a key and the candidate IDs of a call, in that order.
 func validateNames(key string, ids ...string) error {
 	if err := validateName("key", key); err != nil {
@@ -162,6 +172,9 @@ func (c *core) Observe(ctx context.Context, key string) (rec Record, found bool,
 		version, term, ageMicros, stepdown sql.NullInt64
 		leader, handover                   sql.NullString
 	)
+	if err := c.ready(ctx); err != nil {
+		return Record{}, false, err
+	}
 	err = c.b.queryRow(ctx, c.q.observe, key).Scan(&version, &leader, &term, &ageMicros, &handover, &stepdown)
 	if errors.Is(err, sql.ErrNoRows) || errors.Is(err, pgx.ErrNoRows) {
 		return Record{}, false, nil
@@ -192,25 +205,39 @@ func decode(key string, version sql.NullInt64, leader sql.NullString, term, ageM
 	if version.Int64 < 1 {
 		return Record{}, fmt.Errorf("%w: version %d is not positive: fix or delete the row", ErrInvalidRow, version.Int64)
 	}
+	if version.Int64 >= VersionLimit {
+		return Record{}, versionLimitError(version.Int64)
+	}
 	if term.Int64 < 0 || term.Int64 > version.Int64 {
 		return Record{}, fmt.Errorf("%w: term %d is outside 0..version (%d): fix or delete the row", ErrInvalidRow, term.Int64, version.Int64)
 	}
-	age := time.Duration(ageMicros.Int64) * time.Microsecond
-	if ageMicros.Int64 > math.MaxInt64/int64(time.Microsecond) {
-		age = math.MaxInt64 // centuries old (a corrupt tick_time): expired, not wrapped
+	const maxMicros = math.MaxInt64 / int64(time.Microsecond)
+	switch {
+	case ageMicros.Int64 > maxMicros:
+		// Centuries old (a corrupt tick_time): expired, not wrapped.
+		return record(key, version, leader, term, math.MaxInt64, handover, stepdown), nil
+	case ageMicros.Int64 < -maxMicros:
+		// Centuries in the future: reported, not wrapped into a past time.
+		return Record{}, fmt.Errorf("%w: tick_time is more than %d years in the future of the database clock: fix the row (set tick_time to the database's current time) or delete it",
+			ErrInvalidRow, maxMicros/(365*24*3600*1_000_000))
 	}
+	age := time.Duration(ageMicros.Int64) * time.Microsecond
 	if age < -futureTolerance {
 		return Record{}, fmt.Errorf("%w: tick_time is %v in the future of the database clock (clock stepped back, or the row was written by another server): fix the row or wait", ErrInvalidRow, -age)
 	}
+	return record(key, version, leader, term, max(age, 0), handover, stepdown), nil
+}
+
+func record(key string, version sql.NullInt64, leader sql.NullString, term sql.NullInt64, age time.Duration, handover sql.NullString, stepdown sql.NullInt64) Record {
 	return Record{
 		Key:        key,
 		Version:    version.Int64,
 		LeaderID:   leader.String,
 		Term:       term.Int64,
-		Age:        max(age, 0),
+		Age:        age,
 		HandoverTo: handover.String,
 		StepDown:   stepdown.Int64 != 0,
-	}, nil
+	}
 }
 
 // Insert creates the row of key with id as its first leader and returns the new
@@ -218,6 +245,9 @@ func decode(key string, version sql.NullInt64, leader sql.NullString, term, ageM
 // false when the row exists.
 func (c *core) Insert(ctx context.Context, key, id string) (term int64, inserted bool, err error) {
 	if err := validateNames(key, id); err != nil {
+		return 0, false, err
+	}
+	if err := c.ready(ctx); err != nil {
 		return 0, false, err
 	}
 	term, inserted, err = c.writeTerm(ctx, c.q.insert, key, id)
@@ -236,6 +266,12 @@ func (c *core) Insert(ctx context.Context, key, id string) (term int64, inserted
 // and the next (at least the failover's duration; see docs/SAFETY.md).
 func (c *core) Elect(ctx context.Context, key, id string, version int64, lease time.Duration) (term int64, won bool, err error) {
 	if err := validateNames(key, id); err != nil {
+		return 0, false, err
+	}
+	if err := c.checkVersion("elect", key, version); err != nil {
+		return 0, false, err
+	}
+	if err := c.ready(ctx); err != nil {
 		return 0, false, err
 	}
 	term, won, err = c.writeTerm(ctx, c.q.elect, id, key, version, lease.Microseconds())
@@ -259,6 +295,9 @@ func (c *core) writeTerm(ctx context.Context, query string, args ...any) (term i
 		}
 		return id, true, nil
 	}
+	if b, ok := c.b.(sqliteBackend); ok {
+		return b.writeTerm(ctx, query, args...)
+	}
 	err = c.b.queryRow(ctx, query, args...).Scan(&term)
 	if errors.Is(err, sql.ErrNoRows) || errors.Is(err, pgx.ErrNoRows) {
 		return 0, false, nil
@@ -280,6 +319,12 @@ func (c *core) Renew(ctx context.Context, key, id string, version int64) (swappe
 	if err := validateNames(key, id); err != nil {
 		return false, err
 	}
+	if err := c.checkVersion("renew", key, version); err != nil {
+		return false, err
+	}
+	if err := c.ready(ctx); err != nil {
+		return false, err
+	}
 	n, err := c.b.exec(ctx, c.q.renew, version+1, key, version, id)
 	return n == 1, c.wrap("renew", key, err)
 }
@@ -288,6 +333,12 @@ func (c *core) Renew(ctx context.Context, key, id string, version int64) (swappe
 // Followers may take over at once.
 func (c *core) Release(ctx context.Context, key, id string, version int64) (swapped bool, err error) {
 	if err := validateNames(key, id); err != nil {
+		return false, err
+	}
+	if err := c.checkVersion("release", key, version); err != nil {
+		return false, err
+	}
+	if err := c.ready(ctx); err != nil {
 		return false, err
 	}
 	n, err := c.b.exec(ctx, c.q.release, version+1, key, version, id)
@@ -303,6 +354,12 @@ func (c *core) Handover(ctx context.Context, key, id string, version int64, to s
 		return 0, false, err
 	}
 	if err := validateName("handover target", to); err != nil {
+		return 0, false, err
+	}
+	if err := c.checkVersion("handover", key, version); err != nil {
+		return 0, false, err
+	}
+	if err := c.ready(ctx); err != nil {
 		return 0, false, err
 	}
 	term, ok, err = c.writeTerm(ctx, c.q.handover, to, key, version, id)
@@ -322,19 +379,14 @@ func (c *core) RequestStepDown(ctx context.Context, key string, version int64, t
 			return false, err
 		}
 	}
+	if err := c.checkVersion("request step-down", key, version); err != nil {
+		return false, err
+	}
+	if err := c.ready(ctx); err != nil {
+		return false, err
+	}
 	n, err := c.b.exec(ctx, c.q.request, version+1, to, key, version)
 	return n == 1, c.wrap("request step-down", key, err)
-}
-
-// Check verifies that the election table exists with casleader's columns and that
-// this user may read it. It writes nothing.
-func (c *core) Check(ctx context.Context) error {
-	n := 0
-	err := c.b.queryRow(ctx, c.q.check).Scan(&n)
-	if errors.Is(err, sql.ErrNoRows) || errors.Is(err, pgx.ErrNoRows) {
-		err = nil
-	}
-	return c.wrap("check", "", err)
 }
 
 // CreateTable creates the election table if it does not exist, through the store's

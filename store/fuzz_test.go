@@ -25,6 +25,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add("k", true, int64(2), true, "a", true, int64(1), true, int64(-3_600_000_000), true, "", true, int64(0))
 	f.Add("k", true, int64(2), true, "a", true, int64(1), true, int64(math.MaxInt64), true, "", true, int64(0))
 	f.Add("k", true, int64(math.MaxInt64), true, "a", true, int64(math.MaxInt64), true, int64(math.MinInt64), true, "", true, int64(-7))
+	f.Add("k", true, int64(2), true, "a", true, int64(1), true, int64(-30_700_000_000_000_000), true, "", true, int64(0)) // tick_time in the year 3000
 	f.Fuzz(func(t *testing.T, key string, vOK bool, v int64, lOK bool, leader string, tOK bool, term int64,
 		aOK bool, ageMicros int64, hOK bool, handover string, sOK bool, stepdown int64) {
 		rec, err := decode(key,
@@ -43,8 +44,11 @@ func FuzzDecode(f *testing.F) {
 		if !vOK || !lOK || !tOK || !aOK || !hOK || !sOK {
 			t.Fatalf("a NULL column was accepted: %+v", rec)
 		}
-		if rec.Version < 1 || rec.Term < 0 || rec.Term > rec.Version {
+		if rec.Version < 1 || rec.Version >= VersionLimit || rec.Term < 0 || rec.Term > rec.Version {
 			t.Fatalf("accepted version %d term %d", rec.Version, rec.Term)
+		}
+		if ageMicros < -futureTolerance.Microseconds() {
+			t.Fatalf("a tick_time %d µs in the future was accepted as age %v", -ageMicros, rec.Age)
 		}
 		if rec.Age < 0 {
 			t.Fatalf("negative age %v from %d µs", rec.Age, ageMicros)

@@ -117,6 +117,9 @@ const (
 	myTooManyConnections   = 1040
 	myQueryInterrupted     = 1317
 	myMaxStatementExceeded = 3024
+	myOutOfRange           = 1264 // a value does not fit its column (an INT version)
+	myDataTooLong          = 1406
+	myValueOutOfRange      = 1690 // an expression overflowed its type
 )
 
 func classifyMySQL(err error) error {
@@ -125,7 +128,7 @@ func classifyMySQL(err error) error {
 		switch me.Number {
 		case myNoSuchTable:
 			return fmt.Errorf("%w: %w", errMissingTable, err)
-		case myBadField:
+		case myBadField, myOutOfRange, myDataTooLong, myValueOutOfRange:
 			return fmt.Errorf("%w: %w", errWrongColumns, err)
 		case myTableAccessDenied, myColumnAccessDenied, myDBAccessDenied:
 			return fmt.Errorf("%w: %w", errNoPrivilege, err)

@@ -166,6 +166,16 @@ func (h sqlHarness) corrupt(t *testing.T, table, key, what string) {
 			schema.Postgres: "clock_timestamp() - interval '1 hour'",
 			schema.SQLite:   "CAST(unixepoch('subsec') * 1000000 AS INTEGER) - 3600000000",
 		}[h.dialect]
+	case storetest.FarFutureTick:
+		set = "tick_time = " + map[schema.Dialect]string{
+			schema.MySQL:    "'2038-01-19 03:14:07.999999'",
+			schema.Postgres: "'3000-01-01 00:00:00+00'",
+			schema.SQLite:   "32503680000000000", // 3000-01-01 in microseconds
+		}[h.dialect]
+	case storetest.TopVersion:
+		set = "version = 9223372036854775807, term = 9223372036854775807"
+	case storetest.NearVersionLimit:
+		set = fmt.Sprintf("version = %d, term = %d", store.VersionLimit-2, store.VersionLimit-2)
 	case storetest.NullLeader:
 		switch h.dialect {
 		case schema.MySQL:
@@ -308,3 +318,127 @@ func assertNoPassword(t *testing.T, s, dsn, password string) {
 		assert.NotContains(t, s, word, "part of the password")
 	}
 }
+
+// retype returns the DDL of dialect d for table with the columns named in types
+// given other types.
+func retype(t *testing.T, d schema.Dialect, table string, types map[string]string) string {
+	t.Helper()
+	ddl, err := schema.DDL(d, table)
+	require.NoError(t, err)
+	lines := strings.Split(ddl, "\n")
+	for i, l := range lines {
+		f := strings.Fields(l)
+		if len(f) == 0 {
+			continue
+		}
+		if typ, ok := types[f[0]]; ok {
+			lines[i] = "    " + f[0] + " " + typ
+			if strings.HasSuffix(strings.TrimSpace(l), ",") {
+				lines[i] += ","
+			}
+			delete(types, f[0])
+		}
+	}
+	require.Empty(t, types, "columns not found in the DDL")
+	return strings.Join(lines, "\n")
+}
+
+// TestWrongTableIsRefused: a table whose columns have other types or names than
+// casleader's is refused by Check and by the first statement of every store, as a
+// deployment error that names the column, the type found and the type needed, and
+// nothing is written to it.
+func TestWrongTableIsRefused(t *testing.T) {
+	t.Parallel()
+	type wrong struct {
+		name    string
+		ddl     func(t *testing.T, table string) string
+		mention []string
+	}
+	cases := map[schema.Dialect][]wrong{
+		schema.MySQL: {
+			{"IntVersionAndTerm", func(t *testing.T, table string) string {
+				return retype(t, schema.MySQL, table, map[string]string{"version": "INT NOT NULL", "term": "INT NOT NULL DEFAULT 0"})
+			}, []string{"column version is int", "column term is int", "needs BIGINT", "MODIFY version BIGINT"}},
+			{"OtherNames", func(_ *testing.T, table string) string {
+				return "CREATE TABLE `" + table + "` (id BIGINT PRIMARY KEY, name VARCHAR(255))"
+			}, []string{"column elect_key is missing"}},
+		},
+		schema.Postgres: {
+			{"BigintTick", func(t *testing.T, table string) string {
+				return retype(t, schema.Postgres, table, map[string]string{"tick_time": "BIGINT NOT NULL DEFAULT 0"})
+			}, []string{"column tick_time is bigint, needs TIMESTAMPTZ", "ALTER COLUMN tick_time TYPE TIMESTAMPTZ"}},
+			{"BooleanStepdown", func(t *testing.T, table string) string {
+				return retype(t, schema.Postgres, table, map[string]string{"stepdown": "BOOLEAN NOT NULL DEFAULT false"})
+			}, []string{"column stepdown is boolean, needs SMALLINT"}},
+			{"OtherNames", func(_ *testing.T, table string) string {
+				return `CREATE TABLE "` + table + `" (id BIGINT PRIMARY KEY, name TEXT)`
+			}, []string{"column elect_key is missing"}},
+		},
+		schema.SQLite: {
+			{"TextVersion", func(t *testing.T, table string) string {
+				return retype(t, schema.SQLite, table, map[string]string{"version": "TEXT NOT NULL"})
+			}, []string{"column version is TEXT, needs INTEGER"}},
+			{"OtherNames", func(_ *testing.T, table string) string {
+				return `CREATE TABLE "` + table + `" (id INTEGER PRIMARY KEY, name TEXT)`
+			}, []string{"column elect_key is missing"}},
+		},
+	}
+	dbs := map[schema.Dialect]func(t *testing.T) sqlHarness{
+		schema.MySQL: func(t *testing.T) sqlHarness {
+			db := testdb.MySQL(t)
+			return sqlHarness{dialect: schema.MySQL, exec: dbExec(db),
+				open: func(table string) (storetest.Store, error) { return store.NewMySQL(db, table) }}
+		},
+		schema.Postgres: func(t *testing.T) sqlHarness {
+			pool := testdb.Postgres(t)
+			return sqlHarness{dialect: schema.Postgres, exec: poolExec(pool),
+				open: func(table string) (storetest.Store, error) { return store.NewPostgres(pool, table) }}
+		},
+		schema.SQLite: func(t *testing.T) sqlHarness {
+			db := testdb.SQLite(t)
+			return sqlHarness{dialect: schema.SQLite, exec: dbExec(db),
+				open: func(table string) (storetest.Store, error) { return store.NewSQLite(db, table) }}
+		},
+	}
+	for _, d := range dialects {
+		t.Run(string(d), func(t *testing.T) {
+			t.Parallel()
+			h := dbs[d](t)
+			for _, tc := range cases[d] {
+				t.Run(tc.name, func(t *testing.T) {
+					ctx := t.Context()
+					table := testdb.Name(t)
+					s := h.openStore(t, table) // drops the table at the end
+					_, err := h.exec(ctx, tc.ddl(t, table))
+					require.NoError(t, err, "create the wrong table")
+
+					refused := func(err error, what string) {
+						t.Helper()
+						require.ErrorIs(t, err, store.ErrDeployment, what)
+						require.ErrorIs(t, err, schema.ErrWrongTable, what)
+						for _, m := range tc.mention {
+							assert.Contains(t, err.Error(), m, what)
+						}
+					}
+					refused(s.Check(ctx), "Check")
+					_, _, err = s.Observe(ctx, "k")
+					refused(err, "Observe")
+					_, _, err = s.Insert(ctx, "k", "a")
+					refused(err, "Insert")
+					_, _, err = s.Elect(ctx, "k", "a", 1, time.Second)
+					refused(err, "Elect")
+					require.NoError(t, s.CreateTable(ctx), "CreateTable leaves an existing table alone")
+					refused(s.Check(ctx), "Check after CreateTable")
+
+					quoted, err := schema.Quote(d, table)
+					require.NoError(t, err)
+					n, err := h.exec(ctx, "DELETE FROM "+quoted)
+					require.NoError(t, err)
+					assert.Zero(t, n, "a row was written to the wrong table")
+				})
+			}
+		})
+	}
+}
+
+var dialects = []schema.Dialect{schema.MySQL, schema.Postgres, schema.SQLite}

@@ -1,5 +1,7 @@
 package store
 
+import "fmt"
+
 // ValidateName checks that s can be an election key or a candidate ID in every
 // dialect: 1 to [MaxKeyLen] bytes of UTF-8, no NUL byte (PostgreSQL text cannot hold
 // one) and no trailing space (MySQL's PAD SPACE collations would make "x" and "x "
@@ -9,3 +11,27 @@ func ValidateName(what, s string) error { return validateName(what, s) }
 // ValidateNames checks a key and the candidate IDs of a call, in that order, with
 // [ValidateName].
 func ValidateNames(key string, ids ...string) error { return validateNames(key, ids...) }
+
+// VersionLimit bounds a row's version, and so its term (a term is at most the
+// version). It is a quarter of the BIGINT maximum: far above any version casleader
+// writes (terms follow the database clock in microseconds, about 1.8e15 in 2026, and
+// each write adds one), yet far enough below the maximum that no version or term can
+// ever wrap to a negative number. A row at or above it reads as [ErrInvalidRow], and
+// no write is sent from a version whose next version would reach it.
+const VersionLimit int64 = 1 << 62
+
+// CheckVersion returns an [ErrInvalidRow] error, saying what to do, when a write
+// from version would take the row to [VersionLimit] or beyond.
+func CheckVersion(version int64) error {
+	if version < VersionLimit-1 {
+		return nil
+	}
+	return versionLimitError(version)
+}
+
+func versionLimitError(version int64) error {
+	return fmt.Errorf("%w: version %d has reached casleader's limit %d (kept far below the BIGINT maximum so that versions and terms never wrap): "+
+		"no new term can be issued from this row. To fix it: stop every candidate of the key, delete the row, reset whatever compares its fencing tokens "+
+		"(the next term restarts from the database clock, below the terms issued so far), then restart the candidates",
+		ErrInvalidRow, version, VersionLimit)
+}

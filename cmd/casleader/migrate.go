@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
 )
 
@@ -12,13 +13,14 @@ const migrateUsage = `
 Usage: casleader migrate [--dsn DSN] [--table NAME]
 
 Creates the election table if it does not exist, or checks that the existing table
-has casleader's columns. It is idempotent: run it as often as you like, e.g. in a
+has casleader's columns, each of a type that holds what casleader writes. It is idempotent: run it as often as you like, e.g. in a
 deployment step. It needs the right to create tables; elections afterwards need only
 SELECT, INSERT and UPDATE on the table. For SQLite it creates the file if needed.
 
 It prints "created table NAME" or "table NAME already exists and has casleader's
-columns", and exits 3 (with what to do) when the table cannot be created or has
-other columns.
+columns", and exits 3 (with what to do) when the table cannot be created, or has
+other columns or other column types (each is named with the type found and the type
+needed).
 `
 
 func cmdMigrate(a *app, args []string) error {
@@ -44,6 +46,11 @@ func cmdMigrate(a *app, args []string) error {
 	if err == nil {
 		fmt.Fprintf(a.stdout, "table %s already exists and has casleader's columns in %s\n", d.st.Table(), where)
 		return nil
+	}
+	if errors.Is(err, schema.ErrWrongTable) {
+		// The table exists with other columns or types: creating it would change
+		// nothing. The error names each column and says how to fix it.
+		return a.storeError("table "+d.st.Table()+" in "+where, d.target, err)
 	}
 	if !errors.Is(err, store.ErrDeployment) {
 		// Not a missing table: the database cannot be reached, or answers oddly.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -218,6 +219,12 @@ func (r statusRow) state(lease time.Duration) string {
 }
 
 func fmtDur(d time.Duration) string {
+	switch {
+	case d >= math.MaxInt64-time.Hour: // the store's age of a tick_time centuries old
+		return "more than 292 years"
+	case d >= 48*time.Hour:
+		return fmt.Sprintf("%d days", d/(24*time.Hour))
+	}
 	if d >= time.Minute {
 		return d.Round(time.Second).String()
 	}

@@ -80,6 +80,11 @@ func (s *Store) batch(ctx context.Context, op, id string, kvs []store.KeyVersion
 	if err := validKVs(id, kvs); err != nil {
 		return nil, err
 	}
+	for _, kv := range kvs {
+		if err := s.checkVersion(op, kv.Key, kv.Version); err != nil {
+			return nil, err
+		}
+	}
 	if len(kvs) == 0 {
 		return nil, nil
 	}

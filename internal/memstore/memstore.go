@@ -166,8 +166,10 @@ func (s *Store) Put(rec store.Record) {
 
 // Corrupt overwrites the row of key with a value casleader never writes: "null_leader"
 // (leader_id NULL), "future_tick" (tick_time an hour after now), "negative_version"
-// (version -1) or "rolled_back" (version and term 1, tick_time an hour ago), the
-// corruptions of store/storetest.
+// (version -1), "rolled_back" (version and term 1, tick_time an hour ago),
+// "far_future_tick" (tick_time in the year 3000), "top_version" (version and term at
+// the BIGINT maximum) or "near_version_limit" (version and term
+// [store.VersionLimit]-2), the corruptions of store/storetest.
 func (s *Store) Corrupt(key, what string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -184,6 +186,12 @@ func (s *Store) Corrupt(key, what string) error {
 		r.version = -1
 	case "rolled_back":
 		r.version, r.term, r.tick = 1, 1, time.Now().Add(-time.Hour)
+	case "far_future_tick":
+		r.tick = time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC)
+	case "top_version":
+		r.version, r.term = 1<<63-1, 1<<63-1
+	case "near_version_limit":
+		r.version, r.term = store.VersionLimit-2, store.VersionLimit-2
 	default:
 		return fmt.Errorf("memstore: unknown corruption %q", what)
 	}
@@ -236,6 +244,9 @@ func (s *Store) Elect(ctx context.Context, key, id string, version int64, lease 
 	if err := validateNames(key, id); err != nil {
 		return 0, false, err
 	}
+	if err := s.checkVersion(OpElect, key, version); err != nil {
+		return 0, false, err
+	}
 	return s.writeTerm(ctx, OpElect, key, func(now time.Time) int64 {
 		r := s.rows[key]
 		if r == nil || r.version != version {
@@ -263,6 +274,9 @@ func (s *Store) Renew(ctx context.Context, key, id string, version int64) (swapp
 	if err := validateNames(key, id); err != nil {
 		return false, err
 	}
+	if err := s.checkVersion(OpRenew, key, version); err != nil {
+		return false, err
+	}
 	return s.write(ctx, OpRenew, key, func(now time.Time) bool {
 		r := s.held(key, id, version)
 		if r == nil {
@@ -277,6 +291,9 @@ func (s *Store) Renew(ctx context.Context, key, id string, version int64) (swapp
 // term is kept.
 func (s *Store) Release(ctx context.Context, key, id string, version int64) (swapped bool, err error) {
 	if err := validateNames(key, id); err != nil {
+		return false, err
+	}
+	if err := s.checkVersion(OpRelease, key, version); err != nil {
 		return false, err
 	}
 	return s.write(ctx, OpRelease, key, func(now time.Time) bool {
@@ -296,6 +313,9 @@ func (s *Store) Handover(ctx context.Context, key, id string, version int64, to 
 		return 0, false, err
 	}
 	if err := validateName("handover target", to); err != nil {
+		return 0, false, err
+	}
+	if err := s.checkVersion(OpHandover, key, version); err != nil {
 		return 0, false, err
 	}
 	return s.writeTerm(ctx, OpHandover, key, func(now time.Time) int64 {
@@ -318,6 +338,9 @@ func (s *Store) RequestStepDown(ctx context.Context, key string, version int64, 
 		if err := validateName("handover target", to); err != nil {
 			return false, err
 		}
+	}
+	if err := s.checkVersion(OpRequestStepDown, key, version); err != nil {
+		return false, err
 	}
 	return s.write(ctx, OpRequestStepDown, key, func(time.Time) bool {
 		r := s.rows[key]
@@ -455,6 +478,9 @@ func (r *row) record(key string, now time.Time) (store.Record, error) {
 	if r.version < 1 {
 		return store.Record{}, fmt.Errorf("%w: version %d is not positive: fix or delete the row", store.ErrInvalidRow, r.version)
 	}
+	if r.version >= store.VersionLimit {
+		return store.Record{}, store.CheckVersion(r.version) // past the limit: an error
+	}
 	if r.term < 0 || r.term > r.version {
 		return store.Record{}, fmt.Errorf("%w: term %d is outside 0..version (%d): fix or delete the row", store.ErrInvalidRow, r.term, r.version)
 	}
@@ -471,6 +497,14 @@ func (r *row) record(key string, now time.Time) (store.Record, error) {
 		HandoverTo: r.handover,
 		StepDown:   r.stepdown,
 	}, nil
+}
+
+// checkVersion is package store's version limit, with the SQL stores' message.
+func (s *Store) checkVersion(op, key string, version int64) error {
+	if err := store.CheckVersion(version); err != nil {
+		return fmt.Errorf("%s %s %q: %w", op, s.table, key, err)
+	}
+	return nil
 }
 
 // validateName and validateNames are package store's argument checks.

@@ -9,6 +9,7 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -48,6 +49,14 @@ const (
 	// RolledBack sets version and term to 1 and tick_time an hour back, leaving the
 	// leader: the row as a database failover that lost the later writes leaves it.
 	RolledBack = "rolled_back"
+	// FarFutureTick sets tick_time as far in the future as the column holds, up to
+	// the year 3000 (MySQL's TIMESTAMP ends in 2038).
+	FarFutureTick = "far_future_tick"
+	// TopVersion sets version and term to 9223372036854775807, the BIGINT maximum.
+	TopVersion = "top_version"
+	// NearVersionLimit sets version and term to [store.VersionLimit] - 2, leaving
+	// the leader and a fresh tick_time.
+	NearVersionLimit = "near_version_limit"
 )
 
 // Harness connects the suite to one store implementation.
@@ -57,8 +66,8 @@ type Harness struct {
 	// cannot open the store, and registers with t.Cleanup whatever drops the table.
 	Open func(t *testing.T, table string) Store
 	// Corrupt overwrites the existing row of key in table, bypassing the store, with
-	// the corruption named by what ([NullLeader], [FutureTick], [NegativeVersion] or
-	// [RolledBack]).
+	// the corruption named by what ([NullLeader], [FutureTick], [NegativeVersion],
+	// [RolledBack], [FarFutureTick], [TopVersion] or [NearVersionLimit]).
 	// It fails t if the row cannot be written.
 	Corrupt func(t *testing.T, table, key, what string)
 }
@@ -82,6 +91,8 @@ func Run(t *testing.T, h Harness) {
 		{"ElectAfterReleaseWinsAtOnce", electAfterReleaseWinsAtOnce},
 		{"TwentyRacingElectorsYieldExactlyOneWinner", twentyRacingElectorsYieldExactlyOneWinner},
 		{"TermsOutrunARolledBackRow", termsOutrunARolledBackRow},
+		{"TermsIncreaseWithinOneClockTick", termsIncreaseWithinOneClockTick},
+		{"VersionsStopBeforeTheyCanWrap", versionsStopBeforeTheyCanWrap},
 		{"RenewBumpsVersionAndResetsAge", renewBumpsVersionAndResetsAge},
 		{"RenewByAnotherIDLoses", renewByAnotherIDLoses},
 		{"RenewFromStaleVersionLoses", renewFromStaleVersionLoses},
@@ -117,7 +128,15 @@ func open(t *testing.T, h Harness) (Store, string) {
 	t.Helper()
 	table := testdb.Name(t)
 	s := h.Open(t, table)
-	require.NoError(t, s.CreateTable(t.Context()), "CreateTable")
+	// Setup, not a property under test: a transient error (SQLite reports
+	// SQLITE_BUSY on a new connection while another subtest holds the write lock)
+	// is retried.
+	err := s.CreateTable(t.Context())
+	for i := 0; i < 5 && errors.Is(err, store.ErrTransient); i++ {
+		time.Sleep(10 * time.Millisecond)
+		err = s.CreateTable(t.Context())
+	}
+	require.NoError(t, err, "CreateTable")
 	return s, table
 }
 
@@ -409,6 +428,73 @@ func termsOutrunARolledBackRow(t *testing.T, h Harness) {
 	// names a version the row will not reach again.
 	ok, err = s.Renew(ctx, "k", "b", lostTerm+1)
 	lost(t, ok, err, "Renew of the lost term")
+}
+
+// termsIncreaseWithinOneClockTick: terms follow the database clock, whose
+// resolution may be coarse (SQLite's is a millisecond). Elections from a rolled-back
+// row in quick succession, many within one tick of that clock, must still issue
+// strictly increasing terms.
+func termsIncreaseWithinOneClockTick(t *testing.T, h Harness) {
+	s, table := open(t, h)
+	ctx := t.Context()
+	last := insert(t, s, "k", "a")
+	for i := range 30 {
+		h.Corrupt(t, table, "k", RolledBack)
+		term, ok, err := s.Elect(ctx, "k", "b", 1, longLease)
+		last = newTerm(t, term, ok, err, last, fmt.Sprintf("Elect %d from the rolled-back row", i))
+	}
+}
+
+// versionsStopBeforeTheyCanWrap: a row whose version nears the top of BIGINT is
+// refused with an error that says what to do, before any write could wrap its
+// version or term to a negative number.
+func versionsStopBeforeTheyCanWrap(t *testing.T, h Harness) {
+	s, table := open(t, h)
+	ctx := t.Context()
+
+	limitError := func(err error, what string) {
+		t.Helper()
+		require.ErrorIs(t, err, store.ErrInvalidRow, what)
+		assert.Contains(t, err.Error(), "limit", "%s: the error names the limit", what)
+		assert.Contains(t, err.Error(), "delete the row", "%s: the error says what to do", what)
+	}
+
+	t.Run("AtTheTopOfBigint", func(t *testing.T) {
+		insert(t, s, "top", "a")
+		h.Corrupt(t, table, "top", TopVersion)
+		_, found, err := s.Observe(ctx, "top")
+		limitError(err, "Observe")
+		assert.False(t, found)
+		const top = int64(1<<63 - 1)
+		_, err = s.Renew(ctx, "top", "a", top)
+		limitError(err, "Renew")
+		_, _, err = s.Elect(ctx, "top", "b", top, 0)
+		limitError(err, "Elect")
+		_, _, err = s.Handover(ctx, "top", "a", top, "b")
+		limitError(err, "Handover")
+		_, err = s.Release(ctx, "top", "a", top)
+		limitError(err, "Release")
+		_, err = s.RequestStepDown(ctx, "top", top, "b")
+		limitError(err, "RequestStepDown")
+		// Nothing was written: the row still reads as at the limit, not wrapped.
+		_, _, err = s.Observe(ctx, "top")
+		limitError(err, "Observe after the refused writes")
+	})
+	t.Run("BelowTheLimit", func(t *testing.T) {
+		insert(t, s, "near", "a")
+		h.Corrupt(t, table, "near", NearVersionLimit)
+		rec := observe(t, s, "near")
+		require.Equal(t, store.VersionLimit-2, rec.Version)
+		ok, err := s.Renew(ctx, "near", "a", rec.Version)
+		won(t, ok, err, "Renew to the last version below the limit")
+		rec = observe(t, s, "near")
+		require.Equal(t, store.VersionLimit-1, rec.Version)
+		_, err = s.Renew(ctx, "near", "a", rec.Version)
+		limitError(err, "Renew to the limit")
+		_, _, err = s.Elect(ctx, "near", "b", rec.Version, 0)
+		limitError(err, "Elect to the limit")
+		assert.Equal(t, store.VersionLimit-1, observe(t, s, "near").Version, "a refused write changed the row")
+	})
 }
 
 func renewBumpsVersionAndResetsAge(t *testing.T, h Harness) {
@@ -812,6 +898,8 @@ func corruptRowsGiveClearErrors(t *testing.T, h Harness) {
 		{NullLeader, "leader_id"},
 		{FutureTick, "future"},
 		{NegativeVersion, "version"},
+		{FarFutureTick, "future"},
+		{TopVersion, "limit"},
 	} {
 		t.Run(tc.what, func(t *testing.T) {
 			key := tc.what

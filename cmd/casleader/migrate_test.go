@@ -1,0 +1,77 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/casleader/casleader/internal/testdb"
+	"github.com/casleader/casleader/store"
+)
+
+// TestMigrateNamesEachWrongColumnType: a table with casleader's column names but
+// other types (a MySQL INT version and term, a PostgreSQL BIGINT tick_time or
+// BOOLEAN stepdown, a table with other names altogether) is refused by migrate and
+// by status, with the column, the type found, the type needed and how to fix it,
+// and migrate does not suggest running migrate.
+func TestMigrateNamesEachWrongColumnType(t *testing.T) {
+	forEachDB(t, func(t *testing.T, db testDB) {
+		var ddl string
+		var mention []string
+		switch db.kind {
+		case "mysql":
+			ddl = "CREATE TABLE `" + db.table + "` (elect_key VARCHAR(255) COLLATE utf8mb4_bin NOT NULL PRIMARY KEY, version INT NOT NULL," +
+				" leader_id VARCHAR(255) COLLATE utf8mb4_bin NOT NULL DEFAULT '', term INT NOT NULL DEFAULT 0," +
+				" tick_time TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6), handover_to VARCHAR(255) COLLATE utf8mb4_bin NOT NULL DEFAULT ''," +
+				" stepdown SMALLINT NOT NULL DEFAULT 0, create_time TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)," +
+				" update_time TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6))"
+			mention = []string{"column version is int", "column term is int", "needs BIGINT", "ALTER TABLE"}
+		case "postgres":
+			ddl = `CREATE TABLE "` + db.table + `" (elect_key TEXT PRIMARY KEY, version BIGINT NOT NULL, leader_id TEXT NOT NULL DEFAULT '',` +
+				` term BIGINT NOT NULL DEFAULT 0, tick_time BIGINT NOT NULL DEFAULT 0, handover_to TEXT NOT NULL DEFAULT '',` +
+				` stepdown BOOLEAN NOT NULL DEFAULT false, create_time TIMESTAMPTZ NOT NULL DEFAULT now(), update_time TIMESTAMPTZ NOT NULL DEFAULT now())`
+			mention = []string{"column tick_time is bigint, needs TIMESTAMPTZ", "column stepdown is boolean, needs SMALLINT", "ALTER TABLE"}
+		default:
+			ddl = `CREATE TABLE "` + db.table + `" (id INTEGER PRIMARY KEY, name TEXT)`
+			mention = []string{"column elect_key is missing", "column version is missing (needs INTEGER)", "drop the table and re-create it"}
+		}
+		switch db.kind {
+		case "mysql":
+			_, err := testdb.MySQL(t).ExecContext(t.Context(), ddl)
+			if err != nil {
+				t.Fatal(err)
+			}
+		case "postgres":
+			_, err := testdb.Postgres(t).Exec(t.Context(), ddl)
+			if err != nil {
+				t.Fatal(err)
+			}
+		default:
+			// The SQLite file is created by the command: make it with migrate on
+			// another table, then add the wrong one.
+			must(t, "--dsn", db.dsn, "--table", "other", "migrate")
+			sdb, err := store.OpenSQLite(strings.TrimPrefix(db.dsn, "sqlite://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = sdb.ExecContext(t.Context(), ddl)
+			sdb.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, cmd := range []string{"migrate", "status"} {
+			r := runCL(t, nil, append(db.args(), cmd)...)
+			if r.code != exitDatabase {
+				t.Fatalf("%s: exit %d, want %d:\n%s%s", cmd, r.code, exitDatabase, r.stdout, r.stderr)
+			}
+			for _, m := range mention {
+				if !strings.Contains(r.stderr, m) {
+					t.Errorf("%s: the error does not say %q:\n%s", cmd, m, r.stderr)
+				}
+			}
+			if strings.Contains(r.stderr, "create the table with") {
+				t.Errorf("%s: suggests creating a table that exists:\n%s", cmd, r.stderr)
+			}
+		}
+	})
+}

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/casleader/casleader/internal/testdb"
+	"github.com/casleader/casleader/store"
+)
+
+func TestAgesBeyondHoursReadAsDaysOrCenturies(t *testing.T) {
+	t.Parallel()
+	for d, want := range map[time.Duration]string{
+		math.MaxInt64:           "more than 292 years",
+		72 * time.Hour:          "3 days",
+		1718109 * time.Hour:     "71587 days",
+		90 * time.Minute:        "1h30m0s",
+		1500 * time.Millisecond: "1.5s",
+	} {
+		if got := fmtDur(d); got != want {
+			t.Errorf("fmtDur(%v) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+// TestStatusShowsAFarFutureTickAsInvalid: a tick_time in the year 3000 is an invalid
+// row, not a lease that expired centuries ago.
+func TestStatusShowsAFarFutureTickAsInvalid(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []string{"postgres", "sqlite"} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			db := newTestDB(t, kind)
+			migrate(t, db)
+			var err error
+			switch kind {
+			case "postgres":
+				_, err = testdb.Postgres(t).Exec(t.Context(), `INSERT INTO "`+db.table+`" (elect_key, version, leader_id, term, tick_time)`+
+					` VALUES ('k', 3, 'x', 2, '3000-01-01 00:00:00+00')`)
+			default:
+				sq, oerr := store.OpenSQLite(strings.TrimPrefix(db.dsn, "sqlite://"))
+				if oerr != nil {
+					t.Fatal(oerr)
+				}
+				defer sq.Close()
+				_, err = sq.Exec(`INSERT INTO "` + db.table + `" VALUES ('k', 3, 'x', 2, 32503680000000000, '', 0, 0, 0)`)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := runCL(t, nil, append(db.args(), "status")...)
+			if !strings.Contains(r.stdout, "INVALID ROW") || !strings.Contains(r.stdout, "future") || strings.Contains(r.stdout, "expired") {
+				t.Fatalf("status of a tick_time in the year 3000: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+			}
+		})
+	}
+}

@@ -1,0 +1,190 @@
+package schema
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// ErrWrongTable is returned by [CheckColumns] for a table that lacks one of
+// casleader's columns or has one of another type. Elections on such a table would
+// fail on every statement, or worse, silently store other values than they wrote
+// (a MySQL INT clamps a BIGINT term), so it is refused before any election starts.
+var ErrWrongTable = errors.New("schema: the table's columns are not casleader's")
+
+// FoundColumn is a column of an existing table as the database's catalog describes
+// it.
+type FoundColumn struct {
+	Name string
+	// Type is the column's type as the catalog spells it: MySQL's COLUMN_TYPE
+	// ("bigint(20)", "timestamp(6)"), PostgreSQL's format_type ("bigint",
+	// "timestamp with time zone"), SQLite's declared type ("INTEGER").
+	Type string
+	// Collation is the column's collation (MySQL; empty elsewhere).
+	Collation string
+}
+
+// columnKind is what a column must hold.
+type columnKind uint8
+
+const (
+	kindName    columnKind = iota + 1 // a key or candidate ID: up to 255 bytes, compared byte for byte
+	kindCounter                       // version, term: a 64-bit signed integer
+	kindTick                          // tick_time: the database clock, to the microsecond
+	kindFlag                          // stepdown: any integer
+	kindStamp                         // create_time, update_time: bookkeeping times
+)
+
+var columnKinds = map[string]columnKind{
+	"elect_key": kindName, "version": kindCounter, "leader_id": kindName, "term": kindCounter,
+	"tick_time": kindTick, "handover_to": kindName, "stepdown": kindFlag,
+	"create_time": kindStamp, "update_time": kindStamp,
+}
+
+// need returns the type that the DDL of dialect d gives a column of kind k.
+func need(d Dialect, k columnKind) string {
+	switch d {
+	case MySQL:
+		return map[columnKind]string{
+			kindName: "VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin", kindCounter: "BIGINT",
+			kindTick: "TIMESTAMP(6)", kindFlag: "SMALLINT", kindStamp: "TIMESTAMP(6)",
+		}[k]
+	case Postgres:
+		return map[columnKind]string{
+			kindName: "TEXT", kindCounter: "BIGINT", kindTick: "TIMESTAMPTZ", kindFlag: "SMALLINT", kindStamp: "TIMESTAMPTZ",
+		}[k]
+	default:
+		if k == kindName {
+			return "TEXT"
+		}
+		return "INTEGER"
+	}
+}
+
+var (
+	myLength = regexp.MustCompile(`^(?:var)?char\((\d+)\)$`)
+	myInt    = regexp.MustCompile(`^(?:tiny|small|medium|big)?int(?:\(\d+\))?(?: unsigned)?(?: zerofill)?$`)
+	myBigint = regexp.MustCompile(`^bigint(?:\(\d+\))?$`)
+	pgLength = regexp.MustCompile(`^character(?: varying)?\((\d+)\)$`)
+)
+
+// fits reports whether a column of type t (and collation coll) in dialect d holds
+// what a column of kind k must hold.
+func fits(d Dialect, k columnKind, t, coll string) bool {
+	t = strings.ToLower(strings.TrimSpace(t))
+	switch d {
+	case MySQL:
+		switch k {
+		case kindName:
+			if m := myLength.FindStringSubmatch(t); m != nil {
+				n, _ := strconv.Atoi(m[1])
+				return n >= 255 && binaryCollation(coll)
+			}
+			return (t == "text" || t == "mediumtext" || t == "longtext") && binaryCollation(coll)
+		case kindCounter:
+			return myBigint.MatchString(t)
+		case kindTick:
+			// TIMESTAMP is stored in UTC whatever the session time zone; a coarser
+			// precision would truncate tick_time and make a lease look older than it is.
+			return t == "timestamp(6)"
+		case kindFlag:
+			return myInt.MatchString(t)
+		case kindStamp:
+			return strings.HasPrefix(t, "timestamp") || strings.HasPrefix(t, "datetime")
+		}
+	case Postgres:
+		switch k {
+		case kindName:
+			if m := pgLength.FindStringSubmatch(t); m != nil {
+				n, _ := strconv.Atoi(m[1])
+				return n >= 255
+			}
+			return t == "text" || t == "character varying"
+		case kindCounter:
+			return t == "bigint"
+		case kindTick:
+			return t == "timestamp with time zone" || t == "timestamp(6) with time zone"
+		case kindFlag:
+			return t == "smallint" || t == "integer" || t == "bigint"
+		case kindStamp:
+			return strings.HasPrefix(t, "timestamp")
+		}
+	case SQLite:
+		// SQLite's type affinity rules (https://www.sqlite.org/datatype3.html).
+		t = strings.ToUpper(t)
+		integer := strings.Contains(t, "INT")
+		text := !integer && (strings.Contains(t, "CHAR") || strings.Contains(t, "CLOB") || strings.Contains(t, "TEXT"))
+		if k == kindName {
+			return text
+		}
+		return integer
+	}
+	return false
+}
+
+// binaryCollation reports whether a MySQL collation compares byte for byte, as keys
+// and candidate IDs must be ("A" and "a" are two keys).
+func binaryCollation(coll string) bool {
+	coll = strings.ToLower(coll)
+	return coll == "binary" || strings.HasSuffix(coll, "_bin")
+}
+
+// CheckColumns checks the columns found in table for dialect d against casleader's
+// [Columns]: each must exist and have a type that holds what casleader writes.
+// Other columns are ignored. The error wraps [ErrWrongTable], names every wrong
+// column with the type found and the type needed, and says how to fix the table.
+func CheckColumns(d Dialect, table string, found []FoundColumn) error {
+	byName := make(map[string]FoundColumn, len(found))
+	for _, c := range found {
+		byName[strings.ToLower(c.Name)] = c
+	}
+	var wrong, fixes []string
+	quoted, err := Quote(d, table)
+	if err != nil {
+		return err
+	}
+	for _, name := range Columns {
+		k := columnKinds[name]
+		want := need(d, k)
+		c, ok := byName[name]
+		switch {
+		case !ok:
+			wrong = append(wrong, fmt.Sprintf("column %s is missing (needs %s)", name, want))
+			fixes = append(fixes, addColumn(d, quoted, name, k))
+		case !fits(d, k, c.Type, c.Collation):
+			got := c.Type
+			if got == "" {
+				got = "no declared type"
+			}
+			if c.Collation != "" && k == kindName {
+				got += " COLLATE " + c.Collation
+			}
+			wrong = append(wrong, fmt.Sprintf("column %s is %s, needs %s", name, got, want))
+			fixes = append(fixes, alterColumn(d, quoted, name, k))
+		}
+	}
+	if len(wrong) == 0 {
+		return nil
+	}
+	how := "drop the table and re-create it with `casleader migrate` (or schema.Apply)"
+	if d != SQLite {
+		how = "fix it with " + strings.Join(fixes, "; ") + " - or " + how
+	}
+	return fmt.Errorf("%w: table %s (%s): %s: %s", ErrWrongTable, table, d, strings.Join(wrong, "; "), how)
+}
+
+// alterColumn and addColumn return the statement that gives table's column name
+// the type of kind k. A conversion that needs care (a number into a timestamp) is
+// left to the operator: the statement names the target type.
+func alterColumn(d Dialect, quoted, name string, k columnKind) string {
+	if d == Postgres {
+		return fmt.Sprintf("ALTER TABLE %s ALTER COLUMN %s TYPE %s", quoted, name, need(d, k))
+	}
+	return fmt.Sprintf("ALTER TABLE %s MODIFY %s %s NOT NULL", quoted, name, need(d, k))
+}
+
+func addColumn(d Dialect, quoted, name string, k columnKind) string {
+	return fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s %s NOT NULL", quoted, name, need(d, k))
+}

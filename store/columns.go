@@ -1,0 +1,97 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/casleader/casleader/schema"
+)
+
+// columnsQuery returns the catalog query that lists the columns of table in dialect
+// d as (name, type, collation), and its arguments. It lists nothing for a table that
+// does not exist (or that the user may not see).
+func columnsQuery(d schema.Dialect, table, quoted string) (string, []any) {
+	sch, name, qualified := strings.Cut(table, ".")
+	if !qualified {
+		sch, name = "", table
+	}
+	switch d {
+	case schema.MySQL:
+		var s any // NULL: the connection's database
+		if qualified {
+			s = sch
+		}
+		return `SELECT COLUMN_NAME, COLUMN_TYPE, COALESCE(COLLATION_NAME, '') FROM information_schema.COLUMNS` +
+			` WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ?`, []any{s, name}
+	case schema.Postgres:
+		return `SELECT attname::text, format_type(atttypid, atttypmod), '' FROM pg_catalog.pg_attribute` +
+			` WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped`, []any{quoted}
+	default:
+		if !qualified {
+			sch = "main"
+		}
+		return `SELECT name, type, '' FROM pragma_table_info(?, ?)`, []any{name, sch}
+	}
+}
+
+// Check verifies that the election table exists with casleader's columns, each of a
+// type that holds what casleader writes (see [schema.CheckColumns]), and that this
+// user may read it. It writes nothing. A table with a wrong or missing column is a
+// deployment error that wraps [schema.ErrWrongTable], names each column with the
+// type found and the type needed, and says how to fix it.
+//
+// Every store runs the same check once before its first statement (until it has
+// passed), so that an election never starts on a wrong table.
+func (c *core) Check(ctx context.Context) error {
+	quoted, err := schema.Quote(c.dialect, c.table)
+	if err != nil {
+		return err
+	}
+	q, args := columnsQuery(c.dialect, c.table, quoted)
+	rows, err := c.b.query(ctx, q, args...)
+	if err != nil {
+		return c.wrap("check", "", err)
+	}
+	var found []schema.FoundColumn
+	for rows.Next() {
+		var col schema.FoundColumn
+		if err := rows.Scan(&col.Name, &col.Type, &col.Collation); err != nil {
+			rows.Close()
+			return c.wrap("check", "", err)
+		}
+		found = append(found, col)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return c.wrap("check", "", err)
+	}
+	if len(found) > 0 {
+		if err := schema.CheckColumns(c.dialect, c.table, found); err != nil {
+			return fmt.Errorf("%w: %w", ErrDeployment, err)
+		}
+	}
+	// A missing table lists no columns: this read says so (or that the user may
+	// not read it), with what to do.
+	n := 0
+	err = c.b.queryRow(ctx, c.q.check).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) || errors.Is(err, pgx.ErrNoRows) {
+		err = nil
+	}
+	if err == nil {
+		c.checked.Store(true)
+	}
+	return c.wrap("check", "", err)
+}
+
+// ready runs [core.Check] before the store's first statement, until it passes.
+func (c *core) ready(ctx context.Context) error {
+	if c.checked.Load() {
+		return nil
+	}
+	return c.Check(ctx)
+}
