@@ -79,9 +79,12 @@ func TestUsageErrorsExit2WithAHint(t *testing.T) {
 		{"BadLogLevel", []string{"--log-level", "loud", "status"}, "--log-level"},
 		{"BadTable", []string{"--table", "1; DROP TABLE x", "status"}, "--table"},
 		{"UnknownDSNScheme", []string{"--dsn", "oracle://u@h/db", "status"}, "unknown scheme"},
-		{"GoSQLDriverDSNWithoutScheme", []string{"--dsn", "root:s3cretpw@tcp(127.0.0.1:3306)/test", "status"}, "write it as mysql://"},
+		{"GoSQLDriverDSNWithoutScheme", []string{"--dsn", "root:s3cretpw@tcp(127.0.0.1:3306)/test", "status"}, "put mysql:// in front of it"},
 		{"BadMySQLURL", []string{"--dsn", "mysql://u:s3cretpw@h:port/db", "migrate"}, "invalid port"},
 		{"BadPostgresURL", []string{"--dsn", "postgres://u:s3cretpw@h:port/db", "migrate"}, "bad DSN"},
+		{"MySQLURLWithHashInPassword", []string{"--dsn", "mysql://app:s3cretpw#3xyz@127.0.0.1:3306/test", "status"}, "'#' is not allowed"},
+		{"MySQLURLWithSlashInPassword", []string{"--dsn", "mysql://app:3306/s3cretpw@127.0.0.1:3306/test", "migrate"}, "percent-encode"},
+		{"PostgresURLWithSlashInPassword", []string{"--dsn", "postgres://app:s3cretpw/x@127.0.0.1:5432/test", "status"}, "percent-encode"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -95,8 +98,10 @@ func TestUsageErrorsExit2WithAHint(t *testing.T) {
 			if !strings.Contains(r.stderr, "help") {
 				t.Fatalf("stderr does not say where to find help:\n%s", r.stderr)
 			}
-			if strings.Contains(r.stdout+r.stderr, "s3cretpw") {
-				t.Fatalf("the password is printed:\n%s%s", r.stdout, r.stderr)
+			for _, piece := range []string{"s3c", "cretpw", "3xyz"} {
+				if strings.Contains(r.stdout+r.stderr, piece) {
+					t.Fatalf("a piece of the password (%q) is printed:\n%s%s", piece, r.stdout, r.stderr)
+				}
 			}
 		})
 	}
