@@ -72,7 +72,14 @@ func TestUsageErrorsExit2WithAHint(t *testing.T) {
 		{"RenewNotBelowLease", []string{"run", "--key", "k", "--lease", "1s", "--renew", "2s", "--", "true"}, "--renew (2s) must be less than --lease (1s)"},
 		{"HeartbeatNotBelowRenew", []string{"run", "--key", "k", "--lease", "3s", "--renew", "1s", "--heartbeat", "1s", "--", "true"}, "--heartbeat"},
 		{"GraceTooLong", []string{"run", "--key", "k", "--lease", "3s", "--renew", "1s", "--heartbeat", "300ms", "--grace", "2s", "--", "true"}, "--grace"},
-		{"BadListenAddress", []string{"run", "--key", "k", "--listen", "no-port-here", "--", "true"}, "--listen no-port-here"},
+		{"BadListenAddress", []string{"--dsn", "sqlite://e.db", "run", "--key", "k", "--listen", "no-port-here", "--", "true"}, "--listen no-port-here"},
+		{"RunWithoutDSN", []string{"run", "--key", "k", "--", "true"}, "no database given: run needs --dsn or $CASLEADER_DSN"},
+		{"EmptyDSN", []string{"--dsn", "", "status"}, "the DSN is empty"},
+		{"EmptyDSNAfterTheCommand", []string{"status", "--dsn", ""}, "the DSN is empty"},
+		{"BlankDSNForRun", []string{"run", "--dsn", " ", "--key", "k", "--", "true"}, "the DSN is empty"},
+		{"MySQLURLWithHashInPassword", []string{"--dsn", "mysql://app:s3cretpw#3xyz@127.0.0.1:3306/test", "status"}, "'#' is not allowed"},
+		{"MySQLURLWithSlashInPassword", []string{"--dsn", "mysql://app:3306/s3cretpw@127.0.0.1:3306/test", "migrate"}, "percent-encode"},
+		{"PostgresURLWithSlashInPassword", []string{"--dsn", "postgres://app:s3cretpw/x@127.0.0.1:5432/test", "status"}, "percent-encode"},
 		{"ResignWithoutKey", []string{"resign"}, "--key is required"},
 		{"HandoverWithoutTarget", []string{"handover", "--key", "k"}, "--to is required"},
 		{"BadInterval", []string{"status", "--watch", "--interval", "0s"}, "--interval"},
@@ -82,9 +89,6 @@ func TestUsageErrorsExit2WithAHint(t *testing.T) {
 		{"GoSQLDriverDSNWithoutScheme", []string{"--dsn", "root:s3cretpw@tcp(127.0.0.1:3306)/test", "status"}, "put mysql:// in front of it"},
 		{"BadMySQLURL", []string{"--dsn", "mysql://u:s3cretpw@h:port/db", "migrate"}, "invalid port"},
 		{"BadPostgresURL", []string{"--dsn", "postgres://u:s3cretpw@h:port/db", "migrate"}, "bad DSN"},
-		{"MySQLURLWithHashInPassword", []string{"--dsn", "mysql://app:s3cretpw#3xyz@127.0.0.1:3306/test", "status"}, "'#' is not allowed"},
-		{"MySQLURLWithSlashInPassword", []string{"--dsn", "mysql://app:3306/s3cretpw@127.0.0.1:3306/test", "migrate"}, "percent-encode"},
-		{"PostgresURLWithSlashInPassword", []string{"--dsn", "postgres://app:s3cretpw/x@127.0.0.1:5432/test", "status"}, "percent-encode"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -104,6 +108,50 @@ func TestUsageErrorsExit2WithAHint(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestABadFlagPrintsItsErrorFirstAndAShortHint(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"status", "--bogus"},
+		{"run", "--bogus", "--key", "k", "--", "true"},
+		{"migrate", "--table"},
+		{"--bogus", "status"},
+		{},
+	} {
+		r := runCL(t, nil, args...)
+		lines := strings.Split(strings.TrimRight(r.stderr, "\n"), "\n")
+		if r.code != exitUsage || r.stdout != "" || len(lines) > 2 || !strings.HasPrefix(lines[0], "casleader") ||
+			!strings.Contains(lines[len(lines)-1], "help") {
+			t.Errorf("casleader %q: exit %d, want %d, the error on the first line of stderr and a one-line hint\nstdout:\n%s\nstderr:\n%s",
+				args, r.code, exitUsage, r.stdout, r.stderr)
+		}
+	}
+}
+
+func TestRunRequiresANamedDatabase(t *testing.T) {
+	t.Parallel()
+	p := start(t, "run without a DSN", nil, "run", "--key", "k", "--", "true")
+	if code := p.wait(); code != exitUsage || !strings.Contains(p.stderr.String(), "--dsn") {
+		t.Fatalf("run without --dsn or $CASLEADER_DSN: exit %d, want %d and a word about --dsn:\n%s", code, exitUsage, p.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(p.cmd.Dir, defaultSQLiteFile)); !os.IsNotExist(err) {
+		t.Fatalf("run without a DSN created or used %s (%v)", defaultSQLiteFile, err)
+	}
+	// Named by $CASLEADER_DSN, the database is used: the child runs and its exit code
+	// is passed through.
+	db := newTestDB(t, "sqlite")
+	must(t, "--dsn", db.dsn, "--table", db.table, "migrate")
+	dir := t.TempDir()
+	args := append([]string{"--table", db.table, "run", "--key", "k", "--id", "cand-A"}, runTimings...)
+	args = append(args, "--", childCommand(t))
+	env := append(childEnv(dir, "CHILD_EXIT=6"), "CASLEADER_DSN="+db.dsn)
+	if code := start(t, "run with $CASLEADER_DSN", env, args...).wait(); code != 6 {
+		t.Fatalf("run with $CASLEADER_DSN: exit %d, want the child's 6", code)
+	}
+	if starts := waitChildLines(t, filepath.Join(dir, "child.log"), "start", 1); starts[0].id != "cand-A" {
+		t.Fatalf("child: %+v", starts[0])
 	}
 }
 
@@ -206,6 +254,11 @@ func TestMigrateCreatesThenFindsTheTable(t *testing.T) {
 		if !strings.Contains(r.stdout, "no elections") {
 			t.Fatalf("status of an empty table says:\n%s", r.stdout)
 		}
+		r = must(t, append(db.args(), "status", "--json")...)
+		var rows []statusRow
+		if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil || rows == nil || len(rows) != 0 {
+			t.Fatalf("status --json of an empty table prints %q (%v), want []", r.stdout, err)
+		}
 	})
 }
 
@@ -270,15 +323,17 @@ func TestStatusShowsLeaderTermAgeAndState(t *testing.T) {
 			t.Fatalf("status line of the released election: %q", lines[2])
 		}
 
-		// All keys, as JSON: one object per line.
+		// All keys, as JSON: an array, one object per line.
 		r = must(t, append(db.args(), "status", "--json")...)
+		var rows []statusRow
+		if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil {
+			t.Fatalf("status --json prints %q: %v", r.stdout, err)
+		}
+		if n := strings.Count(r.stdout, "\n"); n != len(rows)+2 {
+			t.Fatalf("status --json prints %d lines for %d keys, want one per key and two for the brackets:\n%s", n, len(rows), r.stdout)
+		}
 		var keys []string
-		sc := bufio.NewScanner(strings.NewReader(r.stdout))
-		for sc.Scan() {
-			var row statusRow
-			if err := json.Unmarshal(sc.Bytes(), &row); err != nil {
-				t.Fatalf("status --json line %q: %v", sc.Text(), err)
-			}
+		for _, row := range rows {
 			keys = append(keys, row.Key)
 		}
 		if !slices.Equal(keys, []string{key, done}) {
@@ -291,6 +346,20 @@ func TestStatusShowsLeaderTermAgeAndState(t *testing.T) {
 		w.signal(syscall.SIGINT)
 		if code := w.wait(); code != 0 {
 			t.Fatalf("status --watch after SIGINT: exit %d\n%s", code, w.stderr)
+		}
+		// With --json, one line and JSON document per refresh.
+		w = start(t, "status --watch --json", nil, append(db.args(), "status", "--watch", "--json", "--interval", "100ms")...)
+		waitFor(t, "two refreshes", func() bool { return strings.Count(w.stdout.String(), "\n") >= 2 })
+		w.signal(syscall.SIGINT)
+		if code := w.wait(); code != 0 {
+			t.Fatalf("status --watch --json after SIGINT: exit %d\n%s", code, w.stderr)
+		}
+		sc := bufio.NewScanner(strings.NewReader(w.stdout.String()))
+		for sc.Scan() {
+			var rows []statusRow
+			if err := json.Unmarshal(sc.Bytes(), &rows); err != nil || len(rows) != 2 {
+				t.Fatalf("status --watch --json line %q: %d rows, %v", sc.Text(), len(rows), err)
+			}
 		}
 	})
 }
@@ -645,5 +714,41 @@ func TestStatusShowsAnInvalidRowAndTheOthers(t *testing.T) {
 	var row statusRow
 	if err := json.Unmarshal([]byte(r.stdout), &row); err != nil || row.Invalid == "" {
 		t.Fatalf("status --json of the invalid row: %q (%v)", r.stdout, err)
+	}
+}
+
+func TestStatusQuotesKeysAndIDsThatCouldBreakTheTable(t *testing.T) {
+	t.Parallel()
+	db := newTestDB(t, "sqlite")
+	migrate(t, db)
+	sq, err := store.OpenSQLite(strings.TrimPrefix(db.dsn, "sqlite://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sq.Close()
+	now := time.Now().UnixMicro()
+	const evilKey, evilID = "evil\x1b[2J\nkey\tx", "id with\x07bell"
+	if _, err := sq.Exec(`INSERT INTO `+db.table+` VALUES (?, 3, ?, 2, ?, ?, 1, ?, ?)`, evilKey, evilID, now, "to\rx", now, now); err != nil {
+		t.Fatal(err)
+	}
+	r := runCL(t, nil, append(db.args(), "status")...)
+	if r.code != 0 {
+		t.Fatalf("status: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, c := range r.stdout {
+		if c < ' ' && c != '\n' || c == 0x7f {
+			t.Fatalf("status prints the control character %q:\n%q", c, r.stdout)
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[1], strconv.Quote(evilKey)) ||
+		!strings.Contains(lines[1], strconv.Quote(evilID)) || !strings.Contains(lines[1], strconv.Quote("to\rx")) {
+		t.Fatalf("status does not show the key, leader and handover target quoted, one line each:\n%s", r.stdout)
+	}
+	// JSON carries them exactly.
+	r = must(t, append(db.args(), "status", "--json")...)
+	var rows []statusRow
+	if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil || len(rows) != 1 || rows[0].Key != evilKey || rows[0].Leader != evilID {
+		t.Fatalf("status --json: %q (%v)", r.stdout, err)
 	}
 }
