@@ -43,7 +43,7 @@ func startRun(t *testing.T, db testDB, key, id, dir string, flagsAndEnv ...strin
 // status returns the status of key as the command prints it with --json.
 func status(t *testing.T, db testDB, key string) statusRow {
 	t.Helper()
-	r := runCL(t, nil, append(db.args(), "status", "--key", key, "--json", "--lease", "1.5s")...)
+	r := runCL(t, nil, append(db.args(), "status", "--key", key, "--json", "--lease", testLease.String())...)
 	if r.code != 0 && r.code != exitFailure {
 		t.Fatalf("status: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
@@ -296,7 +296,7 @@ func TestStatusShowsLeaderTermAgeAndState(t *testing.T) {
 
 		row := status(t, db, key)
 		if !row.Found || row.Leader != "cand-A" || row.Term != first.token || row.Version < row.Term ||
-			row.Expired || row.Released || row.LeaseSeconds != 1.5 || row.AgeSeconds < 0 || row.AgeSeconds > 1.5 {
+			row.Expired || row.Released || row.LeaseSeconds != testLease.Seconds() || row.AgeSeconds < 0 || row.AgeSeconds > testLease.Seconds() {
 			t.Fatalf("status --json of the live election: %+v (child token %d)", row, first.token)
 		}
 		if row := status(t, db, done); !row.Found || !row.Released || !row.Expired || row.Leader != "" || row.Term <= 0 || row.Version <= row.Term {
@@ -310,7 +310,7 @@ func TestStatusShowsLeaderTermAgeAndState(t *testing.T) {
 		}
 
 		// All keys, as text: a header and one line per key, sorted.
-		r := must(t, append(db.args(), "status", "--lease", "1.5s")...)
+		r := must(t, append(db.args(), "status", "--lease", testLease.String())...)
 		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 		if len(lines) != 3 || !strings.HasPrefix(lines[0], "KEY") || !strings.Contains(lines[0], "TERM") || !strings.Contains(lines[0], "AGE") {
 			t.Fatalf("status prints:\n%s", r.stdout)
@@ -383,8 +383,9 @@ func TestRunGatesTheChildOnLeadership(t *testing.T) {
 		if first.id == "cand-A" {
 			other = "cand-B"
 		}
-		// While the leader renews, the follower starts no child.
-		time.Sleep(3 * time.Second)
+		// While the leader renews, the follower starts no child, not even after a
+		// whole lease.
+		time.Sleep(testLease)
 		if starts := linesOf(readChildLog(t, log), "start"); len(starts) != 1 {
 			t.Fatalf("%d children started while one leader renewed:\n%s", len(starts), readFile(log))
 		}
@@ -502,7 +503,7 @@ func TestResignMovesTheChildToAnotherCandidate(t *testing.T) {
 		startRun(t, db, key, "cand-B", dir)
 		first := waitChildLines(t, log, "start", 1)[0]
 
-		r := must(t, append(db.args(), "resign", "--key", key, "--wait", "--lease", "1.5s")...)
+		r := must(t, append(db.args(), "resign", "--key", key, "--wait", "--lease", testLease.String())...)
 		if !strings.Contains(r.stdout, "asked "+first.id) || !strings.Contains(r.stdout, " leads ") {
 			t.Fatalf("resign --wait says:\n%s", r.stdout)
 		}
