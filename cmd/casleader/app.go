@@ -98,6 +98,7 @@ type app struct {
 	getenv         func(string) string
 	common
 	cmd     string   // the command being run, for messages
+	help    func()   // prints the usage of the command being run (--help)
 	secrets []string // passwords to remove from every message and log line
 	log     *slog.Logger
 }
@@ -144,8 +145,8 @@ func (a *app) main(args []string) error {
 		return usageError("", err)
 	}
 	if fs.NArg() == 0 {
-		a.topUsage(a.stderr)
-		return usagef("", "no command given")
+		return &exitError{code: exitUsage, err: errors.New("no command given"),
+			hint: fmt.Sprintf("the commands are %s; run 'casleader help' for more", commandNames())}
 	}
 	name := fs.Arg(0)
 	for _, c := range commands {
@@ -207,7 +208,9 @@ Commands:
 	}
 	fmt.Fprint(w, `
 Global flags (accepted before or after the command name):
-  --dsn DSN          the database (default: $CASLEADER_DSN, else the SQLite file ./casleader.db)
+  --dsn DSN          the database (default: $CASLEADER_DSN; without either, migrate,
+                     status, resign and handover use the SQLite file ./casleader.db,
+                     and run refuses to start: name the database every candidate shares)
   --table NAME       the election table (default casleader_election)
   --log-level LEVEL  debug, info, warn or error (default info); logs go to stderr
 
@@ -252,7 +255,13 @@ func cmdHelp(a *app, args []string) error {
 }
 
 func (a *app) registerCommon(fs *flag.FlagSet) {
-	fs.StringVar(&a.dsn, "dsn", a.dsn, "the database `DSN` (default: $CASLEADER_DSN, else sqlite://casleader.db)")
+	fs.Func("dsn", "the database `DSN` (default: $CASLEADER_DSN, else sqlite://casleader.db; run needs one of the two)", func(s string) error {
+		if strings.TrimSpace(s) == "" {
+			return errors.New("the DSN is empty: name a database (see 'casleader help'), or leave out --dsn to use $" + envDSN)
+		}
+		a.dsn = s
+		return nil
+	})
 	fs.StringVar(&a.table, "table", a.table, "the election table `NAME`")
 	fs.StringVar(&a.logLevel, "log-level", a.logLevel, "log `LEVEL`: debug, info, warn or error")
 }
@@ -263,7 +272,10 @@ func (a *app) flagSet(name, usage string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	a.registerCommon(fs)
-	fs.Usage = func() {
+	// The flag package calls Usage on every parse error too: the usage is printed by
+	// parse, for --help only. A bad flag gets its one-line error and a short hint.
+	fs.Usage = func() {}
+	a.help = func() {
 		fmt.Fprint(a.stdout, strings.TrimLeft(usage, "\n"))
 		fmt.Fprintln(a.stdout, "\nFlags:")
 		printFlags(a.stdout, fs)
@@ -300,7 +312,10 @@ func printFlags(w io.Writer, fs *flag.FlagSet) {
 func (a *app) parse(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return errHelp // the flag package has printed fs.Usage
+			if a.help != nil {
+				a.help()
+			}
+			return errHelp
 		}
 		msg := err.Error()
 		if strings.Contains(msg, "parse error") && strings.Contains(msg, "invalid value") {
@@ -324,6 +339,11 @@ func noArgs(fs *flag.FlagSet) error {
 	return nil
 }
 
+// explicitDSN reports whether the database is named, by --dsn or $CASLEADER_DSN.
+func (a *app) explicitDSN() bool {
+	return a.dsn != "" || strings.TrimSpace(a.getenv(envDSN)) != ""
+}
+
 // target resolves the database from --dsn, $CASLEADER_DSN or the default file, and
 // remembers its password for redaction.
 func (a *app) target() (target, error) {
@@ -331,7 +351,7 @@ func (a *app) target() (target, error) {
 	if dsn == "" {
 		dsn = a.getenv(envDSN)
 	}
-	if dsn == "" {
+	if strings.TrimSpace(dsn) == "" {
 		dsn = defaultSQLiteFile
 	}
 	a.secrets = append(a.secrets, secrets(dsn)...)

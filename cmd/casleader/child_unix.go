@@ -120,10 +120,11 @@ func (c *child) exited() bool {
 	}
 }
 
-// exitCode returns the child's exit code, 128+N when it died of signal N, or
-// exitFailure while the supervisor has not exited (terminate gave up on it).
+// exitCode returns the child's exit code, 128+N when it died of signal N, and
+// exitFailure while the supervisor has not exited (terminate may return before it
+// has, after its last bound).
 func (c *child) exitCode() int {
-	if !c.exited() || c.state == nil { // still running (a process that survived SIGKILL)
+	if !c.exited() || c.state == nil {
 		return exitFailure
 	}
 	if ws, ok := c.state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
@@ -132,8 +133,8 @@ func (c *child) exitCode() int {
 	return c.state.ExitCode()
 }
 
-// killedBy names the signal that killed the supervisor, "" if none did or it has
-// not exited.
+// killedBy names the signal that killed the supervisor, "" if none did or while it
+// has not exited.
 func (c *child) killedBy() string {
 	if !c.exited() || c.state == nil {
 		return ""

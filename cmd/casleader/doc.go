@@ -8,8 +8,10 @@
 //	casleader demo                          a local failover on a temporary SQLite file
 //
 // The database comes from --dsn or $CASLEADER_DSN (default: the SQLite file
-// ./casleader.db): mysql://user:pass@host:3306/db (or a go-sql-driver DSN after
-// mysql://), postgres://user:pass@host:5432/db, sqlite://path or a plain path.
+// ./casleader.db, except for run, which needs it named so that hosts never elect
+// themselves over files of their own): mysql://user:pass@host:3306/db (or a
+// go-sql-driver DSN after mysql://), postgres://user:pass@host:5432/db, sqlite://path
+// or a plain path.
 // Passwords are never printed: every error and log line is redacted.
 //
 // # run

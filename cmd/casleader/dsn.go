@@ -45,6 +45,11 @@ var pgKeyValue = regexp.MustCompile(`(^|\s)(host|dbname|user|password)\s*=`)
 //	mysql://user:pass@tcp(host:3306)/db?params    (a go-sql-driver DSN after mysql://)
 //	postgres://user:pass@host:5432/db?sslmode=... (also postgresql://)
 //	sqlite://path/to/file.db, sqlite:///abs/path, or a plain file path
+//
+// Its errors never quote the DSN or a parser's message: a password with an unencoded
+// '#', '@', '/' or '?' moves the boundaries a parser sees, so any piece of the input it
+// quotes (a "port", a "host", a "path") may be a piece of the password, which no
+// redaction by the password's value can find. They say what is wrong in words.
 func parseDSN(s string) (target, error) {
 	t := target{raw: s}
 	if strings.TrimSpace(s) == "" {
@@ -58,9 +63,9 @@ func parseDSN(s string) (target, error) {
 		// A plain file path, unless it is clearly a DSN for a server.
 		switch {
 		case goSQLDriverAddr.MatchString(s):
-			return t, fmt.Errorf("%w: %q looks like a go-sql-driver MySQL DSN: write it as mysql://%s", errBadDSN, redact(s), redact(s))
+			return t, fmt.Errorf("%w: it looks like a go-sql-driver MySQL DSN: put mysql:// in front of it", errBadDSN)
 		case pgKeyValue.MatchString(s):
-			return t, fmt.Errorf("%w: %q looks like a PostgreSQL key=value DSN: write it as a postgres://user:pass@host:5432/db URL", errBadDSN, redact(s))
+			return t, fmt.Errorf("%w: it looks like a PostgreSQL key=value DSN: write it as a postgres://user:pass@host:5432/db URL", errBadDSN)
 		}
 		return sqliteTarget(t, s)
 	}
@@ -73,15 +78,61 @@ func parseDSN(s string) (target, error) {
 		t.dialect, t.driver = schema.MySQL, d
 		return t, nil
 	case "postgres", "postgresql":
+		// pgx ends the user information at the last '@' before the first '/'. An '@'
+		// after that '/' (or, without one, after a '?') is an unencoded character of
+		// a password that holds a '/' or '?': pgx would read a piece of it as the
+		// host or the database name, and print it.
+		after, hasPath := "", false
+		if _, after, hasPath = strings.Cut(rest, "/"); !hasPath {
+			_, after, _ = strings.Cut(rest, "?")
+		}
+		if strings.Contains(after, "@") {
+			return t, fmt.Errorf("%w: PostgreSQL URL: an '@' after the host: %s", errBadDSN, encodeHint)
+		}
 		if _, err := pgxpool.ParseConfig(s); err != nil {
-			return t, fmt.Errorf("%w: PostgreSQL URL: %w", errBadDSN, redactError(err, s))
+			return t, fmt.Errorf("%w: PostgreSQL URL: %s: %s", errBadDSN, parseProblem(err), encodeHint)
 		}
 		t.dialect, t.driver = schema.Postgres, s
 		return t, nil
 	case "sqlite", "sqlite3", "file":
 		return sqliteTarget(t, rest)
 	}
+	if !urlScheme.MatchString(scheme) {
+		return t, fmt.Errorf("%w: unknown scheme: use mysql://, postgres:// or sqlite:// (or a plain SQLite file path)", errBadDSN)
+	}
 	return t, fmt.Errorf("%w: unknown scheme %q: use mysql://, postgres:// or sqlite:// (or a plain SQLite file path)", errBadDSN, scheme)
+}
+
+// urlScheme matches a URL scheme: only one of these is quoted in an error, anything
+// else before "://" may be a piece of a password.
+var urlScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]{0,19}$`)
+
+// encodeHint ends the errors of DSNs that do not parse.
+const encodeHint = "percent-encode these characters in the user name and password: @ : / ? # % (as %40 %3A %2F %3F %23 %25)"
+
+// parseProblem describes in fixed words why a DSN parser refused its input. The
+// parsers' own messages are not used: they quote pieces of the input.
+func parseProblem(err error) string {
+	msg := err.Error()
+	for _, p := range []struct{ in, say string }{
+		{"invalid port", "invalid port: the port is not a number, or a character of the password ends the host early"},
+		{"invalid userinfo", "the user name or password holds a character that must be percent-encoded"},
+		{"invalid URL escape", "a '%' is not followed by two hexadecimal digits"},
+		{"host name", "the host name holds an invalid character"},
+		{"missing the slash separating the database name", "no '/' before the database name"},
+		{"network address not terminated", "the address in tcp(...) has no closing ')'"},
+		{"forget to escape a param value", "a parameter value must be escaped"},
+		{"invalid bool value", "a parameter that takes true or false has another value"},
+		{"sslmode", "sslmode is invalid: use disable, allow, prefer, require, verify-ca or verify-full"},
+		{"connect_timeout", "connect_timeout is not a number of seconds"},
+		{"pool_", "a pool_* parameter is invalid"},
+		{"failed to parse as URL", "it is not a valid URL"},
+	} {
+		if strings.Contains(msg, p.in) {
+			return p.say
+		}
+	}
+	return "it cannot be parsed"
 }
 
 func sqliteTarget(t target, path string) (target, error) {
@@ -89,7 +140,7 @@ func sqliteTarget(t target, path string) (target, error) {
 		return t, fmt.Errorf("%w: the SQLite file path is empty: use sqlite://casleader.db or sqlite:///abs/path.db", errBadDSN)
 	}
 	if strings.ContainsAny(path, "?#") {
-		return t, fmt.Errorf("%w: SQLite path %q: '?' and '#' are not allowed (casleader sets the connection parameters itself)", errBadDSN, path)
+		return t, fmt.Errorf("%w: the SQLite path holds a '?' or '#', which are not allowed (casleader sets the connection parameters itself)", errBadDSN)
 	}
 	t.dialect, t.driver = schema.SQLite, path
 	return t, nil
@@ -102,13 +153,22 @@ func sqliteTarget(t target, path string) (target, error) {
 func mysqlDriverDSN(rest string) (string, error) {
 	if goSQLDriverAddr.MatchString(rest) {
 		if _, err := mysql.ParseDSN(rest); err != nil {
-			return "", fmt.Errorf("%w: MySQL DSN: %w", errBadDSN, redactError(err, rest))
+			return "", fmt.Errorf("%w: MySQL DSN: %s", errBadDSN, parseProblem(err))
 		}
 		return rest, nil
 	}
+	// A '#' has no meaning in a MySQL URL, and an '@' belongs before the host: either
+	// is an unencoded character of a password, and what a URL parser makes of the
+	// rest would connect somewhere else with a piece of the password as a name.
+	if strings.Contains(rest, "#") {
+		return "", fmt.Errorf("%w: MySQL URL: '#' is not allowed: %s", errBadDSN, encodeHint)
+	}
 	u, err := url.Parse("mysql://" + rest)
 	if err != nil {
-		return "", fmt.Errorf("%w: MySQL URL: %w: use mysql://user:pass@host:3306/db (percent-encode special characters in the password)", errBadDSN, redactError(err, "mysql://"+rest))
+		return "", fmt.Errorf("%w: MySQL URL: %s: %s", errBadDSN, parseProblem(err), encodeHint)
+	}
+	if strings.Contains(u.RawPath+u.Path+u.RawQuery, "@") {
+		return "", fmt.Errorf("%w: MySQL URL: an '@' after the host: %s", errBadDSN, encodeHint)
 	}
 	q := u.Query()
 	var netw, addr string
@@ -127,7 +187,7 @@ func mysqlDriverDSN(rest string) (string, error) {
 	}
 	db := strings.TrimPrefix(u.Path, "/")
 	if strings.Contains(db, "/") {
-		return "", fmt.Errorf("%w: MySQL URL path %q: give one database name, as in mysql://user:pass@host:3306/db", errBadDSN, u.Path)
+		return "", fmt.Errorf("%w: MySQL URL: the path has more than one '/': give one database name, as in mysql://user:pass@host:3306/db; %s", errBadDSN, encodeHint)
 	}
 	// Let the driver parse the parameters (it knows its own and passes the others on
 	// as session variables), then add the credentials.
@@ -137,7 +197,7 @@ func mysqlDriverDSN(rest string) (string, error) {
 	}
 	cfg, err := mysql.ParseDSN(base)
 	if err != nil {
-		return "", fmt.Errorf("%w: MySQL URL: %w", errBadDSN, err)
+		return "", fmt.Errorf("%w: MySQL URL: %s", errBadDSN, parseProblem(err))
 	}
 	if u.User != nil {
 		cfg.User = u.User.Username()

@@ -43,7 +43,7 @@ func startRun(t *testing.T, db testDB, key, id, dir string, flagsAndEnv ...strin
 // status returns the status of key as the command prints it with --json.
 func status(t *testing.T, db testDB, key string) statusRow {
 	t.Helper()
-	r := runCL(t, nil, append(db.args(), "status", "--key", key, "--json", "--lease", "1.5s")...)
+	r := runCL(t, nil, append(db.args(), "status", "--key", key, "--json", "--lease", testLease.String())...)
 	if r.code != 0 && r.code != exitFailure {
 		t.Fatalf("status: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
@@ -72,14 +72,21 @@ func TestUsageErrorsExit2WithAHint(t *testing.T) {
 		{"RenewNotBelowLease", []string{"run", "--key", "k", "--lease", "1s", "--renew", "2s", "--", "true"}, "--renew (2s) must be less than --lease (1s)"},
 		{"HeartbeatNotBelowRenew", []string{"run", "--key", "k", "--lease", "3s", "--renew", "1s", "--heartbeat", "1s", "--", "true"}, "--heartbeat"},
 		{"GraceTooLong", []string{"run", "--key", "k", "--lease", "3s", "--renew", "1s", "--heartbeat", "300ms", "--grace", "2s", "--", "true"}, "--grace"},
-		{"BadListenAddress", []string{"run", "--key", "k", "--listen", "no-port-here", "--", "true"}, "--listen no-port-here"},
+		{"BadListenAddress", []string{"--dsn", "sqlite://e.db", "run", "--key", "k", "--listen", "no-port-here", "--", "true"}, "--listen no-port-here"},
+		{"RunWithoutDSN", []string{"run", "--key", "k", "--", "true"}, "no database given: run needs --dsn or $CASLEADER_DSN"},
+		{"EmptyDSN", []string{"--dsn", "", "status"}, "the DSN is empty"},
+		{"EmptyDSNAfterTheCommand", []string{"status", "--dsn", ""}, "the DSN is empty"},
+		{"BlankDSNForRun", []string{"run", "--dsn", " ", "--key", "k", "--", "true"}, "the DSN is empty"},
+		{"MySQLURLWithHashInPassword", []string{"--dsn", "mysql://app:s3cretpw#3xyz@127.0.0.1:3306/test", "status"}, "'#' is not allowed"},
+		{"MySQLURLWithSlashInPassword", []string{"--dsn", "mysql://app:3306/s3cretpw@127.0.0.1:3306/test", "migrate"}, "percent-encode"},
+		{"PostgresURLWithSlashInPassword", []string{"--dsn", "postgres://app:s3cretpw/x@127.0.0.1:5432/test", "status"}, "percent-encode"},
 		{"ResignWithoutKey", []string{"resign"}, "--key is required"},
 		{"HandoverWithoutTarget", []string{"handover", "--key", "k"}, "--to is required"},
 		{"BadInterval", []string{"status", "--watch", "--interval", "0s"}, "--interval"},
 		{"BadLogLevel", []string{"--log-level", "loud", "status"}, "--log-level"},
 		{"BadTable", []string{"--table", "1; DROP TABLE x", "status"}, "--table"},
 		{"UnknownDSNScheme", []string{"--dsn", "oracle://u@h/db", "status"}, "unknown scheme"},
-		{"GoSQLDriverDSNWithoutScheme", []string{"--dsn", "root:s3cretpw@tcp(127.0.0.1:3306)/test", "status"}, "write it as mysql://"},
+		{"GoSQLDriverDSNWithoutScheme", []string{"--dsn", "root:s3cretpw@tcp(127.0.0.1:3306)/test", "status"}, "put mysql:// in front of it"},
 		{"BadMySQLURL", []string{"--dsn", "mysql://u:s3cretpw@h:port/db", "migrate"}, "invalid port"},
 		{"BadPostgresURL", []string{"--dsn", "postgres://u:s3cretpw@h:port/db", "migrate"}, "bad DSN"},
 	} {
@@ -95,10 +102,56 @@ func TestUsageErrorsExit2WithAHint(t *testing.T) {
 			if !strings.Contains(r.stderr, "help") {
 				t.Fatalf("stderr does not say where to find help:\n%s", r.stderr)
 			}
-			if strings.Contains(r.stdout+r.stderr, "s3cretpw") {
-				t.Fatalf("the password is printed:\n%s%s", r.stdout, r.stderr)
+			for _, piece := range []string{"s3c", "cretpw", "3xyz"} {
+				if strings.Contains(r.stdout+r.stderr, piece) {
+					t.Fatalf("a piece of the password (%q) is printed:\n%s%s", piece, r.stdout, r.stderr)
+				}
 			}
 		})
+	}
+}
+
+func TestABadFlagPrintsItsErrorFirstAndAShortHint(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"status", "--bogus"},
+		{"run", "--bogus", "--key", "k", "--", "true"},
+		{"migrate", "--table"},
+		{"--bogus", "status"},
+		{},
+	} {
+		r := runCL(t, nil, args...)
+		lines := strings.Split(strings.TrimRight(r.stderr, "\n"), "\n")
+		if r.code != exitUsage || r.stdout != "" || len(lines) > 2 || !strings.HasPrefix(lines[0], "casleader") ||
+			!strings.Contains(lines[len(lines)-1], "help") {
+			t.Errorf("casleader %q: exit %d, want %d, the error on the first line of stderr and a one-line hint\nstdout:\n%s\nstderr:\n%s",
+				args, r.code, exitUsage, r.stdout, r.stderr)
+		}
+	}
+}
+
+func TestRunRequiresANamedDatabase(t *testing.T) {
+	t.Parallel()
+	p := start(t, "run without a DSN", nil, "run", "--key", "k", "--", "true")
+	if code := p.wait(); code != exitUsage || !strings.Contains(p.stderr.String(), "--dsn") {
+		t.Fatalf("run without --dsn or $CASLEADER_DSN: exit %d, want %d and a word about --dsn:\n%s", code, exitUsage, p.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(p.cmd.Dir, defaultSQLiteFile)); !os.IsNotExist(err) {
+		t.Fatalf("run without a DSN created or used %s (%v)", defaultSQLiteFile, err)
+	}
+	// Named by $CASLEADER_DSN, the database is used: the child runs and its exit code
+	// is passed through.
+	db := newTestDB(t, "sqlite")
+	must(t, "--dsn", db.dsn, "--table", db.table, "migrate")
+	dir := t.TempDir()
+	args := append([]string{"--table", db.table, "run", "--key", "k", "--id", "cand-A"}, runTimings...)
+	args = append(args, "--", childCommand(t))
+	env := append(childEnv(dir, "CHILD_EXIT=6"), "CASLEADER_DSN="+db.dsn)
+	if code := start(t, "run with $CASLEADER_DSN", env, args...).wait(); code != 6 {
+		t.Fatalf("run with $CASLEADER_DSN: exit %d, want the child's 6", code)
+	}
+	if starts := waitChildLines(t, filepath.Join(dir, "child.log"), "start", 1); starts[0].id != "cand-A" {
+		t.Fatalf("child: %+v", starts[0])
 	}
 }
 
@@ -201,6 +254,11 @@ func TestMigrateCreatesThenFindsTheTable(t *testing.T) {
 		if !strings.Contains(r.stdout, "no elections") {
 			t.Fatalf("status of an empty table says:\n%s", r.stdout)
 		}
+		r = must(t, append(db.args(), "status", "--json")...)
+		var rows []statusRow
+		if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil || rows == nil || len(rows) != 0 {
+			t.Fatalf("status --json of an empty table prints %q (%v), want []", r.stdout, err)
+		}
 	})
 }
 
@@ -238,7 +296,7 @@ func TestStatusShowsLeaderTermAgeAndState(t *testing.T) {
 
 		row := status(t, db, key)
 		if !row.Found || row.Leader != "cand-A" || row.Term != first.token || row.Version < row.Term ||
-			row.Expired || row.Released || row.LeaseSeconds != 1.5 || row.AgeSeconds < 0 || row.AgeSeconds > 1.5 {
+			row.Expired || row.Released || row.LeaseSeconds != testLease.Seconds() || row.AgeSeconds < 0 || row.AgeSeconds > testLease.Seconds() {
 			t.Fatalf("status --json of the live election: %+v (child token %d)", row, first.token)
 		}
 		if row := status(t, db, done); !row.Found || !row.Released || !row.Expired || row.Leader != "" || row.Term <= 0 || row.Version <= row.Term {
@@ -252,7 +310,7 @@ func TestStatusShowsLeaderTermAgeAndState(t *testing.T) {
 		}
 
 		// All keys, as text: a header and one line per key, sorted.
-		r := must(t, append(db.args(), "status", "--lease", "1.5s")...)
+		r := must(t, append(db.args(), "status", "--lease", testLease.String())...)
 		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 		if len(lines) != 3 || !strings.HasPrefix(lines[0], "KEY") || !strings.Contains(lines[0], "TERM") || !strings.Contains(lines[0], "AGE") {
 			t.Fatalf("status prints:\n%s", r.stdout)
@@ -265,15 +323,17 @@ func TestStatusShowsLeaderTermAgeAndState(t *testing.T) {
 			t.Fatalf("status line of the released election: %q", lines[2])
 		}
 
-		// All keys, as JSON: one object per line.
+		// All keys, as JSON: an array, one object per line.
 		r = must(t, append(db.args(), "status", "--json")...)
+		var rows []statusRow
+		if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil {
+			t.Fatalf("status --json prints %q: %v", r.stdout, err)
+		}
+		if n := strings.Count(r.stdout, "\n"); n != len(rows)+2 {
+			t.Fatalf("status --json prints %d lines for %d keys, want one per key and two for the brackets:\n%s", n, len(rows), r.stdout)
+		}
 		var keys []string
-		sc := bufio.NewScanner(strings.NewReader(r.stdout))
-		for sc.Scan() {
-			var row statusRow
-			if err := json.Unmarshal(sc.Bytes(), &row); err != nil {
-				t.Fatalf("status --json line %q: %v", sc.Text(), err)
-			}
+		for _, row := range rows {
 			keys = append(keys, row.Key)
 		}
 		if !slices.Equal(keys, []string{key, done}) {
@@ -286,6 +346,20 @@ func TestStatusShowsLeaderTermAgeAndState(t *testing.T) {
 		w.signal(syscall.SIGINT)
 		if code := w.wait(); code != 0 {
 			t.Fatalf("status --watch after SIGINT: exit %d\n%s", code, w.stderr)
+		}
+		// With --json, one line and JSON document per refresh.
+		w = start(t, "status --watch --json", nil, append(db.args(), "status", "--watch", "--json", "--interval", "100ms")...)
+		waitFor(t, "two refreshes", func() bool { return strings.Count(w.stdout.String(), "\n") >= 2 })
+		w.signal(syscall.SIGINT)
+		if code := w.wait(); code != 0 {
+			t.Fatalf("status --watch --json after SIGINT: exit %d\n%s", code, w.stderr)
+		}
+		sc := bufio.NewScanner(strings.NewReader(w.stdout.String()))
+		for sc.Scan() {
+			var rows []statusRow
+			if err := json.Unmarshal(sc.Bytes(), &rows); err != nil || len(rows) != 2 {
+				t.Fatalf("status --watch --json line %q: %d rows, %v", sc.Text(), len(rows), err)
+			}
 		}
 	})
 }
@@ -309,8 +383,9 @@ func TestRunGatesTheChildOnLeadership(t *testing.T) {
 		if first.id == "cand-A" {
 			other = "cand-B"
 		}
-		// While the leader renews, the follower starts no child.
-		time.Sleep(3 * time.Second)
+		// While the leader renews, the follower starts no child, not even after a
+		// whole lease.
+		time.Sleep(testLease)
 		if starts := linesOf(readChildLog(t, log), "start"); len(starts) != 1 {
 			t.Fatalf("%d children started while one leader renewed:\n%s", len(starts), readFile(log))
 		}
@@ -428,7 +503,7 @@ func TestResignMovesTheChildToAnotherCandidate(t *testing.T) {
 		startRun(t, db, key, "cand-B", dir)
 		first := waitChildLines(t, log, "start", 1)[0]
 
-		r := must(t, append(db.args(), "resign", "--key", key, "--wait", "--lease", "1.5s")...)
+		r := must(t, append(db.args(), "resign", "--key", key, "--wait", "--lease", testLease.String())...)
 		if !strings.Contains(r.stdout, "asked "+first.id) || !strings.Contains(r.stdout, " leads ") {
 			t.Fatalf("resign --wait says:\n%s", r.stdout)
 		}
@@ -640,5 +715,41 @@ func TestStatusShowsAnInvalidRowAndTheOthers(t *testing.T) {
 	var row statusRow
 	if err := json.Unmarshal([]byte(r.stdout), &row); err != nil || row.Invalid == "" {
 		t.Fatalf("status --json of the invalid row: %q (%v)", r.stdout, err)
+	}
+}
+
+func TestStatusQuotesKeysAndIDsThatCouldBreakTheTable(t *testing.T) {
+	t.Parallel()
+	db := newTestDB(t, "sqlite")
+	migrate(t, db)
+	sq, err := store.OpenSQLite(strings.TrimPrefix(db.dsn, "sqlite://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sq.Close()
+	now := time.Now().UnixMicro()
+	const evilKey, evilID = "evil\x1b[2J\nkey\tx", "id with\x07bell"
+	if _, err := sq.Exec(`INSERT INTO `+db.table+` VALUES (?, 3, ?, 2, ?, ?, 1, ?, ?)`, evilKey, evilID, now, "to\rx", now, now); err != nil {
+		t.Fatal(err)
+	}
+	r := runCL(t, nil, append(db.args(), "status")...)
+	if r.code != 0 {
+		t.Fatalf("status: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, c := range r.stdout {
+		if c < ' ' && c != '\n' || c == 0x7f {
+			t.Fatalf("status prints the control character %q:\n%q", c, r.stdout)
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[1], strconv.Quote(evilKey)) ||
+		!strings.Contains(lines[1], strconv.Quote(evilID)) || !strings.Contains(lines[1], strconv.Quote("to\rx")) {
+		t.Fatalf("status does not show the key, leader and handover target quoted, one line each:\n%s", r.stdout)
+	}
+	// JSON carries them exactly.
+	r = must(t, append(db.args(), "status", "--json")...)
+	var rows []statusRow
+	if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil || len(rows) != 1 || rows[0].Key != evilKey || rows[0].Leader != evilID {
+		t.Fatalf("status --json: %q (%v)", r.stdout, err)
 	}
 }

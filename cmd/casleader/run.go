@@ -25,6 +25,11 @@ Takes part in the election KEY and runs COMMAND only while this instance leads, 
 others wait and take over when it dies, stops renewing, or is asked to step down
 ('casleader resign', 'casleader handover').
 
+run needs the database named, with --dsn or $CASLEADER_DSN: the same database for
+every candidate. Unlike the other commands it does not fall back to ./casleader.db,
+a file of one host, over which every host would elect itself (for candidates on one
+host only, name the file: --dsn sqlite://casleader.db).
+
 The child gets the environment of casleader plus:
   CASLEADER_KEY        the election key
   CASLEADER_TOKEN      the fencing token (term) of this leadership: it strictly increases
@@ -159,6 +164,10 @@ func cmdRun(a *app, args []string) error {
 	}
 	if *grace < 0 || *grace >= margin {
 		return usagef("run", "--grace %v must be positive and less than lease - renew (%v - %v = %v): the child must be gone before another candidate can take over", *grace, eff.LeaseDuration, eff.RenewDeadline, margin)
+	}
+	if !a.explicitDSN() {
+		// Every host would elect itself over a file of its own.
+		return usagef("run", "no database given: run needs --dsn or $%s, naming the database that all candidates share (run does not default to ./%s, a file of this host only; for candidates on one host, say so: --dsn sqlite://%s)", envDSN, defaultSQLiteFile, defaultSQLiteFile)
 	}
 	r.grace = *grace
 	r.isLeader, r.trustedUntil = el.IsLeader, el.TrustedUntil

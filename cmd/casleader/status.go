@@ -9,9 +9,12 @@ import (
 	"io"
 	"math"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	casleader "github.com/casleader/casleader"
 	"github.com/casleader/casleader/store"
@@ -28,10 +31,19 @@ or released. A pending step-down or handover request is shown too.
 The lease duration is a client setting, not stored in the row: pass the --lease your
 candidates use (default 15s, the library's default) to judge expiry.
 
---json prints one JSON object per key and line: key, found, leader, term, version,
-age_seconds, lease_seconds, expired, released, remaining_seconds, stepdown_requested,
-handover_to, and invalid (why the row is unreadable) for a row casleader never wrote. --watch refreshes every --interval (in place on a terminal; a JSON
-stream otherwise) until interrupted.
+--json prints JSON instead of the table: with --key one object, otherwise an array of
+them, one per key and line ("[]" when the table holds no election). Each object has
+key, found, leader, term, version, age_seconds, lease_seconds, expired, released,
+remaining_seconds, stepdown_requested, handover_to, and invalid (why the row is
+unreadable) for a row casleader never wrote. The output is the table unless --json is
+given, on a terminal or not.
+
+--watch refreshes every --interval until interrupted: on a terminal the table is
+redrawn in place; otherwise the tables follow each other, and with --json each
+refresh is one line holding one JSON document (an object with --key, else an array).
+
+Keys, leader IDs and handover targets that hold spaces, quotes or characters that are
+not printable are shown quoted, with Go escapes, as the logs show them.
 
 Exits 1 when --key names no election (without --watch), 3 on database errors and
 invalid rows (which are still shown, with the other keys).
@@ -40,7 +52,7 @@ invalid rows (which are still shown, with the other keys).
 func cmdStatus(a *app, args []string) error {
 	fs := a.flagSet("status", statusUsage)
 	key := fs.String("key", "", "show only the election `KEY`")
-	asJSON := fs.Bool("json", false, "print one JSON object per key")
+	asJSON := fs.Bool("json", false, "print JSON: an object with --key, else an array of them")
 	watch := fs.Bool("watch", false, "refresh until interrupted")
 	interval := fs.Duration("interval", time.Second, "time between two refreshes with --watch")
 	lease := fs.Duration("lease", casleader.DefaultLeaseDuration, "the candidates' lease, to judge expiry")
@@ -165,14 +177,48 @@ func (s *statusCmd) snapshot(ctx context.Context) ([]statusRow, error) {
 }
 
 func (s *statusCmd) print(w io.Writer, rows []statusRow) error {
+	return s.render(w, rows, false)
+}
+
+// render prints rows as a table or, with --json, as one JSON document: an object for
+// --key, else an array (one object per line, or all on one line when compact).
+func (s *statusCmd) render(w io.Writer, rows []statusRow, compact bool) error {
 	if s.json {
-		enc := json.NewEncoder(w)
-		for _, r := range rows {
-			if err := enc.Encode(r); err != nil {
-				return err
+		var b []byte
+		var err error
+		switch {
+		case s.key != "" && len(rows) == 1:
+			b, err = json.Marshal(rows[0])
+		case compact:
+			if rows == nil {
+				rows = []statusRow{}
 			}
+			b, err = json.Marshal(rows)
+		default:
+			var buf bytes.Buffer
+			buf.WriteString("[")
+			for i, r := range rows {
+				o, err := json.Marshal(r)
+				if err != nil {
+					return err
+				}
+				if i > 0 {
+					buf.WriteString(",")
+				}
+				buf.WriteString("\n")
+				buf.Write(o)
+			}
+			if len(rows) > 0 {
+				buf.WriteString("\n")
+			}
+			buf.WriteString("]")
+			b = buf.Bytes()
 		}
-		return nil
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(append(b, '\n'))
+		return err
 	}
 	if len(rows) == 0 {
 		_, err := fmt.Fprintf(w, "no elections in table %s yet\n", s.d.st.Table())
@@ -181,21 +227,52 @@ func (s *statusCmd) print(w io.Writer, rows []statusRow) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "KEY\tLEADER\tTERM\tVERSION\tAGE\tSTATE")
 	for _, r := range rows {
+		key := quoteName(r.Key)
 		if !r.Found {
-			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\tno such election (no candidate has run with this key)\n", r.Key)
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\tno such election (no candidate has run with this key)\n", key)
 			continue
 		}
 		if r.Invalid != "" {
-			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\tINVALID ROW: %s\n", r.Key, r.Invalid)
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\tINVALID ROW: %s\n", key, printable(r.Invalid))
 			continue
 		}
-		leader := r.Leader
-		if leader == "" {
-			leader = "-"
+		leader := "-"
+		if r.Leader != "" {
+			leader = quoteName(r.Leader)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\n", r.Key, leader, r.Term, r.Version, fmtDur(r.age), r.state(s.lease))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\n", key, leader, r.Term, r.Version, fmtDur(r.age), r.state(s.lease))
 	}
 	return tw.Flush()
+}
+
+// quoteName returns a key or ID as the logs show it: as it is when it is printable
+// and holds no space, '"' or '=', otherwise quoted with Go escapes. A quoted name
+// can neither break the table's columns and lines nor send escape sequences to a
+// terminal.
+func quoteName(s string) string {
+	if s == "" || !utf8.ValidString(s) {
+		return strconv.Quote(s)
+	}
+	for _, r := range s {
+		if r == '"' || r == '=' || unicode.IsSpace(r) || !unicode.IsPrint(r) {
+			return strconv.Quote(s)
+		}
+	}
+	return s
+}
+
+// printable returns a message as it is when it is valid UTF-8 and printable (spaces
+// allowed), otherwise quoted with Go escapes.
+func printable(s string) string {
+	if !utf8.ValidString(s) {
+		return strconv.Quote(s)
+	}
+	for _, r := range s {
+		if r != ' ' && !unicode.IsPrint(r) {
+			return strconv.Quote(s)
+		}
+	}
+	return s
 }
 
 // state describes the lease: live, expired or released, and a pending request.
@@ -211,7 +288,7 @@ func (r statusRow) state(lease time.Duration) string {
 	}
 	switch {
 	case r.StepDownRequested && r.HandoverTo != "":
-		st += "; handover to " + r.HandoverTo + " requested"
+		st += "; handover to " + quoteName(r.HandoverTo) + " requested"
 	case r.StepDownRequested:
 		st += "; step-down requested"
 	}
@@ -232,7 +309,8 @@ func fmtDur(d time.Duration) string {
 }
 
 // watch prints a snapshot every interval until ctx ends. On a terminal the table is
-// redrawn in place; otherwise snapshots follow each other (JSON: a stream of objects).
+// redrawn in place; otherwise snapshots follow each other (JSON: one document per
+// line and snapshot).
 func (s *statusCmd) watch(ctx context.Context, interval time.Duration) error {
 	tty := isTerminal(s.a.stdout) && !s.json
 	lines := 0
@@ -255,7 +333,7 @@ func (s *statusCmd) watch(ctx context.Context, interval time.Duration) error {
 				fmt.Fprintf(&buf, "table %s at %s, every %s (lease %s); Ctrl-C to stop\n",
 					s.d.st.Table(), time.Now().Format("15:04:05"), interval, fmtDur(s.lease))
 			}
-			if err := s.print(&buf, rows); err != nil {
+			if err := s.render(&buf, rows, true); err != nil {
 				return err
 			}
 			if tty {
