@@ -200,8 +200,12 @@ func (m *Machine) Observed(rec store.Record, found bool, sent time.Time, p Parti
 	above := rec.Term > m.highest
 	m.highest = max(m.highest, rec.Term)
 	if rec.LeaderID == m.id && !rec.Released() {
+		// A handover names its target in handover_to (with no step-down request):
+		// an election by another process under our ID clears it.
+		handed := above && rec.HandoverTo == m.id && !rec.StepDown
 		owned := (m.own != 0 && rec.Term == m.own) ||
 			(unsettled && rec.Term > m.unsettledFrom) ||
+			handed ||
 			(above && !othersLive.IsZero() && sent.Add(-rec.Age).Before(othersLive))
 		if !owned {
 			m.foreign = rec.Term

@@ -631,6 +631,13 @@ func TestAdoptionOfAnOwnLease(t *testing.T) {
 			rec:    row(won, "me", won, fresh), want: Decision{Action: Wait, Wait: lease - fresh}, foreign: true,
 		},
 		{
+			// The handover statement names its target in handover_to: the target
+			// adopts the term even if it never read the previous leader's lease.
+			name:   "HandoverNamingUsIsAdoptedWithoutSeeingThePreviousLease",
+			before: func(m *Machine) { m.Observed(row(won-5, "", won-9, 0), true, at(900), Abstaining) },
+			rec:    handedTo(row(won, "me", won, fresh), "me"), want: Decision{Action: Lead, Version: won},
+		},
+		{
 			name:   "NewTermAfterAReleasedRowIsRefused",
 			before: func(m *Machine) { m.Observed(row(won-5, "", won-9, 0), true, at(900), Abstaining) },
 			rec:    row(won, "me", won, fresh), want: Decision{Action: Wait, Wait: lease - fresh}, foreign: true,
@@ -668,4 +675,10 @@ func TestAdoptionOfAnOwnLease(t *testing.T) {
 		m.Observed(row(won+1, "other", won+1, fresh), true, at(100), Campaigning)
 		assert.Zero(t, m.Foreign())
 	})
+}
+
+// handedTo marks rec as written by a handover to id.
+func handedTo(rec store.Record, id string) store.Record {
+	rec.HandoverTo = id
+	return rec
 }

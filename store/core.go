@@ -362,7 +362,11 @@ func (c *core) Handover(ctx context.Context, key, id string, version int64, to s
 	if err := c.ready(ctx); err != nil {
 		return 0, false, err
 	}
-	term, ok, err = c.writeTerm(ctx, c.q.handover, to, key, version, id)
+	args := []any{to, key, version, id}
+	if c.dialect == schema.MySQL { // MySQL's ? placeholders cannot name one argument twice
+		args = []any{to, to, key, version, id}
+	}
+	term, ok, err = c.writeTerm(ctx, c.q.handover, args...)
 	return term, ok, c.wrap("handover", key, err)
 }
 

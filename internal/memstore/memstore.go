@@ -323,7 +323,7 @@ func (s *Store) Handover(ctx context.Context, key, id string, version int64, to 
 			return 0
 		}
 		term := newTerm(version, now)
-		s.rows[key] = &row{version: term, term: term, leader: to, tick: now}
+		s.rows[key] = &row{version: term, term: term, leader: to, handover: to, tick: now}
 		return term
 	})
 }

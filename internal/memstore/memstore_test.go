@@ -204,7 +204,7 @@ func TestTermsAreTheBubbleClockInMicrosecondsOrVersionPlusOne(t *testing.T) {
 		assert.Equal(t, ahead+1, term)
 		rec, _, err := s.Observe(t.Context(), "k")
 		require.NoError(t, err)
-		assert.Equal(t, store.Record{Key: "k", Version: ahead + 1, LeaderID: "c", Term: ahead + 1}, rec)
+		assert.Equal(t, store.Record{Key: "k", Version: ahead + 1, LeaderID: "c", Term: ahead + 1, HandoverTo: "c"}, rec)
 	})
 }
 

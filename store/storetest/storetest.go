@@ -614,7 +614,7 @@ func handoverNamesTargetWithNewTerm(t *testing.T, h Harness) {
 	assert.Equal(t, term, rec.Version)
 	assert.Equal(t, term, rec.Term, "the target leads in a new term")
 	assert.Less(t, rec.Age, before.Age, "Handover writes a fresh tick_time")
-	assert.Empty(t, rec.HandoverTo)
+	assert.Equal(t, "b", rec.HandoverTo, "a handover names its target, so the target knows the term was handed to it")
 	assert.False(t, rec.StepDown)
 
 	ok, err = s.Renew(ctx, "k", "a", term)
@@ -674,7 +674,7 @@ func requestStepDownKeepsLeaseAndTerm(t *testing.T, h Harness) {
 		assert.False(t, rec.StepDown)
 		assert.Empty(t, rec.HandoverTo)
 	})
-	t.Run("HandoverClearsIt", func(t *testing.T) {
+	t.Run("HandoverAnswersIt", func(t *testing.T) {
 		v := insert(t, s, "handover", "a")
 		ok, err := s.RequestStepDown(ctx, "handover", v, "b")
 		won(t, ok, err, "RequestStepDown")
@@ -682,8 +682,8 @@ func requestStepDownKeepsLeaseAndTerm(t *testing.T, h Harness) {
 		newTerm(t, term, ok, err, v+1, "Handover")
 		rec := observe(t, s, "handover")
 		assert.Equal(t, "b", rec.LeaderID)
-		assert.False(t, rec.StepDown)
-		assert.Empty(t, rec.HandoverTo)
+		assert.False(t, rec.StepDown, "the request is answered")
+		assert.Equal(t, "b", rec.HandoverTo, "the handed term names its target")
 	})
 	t.Run("ElectClearsItAndTheLeaseStillExpires", func(t *testing.T) {
 		v := insert(t, s, "elect", "a")
