@@ -216,7 +216,11 @@ func (m *Machine) Observed(rec store.Record, found bool, sent time.Time, p Parti
 		// whose term is below one seen before: that row was rolled back (a failover
 		// lost writes), and a term revived from it would fence below a later term. A
 		// stale or revived lease of ours is handled like anybody's.
-		if owned && p != Abstaining && rec.Age < m.renew && !rolledBack {
+		// A lease of ours with a step-down request pending is not led again: its
+		// term is ending (our release may have failed), and leading it would start
+		// the leader's work a second time in the same term. It is released by the
+		// retry, or expires.
+		if owned && p != Abstaining && rec.Age < m.renew && !rolledBack && !rec.StepDown {
 			m.lead(rec.Version, rec.Term, sent.Add(m.renew-rec.Age))
 			m.own = rec.Term
 			return Decision{Action: Lead, Version: m.version}

@@ -631,6 +631,15 @@ func TestAdoptionOfAnOwnLease(t *testing.T) {
 			rec:    row(won, "me", won, fresh), want: Decision{Action: Wait, Wait: lease - fresh}, foreign: true,
 		},
 		{
+			name: "OwnTermWithAStepDownRequestIsNotLedAgain",
+			before: func(m *Machine) {
+				m.Observed(row(4, "old", 2, 2*lease), true, at(0), Campaigning)
+				m.Elected(won, true, at(0))
+				m.DeadlinePassed(at(600))
+			},
+			rec: stepDown(row(won+1, "me", won, fresh)), want: Decision{Action: Wait, Wait: lease - fresh},
+		},
+		{
 			// The handover statement names its target in handover_to: the target
 			// adopts the term even if it never read the previous leader's lease.
 			name:   "HandoverNamingUsIsAdoptedWithoutSeeingThePreviousLease",
@@ -680,5 +689,11 @@ func TestAdoptionOfAnOwnLease(t *testing.T) {
 // handedTo marks rec as written by a handover to id.
 func handedTo(rec store.Record, id string) store.Record {
 	rec.HandoverTo = id
+	return rec
+}
+
+// stepDown marks rec with a step-down request.
+func stepDown(rec store.Record) store.Record {
+	rec.StepDown = true
 	return rec
 }
