@@ -999,10 +999,14 @@ func (r *run) release(ctx context.Context, token, version int64, to string) erro
 			break
 		}
 		rec, found, rerr := e.store.Observe(wctx, e.cfg.Key)
-		if rerr != nil || !found || rec.LeaderID != e.cfg.ID || rec.Term != token || rec.Version == version {
+		if rerr != nil {
 			break
 		}
-		version, newVersion = rec.Version, rec.Version+1
+		from, retry := r.m.RetryFrom(token, version, rec, found)
+		if !retry {
+			break
+		}
+		version, newVersion = from, from+1
 	}
 	r.m.Released(newVersion, ok && err == nil, to)
 	switch {
