@@ -10,12 +10,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/casleader/casleader/internal/retry"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
 )
@@ -501,19 +501,10 @@ func (m *MySQL) follow(ctx context.Context, key string, rearm <-chan struct{}) {
 	}
 }
 
-func backoff(n int) time.Duration {
-	d := min(50*time.Millisecond<<min(n-1, 10), 10*time.Second)
-	return d/2 + rand.N(d/2+1)
-}
+// backoff is the wait after failure number n: from 50 ms, doubling up to 10 s.
+func backoff(n int) time.Duration { return retry.Backoff(n, 50*time.Millisecond, 10*time.Second) }
 
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
-}
+func sleep(ctx context.Context, d time.Duration) { _ = retry.Sleep(ctx, d) }
 
 // discard closes conn and keeps database/sql from reusing it: a connection that may
 // still hold a named lock must never go back to the pool.

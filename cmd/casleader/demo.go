@@ -17,6 +17,7 @@ import (
 	"time"
 
 	casleader "github.com/casleader/casleader"
+	"github.com/casleader/casleader/internal/retry"
 	"github.com/casleader/casleader/store"
 )
 
@@ -278,7 +279,7 @@ func (dm *demo) watchUntil(ctx context.Context, what string, cond func(store.Rec
 		if !until.IsZero() && time.Now().After(until) {
 			return rec, nil
 		}
-		if sleepCtx(ctx, 40*time.Millisecond) != nil {
+		if retry.Sleep(ctx, 40*time.Millisecond) != nil {
 			return rec, fmt.Errorf("timed out waiting for %s", what)
 		}
 	}
@@ -308,7 +309,7 @@ func (dm *demo) requestStepDown(ctx context.Context) (store.Record, error) {
 				return rec, nil
 			}
 		}
-		if sleepCtx(ctx, time.Duration(5+rand.IntN(20))*time.Millisecond) != nil {
+		if retry.Sleep(ctx, time.Duration(5+rand.IntN(20))*time.Millisecond) != nil {
 			return rec, errors.New("timed out writing the resign request")
 		}
 	}

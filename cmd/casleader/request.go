@@ -8,6 +8,7 @@ import (
 	"time"
 
 	casleader "github.com/casleader/casleader"
+	"github.com/casleader/casleader/internal/retry"
 	"github.com/casleader/casleader/store"
 )
 
@@ -131,7 +132,7 @@ func requestStepDown(a *app, name, usage string, args []string) error {
 		}
 		// A renewal (or another request) got in first: read the row again.
 		a.log.Debug("casleader: step-down request lost its compare-and-set; retrying", "version", rec.Version, "attempt", attempt)
-		if err := sleepCtx(ctx, time.Duration(5+rand.IntN(20))*time.Millisecond); err != nil {
+		if err := retry.Sleep(ctx, time.Duration(5+rand.IntN(20))*time.Millisecond); err != nil {
 			return failf("gave up after %d attempts: the row kept changing (%v)", attempt, err)
 		}
 	}
@@ -179,7 +180,7 @@ func waitLeader(ctx context.Context, a *app, d *database, key string, old store.
 				// The old leader won again (no other candidate): keep waiting.
 			}
 		}
-		if sleepCtx(ctx, 50*time.Millisecond) != nil {
+		if retry.Sleep(ctx, 50*time.Millisecond) != nil {
 			continue // reported at the top
 		}
 	}
@@ -203,15 +204,4 @@ func (a *app) requestError(name string, d *database, err error) error {
 		return failf("timed out: %v", redactError(err, d.raw))
 	}
 	return a.storeError(name, d.target, err)
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/group"
+	"github.com/casleader/casleader/internal/retry"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
 )
@@ -384,7 +385,7 @@ func (c *child) lead(ctx context.Context, token int64) {
 	key := c.keys[0]
 	for i := 0; ctx.Err() == nil; i++ {
 		c.act(ctx, key, token, i%2 == 1)
-		sleep(ctx, actionEvery)
+		_ = retry.Sleep(ctx, actionEvery)
 	}
 	c.stale.Add(1)
 	go func() {
@@ -455,15 +456,6 @@ func (c *child) localGuard(key string, token int64) error {
 		return casleader.ErrNotLeader
 	}
 	return nil
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }
 
 // act runs one fenced action on key: check, begin, guard, insert, commit.

@@ -9,6 +9,7 @@
 package retry
 
 import (
+	"context"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -56,4 +57,16 @@ func (l *Limiter) Reset() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.last, l.suppressed = time.Time{}, 0
+}
+
+// Sleep waits d, or until ctx ends; it returns ctx's error in that case.
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
