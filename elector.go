@@ -70,8 +70,7 @@ type Elector struct {
 	store Store
 	log   *slog.Logger
 
-	trust  cas.Trust    // trust deadline and token, read by IsLeader and Token
-	term   atomic.Int64 // fencing token of the current term, published by setTrust
+	trust  cas.Trust // trust deadline and token, read by IsLeader and Token
 	leader atomic.Pointer[string]
 
 	wake chan struct{} // wakes a sleeping follower (notifications)
@@ -302,14 +301,6 @@ func (e *Elector) participation() (p cas.Participation, until time.Time) {
 		return cas.CoolingDown, e.cooldown
 	}
 	return cas.Campaigning, time.Time{}
-}
-
-func (e *Elector) setTrust(deadline time.Time) {
-	if deadline.IsZero() {
-		e.trust.Clear()
-		return
-	}
-	e.trust.Set(e.term.Load(), deadline)
 }
 
 // observeLeader records the leader observed and tells OnNewLeader, on the
@@ -680,8 +671,7 @@ func (r *run) unsettled(op string, err error) (cas.Decision, time.Time, error) {
 func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 	e, m := r.e, r.m
 	token := m.Term()
-	e.term.Store(token)
-	e.setTrust(m.Deadline())
+	e.trust.Set(token, m.Deadline())
 	e.log.Info("casleader: became leader", "term", token, "version", m.Version())
 	r.observeLeader(e.cfg.ID)
 	if n := e.cfg.Notifier; n != nil {
@@ -719,7 +709,7 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 		}
 		dl := m.Renewed(version, sent)
 		w.ambiguous = false
-		e.setTrust(dl)
+		e.trust.Set(token, dl)
 		expiry.Reset(time.Until(dl))
 		last = sent
 		return dl
@@ -749,7 +739,7 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 				e.log.Warn("casleader: stepping down: the renew deadline passed while settling a renewal", "term", token)
 			} else {
 				w.ambiguous = false // the row's version is adopted: nothing of ours is unseen
-				e.setTrust(m.Deadline())
+				e.trust.Set(token, m.Deadline())
 				expiry.Reset(time.Until(m.Deadline()))
 			}
 		case heartbeat.Failed:
@@ -760,8 +750,7 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 		}
 	}
 	// Stop acting before anything else is written.
-	e.setTrust(time.Time{})
-	e.term.Store(0)
+	e.trust.Clear()
 	lcancel()
 	version, held := m.Resign()
 	drained := r.drain(workDone, token)
