@@ -23,6 +23,7 @@ func startChild(self string, argv, env []string, killAt int64) (*child, error) {
 func (c *child) pid() int                                        { return 0 }
 func (c *child) exitCode() int                                   { return exitFailure }
 func (c *child) signal(sig os.Signal)                            {}
+func (c *child) forward(sig os.Signal)                           {}
 func (c *child) exited() bool                                    { return true }
 func (c *child) killedBy() string                                { return "" }
 func (c *child) alive() bool                                     { return false }

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -48,10 +49,17 @@ var forwardedSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGH
 //
 // Everything else (SIGTERM, the grace period, SIGKILL after it, forwarding signals)
 // is done by casleader on the group directly.
+//
+// A signal sent to the group before the supervisor has installed its handlers would
+// kill the supervisor (the default disposition) instead of reaching the command. So
+// the supervisor also holds the write end of a second pipe, the ready pipe, and
+// closes it once its handlers are in place, before it starts the command; casleader
+// forwards signals only after that (see forward).
 type child struct {
 	cmd   *exec.Cmd
 	pgid  int
-	life  *os.File // the write end of the lifeline
+	life  *os.File      // the write end of the lifeline
+	ready chan struct{} // closed when the supervisor's handlers are installed, or it has exited
 	done  chan struct{}
 	state *os.ProcessState // set before done is closed
 }
@@ -63,19 +71,35 @@ func startChild(self string, argv, env []string, killAt int64) (*child, error) {
 	if err != nil {
 		return nil, err
 	}
-	args := []string{superviseCommand, "--kill-at", strconv.FormatInt(killAt, 10), "--"}
-	cmd := exec.Command(self, append(args, argv...)...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = env
-	cmd.ExtraFiles = []*os.File{pr} // fd 3 in the supervisor
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	rr, rw, err := os.Pipe()
+	if err != nil {
 		pr.Close()
 		pw.Close()
 		return nil, err
 	}
+	args := []string{superviseCommand, "--kill-at", strconv.FormatInt(killAt, 10), "--"}
+	cmd := exec.Command(self, append(args, argv...)...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = env
+	cmd.ExtraFiles = []*os.File{pr, rw} // fds 3 (lifeline) and 4 (ready) in the supervisor
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		pr.Close()
+		pw.Close()
+		rr.Close()
+		rw.Close()
+		return nil, err
+	}
 	pr.Close()
-	c := &child{cmd: cmd, pgid: cmd.Process.Pid, life: pw, done: make(chan struct{})}
+	rw.Close()
+	c := &child{cmd: cmd, pgid: cmd.Process.Pid, life: pw, ready: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		// EOF once the supervisor closes its end, or has exited: either way a signal
+		// no longer finds it without handlers.
+		_, _ = io.Copy(io.Discard, rr)
+		rr.Close()
+		close(c.ready)
+	}()
 	go func() {
 		_ = cmd.Wait()
 		c.state = cmd.ProcessState
@@ -154,6 +178,24 @@ func (c *child) signal(sig os.Signal) {
 	if err := syscall.Kill(-c.pgid, s); err != nil && !errors.Is(err, syscall.ESRCH) {
 		slog.Default().Debug("casleader: signalling the child's group failed", "pgid", c.pgid, "error", err)
 	}
+}
+
+// readyWait bounds how long forward waits for the supervisor's handlers: far longer
+// than a start takes even on a loaded machine; a supervisor that takes longer is
+// stuck, and the signal is sent anyway.
+const readyWait = 10 * time.Second
+
+// forward passes sig, received by casleader, on to the child's process group, once
+// the supervisor can survive it (see child).
+func (c *child) forward(sig os.Signal) {
+	t := time.NewTimer(readyWait)
+	defer t.Stop()
+	select {
+	case <-c.ready:
+	case <-t.C:
+		slog.Default().Warn("casleader: the child's supervisor has not started within the bound: signalling its group anyway", "signal", sig.String(), "pgid", c.pgid, "bound", readyWait)
+	}
+	c.signal(sig)
 }
 
 // alive reports whether the supervisor or any process of the child's group runs.
@@ -235,7 +277,11 @@ func cmdSupervise(a *app, args []string) error {
 	if err := unix.Fstat(lifelineFD, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
 		return usagef(superviseCommand, "internal command of 'casleader run': fd 3 must be its lifeline pipe")
 	}
+	if err := unix.Fstat(readyFD, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
+		return usagef(superviseCommand, "internal command of 'casleader run': fd 4 must be its ready pipe")
+	}
 	syscall.CloseOnExec(lifelineFD)
+	syscall.CloseOnExec(readyFD)
 	if err := unix.SetNonblock(lifelineFD, true); err != nil {
 		return failf("supervisor: cannot make the lifeline non-blocking: %v", err)
 	}
@@ -249,6 +295,9 @@ func cmdSupervise(a *app, args []string) error {
 		for range sigc {
 		}
 	}()
+	// The handlers are in place: casleader may forward signals now (closing the ready
+	// pipe tells it so; the command must not inherit it either).
+	_ = unix.Close(readyFD)
 
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
@@ -267,8 +316,12 @@ func cmdSupervise(a *app, args []string) error {
 	return exitCode(cmd.ProcessState.ExitCode())
 }
 
-// lifelineFD is the supervisor's end of the lifeline.
-const lifelineFD = 3
+// lifelineFD is the supervisor's end of the lifeline, readyFD its end of the ready
+// pipe (see child).
+const (
+	lifelineFD = 3
+	readyFD    = 4
+)
 
 // killGroup kills the supervisor's process group (the child, its descendants and the
 // supervisor itself) with SIGKILL. It says why on stderr first, but never lets that

@@ -504,7 +504,7 @@ func TestResignMovesTheChildToAnotherCandidate(t *testing.T) {
 		first := waitChildLines(t, log, "start", 1)[0]
 
 		r := must(t, append(db.args(), "resign", "--key", key, "--wait", "--lease", testLease.String())...)
-		if !strings.Contains(r.stdout, "asked "+first.id) || !strings.Contains(r.stdout, " leads ") {
+		if !strings.Contains(r.stdout, "asked "+strconv.Quote(first.id)) || !strings.Contains(r.stdout, " leads ") {
 			t.Fatalf("resign --wait says:\n%s", r.stdout)
 		}
 		second := waitChildLines(t, log, "start", 2)[1]
@@ -545,7 +545,7 @@ func TestHandoverMovesTheChildToTheNamedCandidate(t *testing.T) {
 			}
 		}
 		r := must(t, append(db.args(), "handover", "--key", key, "--to", to, "--wait")...)
-		if !strings.Contains(r.stdout, "asked "+first.id) || !strings.Contains(r.stdout, to+" leads") {
+		if !strings.Contains(r.stdout, "asked "+strconv.Quote(first.id)) || !strings.Contains(r.stdout, strconv.Quote(to)+" leads") {
 			t.Fatalf("handover --wait says:\n%s", r.stdout)
 		}
 		second := waitChildLines(t, log, "start", 2)[1]

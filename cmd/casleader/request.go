@@ -105,7 +105,7 @@ func requestStepDown(a *app, name, usage string, args []string) error {
 			return failf("%q has no leader (the lease is released): there is nothing to hand over; the next election picks any candidate", *key)
 		}
 		if name == "handover" && rec.LeaderID == *to {
-			fmt.Fprintf(a.stdout, "%s already leads %q (term %d)\n", *to, *key, rec.Term)
+			fmt.Fprintf(a.stdout, "%q already leads %q (term %d)\n", *to, *key, rec.Term)
 			return nil
 		}
 		if rec.Expired(*lease) {
@@ -114,7 +114,7 @@ func requestStepDown(a *app, name, usage string, args []string) error {
 		}
 		if rec.StepDown && rec.HandoverTo == *to {
 			old = rec
-			fmt.Fprintf(a.stdout, "%s of %q has a pending %s request already (term %d)\n", rec.LeaderID, *key, name, rec.Term)
+			fmt.Fprintf(a.stdout, "%q of %q has a pending %s request already (term %d)\n", rec.LeaderID, *key, name, rec.Term)
 			break
 		}
 		swapped, err := d.st.RequestStepDown(ctx, *key, rec.Version, *to)
@@ -124,9 +124,9 @@ func requestStepDown(a *app, name, usage string, args []string) error {
 		if swapped {
 			old = rec
 			if *to == "" {
-				fmt.Fprintf(a.stdout, "asked %s (term %d) to step down from %q; it releases the lease at its next renewal\n", rec.LeaderID, rec.Term, *key)
+				fmt.Fprintf(a.stdout, "asked %q (term %d) to step down from %q; it releases the lease at its next renewal\n", rec.LeaderID, rec.Term, *key)
 			} else {
-				fmt.Fprintf(a.stdout, "asked %s (term %d) to hand %q over to %s; it hands over at its next renewal\n", rec.LeaderID, rec.Term, *key, *to)
+				fmt.Fprintf(a.stdout, "asked %q (term %d) to hand %q over to %q; it hands over at its next renewal\n", rec.LeaderID, rec.Term, *key, *to)
 			}
 			break
 		}
@@ -166,7 +166,7 @@ func waitLeader(ctx context.Context, a *app, d *database, key string, old store.
 			last = rec
 			if rec.Released() && !released {
 				released = true
-				fmt.Fprintf(a.stdout, "%s released the lease\n", old.LeaderID)
+				fmt.Fprintf(a.stdout, "%q released the lease\n", old.LeaderID)
 			}
 			// Version > Term: the term's leader has renewed at least once.
 			if !rec.Released() && rec.Term > old.Term && rec.Version > rec.Term {
@@ -174,7 +174,7 @@ func waitLeader(ctx context.Context, a *app, d *database, key string, old store.
 				case to != "" && rec.LeaderID != to:
 					return failf("%s leads %q now (term %d), not %s: was a candidate with that ID running?", rec.LeaderID, key, rec.Term, to)
 				case rec.LeaderID != old.LeaderID:
-					fmt.Fprintf(a.stdout, "%s leads %q now (term %d)\n", rec.LeaderID, key, rec.Term)
+					fmt.Fprintf(a.stdout, "%q leads %q now (term %d)\n", rec.LeaderID, key, rec.Term)
 					return nil
 				}
 				// The old leader won again (no other candidate): keep waiting.
@@ -193,7 +193,7 @@ func describe(rec store.Record) string {
 	if rec.Released() {
 		return fmt.Sprintf("no leader (version %d)", rec.Version)
 	}
-	return fmt.Sprintf("leader %s, term %d, version %d, last renewal %s ago", rec.LeaderID, rec.Term, rec.Version, fmtDur(rec.Age))
+	return fmt.Sprintf("leader %q, term %d, version %d, last renewal %s ago", rec.LeaderID, rec.Term, rec.Version, fmtDur(rec.Age))
 }
 
 func (a *app) requestError(name string, d *database, err error) error {

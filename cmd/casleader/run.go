@@ -204,11 +204,8 @@ func cmdRun(a *app, args []string) error {
 	<-forwarded
 
 	r.mu.Lock()
-	finished, code, msg, token := r.finished, r.code, r.msg, r.token
+	finished, code, msg := r.finished, r.code, r.msg
 	r.mu.Unlock()
-	if runErr == nil && token != 0 {
-		r.releaseLeftover(d.st, token)
-	}
 	switch {
 	case runErr != nil:
 		return a.storeError("election "+fmt.Sprintf("%q", *key), d.target, runErr)
@@ -243,7 +240,6 @@ type runner struct {
 	keepEvery    time.Duration // time between keep-alives to the supervisor
 
 	mu       sync.Mutex
-	token    int64  // the token of the last term led, 0 before
 	child    *child // the running child, nil when none
 	finished bool   // no child may start any more; code is the exit code
 	code     int
@@ -279,7 +275,7 @@ func (r *runner) lead(ctx context.Context, token int64) {
 		r.mu.Unlock()
 		return
 	}
-	r.child, r.token = c, token
+	r.child = c
 	r.mu.Unlock()
 	r.log.Info("casleader: leading: started the child", "token", token, "pgid", c.pid(), "command", r.argv[0])
 
@@ -358,12 +354,13 @@ func (r *runner) killAt() (int64, bool) {
 // child runs.
 func (r *runner) signal(sig os.Signal) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.child != nil {
-		r.log.Info("casleader: forwarding the signal to the child's process group", "signal", sig.String(), "pgid", r.child.pid())
-		r.child.signal(sig)
+	if c := r.child; c != nil {
+		r.mu.Unlock()
+		r.log.Info("casleader: forwarding the signal to the child's process group", "signal", sig.String(), "pgid", c.pid())
+		c.forward(sig) // may wait for the supervisor's handlers: without r.mu
 		return
 	}
+	defer r.mu.Unlock()
 	if r.finished {
 		return
 	}
@@ -373,32 +370,4 @@ func (r *runner) signal(sig os.Signal) {
 		code = exitSignal + int(s)
 	}
 	r.finishLocked(code, "")
-}
-
-// releaseLeftover releases the lease of the last term if the row still shows it after
-// Run has returned (the child and the elector are gone, so nothing acts on it).
-//
-// Workaround for a library bug: when Run's context is cancelled while a renewal is
-// in flight, the renewal may commit but the elector keeps the old version, and its
-// release then loses its compare-and-set and gives up ("release lost its
-// compare-and-set"): the lease would stay held until it expires, and the other
-// candidates would wait a whole lease instead of taking over at once.
-func (r *runner) releaseLeftover(st electionStore, token int64) {
-	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-	defer cancel()
-	for attempt := 1; attempt <= 5; attempt++ {
-		rec, found, err := st.Observe(ctx, r.key)
-		if err != nil || !found || rec.LeaderID != r.id || rec.Term != token {
-			return // released, taken over, or unknown: nothing to do
-		}
-		r.log.Warn("casleader: the lease is still held after resigning: releasing it", "term", token, "version", rec.Version, "attempt", attempt)
-		ok, err := st.Release(ctx, r.key, r.id, rec.Version)
-		if err != nil {
-			r.log.Warn("casleader: releasing the leftover lease failed: it expires by itself", "error", err)
-			return
-		}
-		if ok {
-			return
-		}
-	}
 }
