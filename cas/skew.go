@@ -162,3 +162,17 @@ func (w *window) get(at time.Time, least bool) (time.Duration, bool) {
 	}
 	return max(w.cur.v, w.prev.v), true
 }
+
+// SkewNotable reports whether a measured skew (Machine.Skew) deserves an operator's
+// attention with lease duration lease and renew deadline renew: a quarter of the
+// margin L - R or more. Elections stay safe at any skew (see above), but a skew of
+// that size means the database servers' clocks are not kept in step: candidates
+// that start wait a whole lease before taking an expired one, and anything that
+// judges a lease by one server's clock (the guard) sees it end early or late.
+func SkewNotable(skew, lease, renew time.Duration) bool {
+	return max(skew, -skew) >= (lease-renew)/4
+}
+
+// SkewMessage is the warning logged for a notable skew, with the attributes skew
+// (the measurement) and margin (L - R).
+const SkewMessage = "casleader: the clocks of the database servers disagree (the server this candidate reads runs ahead of the one the leader writes through when skew is positive, behind when negative); elections stay safe, but synchronize the servers' clocks (NTP)"
