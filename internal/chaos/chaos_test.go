@@ -218,10 +218,27 @@ func TestRecheck(t *testing.T) {
 	t.Logf("%s:\n%s", path, rep)
 }
 
+// primary reports whether host:port of cfg's server answers as a primary.
+func primary(t *testing.T, cfg *pgconn.Config, host string, port uint16) bool {
+	t.Helper()
+	c := cfg.Copy()
+	c.Host, c.Port, c.Fallbacks, c.ValidateConnect = host, port, nil, nil
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	conn, err := pgconn.ConnectConfig(ctx, c)
+	if err != nil {
+		return false // down: not the primary
+	}
+	defer conn.Close(context.Background())
+	res, err := conn.Exec(ctx, "SELECT pg_is_in_recovery()").ReadAll()
+	require.NoError(t, err)
+	return string(res[0].Rows[0][0]) == "f"
+}
+
 // TestMultiHostDSNAfterASwitchover runs a short fault run (leader kills) on the
 // multi-host DSN of .ci/pgsync's primary + synchronous standby with the standby
-// listed first, as a DSN reads after a switchover that made its first host a
-// replica: candidates must still find the primary (target_session_attrs) through
+// (or a stopped server) listed first, as a DSN reads after a switchover that made
+// its first host a replica: candidates must still find the primary (target_session_attrs) through
 // their proxies, so the run has leaders and fenced actions, and no violation.
 func TestMultiHostDSNAfterASwitchover(t *testing.T) {
 	if os.Getenv(envRun) == "" && os.Getenv(envSoak) == "" {
@@ -235,9 +252,14 @@ func TestMultiHostDSNAfterASwitchover(t *testing.T) {
 		net.JoinHostPort(pc.Host, strconv.Itoa(int(pc.Port))),
 		net.JoinHostPort(pc.Fallbacks[0].Host, strconv.Itoa(int(pc.Fallbacks[0].Port))),
 	}
-	// The same DSN with its two hosts swapped: the replica first.
-	swapped := strings.Replace(dsn, hosts[0]+","+hosts[1], hosts[1]+","+hosts[0], 1)
-	require.NotEqual(t, dsn, swapped, "hosts written as host:port,host:port in %s", testdb.EnvPgSync)
+	// The primary last: the other host is a standby, or down (after the failover
+	// test promoted the standby, the old primary stays stopped).
+	if primary(t, pc, pc.Host, pc.Port) {
+		hosts[0], hosts[1] = hosts[1], hosts[0]
+	}
+	swapped := strings.Replace(dsn, hosts[1]+","+hosts[0], hosts[0]+","+hosts[1], 1)
+	require.True(t, strings.Contains(swapped, hosts[0]+","+hosts[1]), "hosts written as host:port,host:port in %s", testdb.EnvPgSync)
+	t.Logf("hosts in the order %v (the primary last)", hosts)
 	tm := suiteTimings(false)
 	c, err := chaos.New(chaos.Config{
 		Dialect: schema.Postgres, DSN: swapped, Table: testdb.Name(t), Candidates: 3,
