@@ -36,7 +36,12 @@
 //     more than the failover took (see docs/SAFETY.md).
 //   - A follower takes over only after the lease expired in database time
 //     (LeaseDuration after the leader's last renewal executed), or after the leader
-//     released it. Client wall clocks are never compared with tick_time.
+//     released it. Client wall clocks are never compared with tick_time. On a
+//     multi-primary cluster (Galera), where the server that stamps tick_time and the
+//     one that computes its age may have different clocks, expiry is judged by the
+//     age minus the freshest age read of the same term, which cancels their offset
+//     (a candidate whose first read of a term shows it expired waits LeaseDuration);
+//     the offset is reported by [Elector.ClockSkew].
 //   - [Elector.IsLeader] is false from the instant the trust deadline passes, even in
 //     a process that was frozen and has just resumed; the leader's context is
 //     cancelled by the same deadline.

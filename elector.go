@@ -72,6 +72,7 @@ type Elector struct {
 
 	trust  cas.Trust // trust deadline and token, read by IsLeader and Token
 	leader atomic.Pointer[string]
+	skew   atomic.Int64 // ClockSkew, in nanoseconds
 
 	wake chan struct{} // wakes a sleeping follower (notifications)
 
@@ -136,6 +137,18 @@ func (e *Elector) Config() Config { return e.cfg }
 // Token returns the fencing token of the current term while [Elector.IsLeader] is
 // true, else 0. Tokens strictly increase across terms of one election.
 func (e *Elector) Token() int64 { return e.trust.Token() }
+
+// ClockSkew returns the clock skew between database servers that this elector's
+// reads have shown within the last [cas.SkewWindow]: positive when the server it
+// reads runs ahead of the server through which the leader renews, negative when it
+// runs behind, 0 when none was seen (always, on a single server). It is a lower
+// bound, measured from ticks in the future of the server read and from renewals
+// that look older than the time between two reads. Elections do not depend on it:
+// a lease's expiry is judged against the freshest read of its term, which cancels
+// any offset between the servers' clocks (docs/SAFETY.md, "Clock skew between
+// database servers"). A skew of a quarter of LeaseDuration - RenewDeadline or more
+// is logged as a warning, at most once per 10 s.
+func (e *Elector) ClockSkew() time.Duration { return time.Duration(e.skew.Load()) }
 
 // Leader returns the ID of the leader as last observed, "" when none is known.
 func (e *Elector) Leader() string { return *e.leader.Load() }
@@ -456,6 +469,22 @@ type run struct {
 	// hammered.
 	failures int
 	lim      retry.Limiter // their log lines
+
+	skewLim retry.Limiter // the clock-skew warning
+}
+
+// noteSkew publishes the clock skew measured up to a read sent at sent, and warns
+// when it is notable.
+func (r *run) noteSkew(sent time.Time) {
+	e := r.e
+	s := r.m.Skew(sent)
+	e.skew.Store(int64(s))
+	if !cas.SkewNotable(s, e.cfg.LeaseDuration, e.cfg.RenewDeadline) {
+		return
+	}
+	if ok, held := r.skewLim.Allow(); ok {
+		e.log.Warn(cas.SkewMessage, "skew", s, "margin", e.cfg.LeaseDuration-e.cfg.RenewDeadline, "warnings_not_logged", held)
+	}
 }
 
 func (r *run) loop(ctx context.Context) error {
@@ -544,6 +573,7 @@ func (r *run) follow(ctx context.Context) (cas.Decision, time.Time, error) {
 			}
 		}
 		d = r.m.Observed(o.Record, o.Found, o.Sent, part)
+		r.noteSkew(o.Sent)
 		if dup = r.foreign(o.Record); dup != nil {
 			return 0, true
 		}

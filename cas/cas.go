@@ -129,13 +129,22 @@ type Machine struct {
 	unsettledFrom int64     // the version that election was sent from
 	othersLive    time.Time // when the live lease of another, seen by the last read, can expire
 	foreign       int64     // term of the last row read that names us in a term not ours
+
+	skew skew // clock skew between database servers, and the expiry judgement (skew.go)
 }
 
 // New returns a follower for candidate id with lease duration lease and renew
 // deadline renew (renew < lease; the caller validates).
 func New(id string, lease, renew time.Duration) *Machine {
-	return &Machine{id: id, lease: lease, renew: renew}
+	return &Machine{id: id, lease: lease, renew: renew, skew: newSkew(lease)}
 }
+
+// Skew returns the clock skew between database servers observed by this
+// candidate's reads within the last [SkewWindow] at now: positive when the server it
+// reads runs ahead of the one that wrote the row, negative when it runs behind, 0
+// when none was seen. It is a lower bound, reported for operators; the expiry
+// judgement does not depend on it (see skew.go).
+func (m *Machine) Skew(now time.Time) time.Duration { return m.skew.measured(now) }
 
 // Role returns the current role.
 func (m *Machine) Role() Role { return m.role }
@@ -196,6 +205,9 @@ func (m *Machine) Observed(rec store.Record, found bool, sent time.Time, p Parti
 	}
 	m.leader = rec.LeaderID
 	m.version = rec.Version
+	if !rec.Released() {
+		m.skew.observe(rec, sent)
+	}
 	rolledBack := rec.Term < m.highest
 	above := rec.Term > m.highest
 	m.highest = max(m.highest, rec.Term)
@@ -228,14 +240,26 @@ func (m *Machine) Observed(rec store.Record, found bool, sent time.Time, p Parti
 	} else if !rec.Expired(m.lease) {
 		m.othersLive = sent.Add(rec.Remaining(m.lease))
 	}
-	if rec.Expired(m.lease) {
+	left := m.remaining(rec, sent)
+	if left == 0 {
 		if campaign {
 			m.role = Candidate
 			return Decision{Action: Campaign, Version: rec.Version}
 		}
 		return Decision{Action: Wait, Wait: m.lease}
 	}
-	return Decision{Action: Wait, Wait: rec.Remaining(m.lease)}
+	return Decision{Action: Wait, Wait: left}
+}
+
+// remaining returns how long the lease of rec, read at sent, may still be live, 0
+// when it is released or has certainly expired: the lease has run for at least its
+// age minus the freshest age read of its term (skew.go), which must reach L. On one
+// server that is the age itself, less how stale the freshest read was.
+func (m *Machine) remaining(rec store.Record, sent time.Time) time.Duration {
+	if rec.Released() {
+		return 0
+	}
+	return max(m.lease-m.skew.elapsed(rec, sent), 0)
 }
 
 // Created handles the reply to a Create sent at sent: the row was inserted in term

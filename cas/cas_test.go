@@ -32,7 +32,11 @@ const won int64 = 1_700_000_000_000_000
 func leading(t *testing.T) *Machine {
 	t.Helper()
 	m := New("me", lease, renew)
-	d := m.Observed(row(4, "old", 2, 2*lease), true, at(0), Campaigning)
+	// The first read of a term only sets what the lease's age is measured from
+	// (skew.go); a lease later read to have run a whole lease since is expired.
+	d := m.Observed(row(4, "old", 2, 2*lease), true, at(-1000), Campaigning)
+	require.Equal(t, Decision{Action: Wait, Wait: lease}, d)
+	d = m.Observed(row(4, "old", 2, 3*lease), true, at(0), Campaigning)
 	require.Equal(t, Decision{Action: Campaign, Version: 4}, d)
 	d = m.Elected(won, true, at(0))
 	require.Equal(t, Decision{Action: Lead, Version: won}, d)
@@ -50,16 +54,21 @@ func TestObserved(t *testing.T) {
 	}{
 		{"MissingRowIsCreated", store.Record{}, false, Campaigning, Decision{Action: Create}, Candidate},
 		{"MissingRowWaitsWhenNotCampaigning", store.Record{}, false, Abstaining, Decision{Action: Wait, Wait: lease}, Follower},
-		{"LiveLeaseWaitsForItsRemainder", row(7, "other", 3, 300*time.Millisecond), true, Campaigning, Decision{Action: Wait, Wait: 700 * time.Millisecond}, Follower},
-		{"ExpiredLeaseIsContested", row(7, "other", 3, lease), true, Campaigning, Decision{Action: Campaign, Version: 7}, Candidate},
+		// The first read of a term measures nothing yet: its age may be inflated by
+		// the skew between the server that wrote it and the one read (skew.go), so
+		// it waits a whole lease, live or expired, unless it is older than any
+		// supported skew.
+		{"FirstReadOfALiveLeaseWaitsAWholeLease", row(7, "other", 3, 300*time.Millisecond), true, Campaigning, Decision{Action: Wait, Wait: lease}, Follower},
+		{"FirstReadOfAnExpiredLeaseWaitsAWholeLease", row(7, "other", 3, lease), true, Campaigning, Decision{Action: Wait, Wait: lease}, Follower},
+		{"LeaseExpiredBeyondAnySupportedSkewIsContested", row(7, "other", 3, lease+store.FutureTolerance), true, Campaigning, Decision{Action: Campaign, Version: 7}, Candidate},
 		{"ReleasedLeaseIsContestedAtOnce", row(7, "", 3, 0), true, Campaigning, Decision{Action: Campaign, Version: 7}, Candidate},
 		{"PausedCandidateNeverContests", row(7, "", 3, 0), true, Abstaining, Decision{Action: Wait, Wait: lease}, Follower},
 		// A fresh machine owns no term: a live lease naming its ID on the first read
 		// is another process's (same ID) or an earlier run's, never adopted.
-		{"OwnIDInATermNeverWonIsNotAdopted", row(7, "me", 7, 100*time.Millisecond), true, Campaigning, Decision{Action: Wait, Wait: 900 * time.Millisecond}, Follower},
-		{"OwnIDInATermNeverWonIsNotAdoptedWhileCoolingDown", row(7, "me", 7, 100*time.Millisecond), true, CoolingDown, Decision{Action: Wait, Wait: 900 * time.Millisecond}, Follower},
-		{"OwnStaleLeaseIsTreatedLikeAnybodys", row(7, "me", 7, 700*time.Millisecond), true, Campaigning, Decision{Action: Wait, Wait: 300 * time.Millisecond}, Follower},
-		{"OwnLeaseIsNotAdoptedWhilePaused", row(7, "me", 7, 100*time.Millisecond), true, Abstaining, Decision{Action: Wait, Wait: 900 * time.Millisecond}, Follower},
+		{"OwnIDInATermNeverWonIsNotAdopted", row(7, "me", 7, 100*time.Millisecond), true, Campaigning, Decision{Action: Wait, Wait: lease}, Follower},
+		{"OwnIDInATermNeverWonIsNotAdoptedWhileCoolingDown", row(7, "me", 7, 100*time.Millisecond), true, CoolingDown, Decision{Action: Wait, Wait: lease}, Follower},
+		{"OwnStaleLeaseIsTreatedLikeAnybodys", row(7, "me", 7, 700*time.Millisecond), true, Campaigning, Decision{Action: Wait, Wait: lease}, Follower},
+		{"OwnLeaseIsNotAdoptedWhilePaused", row(7, "me", 7, 100*time.Millisecond), true, Abstaining, Decision{Action: Wait, Wait: lease}, Follower},
 		{"FreeLeaseIsNotTakenWhileCoolingDown", row(7, "", 3, 0), true, CoolingDown, Decision{Action: Wait, Wait: lease}, Follower},
 	}
 	for _, tt := range tests {
@@ -241,7 +250,7 @@ func TestResignWithHandoverRecordsTheNewTermAsVersion(t *testing.T) {
 func TestHandoverTargetAdoptsTheLease(t *testing.T) {
 	m := New("next", lease, renew)
 	// It follows the live lease of the leader that then hands over to it.
-	require.Equal(t, Decision{Action: Wait, Wait: 900 * time.Millisecond}, m.Observed(row(4, "old", 3, 100*time.Millisecond), true, at(0), Campaigning))
+	require.Equal(t, Decision{Action: Wait, Wait: lease}, m.Observed(row(4, "old", 3, 100*time.Millisecond), true, at(0), Campaigning))
 	d := m.Observed(row(won, "next", won, 10*time.Millisecond), true, at(200), Campaigning)
 	assert.Equal(t, Decision{Action: Lead, Version: won}, d)
 	assert.Equal(t, won, m.Term())
@@ -313,44 +322,44 @@ func TestOwnLeaseInATermBelowOneSeenBeforeIsNotAdopted(t *testing.T) {
 		{
 			name: "RolledBackBelowOthersLeaseIsNotAdopted", saw: sawOthersLease,
 			rec:  func(h int64) store.Record { return row(h-10, "me", h-10, fresh) },
-			want: func(int64) Decision { return Decision{Action: Wait, Wait: lease - fresh} }, role: Follower,
+			want: func(int64) Decision { return Decision{Action: Wait, Wait: lease} }, role: Follower,
 		},
 		{
 			name: "RolledBackBelowReleasedRowIsNotAdopted", saw: sawReleasedRow,
 			rec:  func(h int64) store.Record { return row(h-10, "me", h-10, fresh) },
-			want: func(int64) Decision { return Decision{Action: Wait, Wait: lease - fresh} }, role: Follower,
+			want: func(int64) Decision { return Decision{Action: Wait, Wait: lease} }, role: Follower,
 		},
 		{
 			name: "RolledBackBelowOwnWonTermIsNotAdopted", saw: wonThenLostTrust,
 			rec:  func(h int64) store.Record { return row(h-10, "me", h-10, fresh) },
-			want: func(int64) Decision { return Decision{Action: Wait, Wait: lease - fresh} }, role: Follower,
+			want: func(int64) Decision { return Decision{Action: Wait, Wait: lease} }, role: Follower,
 		},
 		{
 			name: "RolledBackBelowOwnInsertedTermIsNotAdopted", saw: createdThenLostTrust,
 			rec:  func(h int64) store.Record { return row(h-10, "me", h-10, fresh) },
-			want: func(int64) Decision { return Decision{Action: Wait, Wait: lease - fresh} }, role: Follower,
+			want: func(int64) Decision { return Decision{Action: Wait, Wait: lease} }, role: Follower,
 		},
 		{
 			// The failover lost the handover: the row shows our lease in the term we
 			// handed away from.
 			name: "RolledBackBeforeOwnHandoverIsNotAdopted", saw: handedOver,
 			rec:  func(h int64) store.Record { return row(won+1, "me", won, fresh) },
-			want: func(int64) Decision { return Decision{Action: Wait, Wait: lease - fresh} }, role: Follower,
+			want: func(int64) Decision { return Decision{Action: Wait, Wait: lease} }, role: Follower,
 		},
 		{
 			name: "RolledBackBelowTermSeenWhenSettlingIsNotAdopted", saw: steppedDownOnSettle,
 			rec:  func(h int64) store.Record { return row(won+1, "me", won, fresh) },
-			want: func(int64) Decision { return Decision{Action: Wait, Wait: lease - fresh} }, role: Follower,
+			want: func(int64) Decision { return Decision{Action: Wait, Wait: lease} }, role: Follower,
 		},
 		{
 			name: "RolledBackLeaseHandedByNameIsNotAdoptedWhileCoolingDown", saw: sawOthersLease,
 			rec:  func(h int64) store.Record { return row(h-10, "me", h-10, fresh) },
 			p:    CoolingDown,
-			want: func(int64) Decision { return Decision{Action: Wait, Wait: lease - fresh} }, role: Follower,
+			want: func(int64) Decision { return Decision{Action: Wait, Wait: lease} }, role: Follower,
 		},
 		{
 			name: "ExpiredRolledBackLeaseIsStillContested", saw: wonThenLostTrust,
-			rec:  func(h int64) store.Record { return row(h-10, "me", h-10, lease) },
+			rec:  func(h int64) store.Record { return row(h-10, "me", h-10, lease+store.FutureTolerance) },
 			want: func(h int64) Decision { return Decision{Action: Campaign, Version: h - 10} }, role: Candidate,
 		},
 		{
@@ -404,12 +413,13 @@ func TestRolledBackOwnLeaseStaysRefusedUntilANewElectionWins(t *testing.T) {
 	// Reading the rolled-back row does not lower the highest term seen.
 	for i, sent := range []int{1000, 1200} {
 		d := m.Observed(rolledBack, true, at(sent), Campaigning)
-		assert.Equal(t, Decision{Action: Wait, Wait: 900 * time.Millisecond}, d, "read %d", i)
+		assert.Equal(t, Decision{Action: Wait, Wait: lease}, d, "read %d", i)
 		assert.Equal(t, Follower, m.Role(), "read %d", i)
 	}
 
-	// Once it expires, an election from its version wins a new, higher term.
-	rolledBack.Age = lease
+	// Once it expires (a lease after the first read), an election from its
+	// version wins a new, higher term.
+	rolledBack.Age = lease + 100*time.Millisecond
 	require.Equal(t, Decision{Action: Campaign, Version: won - 10}, m.Observed(rolledBack, true, at(2000), Campaigning))
 	assert.Equal(t, Decision{Action: Lead, Version: won + 5000}, m.Elected(won+5000, true, at(2000)))
 	assert.Equal(t, won+5000, m.Term())
@@ -572,7 +582,7 @@ func TestAdoptionOfAnOwnLease(t *testing.T) {
 		{
 			name:   "NeverWonTermOnTheFirstReadIsRefusedAndReported",
 			before: func(*Machine) {},
-			rec:    row(won, "me", won, fresh), want: Decision{Action: Wait, Wait: lease - fresh}, foreign: true,
+			rec:    row(won, "me", won, fresh), want: Decision{Action: Wait, Wait: lease}, foreign: true,
 		},
 		{
 			name: "WonTermIsAdopted", // a renewal that committed after the trust deadline
@@ -598,7 +608,7 @@ func TestAdoptionOfAnOwnLease(t *testing.T) {
 				m.Unsettled()
 				m.Observed(row(5, "", 2, 0), true, at(900), Abstaining)
 			},
-			rec: row(won, "me", won, fresh), want: Decision{Action: Wait, Wait: lease - fresh}, foreign: true,
+			rec: row(won, "me", won, fresh), want: Decision{Action: Wait, Wait: lease}, foreign: true,
 		},
 		{
 			name:   "ResumedTermIsAdopted",
@@ -608,7 +618,7 @@ func TestAdoptionOfAnOwnLease(t *testing.T) {
 		{
 			name:   "AnotherTermThanTheResumedOneIsRefused",
 			before: func(m *Machine) { m.Resume(won - 1) },
-			rec:    row(won, "me", won, fresh), want: Decision{Action: Wait, Wait: lease - fresh}, foreign: true,
+			rec:    row(won, "me", won, fresh), want: Decision{Action: Wait, Wait: lease}, foreign: true,
 		},
 		{
 			name: "LeaseHandedByNameWhileThePreviousWasLiveIsAdopted",
@@ -628,7 +638,7 @@ func TestAdoptionOfAnOwnLease(t *testing.T) {
 			// another process with our ID may have won it in an election.
 			name:   "NewTermWrittenAfterThePreviousLeaseCouldExpireIsRefused",
 			before: func(m *Machine) { m.Observed(row(won-5, "old", won-9, 700*time.Millisecond), true, at(0), Campaigning) },
-			rec:    row(won, "me", won, fresh), want: Decision{Action: Wait, Wait: lease - fresh}, foreign: true,
+			rec:    row(won, "me", won, fresh), want: Decision{Action: Wait, Wait: lease}, foreign: true,
 		},
 		{
 			name: "OwnTermWithAStepDownRequestIsNotLedAgain",
@@ -637,7 +647,7 @@ func TestAdoptionOfAnOwnLease(t *testing.T) {
 				m.Elected(won, true, at(0))
 				m.DeadlinePassed(at(600))
 			},
-			rec: stepDown(row(won+1, "me", won, fresh)), want: Decision{Action: Wait, Wait: lease - fresh},
+			rec: stepDown(row(won+1, "me", won, fresh)), want: Decision{Action: Wait, Wait: lease},
 		},
 		{
 			// The handover statement names its target in handover_to: the target
@@ -649,7 +659,7 @@ func TestAdoptionOfAnOwnLease(t *testing.T) {
 		{
 			name:   "NewTermAfterAReleasedRowIsRefused",
 			before: func(m *Machine) { m.Observed(row(won-5, "", won-9, 0), true, at(900), Abstaining) },
-			rec:    row(won, "me", won, fresh), want: Decision{Action: Wait, Wait: lease - fresh}, foreign: true,
+			rec:    row(won, "me", won, fresh), want: Decision{Action: Wait, Wait: lease}, foreign: true,
 		},
 	}
 	for _, tt := range tests {

@@ -131,6 +131,12 @@ type Stats struct {
 	RenewLatencyMax time.Duration // slowest RenewMany call
 	RenewLatencySum time.Duration // total time in RenewMany calls
 	LostLeases      int64         // keys whose leadership ended other than by release
+	// ClockSkew is the clock skew between database servers measured up to the
+	// last batched read of followed keys, the largest over its keys: positive when the
+	// server the group reads runs ahead of the one a leader writes through,
+	// negative when behind (as casleader.Elector.ClockSkew). Elections do not
+	// depend on it; a notable skew is logged as a warning.
+	ClockSkew time.Duration
 }
 
 // Group is one candidate in many elections. Create it with [New], run it with [Group.Run].
@@ -150,6 +156,8 @@ type Group struct {
 	statements, renewBatches, lost atomic.Int64
 	renewMax, renewSum             atomic.Int64
 	leading                        atomic.Int64
+	skew                           atomic.Int64
+	skewLim                        retry.Limiter
 }
 
 // op is one key added (add) or removed.
@@ -290,6 +298,7 @@ func (g *Group) Stats() Stats {
 		RenewLatencyMax: time.Duration(g.renewMax.Load()),
 		RenewLatencySum: time.Duration(g.renewSum.Load()),
 		LostLeases:      g.lost.Load(),
+		ClockSkew:       time.Duration(g.skew.Load()),
 	}
 }
 
@@ -420,6 +429,18 @@ func minTime(a, b time.Time) time.Time {
 type run struct {
 	g      *Group
 	states map[string]*state
+}
+
+// noteSkew publishes the clock skew shown by one batched read, and warns when it is
+// notable.
+func (g *Group) noteSkew(s time.Duration) {
+	g.skew.Store(int64(s))
+	if !cas.SkewNotable(s, g.cfg.LeaseDuration, g.cfg.RenewDeadline) {
+		return
+	}
+	if ok, held := g.skewLim.Allow(); ok {
+		g.cfg.Logger.Warn(cas.SkewMessage, "skew", s, "margin", g.cfg.LeaseDuration-g.cfg.RenewDeadline, "warnings_not_logged", held)
+	}
 }
 
 // abstain reports whether the group takes no lease now (paused or an observer).
@@ -833,6 +854,7 @@ func (r *run) follow(ctx context.Context) error {
 			}
 			return rep.err
 		}
+		var skew time.Duration
 		for _, s := range b.ss {
 			rec, found := rep.recs[s.key]
 			if found {
@@ -844,6 +866,9 @@ func (r *run) follow(ctx context.Context) error {
 				r.observeLeader(s, "")
 			}
 			d := s.m.Observed(rec, found, rep.sent, s.m.Participation(now, abstain))
+			if k := s.m.Skew(rep.sent); max(k, -k) > max(skew, -skew) {
+				skew = k
+			}
 			switch d.Action {
 			case cas.Create:
 				create = append(create, s)
@@ -862,6 +887,7 @@ func (r *run) follow(ctx context.Context) error {
 				s.nextLook = rep.sent.Add(wait + jitter(g.cfg.PollInterval))
 			}
 		}
+		g.noteSkew(skew)
 		return nil
 	})
 	if err != nil {

@@ -27,6 +27,7 @@
 //	casleader_renewal_failures_total           counter, label kind: why a renewal did not succeed
 //	casleader_store_errors_total               counter, labels op and kind: every failed store call
 //	casleader_leader_changes_total             counter: changes of the observed leader (a release counts)
+//	casleader_clock_skew_seconds               gauge: clock skew between database servers seen by tracked electors
 //
 // The kinds are those of package store's error sentinels ([KindTransient],
 // [KindNotWritable], [KindDeployment], [KindInvalidRow], [KindInvalidArgument]),
@@ -100,6 +101,15 @@ type Elector interface {
 
 var _ Elector = (*casleader.Elector)(nil)
 
+// SkewReporter is implemented by electors that measure the clock skew between
+// database servers ([casleader.Elector.ClockSkew]); a tracked elector that does
+// feeds casleader_clock_skew_seconds.
+type SkewReporter interface {
+	ClockSkew() time.Duration
+}
+
+var _ SkewReporter = (*casleader.Elector)(nil)
+
 // Metrics collects the metrics of any number of electors. It is a
 // [prometheus.Collector]. Its methods are safe for concurrent use.
 type Metrics struct {
@@ -110,6 +120,7 @@ type Metrics struct {
 	leaderChanges *prometheus.CounterVec
 	isLeader      *prometheus.Desc
 	token         *prometheus.Desc
+	skew          *prometheus.Desc
 
 	mu       sync.Mutex
 	electors []*entry
@@ -157,6 +168,9 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			[]string{"key"}, nil),
 		token: prometheus.NewDesc("casleader_token",
 			"Fencing token (term) of this process's current leadership, 0 when it does not lead.",
+			[]string{"key"}, nil),
+		skew: prometheus.NewDesc("casleader_clock_skew_seconds",
+			"Clock skew between database servers measured by this process's reads within the last minute (Elector.ClockSkew at scrape time): positive when the server it reads runs ahead of the one the leader writes through, negative when behind, 0 when none was seen. Elections stay safe at any skew; alert when its magnitude nears LeaseDuration - RenewDeadline: the servers' clocks are not kept in step.",
 			[]string{"key"}, nil),
 	}
 	if reg != nil {
@@ -251,6 +265,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.leaderChanges.Describe(ch)
 	ch <- m.isLeader
 	ch <- m.token
+	ch <- m.skew
 }
 
 // Collect implements [prometheus.Collector]. The gauges are read now: from the
@@ -262,7 +277,10 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.storeErrors.Collect(ch)
 	m.leaderChanges.Collect(ch)
 
-	type gauges struct{ leader, token float64 }
+	type gauges struct {
+		leader, token, skew float64
+		skewed              bool // a tracked elector reports the skew
+	}
 	byKey := map[string]gauges{}
 	now := time.Now()
 	m.mu.Lock()
@@ -282,6 +300,13 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		if leading {
 			g.leader = 1
 		}
+		if r, ok := e.el.(SkewReporter); ok {
+			// The largest in magnitude, keeping its sign.
+			if v := r.ClockSkew().Seconds(); !g.skewed || max(v, -v) > max(g.skew, -g.skew) {
+				g.skew = v
+			}
+			g.skewed = true
+		}
 		g.token = max(g.token, float64(token))
 		byKey[e.key] = g
 	}
@@ -295,5 +320,8 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		g := byKey[k]
 		ch <- prometheus.MustNewConstMetric(m.isLeader, prometheus.GaugeValue, g.leader, k)
 		ch <- prometheus.MustNewConstMetric(m.token, prometheus.GaugeValue, g.token, k)
+		if g.skewed {
+			ch <- prometheus.MustNewConstMetric(m.skew, prometheus.GaugeValue, g.skew, k)
+		}
 	}
 }

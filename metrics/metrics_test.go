@@ -511,3 +511,28 @@ func (f *freezingNotifier) Leading(_ string, _ int64, leading bool) {
 		f.once.Do(func() { <-f.frozen })
 	}
 }
+
+// TestClockSkewGaugeShowsTheSkewBetweenDatabaseServers: a tracked elector reading
+// from a server whose clock runs 2 s behind the leader's reports -2 s (within a
+// heartbeat: the freshest tick it read); one on the leader's server reports 0.
+func TestClockSkewGaugeShowsTheSkewBetweenDatabaseServers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		leader := newInstrumented(t, st, cfg("a"), true)
+		leader.run(t)
+		time.Sleep(time.Millisecond)
+		require.True(t, leader.el.IsLeader())
+		behind := newInstrumented(t, st.Node(-2*time.Second), cfg("b"), true)
+		same := newInstrumented(t, st, cfg("c"), true)
+		behind.run(t)
+		same.run(t)
+		time.Sleep(5 * poll)
+		got := value(t, behind.reg, "casleader_clock_skew_seconds", "key", "k")
+		assert.InDelta(t, -2.0, got, heartbeat.Seconds(), "gauge %v", got)
+		assert.InDelta(t, behind.el.ClockSkew().Seconds(), got, 1e-9, "the gauge reads ClockSkew")
+		assert.Zero(t, value(t, same.reg, "casleader_clock_skew_seconds", "key", "k"))
+		problems, err := testutil.GatherAndLint(behind.reg)
+		require.NoError(t, err)
+		assert.Empty(t, problems)
+	})
+}

@@ -222,10 +222,12 @@ func decode(key string, version sql.NullInt64, leader sql.NullString, term, ageM
 			ErrInvalidRow, maxMicros/(365*24*3600*1_000_000))
 	}
 	age := time.Duration(ageMicros.Int64) * time.Microsecond
-	if age < -futureTolerance {
+	if age < -FutureTolerance {
 		return Record{}, fmt.Errorf("%w: tick_time is %v in the future of the database clock (clock stepped back, or the row was written by another server): fix the row or wait", ErrInvalidRow, -age)
 	}
-	return record(key, version, leader, term, max(age, 0), handover, stepdown), nil
+	rec := record(key, version, leader, term, max(age, 0), handover, stepdown)
+	rec.Ahead = max(-age, 0)
+	return rec, nil
 }
 
 func record(key string, version sql.NullInt64, leader sql.NullString, term sql.NullInt64, age time.Duration, handover sql.NullString, stepdown sql.NullInt64) Record {

@@ -47,11 +47,14 @@ func FuzzDecode(f *testing.F) {
 		if rec.Version < 1 || rec.Version >= VersionLimit || rec.Term < 0 || rec.Term > rec.Version {
 			t.Fatalf("accepted version %d term %d", rec.Version, rec.Term)
 		}
-		if ageMicros < -futureTolerance.Microseconds() {
+		if ageMicros < -FutureTolerance.Microseconds() {
 			t.Fatalf("a tick_time %d µs in the future was accepted as age %v", -ageMicros, rec.Age)
 		}
 		if rec.Age < 0 {
 			t.Fatalf("negative age %v from %d µs", rec.Age, ageMicros)
+		}
+		if want := time.Duration(max(-ageMicros, 0)) * time.Microsecond; rec.Ahead != want {
+			t.Fatalf("ahead %v from %d µs, want %v", rec.Ahead, ageMicros, want)
 		}
 		if ageMicros > 0 && ageMicros <= math.MaxInt64/1000 && rec.Age != time.Duration(ageMicros)*time.Microsecond {
 			t.Fatalf("age %v from %d µs", rec.Age, ageMicros)

@@ -120,6 +120,13 @@ func postgresQueries(t, table string) queries {
 }
 
 func classifyPostgres(err error) error {
+	if errors.Is(err, pgconn.ErrReadOnlyConnection) {
+		// pgx's target_session_attrs=read-write tried every host of a multi-host DSN
+		// and found none writable (each one read-only, or down): a failover in
+		// progress, before the standby is promoted. Not a lost race and not a
+		// deployment error: the elector retries until a primary is back.
+		return fmt.Errorf("%w: no host of the DSN accepts writes (target_session_attrs=read-write found only read-only or unreachable servers: a failover in progress, or no primary among the hosts; retrying): %w", ErrNotWritable, err)
+	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		switch {

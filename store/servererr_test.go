@@ -48,6 +48,12 @@ func pgWithParams(t *testing.T, params map[string]string) *pgxpool.Pool {
 	for k, v := range params {
 		cfg.ConnConfig.RuntimeParams[k] = v
 	}
+	if params["default_transaction_read_only"] == "on" {
+		// A DSN with target_session_attrs=read-write (a primary + standby pair's)
+		// refuses read-only sessions at connect time; these tests want one.
+		// TestEveryHostReadOnlyIsNotWritable covers the refusal.
+		cfg.ConnConfig.ValidateConnect = nil
+	}
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)

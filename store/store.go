@@ -38,6 +38,13 @@ type Record struct {
 	// Age is how long ago, by the database clock at the read, the row's tick_time was
 	// written. It is never negative.
 	Age time.Duration
+	// Ahead is how far the row's tick_time lies in the future of the database clock
+	// at the read (Age is then zero), or zero. A tick_time is written with the clock
+	// of the server that executed the write: a positive Ahead means that server's
+	// clock runs ahead of the one that read it (a multi-primary cluster such as
+	// Galera, or a promoted standby) by at least Ahead, or that the clock stepped
+	// back. Beyond [FutureTolerance] the row is reported as invalid instead.
+	Ahead time.Duration
 	// HandoverTo names the candidate the leader has been asked to hand over to.
 	HandoverTo string
 	// StepDown reports that the leader has been asked to step down (resign, or hand
@@ -71,8 +78,11 @@ var (
 	ErrInvalidRow  = errors.New("store: invalid election row")
 )
 
-// futureTolerance is how far in the future of the database clock a tick_time may lie
-// before the row is reported as invalid. Small negative ages happen when a row was
-// written by another connection a moment ago on a server whose clock has sub-second
-// steps; they are read as zero.
-const futureTolerance = time.Second
+// FutureTolerance is how far in the future of the database clock a tick_time may lie
+// before the row is reported as invalid. Negative ages happen when a row was written
+// by another server whose clock runs ahead (a Galera node, a standby promoted since),
+// or, by a moment, on a server whose clock has coarse steps: up to this bound they
+// are read as age zero and reported in [Record.Ahead], the evidence of clock skew
+// that the election measures; beyond it the row cannot be a lease of any sane
+// cluster and is reported as [ErrInvalidRow].
+const FutureTolerance = time.Minute

@@ -160,6 +160,12 @@ func (h sqlHarness) corrupt(t *testing.T, table, key, what string) {
 			schema.Postgres: "clock_timestamp() + interval '1 hour'",
 			schema.SQLite:   "CAST(unixepoch('subsec') * 1000000 AS INTEGER) + 3600000000",
 		}[h.dialect]
+	case storetest.SkewedTick:
+		set = "tick_time = " + map[schema.Dialect]string{
+			schema.MySQL:    "NOW(6) + INTERVAL 2 SECOND",
+			schema.Postgres: "clock_timestamp() + interval '2 seconds'",
+			schema.SQLite:   "CAST(unixepoch('subsec') * 1000000 AS INTEGER) + 2000000",
+		}[h.dialect]
 	case storetest.RolledBack:
 		set = "version = 1, term = 1, tick_time = " + map[schema.Dialect]string{
 			schema.MySQL:    "NOW(6) - INTERVAL 1 HOUR",

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"slices"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/casleader/casleader/internal/chaos"
@@ -214,4 +216,64 @@ func TestRecheck(t *testing.T) {
 	tm := suiteTimings(os.Getenv(envSoak) != "")
 	rep := chaos.Check(h, chaos.Bounds{Lease: tm.lease, Renew: tm.renew, Poll: tm.poll, Slack: tm.slack})
 	t.Logf("%s:\n%s", path, rep)
+}
+
+// primary reports whether host:port of cfg's server answers as a primary.
+func primary(t *testing.T, cfg *pgconn.Config, host string, port uint16) bool {
+	t.Helper()
+	c := cfg.Copy()
+	c.Host, c.Port, c.Fallbacks, c.ValidateConnect = host, port, nil, nil
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	conn, err := pgconn.ConnectConfig(ctx, c)
+	if err != nil {
+		return false // down: not the primary
+	}
+	defer conn.Close(context.Background())
+	res, err := conn.Exec(ctx, "SELECT pg_is_in_recovery()").ReadAll()
+	require.NoError(t, err)
+	return string(res[0].Rows[0][0]) == "f"
+}
+
+// TestMultiHostDSNAfterASwitchover runs a short fault run (leader kills) on the
+// multi-host DSN of .ci/pgsync's primary + synchronous standby with the standby
+// (or a stopped server) listed first, as a DSN reads after a switchover that made
+// its first host a replica: candidates must still find the primary (target_session_attrs) through
+// their proxies, so the run has leaders and fenced actions, and no violation.
+func TestMultiHostDSNAfterASwitchover(t *testing.T) {
+	if os.Getenv(envRun) == "" && os.Getenv(envSoak) == "" {
+		t.Skipf("the fault suite runs only when asked: %s=1", envRun)
+	}
+	dsn, _ := testdb.PgSyncDSN(t)
+	pc, err := pgconn.ParseConfig(dsn)
+	require.NoError(t, err)
+	require.NotEmpty(t, pc.Fallbacks, "%s lists the primary and the standby", testdb.EnvPgSync)
+	hosts := []string{
+		net.JoinHostPort(pc.Host, strconv.Itoa(int(pc.Port))),
+		net.JoinHostPort(pc.Fallbacks[0].Host, strconv.Itoa(int(pc.Fallbacks[0].Port))),
+	}
+	// The primary last: the other host is a standby, or down (after the failover
+	// test promoted the standby, the old primary stays stopped).
+	if primary(t, pc, pc.Host, pc.Port) {
+		hosts[0], hosts[1] = hosts[1], hosts[0]
+	}
+	swapped := strings.Replace(dsn, hosts[1]+","+hosts[0], hosts[0]+","+hosts[1], 1)
+	require.True(t, strings.Contains(swapped, hosts[0]+","+hosts[1]), "hosts written as host:port,host:port in %s", testdb.EnvPgSync)
+	t.Logf("hosts in the order %v (the primary last)", hosts)
+	tm := suiteTimings(false)
+	c, err := chaos.New(chaos.Config{
+		Dialect: schema.Postgres, DSN: swapped, Table: testdb.Name(t), Candidates: 3,
+		Lease: tm.lease, Renew: tm.renew, Heartbeat: tm.heartbeat, Poll: tm.poll, Slack: tm.slack,
+		Trials: 3, Seed: uint64(time.Now().UnixNano()), Kinds: []string{chaos.KillLeader, chaos.CutLeader},
+		Logf: t.Logf,
+	})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	rep, err := c.Run(context.Background())
+	require.NoError(t, err)
+	t.Logf("replica listed first:\n%s", rep)
+	require.NotZero(t, rep.ActionsChecked, "no fenced action was performed: no candidate reached the primary")
+	if !rep.OK() {
+		t.Errorf("the history has %d violations:\n%s", len(rep.Violations), rep)
+	}
 }

@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sys/unix"
 
@@ -35,7 +38,7 @@ const (
 	EnvChild   = "CASLEADER_CHAOS_CHILD"
 	envDialect = "CASLEADER_CHAOS_DIALECT"
 	envDSN     = "CASLEADER_CHAOS_DSN"  // the database's DSN
-	envAddr    = "CASLEADER_CHAOS_ADDR" // host:port of the candidate's proxy, replacing the DSN's
+	envAddr    = "CASLEADER_CHAOS_ADDR" // host:port of the candidate's proxies, one per host of the DSN, comma-separated
 	envTable   = "CASLEADER_CHAOS_TABLE"
 	envActions = "CASLEADER_CHAOS_ACTIONS"
 	envKey     = "CASLEADER_CHAOS_KEY"
@@ -304,17 +307,53 @@ func (c *child) token(key string) int64 {
 	return c.el.Token()
 }
 
+// viaProxies points every host of cfg (the first, and each fallback) at its proxy:
+// addrs lists one host:port per host of the DSN, comma-separated, in the DSN's
+// order (see PgHosts), so that a multi-host DSN's candidate still picks the
+// primary among them (target_session_attrs) after a switchover.
+func viaProxies(cfg *pgconn.Config, addrs string) error {
+	ups := []string{net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))}
+	for _, f := range cfg.Fallbacks {
+		if h := net.JoinHostPort(f.Host, strconv.Itoa(int(f.Port))); !slices.Contains(ups, h) {
+			ups = append(ups, h)
+		}
+	}
+	list := strings.Split(addrs, ",")
+	if len(list) != len(ups) {
+		return fmt.Errorf("%s=%q: want %d proxies, one per host of the DSN", envAddr, addrs, len(ups))
+	}
+	type hostPort struct {
+		host string
+		port uint16
+	}
+	proxy := map[string]hostPort{}
+	for i, a := range list {
+		host, port, ok := strings.Cut(a, ":")
+		p, err := strconv.ParseUint(port, 10, 16)
+		if !ok || err != nil {
+			return fmt.Errorf("%s=%q: want host:port", envAddr, a)
+		}
+		proxy[ups[i]] = hostPort{host, uint16(p)}
+	}
+	to := func(host string, port uint16) (string, uint16) {
+		x := proxy[net.JoinHostPort(host, strconv.Itoa(int(port)))]
+		return x.host, x.port
+	}
+	cfg.Host, cfg.Port = to(cfg.Host, cfg.Port)
+	for _, f := range cfg.Fallbacks {
+		f.Host, f.Port = to(f.Host, f.Port)
+	}
+	return nil
+}
+
 func pgPool(dsn, addr string, params map[string]string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, store.RedactError(err, dsn)
 	}
-	host, port, ok := strings.Cut(addr, ":")
-	p, err := strconv.ParseUint(port, 10, 16)
-	if !ok || err != nil {
-		return nil, fmt.Errorf("%s=%q: want host:port", envAddr, addr)
+	if err := viaProxies(&cfg.ConnConfig.Config, addr); err != nil {
+		return nil, err
 	}
-	cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Fallbacks = host, uint16(p), nil
 	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
 	cfg.MaxConns = 4
 	for k, v := range params {

@@ -23,7 +23,7 @@ import (
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/go-sql-driver/mysql"
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/pgconn"
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
 	"github.com/rs/zerolog"
 
@@ -36,8 +36,16 @@ import (
 // Config configures a [Cluster].
 type Config struct {
 	Dialect schema.Dialect // schema.MySQL or schema.Postgres
-	DSN     string         // an account that may create tables
-	Table   string         // election table (created, and dropped by Close)
+	// DSN is an account that may create tables. A PostgreSQL DSN may list several
+	// hosts (postgres://u@h1:p1,h2:p2/db?target_session_attrs=read-write, a
+	// primary and its standbys): every candidate then reaches each host through
+	// a proxy of its own, and connects to whichever is the primary.
+	DSN string
+	// Nodes, for MySQL, are the DSNs of the nodes of a multi-primary cluster
+	// (Galera), the same account: the candidate in slot i connects to node
+	// i mod len(Nodes), through its proxy. DSN is then the parent's connection.
+	Nodes []string
+	Table string // election table (created, and dropped by Close)
 
 	Candidates int // candidate processes alive at any time (default 3)
 	// Keys, when not zero, makes every candidate run a group (package group) over
@@ -75,7 +83,6 @@ type Cluster struct {
 	keys    []string // the elections: key alone, or the group's keys
 	actions string
 	db      *sql.DB // direct connection of the parent (no proxy)
-	up      string  // the database's host:port
 	server  *toxiproxy.ApiServer
 
 	mu       sync.Mutex
@@ -93,14 +100,15 @@ type Cluster struct {
 }
 
 type proc struct {
-	id     string
-	slot   int
-	proxy  *toxiproxy.Proxy
-	cmd    *exec.Cmd
-	stderr *tail
-	exited chan struct{}
-	killed bool // by the harness: its exit is expected
-	err    error
+	id      string
+	slot    int
+	dsn     string             // the DSN its candidate uses
+	proxies []*toxiproxy.Proxy // one per database host the candidate may use, in the DSN's order
+	cmd     *exec.Cmd
+	stderr  *tail
+	exited  chan struct{}
+	killed  bool // by the harness: its exit is expected
+	err     error
 	// logFile keeps the whole log under EnvLogDir; closed when the process has exited.
 	logFile *os.File
 }
@@ -152,23 +160,38 @@ func New(cfg Config) (*Cluster, error) {
 		}
 	}
 	var err error
+	// The DSN and database hosts of the candidate in each slot.
+	dsns := make([]string, cfg.Candidates)
+	ups := make([][]string, cfg.Candidates)
 	switch cfg.Dialect {
 	case schema.MySQL:
-		var mc *mysql.Config
-		if mc, err = mysql.ParseDSN(cfg.DSN); err != nil {
-			return nil, store.RedactError(err, cfg.DSN)
-		}
-		c.up = mc.Addr
-		if !strings.Contains(c.up, ":") {
-			c.up += ":3306"
+		for i := range dsns {
+			dsns[i] = cfg.DSN
+			if len(cfg.Nodes) > 0 {
+				dsns[i] = cfg.Nodes[i%len(cfg.Nodes)]
+			}
+			var mc *mysql.Config
+			if mc, err = mysql.ParseDSN(dsns[i]); err != nil {
+				return nil, store.RedactError(err, dsns[i])
+			}
+			up := mc.Addr
+			if !strings.Contains(up, ":") {
+				up += ":3306"
+			}
+			ups[i] = []string{up}
 		}
 		c.db, err = store.OpenMySQL(cfg.DSN)
 	case schema.Postgres:
-		var pc *pgxpool.Config
-		if pc, err = pgxpool.ParseConfig(cfg.DSN); err != nil {
-			return nil, store.RedactError(err, cfg.DSN)
+		if len(cfg.Nodes) > 0 {
+			return nil, errors.New("chaos: Nodes is for MySQL multi-primary clusters: list PostgreSQL hosts in the DSN")
 		}
-		c.up = net.JoinHostPort(pc.ConnConfig.Host, strconv.Itoa(int(pc.ConnConfig.Port)))
+		var hosts []string
+		if hosts, err = PgHosts(cfg.DSN); err != nil {
+			return nil, err
+		}
+		for i := range dsns {
+			dsns[i], ups[i] = cfg.DSN, hosts
+		}
 		c.db, err = sql.Open("pgx", cfg.DSN)
 	default:
 		return nil, fmt.Errorf("chaos: dialect %q: want mysql or postgres", cfg.Dialect)
@@ -184,14 +207,43 @@ func New(cfg Config) (*Cluster, error) {
 	}
 	c.server = toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
 	for i := range cfg.Candidates {
-		p := toxiproxy.NewProxy(c.server, fmt.Sprintf("slot%d", i), "127.0.0.1:0", c.up)
-		if err := c.server.Collection.Add(p, true); err != nil {
-			c.Close()
-			return nil, fmt.Errorf("chaos: proxy: %w", err)
+		sp := &proc{slot: i, dsn: dsns[i]}
+		c.slots = append(c.slots, sp)
+		for j, up := range ups[i] {
+			p := toxiproxy.NewProxy(c.server, fmt.Sprintf("slot%d-host%d", i, j), "127.0.0.1:0", up)
+			if err := c.server.Collection.Add(p, true); err != nil {
+				c.Close()
+				return nil, fmt.Errorf("chaos: proxy: %w", err)
+			}
+			sp.proxies = append(sp.proxies, p)
 		}
-		c.slots = append(c.slots, &proc{slot: i, proxy: p})
 	}
 	return c, nil
+}
+
+// PgHosts returns the host:port of every host that a PostgreSQL DSN lists, in its
+// order, each once.
+func PgHosts(dsn string) ([]string, error) {
+	pc, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		return nil, store.RedactError(err, dsn)
+	}
+	hosts := []string{net.JoinHostPort(pc.Host, strconv.Itoa(int(pc.Port)))}
+	for _, f := range pc.Fallbacks {
+		if h := net.JoinHostPort(f.Host, strconv.Itoa(int(f.Port))); !slices.Contains(hosts, h) {
+			hosts = append(hosts, h)
+		}
+	}
+	return hosts, nil
+}
+
+// listens returns the addresses of p's proxies, comma-separated.
+func (p *proc) listens() string {
+	var out []string
+	for _, x := range p.proxies {
+		out = append(out, x.Listen)
+	}
+	return strings.Join(out, ",")
 }
 
 func (c *Cluster) quote(name string) string {
@@ -219,7 +271,9 @@ func (c *Cluster) createTables(ctx context.Context) error {
 func (c *Cluster) Close() {
 	c.stopAll()
 	for _, p := range c.slots {
-		p.proxy.Stop()
+		for _, x := range p.proxies {
+			x.Stop()
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -265,8 +319,8 @@ func (c *Cluster) start(slot int) error {
 		envMonoOffset+"="+strconv.FormatInt(int64(offset), 10),
 		EnvChild+"=1",
 		envDialect+"="+string(cfg.Dialect),
-		envDSN+"="+cfg.DSN,
-		envAddr+"="+sp.proxy.Listen,
+		envDSN+"="+sp.dsn,
+		envAddr+"="+sp.listens(),
 		envTable+"="+cfg.Table,
 		envActions+"="+c.actions,
 		envKey+"="+c.key,
@@ -276,7 +330,7 @@ func (c *Cluster) start(slot int) error {
 		envIdle+"="+c.idleVariable(context.Background()),
 	)
 	cmd.ExtraFiles = []*os.File{w}
-	p := &proc{id: id, slot: slot, proxy: sp.proxy, cmd: cmd, stderr: &tail{max: 64 << 10}, exited: make(chan struct{})}
+	p := &proc{id: id, slot: slot, dsn: sp.dsn, proxies: sp.proxies, cmd: cmd, stderr: &tail{max: 64 << 10}, exited: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	if dir := os.Getenv(EnvLogDir); dir != "" {
 		// Keep each candidate's whole log too (slog text lines, Debug and up).
@@ -525,11 +579,15 @@ func (c *Cluster) rollback(ctx context.Context) (string, error) {
 	return note, tx.Commit()
 }
 
-// toxic adds a toxic to p's proxy.
+// toxic adds a toxic to p's proxies.
 func toxic(p *proc, name, typ, stream string, attrs string) error {
-	_, err := p.proxy.Toxics.AddToxicJson(strings.NewReader(fmt.Sprintf(
-		`{"name":%q,"type":%q,"stream":%q,"toxicity":1,"attributes":{%s}}`, name, typ, stream, attrs)))
-	return err
+	for _, x := range p.proxies {
+		if _, err := x.Toxics.AddToxicJson(strings.NewReader(fmt.Sprintf(
+			`{"name":%q,"type":%q,"stream":%q,"toxicity":1,"attributes":{%s}}`, name, typ, stream, attrs))); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // plan is one fault of a trial on one target: apply starts it; heal ends it.
@@ -633,8 +691,16 @@ func (c *Cluster) apply(ctx context.Context, p *plan) (string, error) {
 		}
 	case RefuseLeader:
 		p.dur = cfg.Lease + c.dur(0.2, 1.0)
-		t.proxy.Stop()
-		p.heal = func() error { return t.proxy.Start() }
+		for _, x := range t.proxies {
+			x.Stop()
+		}
+		p.heal = func() error {
+			var errs []error
+			for _, x := range t.proxies {
+				errs = append(errs, x.Start())
+			}
+			return errors.Join(errs...)
+		}
 	case SlowLeader, SlowFollower:
 		p.dur = c.dur(1.5, 2.5)
 		lat := cfg.Renew + time.Duration(c.rng.Int64N(int64(cfg.Renew)))
@@ -672,7 +738,9 @@ func (c *Cluster) cut(p *proc) error {
 }
 
 func (c *Cluster) clear(p *proc) error {
-	p.proxy.Toxics.ResetToxics(context.Background())
+	for _, x := range p.proxies {
+		x.Toxics.ResetToxics(context.Background())
+	}
 	return nil
 }
 

@@ -62,7 +62,7 @@ func (s *Store) ObserveMany(ctx context.Context, keys []string) (map[string]stor
 			}
 			rec, err := r.record(k, now)
 			if err != nil {
-				return false, fmt.Errorf("observe %s %q: %w", s.table, k, err)
+				return false, fmt.Errorf("observe %s %q: %w", s.name, k, err)
 			}
 			out[k] = rec
 		}

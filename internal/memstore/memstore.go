@@ -39,14 +39,16 @@ const (
 	AnyOp = "*"
 )
 
-// futureTolerance mirrors the SQL stores: a tick_time up to this far in the future of
-// the clock reads as age zero; further is an invalid row.
-const futureTolerance = time.Second
-
 // Store is an in-memory election table. The zero value is not usable: call [New] or
 // [NewWithoutTable]. All methods are safe for concurrent use.
 type Store struct {
-	table string
+	*table
+	skew time.Duration // this node's clock minus the true time (see Node)
+}
+
+// table is the state that every [Store.Node] of one store shares.
+type table struct {
+	name string
 
 	mu      sync.Mutex
 	created bool
@@ -80,19 +82,30 @@ func New() *Store {
 // NewWithoutTable returns a store on a table that does not exist yet: every call
 // but CreateTable fails with [store.ErrDeployment], like a database where nobody ran
 // `casleader migrate`.
-func NewWithoutTable(table string) *Store {
-	return &Store{
-		table: table,
+func NewWithoutTable(name string) *Store {
+	return &Store{table: &table{
+		name:  name,
 		rows:  map[string]*row{},
 		next:  map[string][]fault{},
 		fail:  map[string]error{},
 		delay: map[string]time.Duration{},
 		calls: map[string]int{},
-	}
+	}}
 }
 
+// Node returns another server of the same table whose clock runs skew ahead of s's
+// (behind, when negative), as the nodes of a multi-primary cluster (Galera) may:
+// its writes stamp tick_time with its own clock and its reads and elections judge
+// ages by it. Rows, faults and counters are shared with s.
+func (s *Store) Node(skew time.Duration) *Store {
+	return &Store{table: s.table, skew: s.skew + skew}
+}
+
+// now is this node's database clock.
+func (s *Store) now() time.Time { return time.Now().Add(s.skew) }
+
 // Table returns the table's name.
-func (s *Store) Table() string { return s.table }
+func (s *Store) Table() string { return s.name }
 
 // FailNext makes the next call of op (or of any operation, for [AnyOp]) return err
 // without touching the table, as when a request never reaches the database. Calls
@@ -160,7 +173,7 @@ func (s *Store) Put(rec store.Record) {
 		leader:   rec.LeaderID,
 		handover: rec.HandoverTo,
 		stepdown: rec.StepDown,
-		tick:     time.Now().Add(-rec.Age),
+		tick:     s.now().Add(-rec.Age),
 	}
 }
 
@@ -168,8 +181,9 @@ func (s *Store) Put(rec store.Record) {
 // (leader_id NULL), "future_tick" (tick_time an hour after now), "negative_version"
 // (version -1), "rolled_back" (version and term 1, tick_time an hour ago),
 // "far_future_tick" (tick_time in the year 3000), "top_version" (version and term at
-// the BIGINT maximum) or "near_version_limit" (version and term
-// [store.VersionLimit]-2), the corruptions of store/storetest.
+// the BIGINT maximum), "near_version_limit" (version and term
+// [store.VersionLimit]-2) or "skewed_tick" (tick_time two seconds after now, as a
+// server whose clock runs ahead writes it), the corruptions of store/storetest.
 func (s *Store) Corrupt(key, what string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -188,6 +202,8 @@ func (s *Store) Corrupt(key, what string) error {
 		r.version, r.term, r.tick = 1, 1, time.Now().Add(-time.Hour)
 	case "far_future_tick":
 		r.tick = time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC)
+	case "skewed_tick":
+		r.tick = s.now().Add(2 * time.Second)
 	case "top_version":
 		r.version, r.term = 1<<63-1, 1<<63-1
 	case "near_version_limit":
@@ -210,7 +226,7 @@ func (s *Store) Observe(ctx context.Context, key string) (rec store.Record, foun
 		}
 		rec, err = r.record(key, now)
 		if err != nil {
-			return false, fmt.Errorf("observe %s %q: %w", s.table, key, err)
+			return false, fmt.Errorf("observe %s %q: %w", s.name, key, err)
 		}
 		found = true
 		return false, nil
@@ -441,9 +457,9 @@ func (s *Store) do(ctx context.Context, op, key string, apply func(now time.Time
 	if !s.created {
 		s.mu.Unlock()
 		return fmt.Errorf("%w: table %q does not exist: create it with schema.Apply, the store's CreateTable or `casleader migrate` (%s memstore %q)",
-			store.ErrDeployment, s.table, op, key)
+			store.ErrDeployment, s.name, op, key)
 	}
-	_, err := apply(time.Now())
+	_, err := apply(s.now())
 	s.mu.Unlock()
 	if err != nil {
 		return err
@@ -466,7 +482,7 @@ func (s *Store) pop(op string) fault {
 }
 
 func (s *Store) wrap(op, key string, err error) error {
-	return fmt.Errorf("%s %s %q: %w", op, s.table, key, err)
+	return fmt.Errorf("%s %s %q: %w", op, s.name, key, err)
 }
 
 // record decodes r like the SQL stores decode a row, rejecting values casleader
@@ -485,7 +501,7 @@ func (r *row) record(key string, now time.Time) (store.Record, error) {
 		return store.Record{}, fmt.Errorf("%w: term %d is outside 0..version (%d): fix or delete the row", store.ErrInvalidRow, r.term, r.version)
 	}
 	age := time.Duration(now.Sub(r.tick).Microseconds()) * time.Microsecond
-	if age < -futureTolerance {
+	if age < -store.FutureTolerance {
 		return store.Record{}, fmt.Errorf("%w: tick_time is %v in the future of the database clock (clock stepped back, or the row was written by another server): fix the row or wait", store.ErrInvalidRow, -age)
 	}
 	return store.Record{
@@ -494,6 +510,7 @@ func (r *row) record(key string, now time.Time) (store.Record, error) {
 		LeaderID:   r.leader,
 		Term:       r.term,
 		Age:        max(age, 0),
+		Ahead:      max(-age, 0),
 		HandoverTo: r.handover,
 		StepDown:   r.stepdown,
 	}, nil
@@ -502,7 +519,7 @@ func (r *row) record(key string, now time.Time) (store.Record, error) {
 // checkVersion is package store's version limit, with the SQL stores' message.
 func (s *Store) checkVersion(op, key string, version int64) error {
 	if err := store.CheckVersion(version); err != nil {
-		return fmt.Errorf("%s %s %q: %w", op, s.table, key, err)
+		return fmt.Errorf("%s %s %q: %w", op, s.name, key, err)
 	}
 	return nil
 }

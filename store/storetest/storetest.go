@@ -57,6 +57,11 @@ const (
 	// NearVersionLimit sets version and term to [store.VersionLimit] - 2, leaving
 	// the leader and a fresh tick_time.
 	NearVersionLimit = "near_version_limit"
+	// SkewedTick sets tick_time two seconds after the database's current time, as
+	// a renewal through a server whose clock runs two seconds ahead writes it (the
+	// nodes of a multi-primary cluster). It is not invalid: it is read as a live
+	// lease, age zero, with [store.Record.Ahead] set.
+	SkewedTick = "skewed_tick"
 )
 
 // Harness connects the suite to one store implementation.
@@ -67,7 +72,8 @@ type Harness struct {
 	Open func(t *testing.T, table string) Store
 	// Corrupt overwrites the existing row of key in table, bypassing the store, with
 	// the corruption named by what ([NullLeader], [FutureTick], [NegativeVersion],
-	// [RolledBack], [FarFutureTick], [TopVersion] or [NearVersionLimit]).
+	// [RolledBack], [FarFutureTick], [TopVersion], [NearVersionLimit] or
+	// [SkewedTick]).
 	// It fails t if the row cannot be written.
 	Corrupt func(t *testing.T, table, key, what string)
 }
@@ -106,6 +112,7 @@ func Run(t *testing.T, h Harness) {
 		{"MissingTableSaysHowToCreateIt", missingTableSaysHowToCreateIt},
 		{"CreateTableIsIdempotent", createTableIsIdempotent},
 		{"CorruptRowsGiveClearErrors", corruptRowsGiveClearErrors},
+		{"TickFromAServerAheadReadsAsAFreshLease", tickFromAServerAheadReadsAsAFreshLease},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -887,6 +894,27 @@ func createTableIsIdempotent(t *testing.T, h Harness) {
 	insert(t, s, "k", "a")
 	require.NoError(t, s.CreateTable(ctx), "CreateTable on a table with rows")
 	assert.Equal(t, "a", observe(t, s, "k").LeaderID)
+}
+
+// tickFromAServerAheadReadsAsAFreshLease: a tick_time a little in the future of the
+// reading server's clock (written by a server whose clock runs ahead) is a live
+// lease of age zero, and Record.Ahead says by how much the tick is ahead: the
+// evidence of clock skew that the election reports. Elections judge it by the
+// reading server's clock: the lease is not expired there.
+func tickFromAServerAheadReadsAsAFreshLease(t *testing.T, h Harness) {
+	s, table := open(t, h)
+	ctx := t.Context()
+	insert(t, s, "k", "a")
+	h.Corrupt(t, table, "k", SkewedTick)
+	rec := observe(t, s, "k")
+	assert.Equal(t, "a", rec.LeaderID)
+	assert.Zero(t, rec.Age)
+	assert.Greater(t, rec.Ahead, time.Second, "ahead %v", rec.Ahead)
+	assert.LessOrEqual(t, rec.Ahead, 2*time.Second, "ahead %v", rec.Ahead)
+	assert.False(t, rec.Expired(time.Second))
+	_, won, err := s.Elect(ctx, "k", "b", rec.Version, time.Second)
+	require.NoError(t, err)
+	assert.False(t, won, "the lease is live by the reading server's clock")
 }
 
 func corruptRowsGiveClearErrors(t *testing.T, h Harness) {
