@@ -9,7 +9,7 @@ import (
 
 	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/internal/testdb"
-	"github.com/casleader/casleader/store"
+	"github.com/casleader/casleader/store/sqlite"
 )
 
 // TestTermGuardFencesWithItsOwnToken: the term handle of the leader's callback
@@ -17,7 +17,7 @@ import (
 // term has ended.
 func TestTermGuardFencesWithItsOwnToken(t *testing.T) {
 	db := testdb.SQLite(t)
-	st, err := store.NewSQLite(db, "casleader_term_guard")
+	st, err := sqlite.New(db, "casleader_term_guard")
 	require.NoError(t, err)
 	require.NoError(t, st.CreateTable(t.Context()))
 	terms := make(chan *casleader.Term, 1)

@@ -12,8 +12,8 @@
 //
 // # PostgreSQL: LISTEN/NOTIFY
 //
-// The release and handover statements of store.Postgres notify channel
-// [store.NotifyChannel] in the same statement, so the notification is delivered when
+// The release and handover statements of postgres.Store notify channel
+// [postgres.NotifyChannel] in the same statement, so the notification is delivered when
 // (and only if) the write commits. [Postgres] listens on one dedicated connection
 // per process, whatever the number of keys, and calls the subscribed elector's Wake.
 // After every (re)connection it sends a notification through a second connection and

@@ -25,8 +25,11 @@ import (
 	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/group"
 	"github.com/casleader/casleader/internal/retry"
+	"github.com/casleader/casleader/internal/secret"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
+	mysqlstore "github.com/casleader/casleader/store/mysql"
+	"github.com/casleader/casleader/store/postgres"
 )
 
 // Environment of a candidate process.
@@ -212,7 +215,7 @@ func newChild(log *slog.Logger) (*child, func(), error) {
 			return nil, nil, err
 		}
 		cfg.Addr = addr
-		edb, err := store.OpenMySQL(cfg.FormatDSN())
+		edb, err := mysqlstore.Open(cfg.FormatDSN())
 		if err != nil {
 			return nil, nil, err
 		}
@@ -224,13 +227,13 @@ func newChild(log *slog.Logger) (*child, func(), error) {
 		// until the server notices; abort idle transactions after a second, as
 		// docs/SAFETY.md recommends for guarded transactions.
 		cfg.Params[os.Getenv(envIdle)] = "1"
-		adb, err := store.OpenMySQL(cfg.FormatDSN())
+		adb, err := mysqlstore.Open(cfg.FormatDSN())
 		if err != nil {
 			closeAll()
 			return nil, nil, err
 		}
 		closers = append(closers, func() { adb.Close() })
-		st, err := store.NewMySQL(edb, table)
+		st, err := mysqlstore.New(edb, table)
 		if err != nil {
 			closeAll()
 			return nil, nil, err
@@ -253,7 +256,7 @@ func newChild(log *slog.Logger) (*child, func(), error) {
 			return nil, nil, err
 		}
 		closers = append(closers, apool.Close)
-		st, err := store.NewPostgres(pool, table)
+		st, err := postgres.New(pool, table)
 		if err != nil {
 			closeAll()
 			return nil, nil, err
@@ -307,7 +310,7 @@ func (c *child) token(key string) int64 {
 func pgPool(dsn, addr string, params map[string]string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		return nil, store.RedactError(err, dsn)
+		return nil, secret.RedactError(err, dsn)
 	}
 	host, port, ok := strings.Cut(addr, ":")
 	p, err := strconv.ParseUint(port, 10, 16)
@@ -506,7 +509,7 @@ func (c *child) reject(err error) {
 type sqlChildTx struct {
 	c  *child
 	tx *sql.Tx
-	st *store.MySQL
+	st *mysqlstore.Store
 }
 
 func (x *sqlChildTx) guard(ctx context.Context, key string, token int64) error {
@@ -531,12 +534,12 @@ func (x *sqlChildTx) rollback()                    { _ = x.tx.Rollback() }
 type pgxChildTx struct {
 	c  *child
 	tx pgx.Tx
-	st *store.Postgres
+	st *postgres.Store
 }
 
 func (x *pgxChildTx) guard(ctx context.Context, key string, token int64) error {
 	if x.c.g == nil {
-		return x.c.el.GuardPgx(ctx, x.tx, token)
+		return postgres.Guard(ctx, x.c.el.Fence(token), x.tx)
 	}
 	if err := x.c.localGuard(key, token); err != nil {
 		return err

@@ -29,8 +29,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/casleader/casleader/internal/secret"
 	"github.com/casleader/casleader/schema"
-	"github.com/casleader/casleader/store"
+	mysqlstore "github.com/casleader/casleader/store/mysql"
 )
 
 // Config configures a [Cluster].
@@ -156,17 +157,17 @@ func New(cfg Config) (*Cluster, error) {
 	case schema.MySQL:
 		var mc *mysql.Config
 		if mc, err = mysql.ParseDSN(cfg.DSN); err != nil {
-			return nil, store.RedactError(err, cfg.DSN)
+			return nil, secret.RedactError(err, cfg.DSN)
 		}
 		c.up = mc.Addr
 		if !strings.Contains(c.up, ":") {
 			c.up += ":3306"
 		}
-		c.db, err = store.OpenMySQL(cfg.DSN)
+		c.db, err = mysqlstore.Open(cfg.DSN)
 	case schema.Postgres:
 		var pc *pgxpool.Config
 		if pc, err = pgxpool.ParseConfig(cfg.DSN); err != nil {
-			return nil, store.RedactError(err, cfg.DSN)
+			return nil, secret.RedactError(err, cfg.DSN)
 		}
 		c.up = net.JoinHostPort(pc.ConnConfig.Host, strconv.Itoa(int(pc.ConnConfig.Port)))
 		c.db, err = sql.Open("pgx", cfg.DSN)

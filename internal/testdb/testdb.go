@@ -28,7 +28,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/ory/dockertest/v3"
 
-	"github.com/casleader/casleader/store"
+	"github.com/casleader/casleader/internal/secret"
+	"github.com/casleader/casleader/store/mysql"
+	"github.com/casleader/casleader/store/postgres"
+	"github.com/casleader/casleader/store/sqlite"
 )
 
 // Environment variables read by this package.
@@ -62,7 +65,7 @@ func PostgresDSN(t testing.TB) string {
 // MySQL returns a pool on the MySQL or MariaDB server, closed when t ends.
 func MySQL(t testing.TB) *sql.DB {
 	t.Helper()
-	db, err := store.OpenMySQL(MySQLDSN(t))
+	db, err := mysql.Open(MySQLDSN(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,12 +85,12 @@ func PostgresAt(t testing.TB, dsn string) *pgxpool.Pool {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		t.Fatal(store.RedactError(err, dsn))
+		t.Fatal(secret.RedactError(err, dsn))
 	}
 	cfg.MaxConns = 32
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
-		t.Fatal(store.RedactError(err, dsn))
+		t.Fatal(secret.RedactError(err, dsn))
 	}
 	t.Cleanup(pool.Close)
 	return pool
@@ -96,7 +99,7 @@ func PostgresAt(t testing.TB, dsn string) *pgxpool.Pool {
 // SQLite returns a database in a new file under t.TempDir, closed when t ends.
 func SQLite(t testing.TB) *sql.DB {
 	t.Helper()
-	db, err := store.OpenSQLite(filepath.Join(t.TempDir(), "casleader.db"))
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "casleader.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +172,7 @@ func startMySQL() (string, error) {
 	_ = res.Expire(600)
 	dsn := fmt.Sprintf("root@tcp(127.0.0.1:%s)/test", res.GetPort("3306/tcp"))
 	err = pool.Retry(func() error {
-		db, err := store.OpenMySQL(dsn)
+		db, err := mysql.Open(dsn)
 		if err != nil {
 			return err
 		}
@@ -191,7 +194,7 @@ func startPostgres() (string, error) {
 	_ = res.Expire(600)
 	dsn := fmt.Sprintf("postgres://postgres@127.0.0.1:%s/test?sslmode=disable", res.GetPort("5432/tcp"))
 	err = pool.Retry(func() error {
-		p, err := store.OpenPostgres(context.Background(), dsn)
+		p, err := postgres.Open(context.Background(), dsn)
 		if err != nil {
 			return err
 		}

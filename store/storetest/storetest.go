@@ -24,8 +24,8 @@ import (
 	"github.com/casleader/casleader/store"
 )
 
-// Store is the set of methods the suite checks: those of [store.MySQL],
-// [store.Postgres], [store.SQLite] and the in-memory fake.
+// Store is the set of methods the suite checks: those of [mysql.Store],
+// [postgres.Store], [sqlite.Store] and the in-memory fake.
 type Store interface {
 	Observe(ctx context.Context, key string) (rec store.Record, found bool, err error)
 	Insert(ctx context.Context, key, id string) (term int64, inserted bool, err error)

@@ -1,39 +1,14 @@
-package store
+// Package secret finds and hides the password of a DSN, in every form the drivers
+// read it (MySQL's go-sql-driver DSNs, PostgreSQL URLs and key=value DSNs), without
+// importing a driver.
+package secret
 
 import (
-	"context"
-	"database/sql/driver"
-	"errors"
-	"fmt"
-	"io"
-	"net"
 	"net/url"
 	"regexp"
 	"slices"
 	"strings"
-	"time"
-
-	"github.com/go-sql-driver/mysql"
 )
-
-const (
-	defaultDialTimeout = 5 * time.Second
-	defaultPoolSize    = 4
-)
-
-// classifyCommon marks the driver-independent transient errors: timeouts, cancelled
-// statements, broken connections. Anything else is returned as it is; callers treat
-// an unclassified error like a transient one.
-func classifyCommon(err error) error {
-	var ne net.Error
-	switch {
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
-		errors.Is(err, driver.ErrBadConn), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
-		errors.As(err, &ne):
-		return fmt.Errorf("%w: %w", ErrTransient, err)
-	}
-	return err
-}
 
 // Password returns the password in a MySQL DSN ("user:pass@tcp(host)/db"), a URL
 // ("postgres://user:pass@host/db", percent-decoded) or a key=value PostgreSQL DSN
@@ -90,6 +65,31 @@ func mysqlPassword(dsn string) string {
 		}
 	}
 	return ""
+}
+
+// mysqlDriverPassword returns the password go-sql-driver reads from dsn, whatever
+// dsn looks like, and whether the driver accepts dsn's network part (between the
+// last '@' and the last '/'): empty, "tcp" or "unix", or an address in
+// parentheses. A URL such as "postgres://u:pw@db:5432/x" is no DSN of its.
+func mysqlDriverPassword(dsn string) (string, bool) {
+	i := strings.LastIndex(dsn, "/")
+	if i <= 0 {
+		return "", false
+	}
+	j := strings.LastIndex(dsn[:i], "@")
+	if j < 0 {
+		return "", false
+	}
+	switch network := dsn[j+1 : i]; {
+	case strings.Contains(network, "("):
+		if !strings.HasSuffix(network, ")") {
+			return "", false
+		}
+	case network != "" && network != "tcp" && network != "unix":
+		return "", false
+	}
+	_, p, ok := strings.Cut(dsn[:j], ":")
+	return p, ok
 }
 
 // unescape returns s unescaped by f, or s itself when it is not validly escaped.
@@ -152,8 +152,8 @@ func redact(s, dsn string) string {
 			forms = append(forms, m[1], unescape(url.QueryUnescape, m[1]))
 		}
 	}
-	if cfg, err := mysql.ParseDSN(dsn); err == nil {
-		forms = append(forms, cfg.Passwd)
+	if p, ok := mysqlDriverPassword(dsn); ok { // go-sql-driver parses "app://x@/db" too
+		forms = append(forms, p)
 	}
 	for _, p := range forms {
 		forms = append(forms, strings.TrimSpace(p)) // as pgx reads "u:pw @db"

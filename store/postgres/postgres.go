@@ -1,0 +1,133 @@
+// Package postgres is the election store for PostgreSQL 12+, through pgx: a
+// *pgxpool.Pool ([New], [Open]) or a *sql.DB opened with pgx's stdlib driver
+// ([NewDB]). It also holds the PostgreSQL guard for pgx transactions ([Guard]) and
+// the LISTEN/NOTIFY wake-up ([Notifier]). It is the only casleader package that
+// imports pgx.
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/casleader/casleader/internal/secret"
+	"github.com/casleader/casleader/internal/sqlstore"
+	"github.com/casleader/casleader/schema"
+	"github.com/casleader/casleader/store"
+)
+
+// Store is the store for PostgreSQL 12+, through a *pgxpool.Pool or a *sql.DB
+// opened with pgx's stdlib driver.
+//
+// Every statement is a single autocommit statement without server-side prepared
+// statements (pgx's exec mode), so the store works through PgBouncer in transaction
+// pooling mode. tick_time is a timestamptz written with clock_timestamp().
+type Store struct{ sqlstore.Core }
+
+// New returns a store on pool for the election table (empty means
+// [schema.DefaultTable]).
+func New(pool *pgxpool.Pool, table string) (*Store, error) {
+	if pool == nil {
+		return nil, fmt.Errorf("%w: nil *pgxpool.Pool", store.ErrInvalidArgument)
+	}
+	c, err := sqlstore.New(schema.Postgres, table, pgxBackend{pool}, classify)
+	if err != nil {
+		return nil, err
+	}
+	return &Store{c}, nil
+}
+
+// NewDB returns a store on a *sql.DB opened with pgx's stdlib driver
+// (import _ "github.com/jackc/pgx/v5/stdlib"; sql.Open("pgx", dsn)).
+func NewDB(db *sql.DB, table string) (*Store, error) {
+	if db == nil {
+		return nil, fmt.Errorf("%w: nil *sql.DB", store.ErrInvalidArgument)
+	}
+	c, err := sqlstore.New(schema.Postgres, table, sqlstore.SQLBackend(db), classify)
+	if err != nil {
+		return nil, err
+	}
+	return &Store{c}, nil
+}
+
+// Open opens a small pool for elections from a libpq-style URL or key=value
+// DSN. It connects lazily.
+func Open(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: parse PostgreSQL DSN: %w", secret.RedactError(err, dsn))
+	}
+	cfg.MaxConns = sqlstore.DefaultPoolSize
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = sqlstore.DefaultDialTimeout
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: open PostgreSQL: %w", secret.RedactError(err, dsn))
+	}
+	return pool, nil
+}
+
+// NotifyChannel is the PostgreSQL notification channel on which release and
+// handover writes announce a free (or handed-over) lease, with the payload given by
+// [NotifyPayload]. [Notifier] listens on it.
+const NotifyChannel = sqlstore.NotifyChannel
+
+// NotifyPayload returns the payload of the notification sent when the lease of key in
+// table is released or handed over: the table name as configured, a space, the key.
+func NotifyPayload(table, key string) string { return sqlstore.NotifyPayload(table, key) }
+
+// classify marks pgx's and the server's errors with the kinds of package store.
+func classify(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case pe.Code == "42P01", pe.Code == "3F000": // undefined_table, invalid_schema_name
+			return fmt.Errorf("%w: %w", sqlstore.ErrMissingTable, err)
+		case pe.Code == "42703", pe.Code == "42804", pe.Code == "23502", // undefined_column, datatype_mismatch, not_null_violation
+			pe.Code == "42883", pe.Code == "22003", pe.Code == "22001": // undefined_function (an operator on a column of another type), numeric_value_out_of_range, string_data_right_truncation
+			return fmt.Errorf("%w: %w", sqlstore.ErrWrongColumns, err)
+		case pe.Code == "42501": // insufficient_privilege
+			return fmt.Errorf("%w: %w", sqlstore.ErrNoPrivilege, err)
+		case strings.HasPrefix(pe.Code, "28"), pe.Code == "3D000": // invalid authorization, invalid_catalog_name
+			return fmt.Errorf("%w: %w", store.ErrDeployment, err)
+		case pe.Code == "25006": // read_only_sql_transaction
+			return fmt.Errorf("%w: %w", store.ErrNotWritable, err)
+		case pe.Code == "40001", pe.Code == "40P01", pe.Code == "55P03", // serialization, deadlock, lock not available
+			strings.HasPrefix(pe.Code, "08"), strings.HasPrefix(pe.Code, "57P"), // connection, operator intervention
+			pe.Code == "53300", pe.Code == "57014": // too many connections, query canceled
+			return fmt.Errorf("%w: %w", store.ErrTransient, err)
+		}
+	}
+	return sqlstore.ClassifyCommon(err)
+}
+
+// pgxBackend runs statements through a pgx pool in exec mode: one round trip, no
+// named prepared statements, so PgBouncer's transaction pooling works.
+type pgxBackend struct{ pool *pgxpool.Pool }
+
+func (b pgxBackend) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	tag, err := b.pool.Exec(ctx, query, append([]any{pgx.QueryExecModeExec}, args...)...)
+	if err != nil {
+		return 0, err
+	}
+	return tag.RowsAffected(), nil
+}
+
+func (b pgxBackend) QueryRow(ctx context.Context, query string, args ...any) sqlstore.Scanner {
+	return b.pool.QueryRow(ctx, query, append([]any{pgx.QueryExecModeExec}, args...)...)
+}
+
+func (b pgxBackend) Query(ctx context.Context, query string, args ...any) (sqlstore.Rows, error) {
+	rows, err := b.pool.Query(ctx, query, append([]any{pgx.QueryExecModeExec}, args...)...)
+	if err != nil {
+		return nil, err
+	}
+	return rows, nil
+}
