@@ -20,7 +20,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/casleader/casleader/internal/testdb"
+	"github.com/casleader/casleader/internal/testname"
 	"github.com/casleader/casleader/store"
 )
 
@@ -126,7 +126,7 @@ const (
 // open returns a store on a new table of its own, created.
 func open(t *testing.T, h Harness) (Store, string) {
 	t.Helper()
-	table := testdb.Name(t)
+	table := testname.Name(t)
 	s := h.Open(t, table)
 	// Setup, not a property under test: a transient error (SQLite reports
 	// SQLITE_BUSY on a new connection while another subtest holds the write lock)
@@ -850,7 +850,7 @@ func second(_ bool, err error) error { return err }
 func third(_ int64, _ bool, err error) error { return err }
 
 func missingTableSaysHowToCreateIt(t *testing.T, h Harness) {
-	table := testdb.Name(t)
+	table := testname.Name(t)
 	s := h.Open(t, table)
 	ctx := t.Context()
 
@@ -877,7 +877,7 @@ func missingTableSaysHowToCreateIt(t *testing.T, h Harness) {
 }
 
 func createTableIsIdempotent(t *testing.T, h Harness) {
-	s := h.Open(t, testdb.Name(t))
+	s := h.Open(t, testname.Name(t))
 	ctx := t.Context()
 	require.NoError(t, s.CreateTable(ctx), "first CreateTable")
 	require.NoError(t, s.CreateTable(ctx), "second CreateTable")
