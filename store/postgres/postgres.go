@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -58,7 +59,34 @@ func NewDB(db *sql.DB, table string) (*Store, error) {
 
 // Open opens a small pool for elections from a libpq-style URL or key=value
 // DSN. It connects lazily.
+//
+// The pool pings a connection before handing it out only when it has been idle
+// for at least [PingIdle]. pgxpool's default pings every connection idle for more
+// than a second: at a heartbeat or poll interval of a second or more that is every
+// statement, so each renewal and read cost two round trips. A connection that
+// broke while idle for less fails its statement instead, which the elector treats
+// as a transient error (retried within the renew deadline, an ambiguous write
+// settled by one read), and pgxpool then drops it.
 func Open(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
+	cfg, err := openConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: open PostgreSQL: %w", secret.RedactError(err, dsn))
+	}
+	return pool, nil
+}
+
+// PingIdle is how long a connection of a pool from [Open] must have been idle
+// before the pool pings it on acquire: longer than the elector's heartbeat and
+// poll intervals (2 s, 5 s, and the 15 s lease by default) and than any sensible
+// setting of them, so that steady-state statements cost one round trip.
+const PingIdle = time.Minute
+
+// openConfig is the pool configuration of [Open].
+func openConfig(dsn string) (*pgxpool.Config, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: parse PostgreSQL DSN: %w", secret.RedactError(err, dsn))
@@ -67,11 +95,13 @@ func Open(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = sqlstore.DefaultDialTimeout
 	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: open PostgreSQL: %w", secret.RedactError(err, dsn))
-	}
-	return pool, nil
+	cfg.ShouldPing = shouldPing
+	return cfg, nil
+}
+
+// shouldPing is the pool's ShouldPing: ping only connections idle for PingIdle.
+func shouldPing(_ context.Context, p pgxpool.ShouldPingParams) bool {
+	return p.IdleDuration >= PingIdle
 }
 
 // NotifyChannel is the PostgreSQL notification channel on which release and
