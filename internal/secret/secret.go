@@ -5,7 +5,6 @@ package secret
 
 import (
 	"net/url"
-	"regexp"
 	"slices"
 	"strings"
 )
@@ -20,11 +19,11 @@ func Password(dsn string) string {
 
 // password returns the password in dsn decoded, and as written in dsn.
 func password(dsn string) (decoded, raw string) {
-	if scheme, rest, ok := strings.Cut(dsn, "://"); ok && urlScheme.MatchString(scheme) {
+	if scheme, rest, ok := strings.Cut(dsn, "://"); ok && isURLScheme(scheme) {
 		return urlPassword(rest)
 	}
-	if loc := kvPassword.FindStringIndex(dsn); loc != nil {
-		return keyValue(dsn[loc[1]:])
+	if at, ok := kvPassword(dsn); ok {
+		return keyValue(dsn[at:])
 	}
 	p := mysqlPassword(dsn)
 	return p, p
@@ -100,14 +99,74 @@ func unescape(f func(string) (string, error), s string) string {
 	return s
 }
 
-// urlScheme matches the scheme of a URL (RFC 3986).
-var urlScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*$`)
+// The matchers below are hand-written rather than regular expressions: package
+// regexp would add a third of a megabyte to every program that opens a store.
 
-// queryPassword matches a password query parameter of a URL DSN.
-var queryPassword = regexp.MustCompile(`[?&]password=([^&]*)`)
+// isURLScheme reports whether s is the scheme of a URL (RFC 3986):
+// [A-Za-z][A-Za-z0-9+.-]*.
+func isURLScheme(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z':
+		case i > 0 && ('0' <= c && c <= '9' || c == '+' || c == '.' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
+}
 
-// kvPassword matches the start of a libpq key=value password setting.
-var kvPassword = regexp.MustCompile(`(?:^|\s)password\s*=\s*`)
+// queryPasswords returns the values of every password query parameter of a URL
+// DSN's rest: each "password=" after a '?' or '&', up to the next '&'.
+func queryPasswords(rest string) []string {
+	var out []string
+	for i := 0; i < len(rest); i++ {
+		if rest[i] != '?' && rest[i] != '&' {
+			continue
+		}
+		v, ok := strings.CutPrefix(rest[i+1:], "password=")
+		if !ok {
+			continue
+		}
+		if end := strings.IndexByte(v, '&'); end >= 0 {
+			v = v[:end]
+		}
+		out = append(out, v)
+		i += len("password=") + len(v) // the next match may start at the '&'
+	}
+	return out
+}
+
+// isSpace reports whether c is white space as libpq's key=value parser and \s
+// see it: space, \t, \n, \f or \r.
+func isSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\f' || c == '\r'
+}
+
+// kvPassword returns where the value of the first libpq key=value password
+// setting of dsn starts: after "password", at the start or after white space,
+// then "=" with optional white space around it. ok is false without one.
+func kvPassword(dsn string) (at int, ok bool) {
+	for p := 0; p < len(dsn); p++ {
+		if !strings.HasPrefix(dsn[p:], "password") || (p > 0 && !isSpace(dsn[p-1])) {
+			continue
+		}
+		i := p + len("password")
+		for i < len(dsn) && isSpace(dsn[i]) {
+			i++
+		}
+		if i == len(dsn) || dsn[i] != '=' {
+			continue
+		}
+		for i++; i < len(dsn) && isSpace(dsn[i]); i++ {
+		}
+		return i, true
+	}
+	return 0, false
+}
 
 // keyValue reads a libpq key=value value at the start of s: single-quoted or up to
 // white space, with backslash escapes. It returns the value and the text it spans.
@@ -140,16 +199,16 @@ func keyValue(s string) (value, raw string) {
 func redact(s, dsn string) string {
 	decoded, raw := password(dsn)
 	forms := []string{raw, decoded}
-	if loc := kvPassword.FindStringIndex(dsn); loc != nil {
-		d, r := keyValue(dsn[loc[1]:])
+	if at, ok := kvPassword(dsn); ok {
+		d, r := keyValue(dsn[at:])
 		forms = append(forms, d, r)
 	}
-	if scheme, rest, ok := strings.Cut(dsn, "://"); ok && urlScheme.MatchString(scheme) {
+	if scheme, rest, ok := strings.Cut(dsn, "://"); ok && isURLScheme(scheme) {
 		// A query parameter overrides the user information's password in pgx, and
 		// the query starts at a '?' after the user information, which may hold one:
 		// hide every "password=" value after a '?' or '&'.
-		for _, m := range queryPassword.FindAllStringSubmatch(rest, -1) {
-			forms = append(forms, m[1], unescape(url.QueryUnescape, m[1]))
+		for _, p := range queryPasswords(rest) {
+			forms = append(forms, p, unescape(url.QueryUnescape, p))
 		}
 	}
 	if p, ok := mysqlDriverPassword(dsn); ok { // go-sql-driver parses "app://x@/db" too

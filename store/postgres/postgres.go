@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -136,28 +135,4 @@ func classify(err error) error {
 		}
 	}
 	return sqlstore.ClassifyCommon(err)
-}
-
-// pgxBackend runs statements through a pgx pool in exec mode: one round trip, no
-// named prepared statements, so PgBouncer's transaction pooling works.
-type pgxBackend struct{ pool *pgxpool.Pool }
-
-func (b pgxBackend) Exec(ctx context.Context, query string, args ...any) (int64, error) {
-	tag, err := b.pool.Exec(ctx, query, append([]any{pgx.QueryExecModeExec}, args...)...)
-	if err != nil {
-		return 0, err
-	}
-	return tag.RowsAffected(), nil
-}
-
-func (b pgxBackend) QueryRow(ctx context.Context, query string, args ...any) sqlstore.Scanner {
-	return b.pool.QueryRow(ctx, query, append([]any{pgx.QueryExecModeExec}, args...)...)
-}
-
-func (b pgxBackend) Query(ctx context.Context, query string, args ...any) (sqlstore.Rows, error) {
-	rows, err := b.pool.Query(ctx, query, append([]any{pgx.QueryExecModeExec}, args...)...)
-	if err != nil {
-		return nil, err
-	}
-	return rows, nil
 }
