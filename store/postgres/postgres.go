@@ -25,9 +25,11 @@ import (
 // Store is the store for PostgreSQL 12+, through a *pgxpool.Pool or a *sql.DB
 // opened with pgx's stdlib driver.
 //
-// Every statement is a single autocommit statement without server-side prepared
-// statements (pgx's exec mode), so the store works through PgBouncer in transaction
-// pooling mode. tick_time is a timestamptz written with clock_timestamp().
+// Every statement is a single autocommit statement without named prepared
+// statements (the extended protocol's unnamed statement, as pgx's exec mode), so
+// the store works through PgBouncer in transaction pooling mode. On a pool the
+// statements go through pgconn, pgx's wire layer, with text-format values. tick_time
+// is a timestamptz written with clock_timestamp().
 type Store struct{ sqlstore.Core }
 
 // New returns a store on pool for the election table (empty means
