@@ -8,7 +8,7 @@ import (
 
 // NotifyChannel is the PostgreSQL notification channel on which release and
 // handover writes announce a free (or handed-over) lease, with the payload given by
-// [NotifyPayload]. Package notify listens on it.
+// [NotifyPayload]. The PostgreSQL notifier (store/postgres) listens on it.
 const NotifyChannel = "casleader"
 
 // NotifyPayload returns the payload of the notification sent when the lease of key in
