@@ -1,5 +1,5 @@
 // Package storetest is the conformance suite that every election store passes: the
-// SQL stores of package store on each database, and the in-memory fake that the
+// SQL stores of the dialect packages on each database, and the in-memory fake that the
 // election logic is unit-tested against. The fake is trusted only because it passes
 // the same suite as the databases.
 //
@@ -24,8 +24,8 @@ import (
 	"github.com/casleader/casleader/store"
 )
 
-// Store is the set of methods the suite checks: those of [mysql.Store],
-// [postgres.Store], [sqlite.Store] and the in-memory fake.
+// Store is the set of methods the suite checks: those of the stores of packages
+// store/mysql, store/postgres and store/sqlite, and of the in-memory fake.
 type Store interface {
 	Observe(ctx context.Context, key string) (rec store.Record, found bool, err error)
 	Insert(ctx context.Context, key, id string) (term int64, inserted bool, err error)
