@@ -20,6 +20,9 @@ import (
 	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/internal/testdb"
 	"github.com/casleader/casleader/store"
+	mysqlstore "github.com/casleader/casleader/store/mysql"
+	"github.com/casleader/casleader/store/postgres"
+	"github.com/casleader/casleader/store/sqlite"
 )
 
 // Short timings keep the suite fast: L = 400 ms, R = 250 ms, H = 60 ms, P = 100 ms.
@@ -55,11 +58,11 @@ func dialects() []dialect {
 				cfg.Params = map[string]string{}
 			}
 			cfg.Params["time_zone"] = fmt.Sprintf("'%+03d:00'", tz)
-			db, err := store.OpenMySQL(cfg.FormatDSN())
+			db, err := mysqlstore.Open(cfg.FormatDSN())
 			require.NoError(t, err)
 			db.SetMaxOpenConns(64)
 			t.Cleanup(func() { db.Close() })
-			s, err := store.NewMySQL(db, table)
+			s, err := mysqlstore.New(db, table)
 			require.NoError(t, err)
 			return s
 		}},
@@ -71,14 +74,14 @@ func dialects() []dialect {
 			pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 			require.NoError(t, err)
 			t.Cleanup(pool.Close)
-			s, err := store.NewPostgres(pool, table)
+			s, err := postgres.New(pool, table)
 			require.NoError(t, err)
 			return s
 		}},
 		{"SQLite", func(t *testing.T, table string, _ int) tableStore {
 			// One file per test; every candidate of the test shares it.
 			db := sqliteFor(t)
-			s, err := store.NewSQLite(db, table)
+			s, err := sqlite.New(db, table)
 			require.NoError(t, err)
 			return s
 		}},
@@ -513,10 +516,10 @@ func TestMissingTableStopsRunWithAClearError(t *testing.T) {
 
 func TestDatabaseDownAtStartIsRetried(t *testing.T) {
 	t.Parallel()
-	db, err := store.OpenMySQL("root@tcp(127.0.0.1:1)/test?timeout=100ms")
+	db, err := mysqlstore.Open("root@tcp(127.0.0.1:1)/test?timeout=100ms")
 	require.NoError(t, err)
 	defer db.Close()
-	s, err := store.NewMySQL(db, "")
+	s, err := mysqlstore.New(db, "")
 	require.NoError(t, err)
 	var attempts atomic.Int32
 	el, err := casleader.New(countingStore{s, &attempts}, casleader.Config{Key: "k", LeaseDuration: lease, RenewDeadline: renewDL, HeartbeatInterval: heartbeat, PollInterval: poll})

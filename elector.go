@@ -18,8 +18,8 @@ import (
 )
 
 // Store is what an [Elector] needs from the database: the compare-and-set writes
-// and the read of package store. [store.MySQL], [store.Postgres] and [store.SQLite]
-// implement it.
+// and the read of package store. The stores of packages store/mysql,
+// store/postgres and store/sqlite implement it.
 type Store interface {
 	Observe(ctx context.Context, key string) (rec store.Record, found bool, err error)
 	Insert(ctx context.Context, key, id string) (term int64, inserted bool, err error)
@@ -95,7 +95,7 @@ type request struct {
 // New returns an elector for cfg on st. It validates cfg and does no I/O.
 func New(st Store, cfg Config) (*Elector, error) {
 	if st == nil {
-		return nil, fmt.Errorf("%w: Store is nil: pass store.NewMySQL, store.NewPostgres or store.NewSQLite", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: Store is nil: pass mysql.New, postgres.New or sqlite.New", ErrInvalidConfig)
 	}
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {

@@ -7,7 +7,7 @@ import (
 	"os"
 
 	"github.com/casleader/casleader"
-	"github.com/casleader/casleader/store"
+	"github.com/casleader/casleader/store/mysql"
 )
 
 // Fencing the leader's writes: check the guard inside the transaction, then write,
@@ -15,12 +15,12 @@ import (
 // one whose token is stale is refused. (No output: it needs a MySQL server.)
 func ExampleElector_Guard() {
 	ctx := context.Background()
-	db, err := store.OpenMySQL(os.Getenv("CASLEADER_MYSQL_DSN"))
+	db, err := mysql.Open(os.Getenv("CASLEADER_MYSQL_DSN"))
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer db.Close()
-	st, err := store.NewMySQL(db, "")
+	st, err := mysql.New(db, "")
 	if err != nil {
 		log.Fatal(err)
 	}

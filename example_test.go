@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/casleader/casleader"
-	"github.com/casleader/casleader/store"
+	"github.com/casleader/casleader/store/sqlite"
 )
 
 // One candidate on an embedded SQLite file: it creates the table, wins, runs its work
@@ -20,12 +20,12 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	db, err := store.OpenSQLite(filepath.Join(dir, "election.db"))
+	db, err := sqlite.Open(filepath.Join(dir, "election.db"))
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer db.Close()
-	st, err := store.NewSQLite(db, "")
+	st, err := sqlite.New(db, "")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -83,12 +83,12 @@ func ExampleTermFrom() {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	db, err := store.OpenSQLite(filepath.Join(dir, "election.db"))
+	db, err := sqlite.Open(filepath.Join(dir, "election.db"))
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer db.Close()
-	st, err := store.NewSQLite(db, "")
+	st, err := sqlite.New(db, "")
 	if err != nil {
 		log.Fatal(err)
 	}

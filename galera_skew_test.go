@@ -15,7 +15,7 @@ import (
 
 	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/internal/testdb"
-	"github.com/casleader/casleader/store"
+	"github.com/casleader/casleader/store/mysql"
 )
 
 // EnvGaleraSkew=1 runs TestGaleraNodeClockAhead, which restarts the last node of
@@ -72,7 +72,7 @@ func TestGaleraNodeClockAhead(t *testing.T) {
 
 	ctx := t.Context()
 	table := testdb.Name(t)
-	st0, err := store.NewMySQL(dbs[0], table)
+	st0, err := mysql.New(dbs[0], table)
 	require.NoError(t, err)
 	require.NoError(t, st0.CreateTable(ctx))
 	t.Cleanup(func() { _, _ = dbs[0].Exec("DROP TABLE IF EXISTS " + table) })
@@ -91,7 +91,7 @@ func TestGaleraNodeClockAhead(t *testing.T) {
 		var beliefs []belief
 		var wg sync.WaitGroup
 		start := func(node int, id string) (*casleader.Elector, context.CancelFunc) {
-			st, err := store.NewMySQL(dbs[node], table)
+			st, err := mysql.New(dbs[node], table)
 			require.NoError(t, err)
 			el, err := casleader.New(st, casleader.Config{
 				Key: key, ID: id, KeepLeaseOnExit: true,

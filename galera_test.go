@@ -13,7 +13,7 @@ import (
 
 	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/internal/testdb"
-	"github.com/casleader/casleader/store"
+	"github.com/casleader/casleader/store/mysql"
 )
 
 // TestGaleraCandidatesOnEveryNode runs one candidate per Galera node, each making
@@ -26,7 +26,7 @@ func TestGaleraCandidatesOnEveryNode(t *testing.T) {
 	ctx := t.Context()
 	table := testdb.Name(t)
 	actions, seq := table+"_act", table+"_seq"
-	st0, err := store.NewMySQL(dbs[0], table)
+	st0, err := mysql.New(dbs[0], table)
 	require.NoError(t, err)
 	require.NoError(t, st0.CreateTable(ctx))
 	for _, q := range []string{
@@ -79,7 +79,7 @@ func TestGaleraCandidatesOnEveryNode(t *testing.T) {
 	}
 	start := func(node, gen int) *cand {
 		id := fmt.Sprintf("n%d-%d", node, gen)
-		st, err := store.NewMySQL(dbs[node], table)
+		st, err := mysql.New(dbs[node], table)
 		require.NoError(t, err)
 		var el *casleader.Elector
 		el, err = casleader.New(st, casleader.Config{

@@ -7,20 +7,13 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/casleader/casleader/store"
 )
 
-// SQLGuarder is a store that can fence a database/sql transaction: [store.MySQL],
-// [store.Postgres] and [store.SQLite].
+// SQLGuarder is a store that can fence a database/sql transaction: the stores of
+// packages store/mysql, store/postgres and store/sqlite.
 type SQLGuarder interface {
 	Guard(ctx context.Context, tx *sql.Tx, key, id string, token int64, lease time.Duration) error
-}
-
-// PgxGuarder is a store that can fence a pgx transaction: [store.Postgres].
-type PgxGuarder interface {
-	GuardPgx(ctx context.Context, tx pgx.Tx, key, id string, token int64, lease time.Duration) error
 }
 
 // Guard fences a write of the leader: it verifies, inside tx, that token (as handed
@@ -44,7 +37,7 @@ type PgxGuarder interface {
 //
 // On a MariaDB Galera node, where locks do not cross nodes, the guard also writes
 // the row (and leaves it as it was) so that a takeover on any node and tx
-// conflict in certification: see [store.MySQL.Guard] and docs/SAFETY.md.
+// conflict in certification: see the Galera section of docs/SAFETY.md.
 //
 // Check the guard first in the transaction, then write, then commit. Keep the
 // transaction short: the lock also delays the leader's own renewals. tx must be on
@@ -59,8 +52,9 @@ type PgxGuarder interface {
 // [store.ErrTransient], [store.ErrNotWritable], [store.ErrDeployment]) mean that
 // the check could not be made. In every case but nil, roll tx back and do not write.
 //
-// The elector's store must implement [SQLGuarder] (the stores of package store
-// do; a decorating store must forward the method).
+// The elector's store must implement [SQLGuarder] (the stores of the dialect
+// packages do; a decorating store must forward the method). For a pgx transaction,
+// use postgres.Guard (package store/postgres) with [Elector.Fence] or the [Term].
 func (e *Elector) Guard(ctx context.Context, tx *sql.Tx, token int64) error {
 	g, ok := e.store.(SQLGuarder)
 	if !ok {
@@ -72,17 +66,20 @@ func (e *Elector) Guard(ctx context.Context, tx *sql.Tx, token int64) error {
 	return guardError(g.Guard(ctx, tx, e.cfg.Key, e.cfg.ID, token, e.cfg.LeaseDuration))
 }
 
-// GuardPgx is [Elector.Guard] for a pgx transaction (pgxpool.Pool.Begin). The
-// elector's store must implement [PgxGuarder] ([store.Postgres] does).
-func (e *Elector) GuardPgx(ctx context.Context, tx pgx.Tx, token int64) error {
-	g, ok := e.store.(PgxGuarder)
-	if !ok {
-		return fmt.Errorf("casleader: guard %q: the store %T has no GuardPgx method for pgx.Tx", e.cfg.Key, e.store)
+// Fence returns the fence of this elector's term token, for the guards of the
+// dialect packages (postgres.Guard fences a pgx transaction with it): they run
+// the same checks as [Elector.Guard], locally first and then in the row, and
+// return the same errors.
+func (e *Elector) Fence(token int64) store.Fence {
+	return store.Fence{
+		Key:    e.cfg.Key,
+		ID:     e.cfg.ID,
+		Token:  token,
+		Lease:  e.cfg.LeaseDuration,
+		Store:  e.store,
+		Trust:  func() error { return e.ownsToken(token) },
+		Fenced: guardError,
 	}
-	if err := e.ownsToken(token); err != nil {
-		return err
-	}
-	return guardError(g.GuardPgx(ctx, tx, e.cfg.Key, e.cfg.ID, token, e.cfg.LeaseDuration))
 }
 
 // ownsToken checks locally that this elector leads now, in the term of token.

@@ -17,13 +17,18 @@ import (
 	"github.com/casleader/casleader/internal/testdb"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
+	"github.com/casleader/casleader/store/mysql"
+	"github.com/casleader/casleader/store/postgres"
+	"github.com/casleader/casleader/store/sqlite"
 )
 
 var (
-	_ casleader.SQLGuarder = (*store.MySQL)(nil)
-	_ casleader.SQLGuarder = (*store.Postgres)(nil)
-	_ casleader.SQLGuarder = (*store.SQLite)(nil)
-	_ casleader.PgxGuarder = (*store.Postgres)(nil)
+	_ casleader.SQLGuarder = (*mysql.Store)(nil)
+	_ casleader.SQLGuarder = (*postgres.Store)(nil)
+	_ casleader.SQLGuarder = (*sqlite.Store)(nil)
+	_ postgres.PgxGuarder  = (*postgres.Store)(nil)
+	_ store.Fencer         = (*casleader.Term)(nil)
+	_ store.Fencer         = store.Fence{}
 )
 
 // Timings of the guard tests: generous, so a loaded machine does not lose leases.
@@ -57,7 +62,7 @@ func (x sqlUserTx) rollback()     { _ = x.tx.Rollback() }
 type pgxUserTx struct{ tx pgx.Tx }
 
 func (x pgxUserTx) guard(ctx context.Context, el *casleader.Elector, token int64) error {
-	return el.GuardPgx(ctx, x.tx, token)
+	return postgres.Guard(ctx, el.Fence(token), x.tx)
 }
 func (x pgxUserTx) exec(ctx context.Context, q string) error {
 	_, err := x.tx.Exec(ctx, q)
@@ -103,7 +108,7 @@ func guardDBs() []struct {
 	}{
 		{"MariaDB", func(t *testing.T, table string) guardDB {
 			db := testdb.MySQL(t)
-			st, err := store.NewMySQL(db, table)
+			st, err := mysql.New(db, table)
 			require.NoError(t, err)
 			return sqlDB(schema.MySQL, db, st)
 		}},
@@ -111,13 +116,13 @@ func guardDBs() []struct {
 			db, err := sql.Open("pgx", testdb.PostgresDSN(t))
 			require.NoError(t, err)
 			t.Cleanup(func() { db.Close() })
-			st, err := store.NewPostgresDB(db, table)
+			st, err := postgres.NewDB(db, table)
 			require.NoError(t, err)
 			return sqlDB(schema.Postgres, db, st)
 		}},
 		{"PostgreSQLPgx", func(t *testing.T, table string) guardDB {
 			pool := testdb.Postgres(t)
-			st, err := store.NewPostgres(pool, table)
+			st, err := postgres.New(pool, table)
 			require.NoError(t, err)
 			return guardDB{
 				dialect: schema.Postgres, st: st,
@@ -133,7 +138,7 @@ func guardDBs() []struct {
 		}},
 		{"SQLite", func(t *testing.T, table string) guardDB {
 			db := testdb.SQLite(t)
-			st, err := store.NewSQLite(db, table)
+			st, err := sqlite.New(db, table)
 			require.NoError(t, err)
 			return sqlDB(schema.SQLite, db, st)
 		}},
@@ -292,7 +297,7 @@ func TestGuardNeedsAStoreWithAGuard(t *testing.T) {
 	err = el.Guard(t.Context(), nil, 1)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "no Guard method")
-	err = el.GuardPgx(t.Context(), nil, 1)
+	err = postgres.Guard(t.Context(), el.Fence(1), nil)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "no GuardPgx method")
 }
@@ -300,7 +305,7 @@ func TestGuardNeedsAStoreWithAGuard(t *testing.T) {
 func TestGuardRefusesATokenThatIsNotTheCurrentTermWithoutIO(t *testing.T) {
 	t.Parallel()
 	db := testdb.SQLite(t)
-	st, err := store.NewSQLite(db, "")
+	st, err := sqlite.New(db, "")
 	require.NoError(t, err)
 	el, err := casleader.New(st, casleader.Config{Key: "k"})
 	require.NoError(t, err)

@@ -16,6 +16,8 @@ import (
 	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/internal/testdb"
 	"github.com/casleader/casleader/store"
+	mysqlstore "github.com/casleader/casleader/store/mysql"
+	"github.com/casleader/casleader/store/postgres"
 )
 
 // secret is the password of every DSN below: it must appear in no log line and no
@@ -72,10 +74,10 @@ func TestNoPasswordInLogsOrErrors(t *testing.T) {
 		cfg.Passwd = secret
 		dsn := cfg.FormatDSN()
 		require.Contains(t, dsn, secret)
-		db, err := store.OpenMySQL(dsn)
+		db, err := mysqlstore.Open(dsn)
 		require.NoError(t, err)
 		defer db.Close()
-		st, err := store.NewMySQL(db, "")
+		st, err := mysqlstore.New(db, "")
 		require.NoError(t, err)
 		logs, err := runLogged(t, st, 5*time.Second)
 		require.ErrorIs(t, err, store.ErrDeployment, "access denied is a deployment error")
@@ -85,10 +87,10 @@ func TestNoPasswordInLogsOrErrors(t *testing.T) {
 	})
 	t.Run("MariaDBUnreachable", func(t *testing.T) {
 		t.Parallel()
-		db, err := store.OpenMySQL("app:" + secret + "@tcp(127.0.0.1:1)/test?timeout=100ms")
+		db, err := mysqlstore.Open("app:" + secret + "@tcp(127.0.0.1:1)/test?timeout=100ms")
 		require.NoError(t, err)
 		defer db.Close()
-		st, err := store.NewMySQL(db, "")
+		st, err := mysqlstore.New(db, "")
 		require.NoError(t, err)
 		logs, err := runLogged(t, st, time.Second)
 		require.NoError(t, err)
@@ -97,10 +99,10 @@ func TestNoPasswordInLogsOrErrors(t *testing.T) {
 	})
 	t.Run("PostgreSQLUnreachable", func(t *testing.T) {
 		t.Parallel()
-		pool, err := store.OpenPostgres(context.Background(), "postgres://app:"+secret+"@127.0.0.1:1/test?sslmode=disable&connect_timeout=1")
+		pool, err := postgres.Open(context.Background(), "postgres://app:"+secret+"@127.0.0.1:1/test?sslmode=disable&connect_timeout=1")
 		require.NoError(t, err)
 		defer pool.Close()
-		st, err := store.NewPostgres(pool, "")
+		st, err := postgres.New(pool, "")
 		require.NoError(t, err)
 		logs, err := runLogged(t, st, time.Second)
 		require.NoError(t, err)
@@ -115,7 +117,7 @@ func TestNoPasswordInLogsOrErrors(t *testing.T) {
 			"postgres://app:pa?" + secret + "@127.0.0.1:notaport/test",
 			"host=127.0.0.1 port=notaport user=app password='" + secret + "'",
 		} {
-			_, err := store.OpenPostgres(context.Background(), dsn)
+			_, err := postgres.Open(context.Background(), dsn)
 			require.Error(t, err, dsn)
 			noSecret(t, "the error", err.Error())
 		}
@@ -124,7 +126,7 @@ func TestNoPasswordInLogsOrErrors(t *testing.T) {
 			"app:" + secret + "@tcp(127.0.0.1:3306)/test?timeout=notaduration",
 			"app://" + secret + "@tcp(127.0.0.1:3306)/test?timeout=notaduration",
 		} {
-			_, err := store.OpenMySQL(dsn)
+			_, err := mysqlstore.Open(dsn)
 			require.Error(t, err, dsn)
 			noSecret(t, "the error", err.Error())
 		}

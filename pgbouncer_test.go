@@ -15,7 +15,7 @@ import (
 	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/internal/testdb"
 	"github.com/casleader/casleader/schema"
-	"github.com/casleader/casleader/store"
+	"github.com/casleader/casleader/store/postgres"
 )
 
 // TestElectionsThroughPgBouncer runs elections, takeovers, resignations and guarded
@@ -27,7 +27,7 @@ func TestElectionsThroughPgBouncer(t *testing.T) {
 	}{
 		{"PgxPool", func(t *testing.T, table string) guardDB {
 			pool := testdb.PostgresAt(t, testdb.PgBouncerDSN(t))
-			st, err := store.NewPostgres(pool, table)
+			st, err := postgres.New(pool, table)
 			require.NoError(t, err)
 			return guardDB{
 				dialect: schema.Postgres, st: st,
@@ -52,7 +52,7 @@ func TestElectionsThroughPgBouncer(t *testing.T) {
 			db, err := sql.Open("pgx", dsn+sep+"default_query_exec_mode=exec")
 			require.NoError(t, err)
 			t.Cleanup(func() { db.Close() })
-			st, err := store.NewPostgresDB(db, table)
+			st, err := postgres.NewDB(db, table)
 			require.NoError(t, err)
 			return guardDB{
 				dialect: schema.Postgres, st: st,

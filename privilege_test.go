@@ -14,6 +14,8 @@ import (
 	"github.com/casleader/casleader/internal/testdb"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
+	"github.com/casleader/casleader/store/mysql"
+	"github.com/casleader/casleader/store/postgres"
 )
 
 // Least privilege: an account with only SELECT, INSERT and UPDATE on the election
@@ -66,10 +68,10 @@ func privDBs() []struct {
 					require.NotZero(t, granted, "no casleader_app account to grant to (.ci/run creates them)")
 				},
 				app: func(t *testing.T, table string) guardDB {
-					db, err := store.OpenMySQL(appDSN)
+					db, err := mysql.Open(appDSN)
 					require.NoError(t, err)
 					t.Cleanup(func() { db.Close() })
-					st, err := store.NewMySQL(db, table)
+					st, err := mysql.New(db, table)
 					require.NoError(t, err)
 					return guardDB{dialect: schema.MySQL, st: st,
 						begin: func(ctx context.Context) (userTx, error) {
@@ -96,7 +98,7 @@ func privDBs() []struct {
 					db, err := sql.Open("pgx", appDSN)
 					require.NoError(t, err)
 					t.Cleanup(func() { db.Close() })
-					st, err := store.NewPostgresDB(db, table)
+					st, err := postgres.NewDB(db, table)
 					require.NoError(t, err)
 					return guardDB{dialect: schema.Postgres, st: st,
 						begin: func(ctx context.Context) (userTx, error) {

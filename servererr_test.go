@@ -11,6 +11,7 @@ import (
 	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/internal/faultstore"
 	"github.com/casleader/casleader/store"
+	"github.com/casleader/casleader/store/postgres"
 )
 
 // Server errors injected between the elector and a real store (internal/faultstore):
@@ -20,7 +21,7 @@ import (
 var (
 	_ casleader.Store      = (*faultstore.Store)(nil)
 	_ casleader.SQLGuarder = (*faultstore.Store)(nil)
-	_ casleader.PgxGuarder = (*faultstore.Store)(nil)
+	_ postgres.PgxGuarder  = (*faultstore.Store)(nil)
 )
 
 type faultDB struct {

@@ -16,7 +16,7 @@ import (
 
 	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/internal/testdb"
-	"github.com/casleader/casleader/store"
+	"github.com/casleader/casleader/store/postgres"
 )
 
 // belief is one interval during which a candidate's IsLeader() was seen true,
@@ -62,7 +62,7 @@ func TestFailoverToSynchronousStandby(t *testing.T) {
 	table := testdb.Name(t)
 	actions := table + "_act"
 	pp := testdb.PostgresAt(t, primary)
-	st0, err := store.NewPostgres(pp, table)
+	st0, err := postgres.New(pp, table)
 	require.NoError(t, err)
 	require.NoError(t, st0.CreateTable(ctx))
 	_, err = pp.Exec(ctx, `CREATE TABLE `+actions+` (id BIGSERIAL PRIMARY KEY, token BIGINT NOT NULL, cand TEXT NOT NULL)`)
@@ -81,10 +81,10 @@ func TestFailoverToSynchronousStandby(t *testing.T) {
 	var electors []*casleader.Elector
 	for i := range 3 {
 		id := fmt.Sprintf("c%d", i)
-		pool, err := store.OpenPostgres(ctx, dsn)
+		pool, err := postgres.Open(ctx, dsn)
 		require.NoError(t, err)
 		t.Cleanup(pool.Close)
-		st, err := store.NewPostgres(pool, table)
+		st, err := postgres.New(pool, table)
 		require.NoError(t, err)
 		var el *casleader.Elector
 		el, err = casleader.New(st, casleader.Config{
@@ -98,7 +98,7 @@ func TestFailoverToSynchronousStandby(t *testing.T) {
 							return
 						}
 						defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-						if el.GuardPgx(ctx, tx, token) != nil {
+						if postgres.Guard(ctx, el.Fence(token), tx) != nil {
 							return
 						}
 						if _, err := tx.Exec(ctx, `INSERT INTO `+actions+` (token, cand) VALUES ($1, $2)`, token, id); err != nil {

@@ -5,7 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/casleader/casleader/store"
 )
 
 // Term is one term of leadership of an [Elector]: the handle that the leader's
@@ -61,9 +61,17 @@ func (t *Term) Guard(ctx context.Context, tx *sql.Tx) error {
 	return t.e.Guard(ctx, tx, t.token)
 }
 
-// GuardPgx is [Elector.GuardPgx] with this term's token.
-func (t *Term) GuardPgx(ctx context.Context, tx pgx.Tx) error {
-	return t.e.GuardPgx(ctx, tx, t.token)
+// Fence returns this term's fence, for the guards of the dialect packages:
+// postgres.Guard(ctx, term, tx) fences a pgx transaction as [Term.Guard] fences a
+// database/sql one. On a nil term (a context that is not a leadership context)
+// every guard returns an error matching [ErrNotLeader].
+func (t *Term) Fence() store.Fence {
+	if t == nil {
+		return store.Fence{Trust: func() error {
+			return fmt.Errorf("%w: guard: no term: the context is not a leadership context (use the one OnStartedLeading gets)", ErrNotLeader)
+		}}
+	}
+	return t.e.Fence(t.token)
 }
 
 func (t *Term) ended(op string) error {

@@ -15,6 +15,9 @@ import (
 	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/notify"
 	"github.com/casleader/casleader/store"
+	"github.com/casleader/casleader/store/mysql"
+	"github.com/casleader/casleader/store/postgres"
+	"github.com/casleader/casleader/store/sqlite"
 )
 
 // candidateLog receives the casleader candidates' logs (-v).
@@ -74,13 +77,13 @@ func (s *casSystem) Name() string { return s.name }
 func (s *casSystem) open(ctx context.Context, n int) (casleader.Store, func(), error) {
 	switch s.opt.dialect {
 	case "mariadb":
-		db, err := store.OpenMySQL(s.dsn.MySQL)
+		db, err := mysql.Open(s.dsn.MySQL)
 		if err != nil {
 			return nil, nil, err
 		}
 		db.SetMaxOpenConns(n)
 		db.SetMaxIdleConns(n)
-		st, err := store.NewMySQL(db, s.table)
+		st, err := mysql.New(db, s.table)
 		if err != nil {
 			db.Close()
 			return nil, nil, err
@@ -103,7 +106,7 @@ func (s *casSystem) open(ctx context.Context, n int) (casleader.Store, func(), e
 		if err != nil {
 			return nil, nil, err
 		}
-		st, err := store.NewPostgres(pool, s.table)
+		st, err := postgres.New(pool, s.table)
 		if err != nil {
 			pool.Close()
 			return nil, nil, err
@@ -116,12 +119,12 @@ func (s *casSystem) open(ctx context.Context, n int) (casleader.Store, func(), e
 		if s.sqlite == "" {
 			s.sqlite = filepath.Join(s.dsn.SQLiteDir, s.table+".db")
 		}
-		db, err := store.OpenSQLite(s.sqlite)
+		db, err := sqlite.Open(s.sqlite)
 		if err != nil {
 			return nil, nil, err
 		}
 		db.SetMaxOpenConns(n)
-		st, err := store.NewSQLite(db, s.table)
+		st, err := sqlite.New(db, s.table)
 		if err != nil {
 			db.Close()
 			return nil, nil, err
@@ -178,7 +181,7 @@ func (s *casSystem) Start(ctx context.Context, key, id string) (candidate, error
 	if s.opt.notifier {
 		switch s.opt.dialect {
 		case "mariadb":
-			db, err := store.OpenMySQL(s.dsn.MySQL)
+			db, err := mysql.Open(s.dsn.MySQL)
 			if err != nil {
 				cancel()
 				return nil, err
@@ -197,7 +200,7 @@ func (s *casSystem) Start(ctx context.Context, key, id string) (candidate, error
 			if s.opt.dialect == "pgbouncer" {
 				dsn = s.dsn.PgBouncer // the self-test fails: polling fallback
 			}
-			n, err := notify.NewPostgres(notify.PostgresConfig{DSN: dsn, Table: s.table, SelfTestTimeout: 500 * time.Millisecond, Logger: cfg.Logger})
+			n, err := postgres.NewNotifier(postgres.NotifierConfig{DSN: dsn, Table: s.table, SelfTestTimeout: 500 * time.Millisecond, Logger: cfg.Logger})
 			if err != nil {
 				cancel()
 				return nil, err

@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/casleader/casleader/store"
+	"github.com/casleader/casleader/store/mysql"
 )
 
 // seedsSystem is the seeds' design, the baseline: every candidate runs, every
@@ -28,7 +28,7 @@ type seedsSystem struct {
 }
 
 func newSeedsSystem(ctx context.Context, t timing, dsn string) (*seedsSystem, error) {
-	db, err := store.OpenMySQL(dsn)
+	db, err := mysql.Open(dsn)
 	if err != nil {
 		return nil, err
 	}

@@ -7,18 +7,18 @@ import (
 	"os"
 
 	"github.com/casleader/casleader/group"
-	"github.com/casleader/casleader/store"
+	"github.com/casleader/casleader/store/postgres"
 )
 
 // One process campaigns for 10,000 shards with batched statements: about ten
 // renewal statements per second for all of them.
 func Example() {
 	ctx := context.Background()
-	pool, err := store.OpenPostgres(ctx, os.Getenv("ELECTION_DSN"))
+	pool, err := postgres.Open(ctx, os.Getenv("ELECTION_DSN"))
 	if err != nil {
 		log.Fatal(err)
 	}
-	st, err := store.NewPostgres(pool, "")
+	st, err := postgres.New(pool, "")
 	if err != nil {
 		log.Fatal(err)
 	}

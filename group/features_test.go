@@ -13,10 +13,11 @@ import (
 	"github.com/casleader/casleader/internal/memstore"
 	"github.com/casleader/casleader/notify"
 	"github.com/casleader/casleader/store"
+	"github.com/casleader/casleader/store/postgres"
 )
 
 var (
-	_ group.Notifier = (*notify.Postgres)(nil)
+	_ group.Notifier = (*postgres.Notifier)(nil)
 	_ group.Notifier = (*notify.MySQL)(nil)
 )
 

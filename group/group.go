@@ -110,7 +110,7 @@ type Config struct {
 	// keys (Leader). Default false.
 	Observer bool
 	// Notifier, when not nil, wakes followed keys as soon as their leader gives the
-	// lease up. notify.Postgres listens on one connection whatever the number of
+	// lease up. postgres.Notifier listens on one connection whatever the number of
 	// keys; notify.MySQL takes a connection per followed key, so it suits groups
 	// of a few keys only. Default nil.
 	Notifier Notifier

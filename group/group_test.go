@@ -17,12 +17,15 @@ import (
 	"github.com/casleader/casleader/internal/memstore"
 	"github.com/casleader/casleader/internal/testdb"
 	"github.com/casleader/casleader/store"
+	"github.com/casleader/casleader/store/mysql"
+	"github.com/casleader/casleader/store/postgres"
+	"github.com/casleader/casleader/store/sqlite"
 )
 
 var (
-	_ group.Store = (*store.MySQL)(nil)
-	_ group.Store = (*store.Postgres)(nil)
-	_ group.Store = (*store.SQLite)(nil)
+	_ group.Store = (*mysql.Store)(nil)
+	_ group.Store = (*postgres.Store)(nil)
+	_ group.Store = (*sqlite.Store)(nil)
 	_ group.Store = (*memstore.Store)(nil)
 )
 
@@ -372,21 +375,21 @@ func TestDatabases(t *testing.T) {
 	}{
 		{"MariaDB", func(t *testing.T, table string) (group.Store, func(string) error) {
 			db := testdb.MySQL(t)
-			s, err := store.NewMySQL(db, table)
+			s, err := mysql.New(db, table)
 			require.NoError(t, err)
 			require.NoError(t, s.CreateTable(t.Context()))
 			return s, dropper(db)
 		}},
 		{"PostgreSQL", func(t *testing.T, table string) (group.Store, func(string) error) {
 			pool := testdb.Postgres(t)
-			s, err := store.NewPostgres(pool, table)
+			s, err := postgres.New(pool, table)
 			require.NoError(t, err)
 			require.NoError(t, s.CreateTable(t.Context()))
 			return s, func(q string) error { _, err := pool.Exec(context.Background(), q); return err }
 		}},
 		{"SQLite", func(t *testing.T, table string) (group.Store, func(string) error) {
 			db := testdb.SQLite(t)
-			s, err := store.NewSQLite(db, table)
+			s, err := sqlite.New(db, table)
 			require.NoError(t, err)
 			require.NoError(t, s.CreateTable(t.Context()))
 			return s, dropper(db)

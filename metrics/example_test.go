@@ -18,7 +18,7 @@ import (
 	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/healthz"
 	"github.com/casleader/casleader/metrics"
-	"github.com/casleader/casleader/store"
+	"github.com/casleader/casleader/store/sqlite"
 )
 
 // Serve /metrics and /healthz for an elector, as `casleader run --listen` does:
@@ -30,12 +30,12 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	db, err := store.OpenSQLite(filepath.Join(dir, "election.db"))
+	db, err := sqlite.Open(filepath.Join(dir, "election.db"))
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer db.Close()
-	st, err := store.NewSQLite(db, "")
+	st, err := sqlite.New(db, "")
 	if err != nil {
 		log.Fatal(err)
 	}

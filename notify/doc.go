@@ -1,8 +1,10 @@
 // Package notify wakes followers the moment a leader gives its lease up, so that a
 // graceful handover (resign, shutdown, planned handover) completes within a few
 // round trips instead of a poll interval. It implements casleader.Notifier: set
-// Config.Notifier to a [Postgres] or a [MySQL] and run the notifier's Run method
-// next to the elector.
+// Config.Notifier to a PostgreSQL notifier (postgres.Notifier, in package
+// store/postgres: it needs pgx) or a [MySQL] one, and run the notifier's Run method
+// next to the elector. This package holds what every notifier shares ([Hub]) and
+// the MySQL notifier, which needs only database/sql: it links no driver.
 //
 // Notifications are only a speed-up. Followers still read the row when the lease
 // they last observed can expire, and at least every poll interval, so a notifier that
@@ -12,14 +14,14 @@
 //
 // # PostgreSQL: LISTEN/NOTIFY
 //
-// The release and handover statements of store.Postgres notify channel
-// [store.NotifyChannel] in the same statement, so the notification is delivered when
-// (and only if) the write commits. [Postgres] listens on one dedicated connection
+// The release and handover statements of postgres.Store notify channel
+// [postgres.NotifyChannel] in the same statement, so the notification is delivered when
+// (and only if) the write commits. postgres.Notifier listens on one dedicated connection
 // per process, whatever the number of keys, and calls the subscribed elector's Wake.
 // After every (re)connection it sends a notification through a second connection and
 // waits for it: through PgBouncer in transaction pooling mode, where LISTEN does not
 // survive the transaction, this self-test fails, the notifier reports
-// [Postgres.Listening] false, logs it once at Warn and retests every RetestInterval.
+// Listening false, logs it once at Warn and retests every RetestInterval.
 // Give it a DSN that reaches PostgreSQL directly (or PgBouncer in session mode) to
 // get notifications while the elections themselves go through PgBouncer.
 //

@@ -7,7 +7,8 @@ import (
 
 	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/notify"
-	"github.com/casleader/casleader/store"
+	"github.com/casleader/casleader/store/mysql"
+	"github.com/casleader/casleader/store/postgres"
 )
 
 // A PostgreSQL elector whose followers take over within milliseconds of a resign.
@@ -15,15 +16,15 @@ import (
 // (it tests itself and falls back to polling when LISTEN does not work).
 func ExamplePostgres() {
 	ctx := context.Background()
-	pool, err := store.OpenPostgres(ctx, os.Getenv("ELECTION_DSN"))
+	pool, err := postgres.Open(ctx, os.Getenv("ELECTION_DSN"))
 	if err != nil {
 		log.Fatal(err)
 	}
-	st, err := store.NewPostgres(pool, "")
+	st, err := postgres.New(pool, "")
 	if err != nil {
 		log.Fatal(err)
 	}
-	n, err := notify.NewPostgres(notify.PostgresConfig{DSN: os.Getenv("DIRECT_DSN")})
+	n, err := postgres.NewNotifier(postgres.NotifierConfig{DSN: os.Getenv("DIRECT_DSN")})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -39,15 +40,15 @@ func ExamplePostgres() {
 // connection for the locks it leads with and one per key it follows.
 func ExampleMySQL() {
 	ctx := context.Background()
-	db, err := store.OpenMySQL(os.Getenv("ELECTION_DSN"))
+	db, err := mysql.Open(os.Getenv("ELECTION_DSN"))
 	if err != nil {
 		log.Fatal(err)
 	}
-	st, err := store.NewMySQL(db, "")
+	st, err := mysql.New(db, "")
 	if err != nil {
 		log.Fatal(err)
 	}
-	locks, err := store.OpenMySQL(os.Getenv("ELECTION_DSN")) // a small pool of its own
+	locks, err := mysql.Open(os.Getenv("ELECTION_DSN")) // a small pool of its own
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/internal/testdb"
 	"github.com/casleader/casleader/notify"
-	"github.com/casleader/casleader/store"
+	"github.com/casleader/casleader/store/mysql"
 )
 
 // syncBuffer is a log sink safe for concurrent writers.
@@ -42,9 +42,9 @@ func (s *syncBuffer) String() string {
 func TestMySQLOnGaleraWakesFollowersOnOtherNodes(t *testing.T) {
 	dbs := testdb.Galera(t)
 	table := testdb.Name(t)
-	stA, err := store.NewMySQL(dbs[0], table)
+	stA, err := mysql.New(dbs[0], table)
 	require.NoError(t, err)
-	stB, err := store.NewMySQL(dbs[1], table)
+	stB, err := mysql.New(dbs[1], table)
 	require.NoError(t, err)
 	require.NoError(t, stA.CreateTable(t.Context()))
 	t.Cleanup(func() { _, _ = dbs[0].Exec("DROP TABLE IF EXISTS " + table) })

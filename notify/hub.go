@@ -4,20 +4,22 @@ import (
 	"sync"
 )
 
-// hub is the set of subscribers, per election key.
-type hub struct {
+// Hub is the set of subscribers of a notifier, per election key: the part every
+// notifier shares ([MySQL] here, the PostgreSQL one in package store/postgres).
+type Hub struct {
 	mu   sync.Mutex
 	subs map[string]map[*func()]struct{}
 	// added is signalled (latest only) when a key gets its first subscriber.
 	added chan struct{}
 }
 
-func newHub() hub {
-	return hub{subs: map[string]map[*func()]struct{}{}, added: make(chan struct{}, 1)}
+// NewHub returns an empty hub.
+func NewHub() *Hub {
+	return &Hub{subs: map[string]map[*func()]struct{}{}, added: make(chan struct{}, 1)}
 }
 
 // Subscribe calls wake on every notification for key until unsubscribe is called.
-func (h *hub) Subscribe(key string, wake func()) (unsubscribe func()) {
+func (h *Hub) Subscribe(key string, wake func()) (unsubscribe func()) {
 	p := &wake
 	h.mu.Lock()
 	m := h.subs[key]
@@ -44,8 +46,8 @@ func (h *hub) Subscribe(key string, wake func()) (unsubscribe func()) {
 	}
 }
 
-// wake calls the subscribers of key. It returns whether there were any.
-func (h *hub) wake(key string) bool {
+// Wake calls the subscribers of key. It returns whether there were any.
+func (h *Hub) Wake(key string) bool {
 	h.mu.Lock()
 	fs := make([]func(), 0, len(h.subs[key]))
 	for p := range h.subs[key] {
@@ -58,15 +60,15 @@ func (h *hub) wake(key string) bool {
 	return len(fs) > 0
 }
 
-// wakeAll calls every subscriber: notifications may have been missed.
-func (h *hub) wakeAll() {
-	for _, k := range h.keys() {
-		h.wake(k)
+// WakeAll calls every subscriber: notifications may have been missed.
+func (h *Hub) WakeAll() {
+	for _, k := range h.Keys() {
+		h.Wake(k)
 	}
 }
 
-// keys returns the subscribed keys.
-func (h *hub) keys() []string {
+// Keys returns the subscribed keys.
+func (h *Hub) Keys() []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	ks := make([]string, 0, len(h.subs))
@@ -75,3 +77,6 @@ func (h *hub) keys() []string {
 	}
 	return ks
 }
+
+// Added is signalled (latest only) when a key gets its first subscriber.
+func (h *Hub) Added() <-chan struct{} { return h.added }

@@ -51,7 +51,7 @@ type MySQLConfig struct {
 // replication delay) instead of a poll interval.
 type MySQL struct {
 	cfg MySQLConfig
-	hub hub
+	hub *Hub
 	tbl string // the quoted table
 
 	galera       atomic.Int32 // 0: not known yet, 1: no, 2: a Galera node
@@ -86,7 +86,7 @@ func NewMySQL(cfg MySQLConfig) (*MySQL, error) {
 	}
 	return &MySQL{
 		cfg:    cfg,
-		hub:    newHub(),
+		hub:    NewHub(),
 		tbl:    quoted,
 		armed:  map[string]int64{},
 		rearm:  map[string]chan struct{}{},
@@ -215,7 +215,7 @@ func (m *MySQL) Run(ctx context.Context) error {
 	for {
 		// Start a waiter per subscribed key, stop those of keys no longer subscribed.
 		live := map[string]bool{}
-		for _, k := range m.hub.keys() {
+		for _, k := range m.hub.Keys() {
 			live[k] = true
 			if waiting[k] == nil {
 				wctx, wcancel := context.WithCancel(ctx)
@@ -238,7 +238,7 @@ func (m *MySQL) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			t.Stop()
 			return nil
-		case <-m.hub.added:
+		case <-m.hub.Added():
 		case <-t.C:
 		}
 		t.Stop()
@@ -437,7 +437,7 @@ func (m *MySQL) follow(ctx context.Context, key string, rearm <-chan struct{}) {
 			}
 			m.mu.Unlock()
 			m.woken.Add(1)
-			m.hub.wake(key)
+			m.hub.Wake(key)
 			continue
 		}
 		if got.Int64 != 1 {
@@ -454,7 +454,7 @@ func (m *MySQL) follow(ctx context.Context, key string, rearm <-chan struct{}) {
 			// dropped. Wake the follower to read the row.
 			quick, quickTerm = 0, 0
 			m.woken.Add(1)
-			m.hub.wake(key)
+			m.hub.Wake(key)
 			continue
 		}
 		if galera {
@@ -473,7 +473,7 @@ func (m *MySQL) follow(ctx context.Context, key string, rearm <-chan struct{}) {
 				}
 				m.mu.Unlock()
 				m.woken.Add(1)
-				m.hub.wake(key)
+				m.hub.Wake(key)
 				continue
 			}
 			t := time.NewTimer(m.cfg.GaleraCheckInterval)
@@ -494,7 +494,7 @@ func (m *MySQL) follow(ctx context.Context, key string, rearm <-chan struct{}) {
 		quick++
 		if quick >= 3 {
 			m.woken.Add(1)
-			m.hub.wake(key)
+			m.hub.Wake(key)
 			continue
 		}
 		sleep(ctx, 25*time.Millisecond<<quick)

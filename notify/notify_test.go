@@ -13,11 +13,12 @@ import (
 	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/internal/testdb"
 	"github.com/casleader/casleader/notify"
-	"github.com/casleader/casleader/store"
+	"github.com/casleader/casleader/store/mysql"
+	"github.com/casleader/casleader/store/postgres"
 )
 
 var (
-	_ casleader.Notifier = (*notify.Postgres)(nil)
+	_ casleader.Notifier = (*postgres.Notifier)(nil)
 	_ casleader.Notifier = (*notify.MySQL)(nil)
 )
 
@@ -89,14 +90,14 @@ func TestPostgres(t *testing.T) {
 	dsn := testdb.PostgresDSN(t)
 	pool := testdb.Postgres(t)
 	table := testdb.Name(t)
-	st, err := store.NewPostgres(pool, table)
+	st, err := postgres.New(pool, table)
 	require.NoError(t, err)
 	require.NoError(t, st.CreateTable(t.Context()))
 	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+table) })
 
-	var ns []*notify.Postgres
+	var ns []*postgres.Notifier
 	handover(t, st, func() runner {
-		n, err := notify.NewPostgres(notify.PostgresConfig{DSN: dsn, Table: table})
+		n, err := postgres.NewNotifier(postgres.NotifierConfig{DSN: dsn, Table: table})
 		require.NoError(t, err)
 		ns = append(ns, n)
 		return n
@@ -109,7 +110,7 @@ func TestPostgres(t *testing.T) {
 
 func TestPostgresThroughPgBouncerFallsBackToPolling(t *testing.T) {
 	dsn := testdb.PgBouncerDSN(t) // optional: skips, even under CASLEADER_REQUIRE_DB=1
-	n, err := notify.NewPostgres(notify.PostgresConfig{DSN: dsn, Table: testdb.Name(t), SelfTestTimeout: 500 * time.Millisecond})
+	n, err := postgres.NewNotifier(postgres.NotifierConfig{DSN: dsn, Table: testdb.Name(t), SelfTestTimeout: 500 * time.Millisecond})
 	require.NoError(t, err)
 	woken := make(chan struct{}, 10)
 	defer n.Subscribe("k", func() { woken <- struct{}{} })()
@@ -127,7 +128,7 @@ func TestPostgresThroughPgBouncerFallsBackToPolling(t *testing.T) {
 func TestMySQL(t *testing.T) {
 	db := testdb.MySQL(t)
 	table := testdb.Name(t)
-	st, err := store.NewMySQL(db, table)
+	st, err := mysql.New(db, table)
 	require.NoError(t, err)
 	require.NoError(t, st.CreateTable(t.Context()))
 	t.Cleanup(func() { _, _ = db.Exec("DROP TABLE IF EXISTS " + table) })
@@ -145,7 +146,7 @@ func TestMySQL(t *testing.T) {
 func TestMySQLCrashedLeaderWakesFollowersButItsLeaseStillHolds(t *testing.T) {
 	db := testdb.MySQL(t)
 	table := testdb.Name(t)
-	st, err := store.NewMySQL(db, table)
+	st, err := mysql.New(db, table)
 	require.NoError(t, err)
 	require.NoError(t, st.CreateTable(t.Context()))
 	t.Cleanup(func() { _, _ = db.Exec("DROP TABLE IF EXISTS " + table) })

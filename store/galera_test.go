@@ -12,6 +12,7 @@ import (
 	"github.com/casleader/casleader/internal/testdb"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
+	"github.com/casleader/casleader/store/mysql"
 	"github.com/casleader/casleader/store/storetest"
 )
 
@@ -22,9 +23,9 @@ func TestGaleraGuard(t *testing.T) {
 	dbs := testdb.Galera(t)
 	ctx := context.Background()
 	table := testdb.Name(t)
-	a, err := store.NewMySQL(dbs[0], table)
+	a, err := mysql.New(dbs[0], table)
 	require.NoError(t, err)
-	b, err := store.NewMySQL(dbs[1], table)
+	b, err := mysql.New(dbs[1], table)
 	require.NoError(t, err)
 	require.NoError(t, a.CreateTable(ctx))
 	actions := table + "_act"
@@ -38,7 +39,7 @@ func TestGaleraGuard(t *testing.T) {
 	// elect makes id the leader of key through st, retrying what a concurrent
 	// write on another node makes transient (certification conflicts) and a row
 	// not yet applied on st's node (a lost compare-and-set from a stale version).
-	elect := func(st *store.MySQL, key, id string) int64 {
+	elect := func(st *mysql.Store, key, id string) int64 {
 		t.Helper()
 		deadline := time.Now().Add(30 * time.Second)
 		for time.Now().Before(deadline) {
@@ -122,6 +123,6 @@ func TestGaleraConformance(t *testing.T) {
 	runBoth(t, sqlHarness{
 		dialect: schema.MySQL,
 		exec:    dbExec(db),
-		open:    func(table string) (storetest.Store, error) { return store.NewMySQL(db, table) },
+		open:    func(table string) (storetest.Store, error) { return mysql.New(db, table) },
 	})
 }

@@ -18,6 +18,9 @@ import (
 	"github.com/casleader/casleader/internal/testdb"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
+	"github.com/casleader/casleader/store/mysql"
+	"github.com/casleader/casleader/store/postgres"
+	"github.com/casleader/casleader/store/sqlite"
 )
 
 // guardStore is a store with a guard for database/sql transactions.
@@ -32,14 +35,14 @@ type guardStore interface {
 var (
 	_ interface {
 		Guard(context.Context, *sql.Tx, string, string, int64, time.Duration) error
-	} = (*store.MySQL)(nil)
+	} = (*mysql.Store)(nil)
 	_ interface {
 		Guard(context.Context, *sql.Tx, string, string, int64, time.Duration) error
 		GuardPgx(context.Context, pgx.Tx, string, string, int64, time.Duration) error
-	} = (*store.Postgres)(nil)
+	} = (*postgres.Store)(nil)
 	_ interface {
 		Guard(context.Context, *sql.Tx, string, string, int64, time.Duration) error
-	} = (*store.SQLite)(nil)
+	} = (*sqlite.Store)(nil)
 )
 
 // guardTx is one of the user's transactions, of either driver family.
@@ -67,7 +70,7 @@ func (x sqlTx) rollback()     { _ = x.tx.Rollback() }
 
 type pgxTx struct {
 	tx pgx.Tx
-	s  *store.Postgres
+	s  *postgres.Store
 }
 
 func (x pgxTx) guard(ctx context.Context, key, id string, token int64, lease time.Duration) error {
@@ -105,7 +108,7 @@ func guardHarnesses() []guardHarness {
 	return []guardHarness{
 		{name: "MariaDB", dialect: schema.MySQL, open: func(t *testing.T, table string) guardConn {
 			db := testdb.MySQL(t)
-			s, err := store.NewMySQL(db, table)
+			s, err := mysql.New(db, table)
 			require.NoError(t, err)
 			c := sqlConn(db, s, s.Guard)
 			c.lockWaits = func(ctx context.Context, table string) (n int, err error) {
@@ -120,7 +123,7 @@ func guardHarnesses() []guardHarness {
 			db, err := sql.Open("pgx", testdb.PostgresDSN(t))
 			require.NoError(t, err)
 			t.Cleanup(func() { db.Close() })
-			s, err := store.NewPostgresDB(db, table)
+			s, err := postgres.NewDB(db, table)
 			require.NoError(t, err)
 			c := sqlConn(db, s, s.Guard)
 			c.lockWaits = pgLockWaits(testdb.Postgres(t))
@@ -128,7 +131,7 @@ func guardHarnesses() []guardHarness {
 		}},
 		{name: "PostgreSQLPgx", dialect: schema.Postgres, open: func(t *testing.T, table string) guardConn {
 			pool := testdb.Postgres(t)
-			s, err := store.NewPostgres(pool, table)
+			s, err := postgres.New(pool, table)
 			require.NoError(t, err)
 			return guardConn{
 				s: s,
@@ -158,7 +161,7 @@ func guardHarnesses() []guardHarness {
 			// statement is otherwise missing (26000) or taken (42P05) on the next
 			// transaction's server connection.
 			pool := testdb.PostgresAt(t, execModeDSN(testdb.PgBouncerDSN(t)))
-			s, err := store.NewPostgres(pool, table)
+			s, err := postgres.New(pool, table)
 			require.NoError(t, err)
 			return guardConn{
 				s: s,
@@ -184,7 +187,7 @@ func guardHarnesses() []guardHarness {
 			db, err := sql.Open("pgx", execModeDSN(testdb.PgBouncerDSN(t)))
 			require.NoError(t, err)
 			t.Cleanup(func() { db.Close() })
-			s, err := store.NewPostgresDB(db, table)
+			s, err := postgres.NewDB(db, table)
 			require.NoError(t, err)
 			c := sqlConn(db, s, s.Guard)
 			c.lockWaits = pgLockWaits(testdb.Postgres(t))
@@ -192,7 +195,7 @@ func guardHarnesses() []guardHarness {
 		}},
 		{name: "SQLite", dialect: schema.SQLite, open: func(t *testing.T, table string) guardConn {
 			db := testdb.SQLite(t) // a file of its own, shared by the subtest's connections
-			s, err := store.NewSQLite(db, table)
+			s, err := sqlite.New(db, table)
 			require.NoError(t, err)
 			return sqlConn(db, s, s.Guard)
 		}},
@@ -200,10 +203,10 @@ func guardHarnesses() []guardHarness {
 			// The user's own pool on the file begins DEFERRED transactions (no _txlock):
 			// the guard must take the write lock itself.
 			path := filepath.Join(t.TempDir(), "casleader.db")
-			db, err := store.OpenSQLite(path)
+			db, err := sqlite.Open(path)
 			require.NoError(t, err)
 			t.Cleanup(func() { db.Close() })
-			s, err := store.NewSQLite(db, table)
+			s, err := sqlite.New(db, table)
 			require.NoError(t, err)
 			user, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)")
 			require.NoError(t, err)

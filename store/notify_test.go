@@ -12,18 +12,19 @@ import (
 
 	"github.com/casleader/casleader/internal/testdb"
 	"github.com/casleader/casleader/store"
+	"github.com/casleader/casleader/store/postgres"
 )
 
 // TestPostgresReleaseAndHandoverNotifyOnlyWhenTheyWin checks the notification that
 // package notify listens for: sent by the winning release or handover statement
-// itself, on store.NotifyChannel with store.NotifyPayload, never by a write that
+// itself, on postgres.NotifyChannel with postgres.NotifyPayload, never by a write that
 // lost, and never by other writes.
 func TestPostgresReleaseAndHandoverNotifyOnlyWhenTheyWin(t *testing.T) {
 	t.Parallel()
 	dsn := testdb.PostgresDSN(t)
 	pool := testdb.Postgres(t)
 	table := testdb.Name(t)
-	s, err := store.NewPostgres(pool, table)
+	s, err := postgres.New(pool, table)
 	require.NoError(t, err)
 	ctx := t.Context()
 	require.NoError(t, s.CreateTable(ctx))
@@ -32,7 +33,7 @@ func TestPostgresReleaseAndHandoverNotifyOnlyWhenTheyWin(t *testing.T) {
 	l, err := pgx.Connect(ctx, dsn)
 	require.NoError(t, err)
 	defer l.Close(context.Background())
-	_, err = l.Exec(ctx, `LISTEN `+pgx.Identifier{store.NotifyChannel}.Sanitize())
+	_, err = l.Exec(ctx, `LISTEN `+pgx.Identifier{postgres.NotifyChannel}.Sanitize())
 	require.NoError(t, err)
 	// next returns the next notification for this test's table within wait; other
 	// tests notify the same channel for their own tables. Notifications that must
@@ -45,7 +46,7 @@ func TestPostgresReleaseAndHandoverNotifyOnlyWhenTheyWin(t *testing.T) {
 			if err != nil {
 				return "", false
 			}
-			assert.Equal(t, store.NotifyChannel, n.Channel)
+			assert.Equal(t, postgres.NotifyChannel, n.Channel)
 			if strings.HasPrefix(n.Payload, table+" ") {
 				return n.Payload, true
 			}
@@ -74,7 +75,7 @@ func TestPostgresReleaseAndHandoverNotifyOnlyWhenTheyWin(t *testing.T) {
 	require.True(t, ok, "rows affected counts the SELECT's row")
 	p, got := next(settle)
 	require.True(t, got, "a winning release notifies")
-	assert.Equal(t, store.NotifyPayload(table, key), p)
+	assert.Equal(t, postgres.NotifyPayload(table, key), p)
 
 	term, ok, err := s.Elect(ctx, key, "b", v+2, time.Hour)
 	require.NoError(t, err)
@@ -91,7 +92,7 @@ func TestPostgresReleaseAndHandoverNotifyOnlyWhenTheyWin(t *testing.T) {
 	require.True(t, ok)
 	p, got = next(settle)
 	require.True(t, got, "a winning handover notifies")
-	assert.Equal(t, store.NotifyPayload(table, key), p)
+	assert.Equal(t, postgres.NotifyPayload(table, key), p)
 
 	// The batched release notifies once per released key.
 	ins, err := s.InsertMany(ctx, "m", []string{"x", "y"})
@@ -110,5 +111,5 @@ func TestPostgresReleaseAndHandoverNotifyOnlyWhenTheyWin(t *testing.T) {
 		require.True(t, got, "ReleaseMany notifies each key")
 		payloads = append(payloads, p)
 	}
-	assert.ElementsMatch(t, []string{store.NotifyPayload(table, "x"), store.NotifyPayload(table, "y")}, payloads)
+	assert.ElementsMatch(t, []string{postgres.NotifyPayload(table, "x"), postgres.NotifyPayload(table, "y")}, payloads)
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/casleader/casleader/internal/testdb"
 	"github.com/casleader/casleader/schema"
-	"github.com/casleader/casleader/store"
+	"github.com/casleader/casleader/store/postgres"
 	"github.com/casleader/casleader/store/storetest"
 )
 
@@ -23,7 +23,7 @@ func TestPostgresPgxPoolThroughPgBouncer(t *testing.T) {
 	storetest.Run(t, sqlHarness{
 		dialect: schema.Postgres,
 		exec:    poolExec(pool),
-		open:    func(table string) (storetest.Store, error) { return store.NewPostgres(pool, table) },
+		open:    func(table string) (storetest.Store, error) { return postgres.New(pool, table) },
 	}.harness())
 }
 
@@ -36,7 +36,7 @@ func TestPostgresDatabaseSQLThroughPgBouncer(t *testing.T) {
 	storetest.Run(t, sqlHarness{
 		dialect: schema.Postgres,
 		exec:    dbExec(db),
-		open:    func(table string) (storetest.Store, error) { return store.NewPostgresDB(db, table) },
+		open:    func(table string) (storetest.Store, error) { return postgres.NewDB(db, table) },
 	}.harness())
 }
 

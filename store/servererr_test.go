@@ -17,6 +17,9 @@ import (
 	"github.com/casleader/casleader/internal/testdb"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
+	mysqlstore "github.com/casleader/casleader/store/mysql"
+	"github.com/casleader/casleader/store/postgres"
+	"github.com/casleader/casleader/store/sqlite"
 )
 
 // Real server errors, each produced on a connection of its own so that no other test
@@ -35,7 +38,7 @@ func mysqlWithParams(t *testing.T, params map[string]string) *sql.DB {
 	for k, v := range params {
 		cfg.Params[k] = v
 	}
-	db, err := store.OpenMySQL(cfg.FormatDSN())
+	db, err := mysqlstore.Open(cfg.FormatDSN())
 	require.NoError(t, err)
 	t.Cleanup(func() { db.Close() })
 	return db
@@ -115,7 +118,7 @@ func TestReadOnlyServerIsNotWritable(t *testing.T) {
 	t.Run("MariaDBReadOnlySession", func(t *testing.T) {
 		t.Parallel()
 		table := testdb.Name(t)
-		rw, err := store.NewMySQL(testdb.MySQL(t), table)
+		rw, err := mysqlstore.New(testdb.MySQL(t), table)
 		require.NoError(t, err)
 		dropLater(t, schema.MySQL, table, func(ctx context.Context, q string) error { _, err := testdb.MySQL(t).ExecContext(ctx, q); return err })
 		require.NoError(t, rw.CreateTable(t.Context()))
@@ -123,7 +126,7 @@ func TestReadOnlyServerIsNotWritable(t *testing.T) {
 		require.NoError(t, err)
 		// A read-only session: MariaDB answers 1792 (MySQL's --read-only server, 1290, is
 		// global and would disturb other tests; its classification is unit-tested).
-		ro, err := store.NewMySQL(mysqlWithParams(t, map[string]string{"tx_read_only": "1"}), table)
+		ro, err := mysqlstore.New(mysqlWithParams(t, map[string]string{"tx_read_only": "1"}), table)
 		require.NoError(t, err)
 		notWritable(t, ro, "1792")
 	})
@@ -131,7 +134,7 @@ func TestReadOnlyServerIsNotWritable(t *testing.T) {
 		t.Parallel()
 		table := testdb.Name(t)
 		pool := testdb.Postgres(t)
-		rw, err := store.NewPostgres(pool, table)
+		rw, err := postgres.New(pool, table)
 		require.NoError(t, err)
 		dropLater(t, schema.Postgres, table, func(ctx context.Context, q string) error { _, err := pool.Exec(ctx, q); return err })
 		require.NoError(t, rw.CreateTable(t.Context()))
@@ -140,7 +143,7 @@ func TestReadOnlyServerIsNotWritable(t *testing.T) {
 		// default_transaction_read_only, as ALTER ROLE … SET would give every session of
 		// a role, or a standby does: SQLSTATE 25006.
 		roPool := pgWithParams(t, map[string]string{"default_transaction_read_only": "on"})
-		ro, err := store.NewPostgres(roPool, table)
+		ro, err := postgres.New(roPool, table)
 		require.NoError(t, err)
 		notWritable(t, ro, "25006")
 
@@ -155,10 +158,10 @@ func TestReadOnlyServerIsNotWritable(t *testing.T) {
 	t.Run("SQLiteReadOnlyFile", func(t *testing.T) {
 		t.Parallel()
 		path := filepath.Join(t.TempDir(), "casleader.db")
-		db, err := store.OpenSQLite(path)
+		db, err := sqlite.Open(path)
 		require.NoError(t, err)
 		t.Cleanup(func() { db.Close() })
-		rw, err := store.NewSQLite(db, "")
+		rw, err := sqlite.New(db, "")
 		require.NoError(t, err)
 		require.NoError(t, rw.CreateTable(t.Context()))
 		_, _, err = rw.Insert(t.Context(), "k", "a")
@@ -166,7 +169,7 @@ func TestReadOnlyServerIsNotWritable(t *testing.T) {
 		rodb, err := sql.Open("sqlite", "file:"+path+"?mode=ro&_pragma=busy_timeout(5000)")
 		require.NoError(t, err)
 		t.Cleanup(func() { rodb.Close() })
-		ro, err := store.NewSQLite(rodb, "")
+		ro, err := sqlite.New(rodb, "")
 		require.NoError(t, err)
 		notWritable(t, ro, "readonly")
 	})
@@ -179,7 +182,7 @@ func TestLockConflictsAreTransient(t *testing.T) {
 		t.Parallel()
 		table := testdb.Name(t)
 		admin := testdb.MySQL(t)
-		rw, err := store.NewMySQL(admin, table)
+		rw, err := mysqlstore.New(admin, table)
 		require.NoError(t, err)
 		dropLater(t, schema.MySQL, table, func(ctx context.Context, q string) error { _, err := admin.ExecContext(ctx, q); return err })
 		require.NoError(t, rw.CreateTable(t.Context()))
@@ -192,7 +195,7 @@ func TestLockConflictsAreTransient(t *testing.T) {
 		_, err = tx.ExecContext(t.Context(), "SELECT version FROM "+quoted+" WHERE elect_key = 'k' FOR UPDATE")
 		require.NoError(t, err)
 
-		s, err := store.NewMySQL(mysqlWithParams(t, map[string]string{"innodb_lock_wait_timeout": "1"}), table)
+		s, err := mysqlstore.New(mysqlWithParams(t, map[string]string{"innodb_lock_wait_timeout": "1"}), table)
 		require.NoError(t, err)
 		_, err = s.Renew(t.Context(), "k", "a", term)
 		require.ErrorIs(t, err, store.ErrTransient)
@@ -204,7 +207,7 @@ func TestLockConflictsAreTransient(t *testing.T) {
 		t.Parallel()
 		table := testdb.Name(t)
 		pool := testdb.Postgres(t)
-		rw, err := store.NewPostgres(pool, table)
+		rw, err := postgres.New(pool, table)
 		require.NoError(t, err)
 		dropLater(t, schema.Postgres, table, func(ctx context.Context, q string) error { _, err := pool.Exec(ctx, q); return err })
 		require.NoError(t, rw.CreateTable(t.Context()))
@@ -217,7 +220,7 @@ func TestLockConflictsAreTransient(t *testing.T) {
 		_, err = tx.Exec(t.Context(), "SELECT version FROM "+quoted+" WHERE elect_key = 'k' FOR UPDATE")
 		require.NoError(t, err)
 
-		s, err := store.NewPostgres(pgWithParams(t, map[string]string{"lock_timeout": "200ms"}), table)
+		s, err := postgres.New(pgWithParams(t, map[string]string{"lock_timeout": "200ms"}), table)
 		require.NoError(t, err)
 		_, err = s.Renew(t.Context(), "k", "a", term)
 		require.ErrorIs(t, err, store.ErrTransient)
@@ -227,7 +230,7 @@ func TestLockConflictsAreTransient(t *testing.T) {
 		t.Parallel()
 		table := testdb.Name(t)
 		pool := testdb.Postgres(t)
-		rw, err := store.NewPostgres(pool, table)
+		rw, err := postgres.New(pool, table)
 		require.NoError(t, err)
 		dropLater(t, schema.Postgres, table, func(ctx context.Context, q string) error { _, err := pool.Exec(ctx, q); return err })
 		require.NoError(t, rw.CreateTable(t.Context()))
@@ -242,7 +245,7 @@ func TestLockConflictsAreTransient(t *testing.T) {
 		_, err = tx.Exec(t.Context(), "UPDATE "+quoted+" SET update_time = clock_timestamp() WHERE elect_key = 'k'")
 		require.NoError(t, err)
 
-		s, err := store.NewPostgres(pgWithParams(t, map[string]string{"default_transaction_isolation": "repeatable read"}), table)
+		s, err := postgres.New(pgWithParams(t, map[string]string{"default_transaction_isolation": "repeatable read"}), table)
 		require.NoError(t, err)
 		done := make(chan error, 1)
 		go func() { _, err := s.Renew(context.Background(), "k", "a", term); done <- err }()
@@ -259,10 +262,10 @@ func TestLockConflictsAreTransient(t *testing.T) {
 	t.Run("SQLiteBusy", func(t *testing.T) {
 		t.Parallel()
 		path := filepath.Join(t.TempDir(), "casleader.db")
-		db, err := store.OpenSQLite(path)
+		db, err := sqlite.Open(path)
 		require.NoError(t, err)
 		t.Cleanup(func() { db.Close() })
-		rw, err := store.NewSQLite(db, "")
+		rw, err := sqlite.New(db, "")
 		require.NoError(t, err)
 		require.NoError(t, rw.CreateTable(t.Context()))
 		term, _, err := rw.Insert(t.Context(), "k", "a")
@@ -273,7 +276,7 @@ func TestLockConflictsAreTransient(t *testing.T) {
 		other, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(100)")
 		require.NoError(t, err)
 		t.Cleanup(func() { other.Close() })
-		s, err := store.NewSQLite(other, "")
+		s, err := sqlite.New(other, "")
 		require.NoError(t, err)
 		_, err = s.Renew(t.Context(), "k", "a", term)
 		require.ErrorIs(t, err, store.ErrTransient)

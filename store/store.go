@@ -1,10 +1,15 @@
-// Package store owns all DML of the election table, one implementation per SQL
-// dialect, and the classification of driver errors.
+// Package store holds what every election store shares, and imports no database
+// driver: the observed row ([Record]), the kinds of error, key validation, the batch
+// types, the guard's [Fence], and the interfaces that setup code needs. The stores
+// themselves live in one package per dialect, each importing only its own driver:
+// [github.com/casleader/casleader/store/postgres] (pgx),
+// [github.com/casleader/casleader/store/mysql] (go-sql-driver/mysql) and
+// [github.com/casleader/casleader/store/sqlite] (modernc.org/sqlite).
 //
 // Every write is a compare-and-set on the row's version: it names the version it read
 // and bumps it by one. A lost compare-and-set is an outcome (swapped == false), never an
 // error. Errors that do reach callers are classified with the sentinels below, so that
-// callers never import a driver:
+// callers never import a driver (each dialect package classifies its driver's errors):
 //
 //   - [ErrNotWritable]: the server refuses writes (read-only after a failover).
 //   - [ErrTransient]: a timeout, a reset, a deadlock or serialization failure. The
@@ -21,6 +26,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"time"
 )
@@ -86,3 +92,50 @@ var (
 // that the election measures; beyond it the row cannot be a lease of any sane
 // cluster and is reported as [ErrInvalidRow].
 const FutureTolerance = time.Minute
+
+// TableCreator is a store that can create and check its election table: the stores
+// of the dialect packages are. Setup code (a migration step, a test) needs no
+// concrete type.
+type TableCreator interface {
+	// CreateTable creates the election table if it does not exist. It is
+	// idempotent and needs the right to create tables.
+	CreateTable(ctx context.Context) error
+	// Check verifies that the election table exists with casleader's columns and
+	// that the store's user may read it. It writes nothing.
+	Check(ctx context.Context) error
+}
+
+// MaxBatch is the largest number of keys one batched call accepts. Callers split
+// larger sets; one call is one statement (two on MySQL).
+const MaxBatch = 2000
+
+// KeyVersion names an election key and the row version a compare-and-set is made from.
+type KeyVersion struct {
+	Key     string
+	Version int64
+}
+
+// Won is a key whose batched compare-and-set won.
+type Won struct {
+	Key string
+	// Term is the term that the write started (ElectMany, InsertMany): the fencing
+	// token of the new leader, and also the row's new version, which its first
+	// renewal is made from. It is 0 for writes that start no term (RenewMany,
+	// ReleaseMany).
+	Term int64
+	// Since is a local time (with a monotonic reading) no later than the moment the
+	// database executed the winning write: a leader may trust the lease until
+	// Since + its renew deadline. It is the statement's send time, or on MySQL, where
+	// the outcome is read back, the read's send time minus the age of the write it
+	// found.
+	Since time.Time
+}
+
+// Keys returns the keys of ws, in order.
+func Keys(ws []Won) []string {
+	out := make([]string, len(ws))
+	for i, w := range ws {
+		out[i] = w.Key
+	}
+	return out
+}

@@ -19,22 +19,26 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casleader/casleader/internal/memstore"
+	"github.com/casleader/casleader/internal/secret"
 	"github.com/casleader/casleader/internal/testdb"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
+	"github.com/casleader/casleader/store/mysql"
+	"github.com/casleader/casleader/store/postgres"
+	"github.com/casleader/casleader/store/sqlite"
 	"github.com/casleader/casleader/store/storetest"
 )
 
 // Every store passes the conformance suite's interface.
 var (
-	_ storetest.Store = (*store.MySQL)(nil)
-	_ storetest.Store = (*store.Postgres)(nil)
-	_ storetest.Store = (*store.SQLite)(nil)
+	_ storetest.Store = (*mysql.Store)(nil)
+	_ storetest.Store = (*postgres.Store)(nil)
+	_ storetest.Store = (*sqlite.Store)(nil)
 	_ storetest.Store = (*memstore.Store)(nil)
 
-	_ storetest.Batch = (*store.MySQL)(nil)
-	_ storetest.Batch = (*store.Postgres)(nil)
-	_ storetest.Batch = (*store.SQLite)(nil)
+	_ storetest.Batch = (*mysql.Store)(nil)
+	_ storetest.Batch = (*postgres.Store)(nil)
+	_ storetest.Batch = (*sqlite.Store)(nil)
 	_ storetest.Batch = (*memstore.Store)(nil)
 )
 
@@ -44,7 +48,7 @@ func TestMySQL(t *testing.T) {
 	runBoth(t, sqlHarness{
 		dialect: schema.MySQL,
 		exec:    dbExec(db),
-		open:    func(table string) (storetest.Store, error) { return store.NewMySQL(db, table) },
+		open:    func(table string) (storetest.Store, error) { return mysql.New(db, table) },
 	})
 }
 
@@ -54,7 +58,7 @@ func TestPostgresPgxPool(t *testing.T) {
 	runBoth(t, sqlHarness{
 		dialect: schema.Postgres,
 		exec:    poolExec(pool),
-		open:    func(table string) (storetest.Store, error) { return store.NewPostgres(pool, table) },
+		open:    func(table string) (storetest.Store, error) { return postgres.New(pool, table) },
 	})
 }
 
@@ -67,7 +71,7 @@ func TestPostgresDatabaseSQL(t *testing.T) {
 	runBoth(t, sqlHarness{
 		dialect: schema.Postgres,
 		exec:    dbExec(db),
-		open:    func(table string) (storetest.Store, error) { return store.NewPostgresDB(db, table) },
+		open:    func(table string) (storetest.Store, error) { return postgres.NewDB(db, table) },
 	})
 }
 
@@ -77,7 +81,7 @@ func TestSQLite(t *testing.T) {
 	runBoth(t, sqlHarness{
 		dialect:     schema.SQLite,
 		exec:        dbExec(db),
-		open:        func(table string) (storetest.Store, error) { return store.NewSQLite(db, table) },
+		open:        func(table string) (storetest.Store, error) { return sqlite.New(db, table) },
 		dropNotNull: func(ctx context.Context, table string) error { return sqliteDropNotNull(ctx, db, table) },
 	})
 }
@@ -278,15 +282,15 @@ func TestPasswordRedactAndRedactError(t *testing.T) {
 		{"MySQLPasswordWithSchemeLikeText", "app:x://y@tcp(db:3306)/elect", "x://y"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			assert.Equal(t, tc.password, store.Password(tc.dsn), "Password")
+			assert.Equal(t, tc.password, secret.Password(tc.dsn), "Password")
 
-			red := store.Redact(tc.dsn)
+			red := secret.Redact(tc.dsn)
 			assertNoPassword(t, red, tc.dsn, tc.password)
 			assert.Contains(t, red, "xxxxx")
 			assert.Contains(t, red, "app", "Redact keeps the rest of the DSN")
 
 			cause := errors.New("dial failed")
-			err := store.RedactError(fmt.Errorf("connect %s: %w", tc.dsn, cause), tc.dsn)
+			err := secret.RedactError(fmt.Errorf("connect %s: %w", tc.dsn, cause), tc.dsn)
 			assertNoPassword(t, err.Error(), tc.dsn, tc.password)
 			assert.ErrorIs(t, err, cause, "RedactError keeps the chain")
 		})
@@ -298,12 +302,12 @@ func TestPasswordRedactAndRedactError(t *testing.T) {
 			"host=db user=app dbname=elect",
 			"",
 		} {
-			assert.Empty(t, store.Password(dsn), dsn)
-			assert.Equal(t, dsn, store.Redact(dsn))
+			assert.Empty(t, secret.Password(dsn), dsn)
+			assert.Equal(t, dsn, secret.Redact(dsn))
 			err := errors.New("boom " + dsn)
-			assert.Same(t, err, store.RedactError(err, dsn))
+			assert.Same(t, err, secret.RedactError(err, dsn))
 		}
-		assert.NoError(t, store.RedactError(nil, "app:s3cr3t@/elect"))
+		assert.NoError(t, secret.RedactError(nil, "app:s3cr3t@/elect"))
 	})
 }
 
@@ -393,17 +397,17 @@ func TestWrongTableIsRefused(t *testing.T) {
 		schema.MySQL: func(t *testing.T) sqlHarness {
 			db := testdb.MySQL(t)
 			return sqlHarness{dialect: schema.MySQL, exec: dbExec(db),
-				open: func(table string) (storetest.Store, error) { return store.NewMySQL(db, table) }}
+				open: func(table string) (storetest.Store, error) { return mysql.New(db, table) }}
 		},
 		schema.Postgres: func(t *testing.T) sqlHarness {
 			pool := testdb.Postgres(t)
 			return sqlHarness{dialect: schema.Postgres, exec: poolExec(pool),
-				open: func(table string) (storetest.Store, error) { return store.NewPostgres(pool, table) }}
+				open: func(table string) (storetest.Store, error) { return postgres.New(pool, table) }}
 		},
 		schema.SQLite: func(t *testing.T) sqlHarness {
 			db := testdb.SQLite(t)
 			return sqlHarness{dialect: schema.SQLite, exec: dbExec(db),
-				open: func(table string) (storetest.Store, error) { return store.NewSQLite(db, table) }}
+				open: func(table string) (storetest.Store, error) { return sqlite.New(db, table) }}
 		},
 	}
 	for _, d := range dialects {

@@ -1,16 +1,57 @@
 package store
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// MaxKeyLen is the longest election key or candidate ID, in bytes.
+const MaxKeyLen = 255
+
+// ErrInvalidArgument is returned for a key or ID that the table cannot hold, or not
+// the same way on every database: empty, longer than [MaxKeyLen] bytes, not valid
+// UTF-8, holding a NUL byte, or ending in a space. Every store method checks its key
+// and IDs before it sends anything.
+var ErrInvalidArgument = errors.New("store: invalid argument")
 
 // ValidateName checks that s can be an election key or a candidate ID in every
 // dialect: 1 to [MaxKeyLen] bytes of UTF-8, no NUL byte (PostgreSQL text cannot hold
 // one) and no trailing space (MySQL's PAD SPACE collations would make "x" and "x "
 // one key). what names the value in the error, which wraps [ErrInvalidArgument].
-func ValidateName(what, s string) error { return validateName(what, s) }
+func ValidateName(what, s string) error {
+	switch {
+	case s == "":
+		return fmt.Errorf("%w: %s is empty", ErrInvalidArgument, what)
+	case len(s) > MaxKeyLen:
+		return fmt.Errorf("%w: %s is %d bytes, the limit is %d", ErrInvalidArgument, what, len(s), MaxKeyLen)
+	case !utf8.ValidString(s):
+		return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalidArgument, what)
+	case strings.IndexByte(s, 0) >= 0:
+		// PostgreSQL text cannot hold NUL.
+		return fmt.Errorf("%w: %s contains a NUL byte", ErrInvalidArgument, what)
+	case strings.HasSuffix(s, " "):
+		// MySQL's PAD SPACE collations compare "x" and "x " as equal: the two would be
+		// one key (and one leader ID) there and two elsewhere.
+		return fmt.Errorf("%w: %s %q ends with a space", ErrInvalidArgument, what, s)
+	}
+	return nil
+}
 
 // ValidateNames checks a key and the candidate IDs of a call, in that order, with
 // [ValidateName].
-func ValidateNames(key string, ids ...string) error { return validateNames(key, ids...) }
+func ValidateNames(key string, ids ...string) error {
+	if err := ValidateName("key", key); err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if err := ValidateName("id", id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // VersionLimit bounds a row's version, and so its term (a term is at most the
 // version). It is a quarter of the BIGINT maximum: far above any version casleader
@@ -24,6 +65,15 @@ const VersionLimit int64 = 1 << 62
 // from version would take the row to [VersionLimit] or beyond.
 func CheckVersion(version int64) error {
 	if version < VersionLimit-1 {
+		return nil
+	}
+	return versionLimitError(version)
+}
+
+// CheckRowVersion returns an [ErrInvalidRow] error, saying what to do, when a row
+// read holds a version at or above [VersionLimit].
+func CheckRowVersion(version int64) error {
+	if version < VersionLimit {
 		return nil
 	}
 	return versionLimitError(version)

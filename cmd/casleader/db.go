@@ -13,12 +13,14 @@ import (
 
 	casleader "github.com/casleader/casleader"
 	"github.com/casleader/casleader/schema"
-	"github.com/casleader/casleader/store"
+	"github.com/casleader/casleader/store/mysql"
+	"github.com/casleader/casleader/store/postgres"
+	"github.com/casleader/casleader/store/sqlite"
 )
 
 // electionStore is what the commands need from a store: the elector's operations,
-// the step-down request and the table's creation and check. *store.MySQL,
-// *store.Postgres and *store.SQLite implement it.
+// the step-down request and the table's creation and check. *mysql.Store,
+// *postgres.Store and *sqlite.Store implement it.
 type electionStore interface {
 	casleader.Store
 	RequestStepDown(ctx context.Context, key string, version int64, to string) (swapped bool, err error)
@@ -28,9 +30,9 @@ type electionStore interface {
 }
 
 var (
-	_ electionStore = (*store.MySQL)(nil)
-	_ electionStore = (*store.Postgres)(nil)
-	_ electionStore = (*store.SQLite)(nil)
+	_ electionStore = (*mysql.Store)(nil)
+	_ electionStore = (*postgres.Store)(nil)
+	_ electionStore = (*sqlite.Store)(nil)
 )
 
 // database is an open election store.
@@ -63,11 +65,11 @@ func (a *app) open(ctx context.Context, mode openMode) (*database, error) {
 	d := &database{target: t, mode: mode}
 	switch t.dialect {
 	case schema.SQLite:
-		db, err := store.OpenSQLite(t.driver)
+		db, err := sqlite.Open(t.driver)
 		if err != nil {
 			return nil, a.storeError("open SQLite", t, err)
 		}
-		st, err := store.NewSQLite(db, a.table)
+		st, err := sqlite.New(db, a.table)
 		if err != nil {
 			db.Close()
 			return nil, usageError(a.cmd, err)
@@ -75,11 +77,11 @@ func (a *app) open(ctx context.Context, mode openMode) (*database, error) {
 		d.st, d.close = st, func() { db.Close() }
 		d.keys = func(ctx context.Context) ([]string, error) { return listKeysSQL(ctx, db, schema.SQLite, a.table) }
 	case schema.MySQL:
-		db, err := store.OpenMySQL(t.driver)
+		db, err := mysql.Open(t.driver)
 		if err != nil {
 			return nil, a.storeError("open MySQL", t, err)
 		}
-		st, err := store.NewMySQL(db, a.table)
+		st, err := mysql.New(db, a.table)
 		if err != nil {
 			db.Close()
 			return nil, usageError(a.cmd, err)
@@ -87,11 +89,11 @@ func (a *app) open(ctx context.Context, mode openMode) (*database, error) {
 		d.st, d.close = st, func() { db.Close() }
 		d.keys = func(ctx context.Context) ([]string, error) { return listKeysSQL(ctx, db, schema.MySQL, a.table) }
 	case schema.Postgres:
-		pool, err := store.OpenPostgres(ctx, t.driver)
+		pool, err := postgres.Open(ctx, t.driver)
 		if err != nil {
 			return nil, a.storeError("open PostgreSQL", t, err)
 		}
-		st, err := store.NewPostgres(pool, a.table)
+		st, err := postgres.New(pool, a.table)
 		if err != nil {
 			pool.Close()
 			return nil, usageError(a.cmd, err)

@@ -12,8 +12,8 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/casleader/casleader/internal/secret"
 	"github.com/casleader/casleader/schema"
-	"github.com/casleader/casleader/store"
 )
 
 // envDSN names the environment variable read when --dsn is not given.
@@ -207,7 +207,7 @@ func mysqlDriverDSN(rest string) (string, error) {
 }
 
 // secrets returns the password of dsn in every form it may appear in a message: as
-// store.Password finds it, as written (percent-encoded) and decoded.
+// secret.Password finds it, as written (percent-encoded) and decoded.
 func secrets(dsn string) []string {
 	var out []string
 	add := func(p string) {
@@ -215,7 +215,7 @@ func secrets(dsn string) []string {
 			out = append(out, p)
 		}
 	}
-	add(store.Password(dsn))
+	add(secret.Password(dsn))
 	// The userinfo of a URL, also when url.Parse rejects the URL.
 	if _, rest, ok := strings.Cut(dsn, "://"); ok {
 		auth := rest
@@ -230,7 +230,7 @@ func secrets(dsn string) []string {
 				}
 			}
 		}
-		add(store.Password(rest))
+		add(secret.Password(rest))
 	}
 	// Longest first, so that a shorter form inside a longer one leaves no rest.
 	slices.SortFunc(out, func(a, b string) int { return len(b) - len(a) })
@@ -239,7 +239,7 @@ func secrets(dsn string) []string {
 
 // redact returns dsn with its password replaced by "xxxxx", for messages.
 func redact(dsn string) string {
-	s := store.Redact(dsn)
+	s := secret.Redact(dsn)
 	for _, p := range secrets(dsn) {
 		s = strings.ReplaceAll(s, p, "xxxxx")
 	}
@@ -251,7 +251,7 @@ func redactError(err error, dsn string) error {
 	if err == nil {
 		return nil
 	}
-	err = store.RedactError(err, dsn)
+	err = secret.RedactError(err, dsn)
 	msg := err.Error()
 	for _, p := range secrets(dsn) {
 		msg = strings.ReplaceAll(msg, p, "xxxxx")

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/casleader/casleader/internal/testdb"
-	"github.com/casleader/casleader/store"
+	"github.com/casleader/casleader/store/sqlite"
 )
 
 // migrate creates db's table with the command.
@@ -266,7 +266,7 @@ func TestMigrateRejectsATableWithOtherColumns(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "other.db")
-	db, err := store.OpenSQLite(path)
+	db, err := sqlite.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -693,7 +693,7 @@ func TestStatusShowsAnInvalidRowAndTheOthers(t *testing.T) {
 	db := newTestDB(t, "sqlite")
 	migrate(t, db)
 	path := strings.TrimPrefix(db.dsn, "sqlite://")
-	sq, err := store.OpenSQLite(path)
+	sq, err := sqlite.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -722,7 +722,7 @@ func TestStatusQuotesKeysAndIDsThatCouldBreakTheTable(t *testing.T) {
 	t.Parallel()
 	db := newTestDB(t, "sqlite")
 	migrate(t, db)
-	sq, err := store.OpenSQLite(strings.TrimPrefix(db.dsn, "sqlite://"))
+	sq, err := sqlite.Open(strings.TrimPrefix(db.dsn, "sqlite://"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/casleader/casleader/internal/testdb"
-	"github.com/casleader/casleader/store"
+	"github.com/casleader/casleader/store/sqlite"
 )
 
 // TestMigrateNamesEachWrongColumnType: a table with casleader's column names but
@@ -49,7 +49,7 @@ func TestMigrateNamesEachWrongColumnType(t *testing.T) {
 			// The SQLite file is created by the command: make it with migrate on
 			// another table, then add the wrong one.
 			must(t, "--dsn", db.dsn, "--table", "other", "migrate")
-			sdb, err := store.OpenSQLite(strings.TrimPrefix(db.dsn, "sqlite://"))
+			sdb, err := sqlite.Open(strings.TrimPrefix(db.dsn, "sqlite://"))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/casleader/casleader/internal/testdb"
-	"github.com/casleader/casleader/store"
+	"github.com/casleader/casleader/store/sqlite"
 )
 
 func TestAgesBeyondHoursReadAsDaysOrCenturies(t *testing.T) {
@@ -40,7 +40,7 @@ func TestStatusShowsAFarFutureTickAsInvalid(t *testing.T) {
 				_, err = testdb.Postgres(t).Exec(t.Context(), `INSERT INTO "`+db.table+`" (elect_key, version, leader_id, term, tick_time)`+
 					` VALUES ('k', 3, 'x', 2, '3000-01-01 00:00:00+00')`)
 			default:
-				sq, oerr := store.OpenSQLite(strings.TrimPrefix(db.dsn, "sqlite://"))
+				sq, oerr := sqlite.Open(strings.TrimPrefix(db.dsn, "sqlite://"))
 				if oerr != nil {
 					t.Fatal(oerr)
 				}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/casleader/casleader"
 	casgocron "github.com/casleader/casleader/contrib/gocron"
-	"github.com/casleader/casleader/store"
+	"github.com/casleader/casleader/store/sqlite"
 )
 
 // Every replica runs this same program: the scheduler has the same jobs
@@ -26,12 +26,12 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	db, err := store.OpenSQLite(filepath.Join(dir, "election.db"))
+	db, err := sqlite.Open(filepath.Join(dir, "election.db"))
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer db.Close()
-	st, err := store.NewSQLite(db, "")
+	st, err := sqlite.New(db, "")
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/casleader/casleader"
 	casgocron "github.com/casleader/casleader/contrib/gocron"
-	"github.com/casleader/casleader/store"
+	"github.com/casleader/casleader/store/sqlite"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -57,10 +57,10 @@ type replica struct {
 
 func startReplica(t *testing.T, path, name string, record func(run)) *replica {
 	t.Helper()
-	db, err := store.OpenSQLite(path) // one pool per replica, as in separate processes
+	db, err := sqlite.Open(path) // one pool per replica, as in separate processes
 	require.NoError(t, err)
 	t.Cleanup(func() { db.Close() })
-	st, err := store.NewSQLite(db, "")
+	st, err := sqlite.New(db, "")
 	require.NoError(t, err)
 	require.NoError(t, st.CreateTable(t.Context()))
 	el, err := casleader.New(st, casleader.Config{

@@ -6,7 +6,7 @@
 // db.DB to build the store and tx.Tx to the guard:
 //
 //	db := sqlx.MustConnect("mysql", dsn) // or "pgx" with github.com/jackc/pgx/v5/stdlib
-//	st, err := store.NewMySQL(db.DB, "") // store.NewPostgresDB(db.DB, "") for PostgreSQL
+//	st, err := mysql.New(db.DB, "") // postgres.NewDB(db.DB, "") for PostgreSQL
 //	...
 //	tx, err := db.BeginTxx(ctx, nil)
 //	if err := casleader.TermFrom(ctx).Guard(ctx, tx.Tx); err != nil { ... }

@@ -9,7 +9,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/casleader/casleader"
-	"github.com/casleader/casleader/store"
+	"github.com/casleader/casleader/store/mysql"
 )
 
 // A service that holds a *sqlx.DB: the store takes db.DB, the guard tx.Tx, and the
@@ -22,7 +22,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer db.Close()
-	st, err := store.NewMySQL(db.DB, "")
+	st, err := mysql.New(db.DB, "")
 	if err != nil {
 		log.Fatal(err)
 	}

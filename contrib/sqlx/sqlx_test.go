@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	_ "github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib"
 	"github.com/jmoiron/sqlx"
 	"github.com/stretchr/testify/assert"
@@ -20,6 +19,8 @@ import (
 
 	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/store"
+	"github.com/casleader/casleader/store/mysql"
+	"github.com/casleader/casleader/store/postgres"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -42,14 +43,14 @@ var dialects = []dialect{
 	{
 		name: "MariaDB", env: "CASLEADER_MYSQL_DSN", driver: "mysql",
 		newStore: func(db *sql.DB, table string) (guardStore, error) {
-			return store.NewMySQL(db, table)
+			return mysql.New(db, table)
 		},
 		createSent: "CREATE TABLE %s (invoice BIGINT PRIMARY KEY, token BIGINT NOT NULL)",
 	},
 	{
 		name: "PostgreSQL", env: "CASLEADER_POSTGRES_DSN", driver: "pgx",
 		newStore: func(db *sql.DB, table string) (guardStore, error) {
-			return store.NewPostgresDB(db, table)
+			return postgres.NewDB(db, table)
 		},
 		createSent: "CREATE TABLE %s (invoice BIGINT PRIMARY KEY, token BIGINT NOT NULL)",
 	},

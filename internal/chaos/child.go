@@ -28,8 +28,11 @@ import (
 	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/group"
 	"github.com/casleader/casleader/internal/retry"
+	"github.com/casleader/casleader/internal/secret"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
+	mysqlstore "github.com/casleader/casleader/store/mysql"
+	"github.com/casleader/casleader/store/postgres"
 )
 
 // Environment of a candidate process.
@@ -215,7 +218,7 @@ func newChild(log *slog.Logger) (*child, func(), error) {
 			return nil, nil, err
 		}
 		cfg.Addr = addr
-		edb, err := store.OpenMySQL(cfg.FormatDSN())
+		edb, err := mysqlstore.Open(cfg.FormatDSN())
 		if err != nil {
 			return nil, nil, err
 		}
@@ -227,13 +230,13 @@ func newChild(log *slog.Logger) (*child, func(), error) {
 		// until the server notices; abort idle transactions after a second, as
 		// docs/SAFETY.md recommends for guarded transactions.
 		cfg.Params[os.Getenv(envIdle)] = "1"
-		adb, err := store.OpenMySQL(cfg.FormatDSN())
+		adb, err := mysqlstore.Open(cfg.FormatDSN())
 		if err != nil {
 			closeAll()
 			return nil, nil, err
 		}
 		closers = append(closers, func() { adb.Close() })
-		st, err := store.NewMySQL(edb, table)
+		st, err := mysqlstore.New(edb, table)
 		if err != nil {
 			closeAll()
 			return nil, nil, err
@@ -256,7 +259,7 @@ func newChild(log *slog.Logger) (*child, func(), error) {
 			return nil, nil, err
 		}
 		closers = append(closers, apool.Close)
-		st, err := store.NewPostgres(pool, table)
+		st, err := postgres.New(pool, table)
 		if err != nil {
 			closeAll()
 			return nil, nil, err
@@ -349,7 +352,7 @@ func viaProxies(cfg *pgconn.Config, addrs string) error {
 func pgPool(dsn, addr string, params map[string]string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		return nil, store.RedactError(err, dsn)
+		return nil, secret.RedactError(err, dsn)
 	}
 	if err := viaProxies(&cfg.ConnConfig.Config, addr); err != nil {
 		return nil, err
@@ -545,7 +548,7 @@ func (c *child) reject(err error) {
 type sqlChildTx struct {
 	c  *child
 	tx *sql.Tx
-	st *store.MySQL
+	st *mysqlstore.Store
 }
 
 func (x *sqlChildTx) guard(ctx context.Context, key string, token int64) error {
@@ -570,12 +573,12 @@ func (x *sqlChildTx) rollback()                    { _ = x.tx.Rollback() }
 type pgxChildTx struct {
 	c  *child
 	tx pgx.Tx
-	st *store.Postgres
+	st *postgres.Store
 }
 
 func (x *pgxChildTx) guard(ctx context.Context, key string, token int64) error {
 	if x.c.g == nil {
-		return x.c.el.GuardPgx(ctx, x.tx, token)
+		return postgres.Guard(ctx, x.c.el.Fence(token), x.tx)
 	}
 	if err := x.c.localGuard(key, token); err != nil {
 		return err

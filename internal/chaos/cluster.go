@@ -29,8 +29,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/casleader/casleader/internal/secret"
 	"github.com/casleader/casleader/schema"
-	"github.com/casleader/casleader/store"
+	mysqlstore "github.com/casleader/casleader/store/mysql"
 )
 
 // Config configures a [Cluster].
@@ -172,7 +173,7 @@ func New(cfg Config) (*Cluster, error) {
 			}
 			var mc *mysql.Config
 			if mc, err = mysql.ParseDSN(dsns[i]); err != nil {
-				return nil, store.RedactError(err, dsns[i])
+				return nil, secret.RedactError(err, dsns[i])
 			}
 			up := mc.Addr
 			if !strings.Contains(up, ":") {
@@ -180,7 +181,7 @@ func New(cfg Config) (*Cluster, error) {
 			}
 			ups[i] = []string{up}
 		}
-		c.db, err = store.OpenMySQL(cfg.DSN)
+		c.db, err = mysqlstore.Open(cfg.DSN)
 	case schema.Postgres:
 		if len(cfg.Nodes) > 0 {
 			return nil, errors.New("chaos: Nodes is for MySQL multi-primary clusters: list PostgreSQL hosts in the DSN")
@@ -226,7 +227,7 @@ func New(cfg Config) (*Cluster, error) {
 func PgHosts(dsn string) ([]string, error) {
 	pc, err := pgconn.ParseConfig(dsn)
 	if err != nil {
-		return nil, store.RedactError(err, dsn)
+		return nil, secret.RedactError(err, dsn)
 	}
 	hosts := []string{net.JoinHostPort(pc.Host, strconv.Itoa(int(pc.Port)))}
 	for _, f := range pc.Fallbacks {

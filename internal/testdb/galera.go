@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/casleader/casleader/store"
+	"github.com/casleader/casleader/store/mysql"
 )
 
 // Environment variables of the replicated databases (.ci/galera starts the cluster).
@@ -45,7 +45,7 @@ func Galera(t testing.TB) []*sql.DB {
 	t.Helper()
 	var dbs []*sql.DB
 	for _, dsn := range GaleraDSNs(t) {
-		db, err := store.OpenMySQL(dsn)
+		db, err := mysql.Open(dsn)
 		if err != nil {
 			t.Fatalf("%s: %v", EnvGalera, err)
 		}

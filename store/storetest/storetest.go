@@ -1,5 +1,5 @@
 // Package storetest is the conformance suite that every election store passes: the
-// SQL stores of package store on each database, and the in-memory fake that the
+// SQL stores of the dialect packages on each database, and the in-memory fake that the
 // election logic is unit-tested against. The fake is trusted only because it passes
 // the same suite as the databases.
 //
@@ -20,12 +20,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/casleader/casleader/internal/testdb"
+	"github.com/casleader/casleader/internal/testname"
 	"github.com/casleader/casleader/store"
 )
 
-// Store is the set of methods the suite checks: those of [store.MySQL],
-// [store.Postgres], [store.SQLite] and the in-memory fake.
+// Store is the set of methods the suite checks: those of the stores of packages
+// store/mysql, store/postgres and store/sqlite, and of the in-memory fake.
 type Store interface {
 	Observe(ctx context.Context, key string) (rec store.Record, found bool, err error)
 	Insert(ctx context.Context, key, id string) (term int64, inserted bool, err error)
@@ -133,7 +133,7 @@ const (
 // open returns a store on a new table of its own, created.
 func open(t *testing.T, h Harness) (Store, string) {
 	t.Helper()
-	table := testdb.Name(t)
+	table := testname.Name(t)
 	s := h.Open(t, table)
 	// Setup, not a property under test: a transient error (SQLite reports
 	// SQLITE_BUSY on a new connection while another subtest holds the write lock)
@@ -857,7 +857,7 @@ func second(_ bool, err error) error { return err }
 func third(_ int64, _ bool, err error) error { return err }
 
 func missingTableSaysHowToCreateIt(t *testing.T, h Harness) {
-	table := testdb.Name(t)
+	table := testname.Name(t)
 	s := h.Open(t, table)
 	ctx := t.Context()
 
@@ -884,7 +884,7 @@ func missingTableSaysHowToCreateIt(t *testing.T, h Harness) {
 }
 
 func createTableIsIdempotent(t *testing.T, h Harness) {
-	s := h.Open(t, testdb.Name(t))
+	s := h.Open(t, testname.Name(t))
 	ctx := t.Context()
 	require.NoError(t, s.CreateTable(ctx), "first CreateTable")
 	require.NoError(t, s.CreateTable(ctx), "second CreateTable")

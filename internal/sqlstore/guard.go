@@ -1,4 +1,4 @@
-package store
+package sqlstore
 
 import (
 	"context"
@@ -7,17 +7,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/casleader/casleader/schema"
+	"github.com/casleader/casleader/store"
 )
-
-// ErrFenced is returned by the guards ([MySQL.Guard], [Postgres.Guard],
-// [Postgres.GuardPgx], [SQLite.Guard]) when the fencing token no longer holds the
-// lease: another candidate won a newer term, the lease was released or has expired
-// by the database clock, or the row is missing or was rolled back. The caller must
-// roll its transaction back and must not act as leader.
-var ErrFenced = errors.New("store: fenced: the token does not hold the lease")
 
 // The guard is the fencing check of the protocol: inside the caller's own
 // transaction, on the same database as the election row, it reads the row with a
@@ -59,7 +51,7 @@ var ErrFenced = errors.New("store: fenced: the token does not hold the lease")
 //     even when it was begun DEFERRED; a takeover's UPDATE then waits (busy timeout)
 //     until the transaction ends. If another connection committed after the
 //     transaction's snapshot, that statement fails with SQLITE_BUSY(_SNAPSHOT) and
-//     the guard returns an [ErrTransient] error.
+//     the guard returns an [store.ErrTransient] error.
 
 // guardQueries returns the guard's statements for dialect d and the quoted table:
 // lock (may be empty) takes the write lock where the database has no row locks; read
@@ -106,7 +98,7 @@ func guardQueries(d schema.Dialect, t string) (lock, read string) {
 // every write of the election row of key committed on any node (see above). It
 // does nothing on a server that is not a Galera node; the first call asks the
 // server, the answer is kept for the store's life.
-func (c *core) galeraWrite(ctx context.Context, tx txQuerier, quoted, key string) error {
+func (c *Core) galeraWrite(ctx context.Context, tx txQuerier, quoted, key string) error {
 	if c.wsrep.Load() == 0 {
 		var name, value string
 		err := tx.QueryRowContext(ctx, `SHOW VARIABLES LIKE 'wsrep_on'`).Scan(&name, &value)
@@ -140,12 +132,12 @@ type txQuerier interface {
 }
 
 // guardSQL runs the guard in a database/sql transaction.
-func (c *core) guardSQL(ctx context.Context, tx txQuerier, key, id string, token int64, lease time.Duration) error {
+func (c *Core) guardSQL(ctx context.Context, tx txQuerier, key, id string, token int64, lease time.Duration) error {
 	if err := c.guardArgs(key, id, token, lease); err != nil {
 		return err
 	}
 	if tx == nil {
-		return fmt.Errorf("%w: nil transaction", ErrInvalidArgument)
+		return fmt.Errorf("%w: nil transaction", store.ErrInvalidArgument)
 	}
 	quoted, err := schema.Quote(c.dialect, c.table)
 	if err != nil {
@@ -168,14 +160,22 @@ func (c *core) guardSQL(ctx context.Context, tx txQuerier, key, id string, token
 	return c.judge(key, id, token, lease, leader, term, age, err)
 }
 
-// guardPgx runs the guard in a pgx transaction, in exec mode (no named prepared
-// statement, so it works through PgBouncer in transaction pooling mode).
-func (c *core) guardPgx(ctx context.Context, tx pgx.Tx, key, id string, token int64, lease time.Duration) error {
+// RowQuerier is a transaction that reads one row: the PostgreSQL package adapts a
+// pgx.Tx to it, in exec mode.
+type RowQuerier interface {
+	QueryRow(ctx context.Context, query string, args ...any) Scanner
+}
+
+// GuardRow runs the guard of c in a transaction of another driver than
+// database/sql (a pgx transaction, in exec mode: no named prepared statement, so
+// it works through PgBouncer in transaction pooling mode). It is a function, not a
+// method, so that the dialect stores do not expose it.
+func GuardRow(ctx context.Context, c *Core, tx RowQuerier, key, id string, token int64, lease time.Duration) error {
 	if err := c.guardArgs(key, id, token, lease); err != nil {
 		return err
 	}
 	if tx == nil {
-		return fmt.Errorf("%w: nil transaction", ErrInvalidArgument)
+		return fmt.Errorf("%w: nil transaction", store.ErrInvalidArgument)
 	}
 	quoted, err := schema.Quote(c.dialect, c.table)
 	if err != nil {
@@ -184,35 +184,35 @@ func (c *core) guardPgx(ctx context.Context, tx pgx.Tx, key, id string, token in
 	_, read := guardQueries(c.dialect, quoted)
 	var leader sql.NullString
 	var term, age sql.NullInt64
-	err = tx.QueryRow(ctx, read, pgx.QueryExecModeExec, key).Scan(&leader, &term, &age)
+	err = tx.QueryRow(ctx, read, key).Scan(&leader, &term, &age)
 	return c.judge(key, id, token, lease, leader, term, age, err)
 }
 
-func (c *core) guardArgs(key, id string, token int64, lease time.Duration) error {
-	if err := validateNames(key, id); err != nil {
+func (c *Core) guardArgs(key, id string, token int64, lease time.Duration) error {
+	if err := store.ValidateNames(key, id); err != nil {
 		return err
 	}
 	if lease <= 0 {
-		return fmt.Errorf("%w: lease %v is not positive", ErrInvalidArgument, lease)
+		return fmt.Errorf("%w: lease %v is not positive", store.ErrInvalidArgument, lease)
 	}
 	if token <= 0 {
-		return fmt.Errorf("%w: token %d is not a term (not leading?) (guard %s %q)", ErrFenced, token, c.table, key)
+		return fmt.Errorf("%w: token %d is not a term (not leading?) (guard %s %q)", store.ErrFenced, token, c.table, key)
 	}
 	return nil
 }
 
 // judge turns the guard's read into nil (the token holds the lease) or an error.
-func (c *core) judge(key, id string, token int64, lease time.Duration, leader sql.NullString, term, age sql.NullInt64, err error) error {
+func (c *Core) judge(key, id string, token int64, lease time.Duration, leader sql.NullString, term, age sql.NullInt64, err error) error {
 	fenced := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s (guard %s %q, token %d, id %q)", ErrFenced, fmt.Sprintf(format, args...), c.table, key, token, id)
+		return fmt.Errorf("%w: %s (guard %s %q, token %d, id %q)", store.ErrFenced, fmt.Sprintf(format, args...), c.table, key, token, id)
 	}
 	switch {
-	case errors.Is(err, sql.ErrNoRows) || errors.Is(err, pgx.ErrNoRows):
+	case errors.Is(err, sql.ErrNoRows):
 		return fenced("the election row does not exist")
 	case err != nil:
 		return c.wrap("guard", key, err)
 	case !leader.Valid || !term.Valid || !age.Valid:
-		return fmt.Errorf("guard %s %q: %w: a column is NULL: fix or delete the row", c.table, key, ErrInvalidRow)
+		return fmt.Errorf("guard %s %q: %w: a column is NULL: fix or delete the row", c.table, key, store.ErrInvalidRow)
 	case term.Int64 > token:
 		return fenced("a newer term %d was won by %q", term.Int64, leader.String)
 	case term.Int64 < token:
@@ -231,33 +231,17 @@ func (c *core) judge(key, id string, token int64, lease time.Duration, leader sq
 // Guard verifies, inside tx and with a shared lock on the election row of key held
 // until tx ends, that token is the term of an unexpired lease (by the database
 // clock, for the given lease duration) held by candidate id. It returns nil if so,
-// an error matching [ErrFenced] if not, and a classified database error
-// ([ErrTransient], [ErrNotWritable], [ErrDeployment]) if the check could not be made.
-// In every case but nil the caller must roll tx back.
+// an error matching [store.ErrFenced] if not, and a classified database error
+// ([store.ErrTransient], [store.ErrNotWritable], [store.ErrDeployment]) if the check
+// could not be made. In every case but nil the caller must roll tx back.
 //
-// The guard section of this package's source describes the locking per database.
-func (s *MySQL) Guard(ctx context.Context, tx *sql.Tx, key, id string, token int64, lease time.Duration) error {
-	return s.guardSQL(ctx, nilTx(tx), key, id, token, lease)
-}
-
-// Guard is [MySQL.Guard] for a database/sql transaction on PostgreSQL (pgx's stdlib
-// driver). It uses SELECT … FOR SHARE.
-func (s *Postgres) Guard(ctx context.Context, tx *sql.Tx, key, id string, token int64, lease time.Duration) error {
-	return s.guardSQL(ctx, nilTx(tx), key, id, token, lease)
-}
-
-// GuardPgx is [MySQL.Guard] for a pgx transaction (pgxpool.Pool.Begin,
-// pgx.Conn.Begin). It sends no named prepared statement, so it works through
-// PgBouncer in transaction pooling mode.
-func (s *Postgres) GuardPgx(ctx context.Context, tx pgx.Tx, key, id string, token int64, lease time.Duration) error {
-	return s.guardPgx(ctx, tx, key, id, token, lease)
-}
-
-// Guard is [MySQL.Guard] for SQLite. SQLite locks the database file, not rows: the
-// guard takes the write lock first, so the transaction blocks every other writer,
-// including a takeover, until it ends.
-func (s *SQLite) Guard(ctx context.Context, tx *sql.Tx, key, id string, token int64, lease time.Duration) error {
-	return s.guardSQL(ctx, nilTx(tx), key, id, token, lease)
+// MySQL and MariaDB use SELECT … LOCK IN SHARE MODE (and on a Galera node also
+// write the row), PostgreSQL (pgx's stdlib driver) SELECT … FOR SHARE; SQLite locks
+// the database file, not rows: the guard takes the write lock first, so the
+// transaction blocks every other writer, including a takeover, until it ends. The
+// guard section of this package's source describes the locking per database.
+func (c *Core) Guard(ctx context.Context, tx *sql.Tx, key, id string, token int64, lease time.Duration) error {
+	return c.guardSQL(ctx, nilTx(tx), key, id, token, lease)
 }
 
 // nilTx keeps a nil *sql.Tx from becoming a non-nil interface.

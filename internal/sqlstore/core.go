@@ -1,4 +1,4 @@
-package store
+package sqlstore
 
 import (
 	"context"
@@ -6,33 +6,24 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/casleader/casleader/schema"
+	"github.com/casleader/casleader/store"
 )
 
-// MaxKeyLen is the longest election key or candidate ID, in bytes.
-const MaxKeyLen = 255
-
-// ErrInvalidArgument is returned for a key or ID that the table cannot hold, or not
-// the same way on every database: empty, longer than [MaxKeyLen] bytes, not valid
-// UTF-8, holding a NUL byte, or ending in a space. Every method checks its key and IDs
-// before it sends anything.
-var ErrInvalidArgument = errors.New("store: invalid argument")
-
-// backend runs single autocommit statements. It hides database/sql and pgx.
-type backend interface {
-	exec(ctx context.Context, query string, args ...any) (int64, error)
-	queryRow(ctx context.Context, query string, args ...any) scanner
-	query(ctx context.Context, query string, args ...any) (rowScanner, error)
+// Backend runs single autocommit statements. It hides database/sql and pgx: the
+// PostgreSQL package implements it on a pgx pool, [SQLBackend] and [SQLiteBackend] on
+// a *sql.DB.
+type Backend interface {
+	Exec(ctx context.Context, query string, args ...any) (int64, error)
+	QueryRow(ctx context.Context, query string, args ...any) Scanner
+	Query(ctx context.Context, query string, args ...any) (Rows, error)
 }
 
-type scanner interface {
+// Scanner is one row of a reply.
+type Scanner interface {
 	Scan(dest ...any) error
 }
 
@@ -54,143 +45,119 @@ type queries struct {
 	termByLastInsertID bool
 }
 
-// core is the dialect-independent part of every store.
-type core struct {
+// Core is the dialect-independent part of every store.
+type Core struct {
 	dialect  schema.Dialect
 	table    string
 	q        queries
-	b        backend
+	b        Backend
 	classify func(error) error
 	bq       batchQueries
 	wsrep    *atomic.Int32 // guard.go: whether the server is a Galera node (0: not known yet)
 	checked  *atomic.Bool  // the table passed Check
 }
 
-func newCore(d schema.Dialect, table string, b backend, classify func(error) error, build func(quoted, table string) queries) (core, error) {
+// New returns the engine of a store for dialect d on b, for the election table
+// (empty means [schema.DefaultTable]). classify marks the driver's errors with the
+// kinds of package store and the markers below, and hands the rest to
+// [ClassifyCommon].
+func New(d schema.Dialect, table string, b Backend, classify func(error) error) (Core, error) {
 	if table == "" {
 		table = schema.DefaultTable
 	}
 	quoted, err := schema.Quote(d, table)
 	if err != nil {
-		return core{}, err
+		return Core{}, err
 	}
 	var bq batchQueries
+	var build func(quoted, table string) queries
 	switch d {
 	case schema.MySQL:
-		bq = mysqlBatch{quoted}
+		bq, build = mysqlBatch{quoted}, mysqlQueries
 	case schema.Postgres:
-		bq = postgresBatch{t: quoted, notify: pgNotify(table, "elect_key")}
+		bq, build = postgresBatch{t: quoted, notify: pgNotify(table, "elect_key")}, postgresQueries
+	case schema.SQLite:
+		bq, build = sqliteBatch{quoted}, sqliteQueries
 	default:
-		bq = sqliteBatch{quoted}
+		return Core{}, fmt.Errorf("%w: unknown dialect %q", store.ErrInvalidArgument, d)
 	}
-	return core{dialect: d, table: table, q: build(quoted, table), b: b, classify: classify, bq: bq, wsrep: new(atomic.Int32), checked: new(atomic.Bool)}, nil
+	return Core{dialect: d, table: table, q: build(quoted, table), b: b, classify: classify, bq: bq, wsrep: new(atomic.Int32), checked: new(atomic.Bool)}, nil
 }
 
 // Dialect returns the store's SQL dialect.
-func (c *core) Dialect() schema.Dialect { return c.dialect }
+func (c *Core) Dialect() schema.Dialect { return c.dialect }
 
 // Table returns the election table's name.
-func (c *core) Table() string { return c.table }
+func (c *Core) Table() string { return c.table }
 
 // wrap classifies err and adds the operation and key. It keeps driver errors in
 // the chain for errors.As, and adds what to do for deployment errors.
-func (c *core) wrap(op, key string, err error) error {
+func (c *Core) wrap(op, key string, err error) error {
 	if err == nil {
 		return nil
 	}
 	err = c.classify(err)
-	if errors.Is(err, errMissingTable) {
+	if errors.Is(err, ErrMissingTable) {
 		return fmt.Errorf("%w: table %q does not exist: create it with schema.Apply, the store's CreateTable or `casleader migrate` (%s %s %q): %w",
-			ErrDeployment, c.table, op, c.dialect, key, err)
+			store.ErrDeployment, c.table, op, c.dialect, key, err)
 	}
-	if errors.Is(err, errWrongColumns) {
+	if errors.Is(err, ErrWrongColumns) {
 		return fmt.Errorf("%w: table %q does not have casleader's columns %v, or one has another type: `casleader migrate` names each wrong column and how to fix it (ALTER it, or drop the table and re-create it), or configure another table name (%s %s %q): %w",
-			ErrDeployment, c.table, schema.Columns, op, c.dialect, key, err)
+			store.ErrDeployment, c.table, schema.Columns, op, c.dialect, key, err)
 	}
-	if errors.Is(err, errNoPrivilege) {
+	if errors.Is(err, ErrNoPrivilege) {
 		return fmt.Errorf("%w: missing privilege on table %q: grant SELECT, INSERT, UPDATE on it to the election user (%s %s %q): %w",
-			ErrDeployment, c.table, op, c.dialect, key, err)
+			store.ErrDeployment, c.table, op, c.dialect, key, err)
 	}
 	return fmt.Errorf("%s %s %q: %w", op, c.table, key, err)
 }
 
-// Internal markers set by the dialects' classify functions.
+// Markers set by the dialects' classify functions: deployment errors whose message
+// [Core] completes with what to do.
 var (
-	errMissingTable = fmt.Errorf("%w: missing table", ErrDeployment)
-	errWrongColumns = fmt.Errorf("%w: wrong columns", ErrDeployment)
-	errNoPrivilege  = fmt.Errorf("%w: missing privilege", ErrDeployment)
+	ErrMissingTable = fmt.Errorf("%w: missing table", store.ErrDeployment)
+	ErrWrongColumns = fmt.Errorf("%w: wrong columns", store.ErrDeployment)
+	ErrNoPrivilege  = fmt.Errorf("%w: missing privilege", store.ErrDeployment)
 )
-
-func validateName(what, s string) error {
-	switch {
-	case s == "":
-		return fmt.Errorf("%w: %s is empty", ErrInvalidArgument, what)
-	case len(s) > MaxKeyLen:
-		return fmt.Errorf("%w: %s is %d bytes, the limit is %d", ErrInvalidArgument, what, len(s), MaxKeyLen)
-	case !utf8.ValidString(s):
-		return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalidArgument, what)
-	case strings.IndexByte(s, 0) >= 0:
-		// PostgreSQL text cannot hold NUL.
-		return fmt.Errorf("%w: %s contains a NUL byte", ErrInvalidArgument, what)
-	case strings.HasSuffix(s, " "):
-		// MySQL's PAD SPACE collations compare "x" and "x " as equal: the two would be
-		// one key (and one leader ID) there and two elsewhere.
-		return fmt.Errorf("%w: %s %q ends with a space", ErrInvalidArgument, what, s)
-	}
-	return nil
-}
 
 // checkVersion refuses a write from version when it would take the row to
 // [VersionLimit]: the write is not sent.
-func (c *core) checkVersion(op, key string, version int64) error {
-	if err := CheckVersion(version); err != nil {
+func (c *Core) checkVersion(op, key string, version int64) error {
+	if err := store.CheckVersion(version); err != nil {
 		return fmt.Errorf("%s %s %q: %w", op, c.table, key, err)
-	}
-	return nil
-}
-
-// validateNames checks a key and the candidate IDs of a call, in that order.
-func validateNames(key string, ids ...string) error {
-	if err := validateName("key", key); err != nil {
-		return err
-	}
-	for _, id := range ids {
-		if err := validateName("id", id); err != nil {
-			return err
-		}
 	}
 	return nil
 }
 
 // Observe reads the row of key and the database's current time in one statement.
 // found is false when the row does not exist.
-func (c *core) Observe(ctx context.Context, key string) (rec Record, found bool, err error) {
-	if err := validateNames(key); err != nil {
-		return Record{}, false, err
+func (c *Core) Observe(ctx context.Context, key string) (rec store.Record, found bool, err error) {
+	if err := store.ValidateNames(key); err != nil {
+		return store.Record{}, false, err
 	}
 	var (
 		version, term, ageMicros, stepdown sql.NullInt64
 		leader, handover                   sql.NullString
 	)
 	if err := c.ready(ctx); err != nil {
-		return Record{}, false, err
+		return store.Record{}, false, err
 	}
-	err = c.b.queryRow(ctx, c.q.observe, key).Scan(&version, &leader, &term, &ageMicros, &handover, &stepdown)
-	if errors.Is(err, sql.ErrNoRows) || errors.Is(err, pgx.ErrNoRows) {
-		return Record{}, false, nil
+	err = c.b.QueryRow(ctx, c.q.observe, key).Scan(&version, &leader, &term, &ageMicros, &handover, &stepdown)
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.Record{}, false, nil
 	}
 	if err != nil {
-		return Record{}, false, c.wrap("observe", key, err)
+		return store.Record{}, false, c.wrap("observe", key, err)
 	}
 	rec, err = decode(key, version, leader, term, ageMicros, handover, stepdown)
 	if err != nil {
-		return Record{}, false, fmt.Errorf("observe %s %q: %w", c.table, key, err)
+		return store.Record{}, false, fmt.Errorf("observe %s %q: %w", c.table, key, err)
 	}
 	return rec, true, nil
 }
 
-// decode turns scanned columns into a Record, rejecting values casleader never writes.
-func decode(key string, version sql.NullInt64, leader sql.NullString, term, ageMicros sql.NullInt64, handover sql.NullString, stepdown sql.NullInt64) (Record, error) {
+// decode turns scanned columns into a store.Record, rejecting values casleader never writes.
+func decode(key string, version sql.NullInt64, leader sql.NullString, term, ageMicros sql.NullInt64, handover sql.NullString, stepdown sql.NullInt64) (store.Record, error) {
 	for _, col := range []struct {
 		name  string
 		valid bool
@@ -199,17 +166,17 @@ func decode(key string, version sql.NullInt64, leader sql.NullString, term, ageM
 		{"tick_time", ageMicros.Valid}, {"handover_to", handover.Valid}, {"stepdown", stepdown.Valid},
 	} {
 		if !col.valid {
-			return Record{}, fmt.Errorf("%w: column %s is NULL: fix or delete the row", ErrInvalidRow, col.name)
+			return store.Record{}, fmt.Errorf("%w: column %s is NULL: fix or delete the row", store.ErrInvalidRow, col.name)
 		}
 	}
 	if version.Int64 < 1 {
-		return Record{}, fmt.Errorf("%w: version %d is not positive: fix or delete the row", ErrInvalidRow, version.Int64)
+		return store.Record{}, fmt.Errorf("%w: version %d is not positive: fix or delete the row", store.ErrInvalidRow, version.Int64)
 	}
-	if version.Int64 >= VersionLimit {
-		return Record{}, versionLimitError(version.Int64)
+	if version.Int64 >= store.VersionLimit {
+		return store.Record{}, store.CheckRowVersion(version.Int64)
 	}
 	if term.Int64 < 0 || term.Int64 > version.Int64 {
-		return Record{}, fmt.Errorf("%w: term %d is outside 0..version (%d): fix or delete the row", ErrInvalidRow, term.Int64, version.Int64)
+		return store.Record{}, fmt.Errorf("%w: term %d is outside 0..version (%d): fix or delete the row", store.ErrInvalidRow, term.Int64, version.Int64)
 	}
 	const maxMicros = math.MaxInt64 / int64(time.Microsecond)
 	switch {
@@ -218,20 +185,20 @@ func decode(key string, version sql.NullInt64, leader sql.NullString, term, ageM
 		return record(key, version, leader, term, math.MaxInt64, handover, stepdown), nil
 	case ageMicros.Int64 < -maxMicros:
 		// Centuries in the future: reported, not wrapped into a past time.
-		return Record{}, fmt.Errorf("%w: tick_time is more than %d years in the future of the database clock: fix the row (set tick_time to the database's current time) or delete it",
-			ErrInvalidRow, maxMicros/(365*24*3600*1_000_000))
+		return store.Record{}, fmt.Errorf("%w: tick_time is more than %d years in the future of the database clock: fix the row (set tick_time to the database's current time) or delete it",
+			store.ErrInvalidRow, maxMicros/(365*24*3600*1_000_000))
 	}
 	age := time.Duration(ageMicros.Int64) * time.Microsecond
-	if age < -FutureTolerance {
-		return Record{}, fmt.Errorf("%w: tick_time is %v in the future of the database clock (clock stepped back, or the row was written by another server): fix the row or wait", ErrInvalidRow, -age)
+	if age < -store.FutureTolerance {
+		return store.Record{}, fmt.Errorf("%w: tick_time is %v in the future of the database clock (clock stepped back, or the row was written by another server): fix the row or wait", store.ErrInvalidRow, -age)
 	}
 	rec := record(key, version, leader, term, max(age, 0), handover, stepdown)
 	rec.Ahead = max(-age, 0)
 	return rec, nil
 }
 
-func record(key string, version sql.NullInt64, leader sql.NullString, term sql.NullInt64, age time.Duration, handover sql.NullString, stepdown sql.NullInt64) Record {
-	return Record{
+func record(key string, version sql.NullInt64, leader sql.NullString, term sql.NullInt64, age time.Duration, handover sql.NullString, stepdown sql.NullInt64) store.Record {
+	return store.Record{
 		Key:        key,
 		Version:    version.Int64,
 		LeaderID:   leader.String,
@@ -243,10 +210,10 @@ func record(key string, version sql.NullInt64, leader sql.NullString, term sql.N
 }
 
 // Insert creates the row of key with id as its first leader and returns the new
-// term (see [core.Elect] for how terms are chosen). It never overwrites: inserted is
+// term (see [Core.Elect] for how terms are chosen). It never overwrites: inserted is
 // false when the row exists.
-func (c *core) Insert(ctx context.Context, key, id string) (term int64, inserted bool, err error) {
-	if err := validateNames(key, id); err != nil {
+func (c *Core) Insert(ctx context.Context, key, id string) (term int64, inserted bool, err error) {
+	if err := store.ValidateNames(key, id); err != nil {
 		return 0, false, err
 	}
 	if err := c.ready(ctx); err != nil {
@@ -266,8 +233,8 @@ func (c *core) Insert(ctx context.Context, key, id string) (term int64, inserted
 // cannot hand out a term again, or a lower one, as long as the new server's clock is
 // not behind the old one's by more than the time between the lost term's election
 // and the next (at least the failover's duration; see docs/SAFETY.md).
-func (c *core) Elect(ctx context.Context, key, id string, version int64, lease time.Duration) (term int64, won bool, err error) {
-	if err := validateNames(key, id); err != nil {
+func (c *Core) Elect(ctx context.Context, key, id string, version int64, lease time.Duration) (term int64, won bool, err error) {
+	if err := store.ValidateNames(key, id); err != nil {
 		return 0, false, err
 	}
 	if err := c.checkVersion("elect", key, version); err != nil {
@@ -282,26 +249,26 @@ func (c *core) Elect(ctx context.Context, key, id string, version int64, lease t
 
 // writeTerm runs a write that starts a term and returns the term, or won == false
 // when the write changed no row.
-func (c *core) writeTerm(ctx context.Context, query string, args ...any) (term int64, won bool, err error) {
+func (c *Core) writeTerm(ctx context.Context, query string, args ...any) (term int64, won bool, err error) {
 	if c.q.termByLastInsertID {
 		b, ok := c.b.(lastIDExecer)
 		if !ok {
-			return 0, false, fmt.Errorf("%w: the %s store needs a database/sql backend", ErrInvalidArgument, c.dialect)
+			return 0, false, fmt.Errorf("%w: the %s store needs a database/sql Backend", store.ErrInvalidArgument, c.dialect)
 		}
 		n, id, err := b.execLastID(ctx, query, args...)
 		if err != nil || n != 1 {
 			return 0, false, err
 		}
 		if id < 1 {
-			return 0, false, fmt.Errorf("%w: the server reported term %d for a won write; check that no proxy rewrites LAST_INSERT_ID", ErrInvalidRow, id)
+			return 0, false, fmt.Errorf("%w: the server reported term %d for a won write; check that no proxy rewrites LAST_INSERT_ID", store.ErrInvalidRow, id)
 		}
 		return id, true, nil
 	}
 	if b, ok := c.b.(sqliteBackend); ok {
 		return b.writeTerm(ctx, query, args...)
 	}
-	err = c.b.queryRow(ctx, query, args...).Scan(&term)
-	if errors.Is(err, sql.ErrNoRows) || errors.Is(err, pgx.ErrNoRows) {
+	err = c.b.QueryRow(ctx, query, args...).Scan(&term)
+	if errors.Is(err, sql.ErrNoRows) {
 		return 0, false, nil
 	}
 	if err != nil {
@@ -317,8 +284,8 @@ type lastIDExecer interface {
 
 // Renew records a heartbeat of leader id: the row's tick_time becomes the database's
 // current time and its version version+1, if the row is still at version and held by id.
-func (c *core) Renew(ctx context.Context, key, id string, version int64) (swapped bool, err error) {
-	if err := validateNames(key, id); err != nil {
+func (c *Core) Renew(ctx context.Context, key, id string, version int64) (swapped bool, err error) {
+	if err := store.ValidateNames(key, id); err != nil {
 		return false, err
 	}
 	if err := c.checkVersion("renew", key, version); err != nil {
@@ -327,14 +294,14 @@ func (c *core) Renew(ctx context.Context, key, id string, version int64) (swappe
 	if err := c.ready(ctx); err != nil {
 		return false, err
 	}
-	n, err := c.b.exec(ctx, c.q.renew, version+1, key, version, id)
+	n, err := c.b.Exec(ctx, c.q.renew, version+1, key, version, id)
 	return n == 1, c.wrap("renew", key, err)
 }
 
 // Release gives up id's lease on key, if the row is still at version and held by id.
 // Followers may take over at once.
-func (c *core) Release(ctx context.Context, key, id string, version int64) (swapped bool, err error) {
-	if err := validateNames(key, id); err != nil {
+func (c *Core) Release(ctx context.Context, key, id string, version int64) (swapped bool, err error) {
+	if err := store.ValidateNames(key, id); err != nil {
 		return false, err
 	}
 	if err := c.checkVersion("release", key, version); err != nil {
@@ -343,19 +310,19 @@ func (c *core) Release(ctx context.Context, key, id string, version int64) (swap
 	if err := c.ready(ctx); err != nil {
 		return false, err
 	}
-	n, err := c.b.exec(ctx, c.q.release, version+1, key, version, id)
+	n, err := c.b.Exec(ctx, c.q.release, version+1, key, version, id)
 	return n == 1, c.wrap("release", key, err)
 }
 
 // Handover passes id's lease on key to candidate to, with a fresh tick_time and a new
-// term (chosen as [core.Elect] does), if the row is still at version and held by id.
+// term (chosen as [Core.Elect] does), if the row is still at version and held by id.
 // It returns the new term, which is also the row's new version. The new leader
 // confirms with its first renewal.
-func (c *core) Handover(ctx context.Context, key, id string, version int64, to string) (term int64, ok bool, err error) {
-	if err := validateNames(key, id); err != nil {
+func (c *Core) Handover(ctx context.Context, key, id string, version int64, to string) (term int64, ok bool, err error) {
+	if err := store.ValidateNames(key, id); err != nil {
 		return 0, false, err
 	}
-	if err := validateName("handover target", to); err != nil {
+	if err := store.ValidateName("handover target", to); err != nil {
 		return 0, false, err
 	}
 	if err := c.checkVersion("handover", key, version); err != nil {
@@ -376,12 +343,12 @@ func (c *core) Handover(ctx context.Context, key, id string, version int64, to s
 // when to is not empty, if the row is still at version and has a leader. It does not
 // touch the lease: the leader sees the request at its next renewal, stops acting,
 // and then releases or hands over.
-func (c *core) RequestStepDown(ctx context.Context, key string, version int64, to string) (swapped bool, err error) {
-	if err := validateNames(key); err != nil {
+func (c *Core) RequestStepDown(ctx context.Context, key string, version int64, to string) (swapped bool, err error) {
+	if err := store.ValidateNames(key); err != nil {
 		return false, err
 	}
 	if to != "" {
-		if err := validateName("handover target", to); err != nil {
+		if err := store.ValidateName("handover target", to); err != nil {
 			return false, err
 		}
 	}
@@ -391,27 +358,31 @@ func (c *core) RequestStepDown(ctx context.Context, key string, version int64, t
 	if err := c.ready(ctx); err != nil {
 		return false, err
 	}
-	n, err := c.b.exec(ctx, c.q.request, version+1, to, key, version)
+	n, err := c.b.Exec(ctx, c.q.request, version+1, to, key, version)
 	return n == 1, c.wrap("request step-down", key, err)
 }
 
 // CreateTable creates the election table if it does not exist, through the store's
 // own connection. It is idempotent and needs the right to create tables.
-func (c *core) CreateTable(ctx context.Context) error {
+func (c *Core) CreateTable(ctx context.Context) error {
 	ddl, err := schema.DDL(c.dialect, c.table)
 	if err != nil {
 		return err
 	}
-	if _, err := c.b.exec(ctx, ddl); err != nil {
+	if _, err := c.b.Exec(ctx, ddl); err != nil {
 		return fmt.Errorf("create table %q (%s): %w", c.table, c.dialect, c.classify(err))
 	}
 	return nil
 }
 
+// SQLBackend returns the backend that runs statements through db (MySQL, and
+// PostgreSQL through pgx's stdlib driver).
+func SQLBackend(db *sql.DB) Backend { return sqlBackend{db} }
+
 // sqlBackend runs statements through database/sql.
 type sqlBackend struct{ db *sql.DB }
 
-func (b sqlBackend) exec(ctx context.Context, query string, args ...any) (int64, error) {
+func (b sqlBackend) Exec(ctx context.Context, query string, args ...any) (int64, error) {
 	res, err := b.db.ExecContext(ctx, query, args...)
 	if err != nil {
 		return 0, err
@@ -419,7 +390,7 @@ func (b sqlBackend) exec(ctx context.Context, query string, args ...any) (int64,
 	return res.RowsAffected()
 }
 
-func (b sqlBackend) queryRow(ctx context.Context, query string, args ...any) scanner {
+func (b sqlBackend) QueryRow(ctx context.Context, query string, args ...any) Scanner {
 	return b.db.QueryRowContext(ctx, query, args...)
 }
 

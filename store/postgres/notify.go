@@ -1,4 +1,4 @@
-package notify
+package postgres
 
 import (
 	"cmp"
@@ -15,12 +15,14 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/casleader/casleader/internal/secret"
+	"github.com/casleader/casleader/notify"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
 )
 
-// PostgresConfig configures [NewPostgres]. Zero values get the defaults given per field.
-type PostgresConfig struct {
+// NotifierConfig configures [NewNotifier]. Zero values get the defaults given per field.
+type NotifierConfig struct {
 	// DSN reaches PostgreSQL directly or through a session-pooling proxy: LISTEN
 	// needs a session of its own. Required.
 	DSN string
@@ -40,18 +42,18 @@ type PostgresConfig struct {
 
 // Postgres listens for release and handover notifications on one dedicated
 // connection and wakes the subscribed electors. It implements casleader.Notifier.
-// Create it with [NewPostgres] and run [Postgres.Run].
-type Postgres struct {
-	cfg       PostgresConfig
+// Create it with [NewNotifier] and run [Notifier.Run].
+type Notifier struct {
+	cfg       NotifierConfig
 	conn      *pgx.ConnConfig
-	hub       hub
+	hub       *notify.Hub
 	listening atomic.Bool
 	warned    atomic.Bool
 	received  atomic.Int64
 }
 
-// NewPostgres validates cfg and returns a notifier. It does no I/O.
-func NewPostgres(cfg PostgresConfig) (*Postgres, error) {
+// NewNotifier validates cfg and returns a notifier. It does no I/O.
+func NewNotifier(cfg NotifierConfig) (*Notifier, error) {
 	cfg.Table = cmp.Or(cfg.Table, schema.DefaultTable)
 	if err := schema.ValidateTable(cfg.Table); err != nil {
 		return nil, err
@@ -64,38 +66,38 @@ func NewPostgres(cfg PostgresConfig) (*Postgres, error) {
 	}
 	cc, err := pgx.ParseConfig(cfg.DSN)
 	if err != nil {
-		return nil, fmt.Errorf("notify: parse PostgreSQL DSN: %w", store.RedactError(err, cfg.DSN))
+		return nil, fmt.Errorf("postgres: notify: parse PostgreSQL DSN: %w", secret.RedactError(err, cfg.DSN))
 	}
 	if cc.ConnectTimeout == 0 {
 		cc.ConnectTimeout = 5 * time.Second
 	}
 	// No statement cache: the listener runs only LISTEN, pg_notify and SELECT 1.
 	cc.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
-	return &Postgres{cfg: cfg, conn: cc, hub: newHub()}, nil
+	return &Notifier{cfg: cfg, conn: cc, hub: notify.NewHub()}, nil
 }
 
 // Subscribe calls wake whenever the lease of key is released or handed over.
-func (p *Postgres) Subscribe(key string, wake func()) (unsubscribe func()) {
+func (p *Notifier) Subscribe(key string, wake func()) (unsubscribe func()) {
 	return p.hub.Subscribe(key, wake)
 }
 
 // Observed does nothing: PostgreSQL followers need no arming.
-func (p *Postgres) Observed(string, store.Record) {}
+func (p *Notifier) Observed(string, store.Record) {}
 
 // Leading does nothing: the release and handover statements notify by themselves.
-func (p *Postgres) Leading(string, int64, bool) {}
+func (p *Notifier) Leading(string, int64, bool) {}
 
 // Listening reports whether the notifier holds a connection on which the self-test
 // notification arrived: notifications are being delivered.
-func (p *Postgres) Listening() bool { return p.listening.Load() }
+func (p *Notifier) Listening() bool { return p.listening.Load() }
 
 // Received returns how many election notifications for this table have arrived.
-func (p *Postgres) Received() int64 { return p.received.Load() }
+func (p *Notifier) Received() int64 { return p.received.Load() }
 
 // Run listens until ctx ends, reconnecting with backoff and retesting as configured,
 // and returns nil then. Subscribers are woken after every (re)connection, in case a
 // notification was missed while disconnected.
-func (p *Postgres) Run(ctx context.Context) error {
+func (p *Notifier) Run(ctx context.Context) error {
 	log := p.cfg.Logger
 	failures := 0
 	for ctx.Err() == nil {
@@ -117,9 +119,9 @@ func (p *Postgres) Run(ctx context.Context) error {
 			failures++
 			wait = min(100*time.Millisecond<<min(failures-1, 10), p.cfg.RetestInterval)
 			wait = wait/2 + rand.N(wait/2+1)
-			log.Warn("casleader notify: listener connection failed, reconnecting", "table", p.cfg.Table, "error", store.RedactError(err, p.cfg.DSN), "retry_in", wait)
+			log.Warn("casleader notify: listener connection failed, reconnecting", "table", p.cfg.Table, "error", secret.RedactError(err, p.cfg.DSN), "retry_in", wait)
 		}
-		p.hub.wakeAll() // notifications may have been lost meanwhile
+		p.hub.WakeAll() // notifications may have been lost meanwhile
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -130,10 +132,10 @@ func (p *Postgres) Run(ctx context.Context) error {
 	return nil
 }
 
-var errSelfTest = errors.New("notify: self-test notification did not arrive")
+var errSelfTest = errors.New("postgres: notify: self-test notification did not arrive")
 
 // session connects, listens, self-tests and dispatches until an error or ctx ends.
-func (p *Postgres) session(ctx context.Context) error {
+func (p *Notifier) session(ctx context.Context) error {
 	conn, err := pgx.ConnectConfig(ctx, p.conn)
 	if err != nil {
 		return err
@@ -143,15 +145,15 @@ func (p *Postgres) session(ctx context.Context) error {
 		defer cancel()
 		_ = conn.Close(cctx)
 	}()
-	if _, err := conn.Exec(ctx, `LISTEN `+pgx.Identifier{store.NotifyChannel}.Sanitize()); err != nil {
+	if _, err := conn.Exec(ctx, `LISTEN `+pgx.Identifier{NotifyChannel}.Sanitize()); err != nil {
 		return err
 	}
 	if err := p.selfTest(ctx, conn); err != nil {
 		return err
 	}
 	p.listening.Store(true)
-	p.cfg.Logger.Info("casleader notify: listening", "table", p.cfg.Table, "channel", store.NotifyChannel)
-	p.hub.wakeAll()
+	p.cfg.Logger.Info("casleader notify: listening", "table", p.cfg.Table, "channel", NotifyChannel)
+	p.hub.WakeAll()
 	prefix := p.cfg.Table + " "
 	for {
 		wctx, cancel := context.WithTimeout(ctx, p.cfg.PingInterval)
@@ -161,7 +163,7 @@ func (p *Postgres) session(ctx context.Context) error {
 		case err == nil:
 			if key, ok := strings.CutPrefix(n.Payload, prefix); ok {
 				p.received.Add(1)
-				p.hub.wake(key)
+				p.hub.Wake(key)
 			}
 		case ctx.Err() != nil:
 			return ctx.Err()
@@ -182,7 +184,7 @@ func (p *Postgres) session(ctx context.Context) error {
 // selfTest sends a notification through a second connection and waits for it on
 // conn. Through PgBouncer in transaction mode the LISTEN session is not ours after
 // its transaction, and nothing arrives.
-func (p *Postgres) selfTest(ctx context.Context, conn *pgx.Conn) error {
+func (p *Notifier) selfTest(ctx context.Context, conn *pgx.Conn) error {
 	b := make([]byte, 8)
 	_, _ = crand.Read(b)
 	payload := "casleader-selftest " + hex.EncodeToString(b)
@@ -190,7 +192,7 @@ func (p *Postgres) selfTest(ctx context.Context, conn *pgx.Conn) error {
 	if err != nil {
 		return err
 	}
-	_, err = other.Exec(ctx, `SELECT pg_notify($1, $2)`, store.NotifyChannel, payload)
+	_, err = other.Exec(ctx, `SELECT pg_notify($1, $2)`, NotifyChannel, payload)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	_ = other.Close(cctx)
 	cancel()

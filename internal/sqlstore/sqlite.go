@@ -1,64 +1,22 @@
-package store
+package sqlstore
 
 import (
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 	"time"
 
-	"modernc.org/sqlite"
-	sqlite3 "modernc.org/sqlite/lib"
-
 	"github.com/casleader/casleader/schema"
 )
-
-// SQLite is the store for SQLite 3.42+ through the pure-Go driver modernc.org/sqlite,
-// for candidates on one host and for zero-setup use. The "database clock" is the host's
-// clock; tick_time holds microseconds since the Unix epoch.
-type SQLite struct{ core }
-
-// NewSQLite returns a store on db for the election table (empty means
-// [schema.DefaultTable]). Open db with [OpenSQLite], or set a busy timeout and WAL
-// journal mode yourself: candidates in several processes write the same file.
-func NewSQLite(db *sql.DB, table string) (*SQLite, error) {
-	if db == nil {
-		return nil, fmt.Errorf("%w: nil *sql.DB", ErrInvalidArgument)
-	}
-	c, err := newCore(schema.SQLite, table, sqliteBackend{sqlBackend{db}}, classifySQLite, sqliteQueries)
-	if err != nil {
-		return nil, err
-	}
-	return &SQLite{c}, nil
-}
-
-// OpenSQLite opens the database file at path (created if missing) with WAL journal
-// mode and a 5 s busy timeout, so that candidates in several processes can share it.
-func OpenSQLite(path string) (*sql.DB, error) {
-	if path == "" {
-		return nil, fmt.Errorf("%w: empty SQLite path", ErrInvalidArgument)
-	}
-	q := url.Values{}
-	q.Add("_pragma", "busy_timeout(5000)")
-	q.Add("_pragma", "journal_mode(WAL)")
-	q.Add("_pragma", "synchronous(NORMAL)")
-	q.Set("_txlock", "immediate")
-	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
-	if err != nil {
-		return nil, fmt.Errorf("store: open SQLite %q: %w", path, err)
-	}
-	db.SetMaxOpenConns(defaultPoolSize)
-	return db, nil
-}
 
 const (
 	// sqliteNow is the database clock in microseconds since the Unix epoch (at
 	// millisecond resolution). 'now' is fixed for the statement, so every use gives
 	// the same value.
 	sqliteNow = `CAST(unixepoch('subsec') * 1000000 AS INTEGER)`
-	// sqliteNewTerm is a new term (see [core.Elect]). SQLite computes every
+	// sqliteNewTerm is a new term (see [Core.Elect]). SQLite computes every
 	// assignment from the old row.
 	sqliteNewTerm = `max(version + 1, ` + sqliteNow + `)`
 )
@@ -82,36 +40,11 @@ func sqliteQueries(t, _ string) queries {
 	}
 }
 
-func classifySQLite(err error) error {
-	var se *sqlite.Error
-	if errors.As(err, &se) {
-		msg := se.Error()
-		switch se.Code() & 0xff {
-		case sqlite3.SQLITE_ERROR:
-			switch {
-			case strings.Contains(msg, "no such table"), strings.Contains(msg, "unknown database"):
-				return fmt.Errorf("%w: %w", errMissingTable, err)
-			case strings.Contains(msg, "no such column"), strings.Contains(msg, "has no column"):
-				return fmt.Errorf("%w: %w", errWrongColumns, err)
-			}
-		case sqlite3.SQLITE_READONLY:
-			return fmt.Errorf("%w: %w", ErrNotWritable, err)
-		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_IOERR:
-			return fmt.Errorf("%w: %w", ErrTransient, err)
-		case sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_PERM, sqlite3.SQLITE_AUTH:
-			return fmt.Errorf("%w: %w", ErrDeployment, err)
-		case sqlite3.SQLITE_MISMATCH, sqlite3.SQLITE_CONSTRAINT:
-			return fmt.Errorf("%w: %w", errWrongColumns, err)
-		}
-	}
-	return classifyCommon(err)
-}
-
 // sqliteTick is the resolution of SQLite's clock, in microseconds.
 const sqliteTick = 1000
 
 // sqliteBackend runs every write in a transaction of its own. Opened by
-// [OpenSQLite], its BEGIN IMMEDIATE takes the write lock before the statement reads
+// sqlite.Open, its BEGIN IMMEDIATE takes the write lock before the statement reads
 // anything, so the statement waits for the lock (busy_timeout) instead of failing at
 // once with SQLITE_BUSY, as an autocommit write does when another connection commits
 // between its read and its write.
@@ -124,16 +57,20 @@ const sqliteTick = 1000
 // most one tick, and only after a write that started a term.
 type sqliteBackend struct{ sqlBackend }
 
-func (b sqliteBackend) exec(ctx context.Context, query string, args ...any) (int64, error) {
+// SQLiteBackend returns the backend for a SQLite database opened with
+// modernc.org/sqlite (see above).
+func SQLiteBackend(db *sql.DB) Backend { return sqliteBackend{sqlBackend{db}} }
+
+func (b sqliteBackend) Exec(ctx context.Context, query string, args ...any) (int64, error) {
 	return b.execTx(ctx, query, args...)
 }
 
 // query runs a read as it is, and a write (which returns (key) per row won, or
 // (key, term) when it starts terms) in a transaction whose rows are read before it
 // commits.
-func (b sqliteBackend) query(ctx context.Context, query string, args ...any) (rowScanner, error) {
+func (b sqliteBackend) Query(ctx context.Context, query string, args ...any) (Rows, error) {
 	if strings.HasPrefix(query, "SELECT") {
-		return b.sqlBackend.query(ctx, query, args...)
+		return b.sqlBackend.Query(ctx, query, args...)
 	}
 	tx, err := b.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -183,7 +120,7 @@ func (b sqliteBackend) query(ctx context.Context, query string, args ...any) (ro
 	return &out, nil
 }
 
-// writeTerm runs a write that starts a term (see [core.writeTerm]) in a
+// writeTerm runs a write that starts a term (see [Core.writeTerm]) in a
 // transaction that keeps the write lock until the clock has passed the term.
 func (b sqliteBackend) writeTerm(ctx context.Context, query string, args ...any) (term int64, won bool, err error) {
 	tx, err := b.db.BeginTx(ctx, nil)

@@ -1,4 +1,4 @@
-package store_test
+package postgres_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/casleader/casleader/internal/testdb"
 	"github.com/casleader/casleader/store"
+	"github.com/casleader/casleader/store/postgres"
 )
 
 // TestEveryHostReadOnlyIsNotWritable: on the multi-host DSN of a primary + standby
@@ -34,19 +35,19 @@ func TestEveryHostReadOnlyIsNotWritable(t *testing.T) {
 	t.Cleanup(func() { db.Close() })
 
 	table := testdb.Name(t)
-	viaPool, err := store.NewPostgres(pool, table)
+	viaPool, err := postgres.New(pool, table)
 	require.NoError(t, err)
-	viaDB, err := store.NewPostgresDB(db, table)
+	viaDB, err := postgres.NewDB(db, table)
 	require.NoError(t, err)
-	for name, st := range map[string]*store.Postgres{"pgxpool": viaPool, "database/sql": viaDB} {
+	for name, st := range map[string]*postgres.Store{"pgxpool": viaPool, "database/sql": viaDB} {
 		t.Run(name, func(t *testing.T) {
 			ctx := t.Context()
 			_, _, observeErr := st.Observe(ctx, "k")
 			for op, err := range map[string]error{
 				"check":   st.Check(ctx),
 				"observe": observeErr,
-				"insert":  third(st.Insert(ctx, "k", "a")),
-				"renew":   second(st.Renew(ctx, "k", "a", 1)),
+				"insert":  errOf3(st.Insert(ctx, "k", "a")),
+				"renew":   errOf2(st.Renew(ctx, "k", "a", 1)),
 			} {
 				require.Error(t, err, op)
 				assert.ErrorIs(t, err, store.ErrNotWritable, "%s: %v", op, err)
@@ -56,3 +57,6 @@ func TestEveryHostReadOnlyIsNotWritable(t *testing.T) {
 		})
 	}
 }
+
+func errOf2(_ bool, err error) error          { return err }
+func errOf3(_ int64, _ bool, err error) error { return err }

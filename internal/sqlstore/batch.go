@@ -1,4 +1,4 @@
-package store
+package sqlstore
 
 import (
 	"context"
@@ -7,47 +7,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/casleader/casleader/schema"
+	"github.com/casleader/casleader/store"
 )
 
-// MaxBatch is the largest number of keys one batched call accepts. Callers split
-// larger sets; one call is one statement (two on MySQL, see [MySQL]).
-const MaxBatch = 2000
-
-// KeyVersion names an election key and the row version a compare-and-set is made from.
-type KeyVersion struct {
-	Key     string
-	Version int64
-}
-
-// Won is a key whose batched compare-and-set won.
-type Won struct {
-	Key string
-	// Term is the term that the write started (ElectMany, InsertMany): the fencing
-	// token of the new leader, and also the row's new version, which its first
-	// renewal is made from. It is 0 for writes that start no term (RenewMany,
-	// ReleaseMany).
-	Term int64
-	// Since is a local time (with a monotonic reading) no later than the moment the
-	// database executed the winning write: a leader may trust the lease until
-	// Since + its renew deadline. It is the statement's send time, or on MySQL, where
-	// the outcome is read back, the read's send time minus the age of the write it
-	// found.
-	Since time.Time
-}
-
-// Keys returns the keys of ws, in order.
-func Keys(ws []Won) []string {
-	out := make([]string, len(ws))
-	for i, w := range ws {
-		out[i] = w.Key
-	}
-	return out
-}
-
-type rowScanner interface {
+// Rows is the reply of a statement that returns rows.
+type Rows interface {
 	Next() bool
 	Scan(dest ...any) error
 	Err() error
@@ -58,7 +23,7 @@ type rowScanner interface {
 type batchQueries interface {
 	// observe: keys... -> rows of (key, version, leader, term, age, handover, stepdown)
 	observeMany(n int) string
-	// renew, elect, release, insert: see the methods of core for arguments. A write
+	// renew, elect, release, insert: see the methods of Core for arguments. A write
 	// returns one row per key it won: (key) for renew and release, (key, term) for
 	// elect and insert, which start a term. When readBack is not empty, the write
 	// returns no rows instead and readBack (args: keys...) returns (key, version,
@@ -70,35 +35,35 @@ type batchQueries interface {
 }
 
 func checkBatch(id string, n int) error {
-	if err := validateName("id", id); err != nil {
+	if err := store.ValidateName("id", id); err != nil {
 		return err
 	}
-	if n > MaxBatch {
-		return fmt.Errorf("%w: %d keys in one batch, the limit is %d", ErrInvalidArgument, n, MaxBatch)
+	if n > store.MaxBatch {
+		return fmt.Errorf("%w: %d keys in one batch, the limit is %d", store.ErrInvalidArgument, n, store.MaxBatch)
 	}
 	return nil
 }
 
 // ObserveMany reads the rows of keys and the database's current time in one
 // statement. Keys without a row are missing from the result. A row that cannot be
-// decoded fails the whole call with [ErrInvalidRow] naming its key.
-func (c *core) ObserveMany(ctx context.Context, keys []string) (map[string]Record, error) {
-	if len(keys) > MaxBatch {
-		return nil, fmt.Errorf("%w: %d keys in one batch, the limit is %d", ErrInvalidArgument, len(keys), MaxBatch)
+// decoded fails the whole call with [store.ErrInvalidRow] naming its key.
+func (c *Core) ObserveMany(ctx context.Context, keys []string) (map[string]store.Record, error) {
+	if len(keys) > store.MaxBatch {
+		return nil, fmt.Errorf("%w: %d keys in one batch, the limit is %d", store.ErrInvalidArgument, len(keys), store.MaxBatch)
 	}
 	keys, err := uniqueKeys(keys)
 	if err != nil || len(keys) == 0 {
-		return map[string]Record{}, err
+		return map[string]store.Record{}, err
 	}
 	if err := c.ready(ctx); err != nil {
 		return nil, err
 	}
-	rows, err := c.b.query(ctx, c.bq.observeMany(len(keys)), c.keyArgs(keys)...)
+	rows, err := c.b.Query(ctx, c.bq.observeMany(len(keys)), c.keyArgs(keys)...)
 	if err != nil {
 		return nil, c.wrap("observe many", keys[0], err)
 	}
 	defer rows.Close()
-	out := make(map[string]Record, len(keys))
+	out := make(map[string]store.Record, len(keys))
 	for rows.Next() {
 		var (
 			key                                string
@@ -123,26 +88,26 @@ func (c *core) ObserveMany(ctx context.Context, keys []string) (map[string]Recor
 // RenewMany renews id's lease on each key held at its version, like Renew per key,
 // and returns the keys whose compare-and-set won: their version is now Version+1.
 // An error means the outcome of every key is unknown: settle with ObserveMany.
-func (c *core) RenewMany(ctx context.Context, id string, held []KeyVersion) (renewed []Won, err error) {
-	return c.batchCAS(ctx, "renew many", id, held, c.bq.renewMany, nil, false, func(r readBack, kv KeyVersion) bool {
+func (c *Core) RenewMany(ctx context.Context, id string, held []store.KeyVersion) (renewed []store.Won, err error) {
+	return c.batchCAS(ctx, "renew many", id, held, c.bq.renewMany, nil, false, func(r readBack, kv store.KeyVersion) bool {
 		return r.version == kv.Version+1 && r.leader == id && r.fresh
 	})
 }
 
 // ElectMany makes id the leader of each key whose row is still at Version and whose
 // lease is released or has expired by the database clock for lease, like Elect per
-// key. It returns the keys won, each with its new term (chosen as [core.Elect]
+// key. It returns the keys won, each with its new term (chosen as [Core.Elect]
 // chooses it), which is also the row's new version.
-func (c *core) ElectMany(ctx context.Context, id string, from []KeyVersion, lease time.Duration) (won []Won, err error) {
-	return c.batchCAS(ctx, "elect many", id, from, c.bq.electMany, []any{lease.Microseconds()}, true, func(r readBack, kv KeyVersion) bool {
+func (c *Core) ElectMany(ctx context.Context, id string, from []store.KeyVersion, lease time.Duration) (won []store.Won, err error) {
+	return c.batchCAS(ctx, "elect many", id, from, c.bq.electMany, []any{lease.Microseconds()}, true, func(r readBack, kv store.KeyVersion) bool {
 		return r.startedTerm(id, kv.Version)
 	})
 }
 
 // ReleaseMany gives up id's lease on each key held at its version, like Release per
 // key, and returns the keys released.
-func (c *core) ReleaseMany(ctx context.Context, id string, held []KeyVersion) (released []Won, err error) {
-	return c.batchCAS(ctx, "release many", id, held, c.bq.releaseMany, nil, false, func(r readBack, kv KeyVersion) bool {
+func (c *Core) ReleaseMany(ctx context.Context, id string, held []store.KeyVersion) (released []store.Won, err error) {
+	return c.batchCAS(ctx, "release many", id, held, c.bq.releaseMany, nil, false, func(r readBack, kv store.KeyVersion) bool {
 		return r.version == kv.Version+1 && r.leader == ""
 	})
 }
@@ -150,12 +115,12 @@ func (c *core) ReleaseMany(ctx context.Context, id string, held []KeyVersion) (r
 // InsertMany creates the missing rows among keys with id as their first leader,
 // like Insert per key, and returns the keys it created, each with its first term,
 // which is also the row's version.
-func (c *core) InsertMany(ctx context.Context, id string, keys []string) (inserted []Won, err error) {
-	kvs := make([]KeyVersion, len(keys))
+func (c *Core) InsertMany(ctx context.Context, id string, keys []string) (inserted []store.Won, err error) {
+	kvs := make([]store.KeyVersion, len(keys))
 	for i, k := range keys {
-		kvs[i] = KeyVersion{Key: k}
+		kvs[i] = store.KeyVersion{Key: k}
 	}
-	return c.batchCAS(ctx, "insert many", id, kvs, c.bq.insertMany, nil, true, func(r readBack, kv KeyVersion) bool {
+	return c.batchCAS(ctx, "insert many", id, kvs, c.bq.insertMany, nil, true, func(r readBack, kv store.KeyVersion) bool {
 		return r.startedTerm(id, kv.Version)
 	})
 }
@@ -178,16 +143,16 @@ func (r readBack) startedTerm(id string, version int64) bool {
 
 // batchCAS runs one batched compare-and-set. Its argument list is: id, then
 // (key, version) pairs, then extra. startsTerm says that the write starts a term and
-// reports it in Won.Term. When the dialect needs a read-back (MySQL has no
+// reports it in store.Won.Term. When the dialect needs a read-back (MySQL has no
 // RETURNING), won decides per key from the row read after the write, and the row's
 // tick_time must be younger than the time since the write was sent: a row that
 // looks right but was written earlier (by an earlier attempt) does not count.
-func (c *core) batchCAS(ctx context.Context, op, id string, kvs []KeyVersion, build func(int) (string, string),
-	extra []any, startsTerm bool, won func(readBack, KeyVersion) bool) ([]Won, error) {
+func (c *Core) batchCAS(ctx context.Context, op, id string, kvs []store.KeyVersion, build func(int) (string, string),
+	extra []any, startsTerm bool, won func(readBack, store.KeyVersion) bool) ([]store.Won, error) {
 	if err := checkBatch(id, len(kvs)); err != nil {
 		return nil, err
 	}
-	uniq, err := unique(kvs, func(kv KeyVersion) string { return kv.Key })
+	uniq, err := unique(kvs, func(kv store.KeyVersion) string { return kv.Key })
 	if err != nil || len(uniq) == 0 {
 		return nil, err
 	}
@@ -203,14 +168,14 @@ func (c *core) batchCAS(ctx context.Context, op, id string, kvs []KeyVersion, bu
 	args := c.casArgs(id, uniq, extra)
 	sent := time.Now()
 	if back == "" {
-		rows, err := c.b.query(ctx, write, args...)
+		rows, err := c.b.Query(ctx, write, args...)
 		if err != nil {
 			return nil, c.wrap(op, uniq[0].Key, err)
 		}
 		defer rows.Close()
-		var out []Won
+		var out []store.Won
 		for rows.Next() {
-			w := Won{Since: sent}
+			w := store.Won{Since: sent}
 			dest := []any{&w.Key}
 			if startsTerm {
 				dest = append(dest, &w.Term)
@@ -225,7 +190,7 @@ func (c *core) batchCAS(ctx context.Context, op, id string, kvs []KeyVersion, bu
 		}
 		return out, nil
 	}
-	if _, err := c.b.exec(ctx, write, args...); err != nil {
+	if _, err := c.b.Exec(ctx, write, args...); err != nil {
 		return nil, c.wrap(op, uniq[0].Key, err)
 	}
 	keys := make([]string, len(uniq))
@@ -233,7 +198,7 @@ func (c *core) batchCAS(ctx context.Context, op, id string, kvs []KeyVersion, bu
 		keys[i] = kv.Key
 	}
 	readSent := time.Now()
-	rows, err := c.b.query(ctx, back, c.keyArgs(keys)...)
+	rows, err := c.b.Query(ctx, back, c.keyArgs(keys)...)
 	if err != nil {
 		return nil, c.wrap(op+" (read back)", uniq[0].Key, err)
 	}
@@ -251,12 +216,12 @@ func (c *core) batchCAS(ctx context.Context, op, id string, kvs []KeyVersion, bu
 		return nil, c.wrap(op+" (read back)", uniq[0].Key, err)
 	}
 	elapsed := time.Since(sent)
-	var out []Won
+	var out []store.Won
 	for _, kv := range uniq {
 		r, ok := got[kv.Key]
 		age := time.Duration(r.ageMicros) * time.Microsecond
 		if ok && won(r, kv) && age <= elapsed {
-			w := Won{Key: kv.Key, Since: readSent.Add(-max(age, 0))}
+			w := store.Won{Key: kv.Key, Since: readSent.Add(-max(age, 0))}
 			if startsTerm {
 				w.Term = r.term
 			}
@@ -277,7 +242,7 @@ func unique[T any](items []T, key func(T) string) ([]T, error) {
 	out := make([]T, 0, len(items))
 	for _, it := range items {
 		k := key(it)
-		if err := validateName("key", k); err != nil {
+		if err := store.ValidateName("key", k); err != nil {
 			return nil, err
 		}
 		if !seen[k] {
@@ -290,7 +255,7 @@ func unique[T any](items []T, key func(T) string) ([]T, error) {
 
 // keyArgs and casArgs lay arguments out for the dialect: PostgreSQL takes arrays,
 // the others one placeholder per value.
-func (c *core) keyArgs(keys []string) []any {
+func (c *Core) keyArgs(keys []string) []any {
 	if c.dialect == schema.Postgres {
 		return []any{keys}
 	}
@@ -301,7 +266,7 @@ func (c *core) keyArgs(keys []string) []any {
 	return args
 }
 
-func (c *core) casArgs(id string, kvs []KeyVersion, extra []any) []any {
+func (c *Core) casArgs(id string, kvs []store.KeyVersion, extra []any) []any {
 	if c.dialect == schema.Postgres {
 		keys := make([]string, len(kvs))
 		versions := make([]int64, len(kvs))
@@ -434,7 +399,7 @@ func (q sqliteBatch) insertMany(n int) (string, string) {
 
 // query implementations of the backends.
 
-func (b sqlBackend) query(ctx context.Context, query string, args ...any) (rowScanner, error) {
+func (b sqlBackend) Query(ctx context.Context, query string, args ...any) (Rows, error) {
 	rows, err := b.db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
@@ -445,11 +410,3 @@ func (b sqlBackend) query(ctx context.Context, query string, args ...any) (rowSc
 type sqlRows struct{ *sql.Rows }
 
 func (r sqlRows) Close() { _ = r.Rows.Close() }
-
-func (b pgxBackend) query(ctx context.Context, query string, args ...any) (rowScanner, error) {
-	rows, err := b.pool.Query(ctx, query, append([]any{pgx.QueryExecModeExec}, args...)...)
-	if err != nil {
-		return nil, err
-	}
-	return rows, nil
-}

@@ -1,39 +1,13 @@
-package store
+// Package secret finds and hides the password of a DSN, in every form the drivers
+// read it (MySQL's go-sql-driver DSNs, PostgreSQL URLs and key=value DSNs), without
+// importing a driver.
+package secret
 
 import (
-	"context"
-	"database/sql/driver"
-	"errors"
-	"fmt"
-	"io"
-	"net"
 	"net/url"
-	"regexp"
 	"slices"
 	"strings"
-	"time"
-
-	"github.com/go-sql-driver/mysql"
 )
-
-const (
-	defaultDialTimeout = 5 * time.Second
-	defaultPoolSize    = 4
-)
-
-// classifyCommon marks the driver-independent transient errors: timeouts, cancelled
-// statements, broken connections. Anything else is returned as it is; callers treat
-// an unclassified error like a transient one.
-func classifyCommon(err error) error {
-	var ne net.Error
-	switch {
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
-		errors.Is(err, driver.ErrBadConn), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
-		errors.As(err, &ne):
-		return fmt.Errorf("%w: %w", ErrTransient, err)
-	}
-	return err
-}
 
 // Password returns the password in a MySQL DSN ("user:pass@tcp(host)/db"), a URL
 // ("postgres://user:pass@host/db", percent-decoded) or a key=value PostgreSQL DSN
@@ -45,11 +19,11 @@ func Password(dsn string) string {
 
 // password returns the password in dsn decoded, and as written in dsn.
 func password(dsn string) (decoded, raw string) {
-	if scheme, rest, ok := strings.Cut(dsn, "://"); ok && urlScheme.MatchString(scheme) {
+	if scheme, rest, ok := strings.Cut(dsn, "://"); ok && isURLScheme(scheme) {
 		return urlPassword(rest)
 	}
-	if loc := kvPassword.FindStringIndex(dsn); loc != nil {
-		return keyValue(dsn[loc[1]:])
+	if at, ok := kvPassword(dsn); ok {
+		return keyValue(dsn[at:])
 	}
 	p := mysqlPassword(dsn)
 	return p, p
@@ -92,6 +66,31 @@ func mysqlPassword(dsn string) string {
 	return ""
 }
 
+// mysqlDriverPassword returns the password go-sql-driver reads from dsn, whatever
+// dsn looks like, and whether the driver accepts dsn's network part (between the
+// last '@' and the last '/'): empty, "tcp" or "unix", or an address in
+// parentheses. A URL such as "postgres://u:pw@db:5432/x" is no DSN of its.
+func mysqlDriverPassword(dsn string) (string, bool) {
+	i := strings.LastIndex(dsn, "/")
+	if i <= 0 {
+		return "", false
+	}
+	j := strings.LastIndex(dsn[:i], "@")
+	if j < 0 {
+		return "", false
+	}
+	switch network := dsn[j+1 : i]; {
+	case strings.Contains(network, "("):
+		if !strings.HasSuffix(network, ")") {
+			return "", false
+		}
+	case network != "" && network != "tcp" && network != "unix":
+		return "", false
+	}
+	_, p, ok := strings.Cut(dsn[:j], ":")
+	return p, ok
+}
+
 // unescape returns s unescaped by f, or s itself when it is not validly escaped.
 func unescape(f func(string) (string, error), s string) string {
 	if u, err := f(s); err == nil {
@@ -100,14 +99,74 @@ func unescape(f func(string) (string, error), s string) string {
 	return s
 }
 
-// urlScheme matches the scheme of a URL (RFC 3986).
-var urlScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*$`)
+// The matchers below are hand-written rather than regular expressions: package
+// regexp would add a third of a megabyte to every program that opens a store.
 
-// queryPassword matches a password query parameter of a URL DSN.
-var queryPassword = regexp.MustCompile(`[?&]password=([^&]*)`)
+// isURLScheme reports whether s is the scheme of a URL (RFC 3986):
+// [A-Za-z][A-Za-z0-9+.-]*.
+func isURLScheme(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z':
+		case i > 0 && ('0' <= c && c <= '9' || c == '+' || c == '.' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
+}
 
-// kvPassword matches the start of a libpq key=value password setting.
-var kvPassword = regexp.MustCompile(`(?:^|\s)password\s*=\s*`)
+// queryPasswords returns the values of every password query parameter of a URL
+// DSN's rest: each "password=" after a '?' or '&', up to the next '&'.
+func queryPasswords(rest string) []string {
+	var out []string
+	for i := 0; i < len(rest); i++ {
+		if rest[i] != '?' && rest[i] != '&' {
+			continue
+		}
+		v, ok := strings.CutPrefix(rest[i+1:], "password=")
+		if !ok {
+			continue
+		}
+		if end := strings.IndexByte(v, '&'); end >= 0 {
+			v = v[:end]
+		}
+		out = append(out, v)
+		i += len("password=") + len(v) // the next match may start at the '&'
+	}
+	return out
+}
+
+// isSpace reports whether c is white space as libpq's key=value parser and \s
+// see it: space, \t, \n, \f or \r.
+func isSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\f' || c == '\r'
+}
+
+// kvPassword returns where the value of the first libpq key=value password
+// setting of dsn starts: after "password", at the start or after white space,
+// then "=" with optional white space around it. ok is false without one.
+func kvPassword(dsn string) (at int, ok bool) {
+	for p := 0; p < len(dsn); p++ {
+		if !strings.HasPrefix(dsn[p:], "password") || (p > 0 && !isSpace(dsn[p-1])) {
+			continue
+		}
+		i := p + len("password")
+		for i < len(dsn) && isSpace(dsn[i]) {
+			i++
+		}
+		if i == len(dsn) || dsn[i] != '=' {
+			continue
+		}
+		for i++; i < len(dsn) && isSpace(dsn[i]); i++ {
+		}
+		return i, true
+	}
+	return 0, false
+}
 
 // keyValue reads a libpq key=value value at the start of s: single-quoted or up to
 // white space, with backslash escapes. It returns the value and the text it spans.
@@ -140,20 +199,20 @@ func keyValue(s string) (value, raw string) {
 func redact(s, dsn string) string {
 	decoded, raw := password(dsn)
 	forms := []string{raw, decoded}
-	if loc := kvPassword.FindStringIndex(dsn); loc != nil {
-		d, r := keyValue(dsn[loc[1]:])
+	if at, ok := kvPassword(dsn); ok {
+		d, r := keyValue(dsn[at:])
 		forms = append(forms, d, r)
 	}
-	if scheme, rest, ok := strings.Cut(dsn, "://"); ok && urlScheme.MatchString(scheme) {
+	if scheme, rest, ok := strings.Cut(dsn, "://"); ok && isURLScheme(scheme) {
 		// A query parameter overrides the user information's password in pgx, and
 		// the query starts at a '?' after the user information, which may hold one:
 		// hide every "password=" value after a '?' or '&'.
-		for _, m := range queryPassword.FindAllStringSubmatch(rest, -1) {
-			forms = append(forms, m[1], unescape(url.QueryUnescape, m[1]))
+		for _, p := range queryPasswords(rest) {
+			forms = append(forms, p, unescape(url.QueryUnescape, p))
 		}
 	}
-	if cfg, err := mysql.ParseDSN(dsn); err == nil {
-		forms = append(forms, cfg.Passwd)
+	if p, ok := mysqlDriverPassword(dsn); ok { // go-sql-driver parses "app://x@/db" too
+		forms = append(forms, p)
 	}
 	for _, p := range forms {
 		forms = append(forms, strings.TrimSpace(p)) // as pgx reads "u:pw @db"

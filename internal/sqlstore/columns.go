@@ -1,4 +1,4 @@
-package store
+package sqlstore
 
 import (
 	"context"
@@ -7,9 +7,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/casleader/casleader/schema"
+	"github.com/casleader/casleader/store"
 )
 
 // columnsQuery returns the catalog query that lists the columns of table in dialect
@@ -47,13 +46,13 @@ func columnsQuery(d schema.Dialect, table, quoted string) (string, []any) {
 //
 // Every store runs the same check once before its first statement (until it has
 // passed), so that an election never starts on a wrong table.
-func (c *core) Check(ctx context.Context) error {
+func (c *Core) Check(ctx context.Context) error {
 	quoted, err := schema.Quote(c.dialect, c.table)
 	if err != nil {
 		return err
 	}
 	q, args := columnsQuery(c.dialect, c.table, quoted)
-	rows, err := c.b.query(ctx, q, args...)
+	rows, err := c.b.Query(ctx, q, args...)
 	if err != nil {
 		return c.wrap("check", "", err)
 	}
@@ -72,14 +71,14 @@ func (c *core) Check(ctx context.Context) error {
 	}
 	if len(found) > 0 {
 		if err := schema.CheckColumns(c.dialect, c.table, found); err != nil {
-			return fmt.Errorf("%w: %w", ErrDeployment, err)
+			return fmt.Errorf("%w: %w", store.ErrDeployment, err)
 		}
 	}
 	// A missing table lists no columns: this read says so (or that the user may
 	// not read it), with what to do.
 	n := 0
-	err = c.b.queryRow(ctx, c.q.check).Scan(&n)
-	if errors.Is(err, sql.ErrNoRows) || errors.Is(err, pgx.ErrNoRows) {
+	err = c.b.QueryRow(ctx, c.q.check).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
 		err = nil
 	}
 	if err == nil {
@@ -88,8 +87,8 @@ func (c *core) Check(ctx context.Context) error {
 	return c.wrap("check", "", err)
 }
 
-// ready runs [core.Check] before the store's first statement, until it passes.
-func (c *core) ready(ctx context.Context) error {
+// ready runs [Core.Check] before the store's first statement, until it passes.
+func (c *Core) ready(ctx context.Context) error {
 	if c.checked.Load() {
 		return nil
 	}

@@ -1,0 +1,42 @@
+package sqlstore
+
+import (
+	"strings"
+
+	"github.com/casleader/casleader/schema"
+)
+
+// mysqlEpochMicros is the database clock in microseconds since the Unix epoch, in
+// any session time zone. Like NOW(6), it is evaluated once per statement.
+const mysqlEpochMicros = `TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))`
+
+// mysqlNewTerm is a new term (see [Core.Elect]). It reads only the old version, so it
+// gives the same value in every assignment of a statement, whatever the order in
+// which the server evaluates them (MariaDB's SIMULTANEOUS_ASSIGNMENT mode included).
+const mysqlNewTerm = `GREATEST(version + 1, ` + mysqlEpochMicros + `)`
+
+// mysqlAge is the age of tick_time by the database clock, in microseconds.
+const mysqlAge = `TIMESTAMPDIFF(MICROSECOND, tick_time, NOW(6))`
+
+func mysqlQueries(t, _ string) queries {
+	const now = "NOW(6)"
+	return queries{
+		observe: `SELECT version, leader_id, term, ` + mysqlAge + `, handover_to, stepdown FROM ` + t + ` WHERE elect_key = ?`,
+		insert: `INSERT IGNORE INTO ` + t + ` (elect_key, version, leader_id, term, tick_time, handover_to, stepdown, create_time, update_time)` +
+			` VALUES (?, LAST_INSERT_ID(` + mysqlEpochMicros + `), ?, ` + mysqlEpochMicros + `, ` + now + `, '', 0, ` + now + `, ` + now + `)`,
+		elect: `UPDATE ` + t + ` SET term = LAST_INSERT_ID(` + mysqlNewTerm + `), version = ` + mysqlNewTerm +
+			`, leader_id = ?, tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +
+			` WHERE elect_key = ? AND version = ? AND (leader_id = '' OR ` + mysqlAge + ` >= ?)`,
+		renew: `UPDATE ` + t + ` SET version = ?, tick_time = ` + now + `, update_time = ` + now +
+			` WHERE elect_key = ? AND version = ? AND leader_id = ?`,
+		release: `UPDATE ` + t + ` SET version = ?, leader_id = '', tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +
+			` WHERE elect_key = ? AND version = ? AND leader_id = ?`,
+		handover: `UPDATE ` + t + ` SET term = LAST_INSERT_ID(` + mysqlNewTerm + `), version = ` + mysqlNewTerm +
+			`, leader_id = ?, tick_time = ` + now + `, handover_to = ?, stepdown = 0, update_time = ` + now +
+			` WHERE elect_key = ? AND version = ? AND leader_id = ?`,
+		request: `UPDATE ` + t + ` SET version = ?, handover_to = ?, stepdown = 1, update_time = ` + now +
+			` WHERE elect_key = ? AND version = ? AND leader_id <> ''`,
+		check:              `SELECT ` + strings.Join(schema.Columns, ", ") + ` FROM ` + t + ` WHERE 1 = 0`,
+		termByLastInsertID: true,
+	}
+}

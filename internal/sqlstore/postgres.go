@@ -1,0 +1,60 @@
+package sqlstore
+
+import (
+	"strings"
+
+	"github.com/casleader/casleader/schema"
+)
+
+// NotifyChannel is the PostgreSQL notification channel on which release and
+// handover writes announce a free (or handed-over) lease, with the payload given by
+// [NotifyPayload]. The PostgreSQL notifier (store/postgres) listens on it.
+const NotifyChannel = "casleader"
+
+// NotifyPayload returns the payload of the notification sent when the lease of key in
+// table is released or handed over: the table name as configured, a space, the key.
+// Table names hold no space, so the first space separates the two.
+func NotifyPayload(table, key string) string { return table + " " + key }
+
+// pgNotify is the SELECT that follows a release or handover's CTE u: one
+// notification per row u returns, and one result row per notification, holding the
+// columns cols of u (u must return elect_key too).
+func pgNotify(table, cols string) string {
+	// table passed schema.ValidateTable: letters, digits, underscores and one dot,
+	// safe inside a string literal.
+	return `SELECT ` + cols + ` FROM (SELECT ` + cols + `, pg_notify('` + NotifyChannel + `', '` + table + ` ' || elect_key) FROM u) AS n`
+}
+
+const (
+	// pgAge is the age of tick_time by the database clock, in microseconds.
+	pgAge = `(EXTRACT(EPOCH FROM (clock_timestamp() - tick_time)) * 1000000)::bigint`
+	// pgEpochMicros is the database clock in microseconds since the Unix epoch:
+	// statement_timestamp() is fixed for the statement, so every use gives the same
+	// value. It is the first term of an inserted row.
+	pgEpochMicros = `(EXTRACT(EPOCH FROM statement_timestamp()) * 1000000)::bigint`
+	// pgNewTerm is a new term (see [Core.Elect]). PostgreSQL computes every
+	// assignment from the old row.
+	pgNewTerm = `GREATEST(version + 1, ` + pgEpochMicros + `)`
+)
+
+func postgresQueries(t, table string) queries {
+	const now = "clock_timestamp()"
+	return queries{
+		observe: `SELECT version, leader_id, term, ` + pgAge + `, handover_to, stepdown FROM ` + t + ` WHERE elect_key = $1`,
+		insert: `INSERT INTO ` + t + ` (elect_key, version, leader_id, term, tick_time, handover_to, stepdown, create_time, update_time)` +
+			` VALUES ($1, ` + pgEpochMicros + `, $2, ` + pgEpochMicros + `, ` + now + `, '', 0, ` + now + `, ` + now + `) ON CONFLICT (elect_key) DO NOTHING RETURNING term`,
+		elect: `UPDATE ` + t + ` SET version = ` + pgNewTerm + `, term = ` + pgNewTerm +
+			`, leader_id = $1, tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +
+			` WHERE elect_key = $2 AND version = $3 AND (leader_id = '' OR tick_time <= clock_timestamp() - $4::bigint * interval '1 microsecond') RETURNING term`,
+		renew: `UPDATE ` + t + ` SET version = $1, tick_time = ` + now + `, update_time = ` + now +
+			` WHERE elect_key = $2 AND version = $3 AND leader_id = $4`,
+		release: `WITH u AS (UPDATE ` + t + ` SET version = $1, leader_id = '', tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +
+			` WHERE elect_key = $2 AND version = $3 AND leader_id = $4 RETURNING elect_key) ` + pgNotify(table, "elect_key"),
+		handover: `WITH u AS (UPDATE ` + t + ` SET version = ` + pgNewTerm + `, term = ` + pgNewTerm +
+			`, leader_id = $1, tick_time = ` + now + `, handover_to = $1, stepdown = 0, update_time = ` + now +
+			` WHERE elect_key = $2 AND version = $3 AND leader_id = $4 RETURNING elect_key, term) ` + pgNotify(table, "term"),
+		request: `UPDATE ` + t + ` SET version = $1, handover_to = $2, stepdown = 1, update_time = ` + now +
+			` WHERE elect_key = $3 AND version = $4 AND leader_id <> ''`,
+		check: `SELECT ` + strings.Join(schema.Columns, ", ") + ` FROM ` + t + ` WHERE false`,
+	}
+}

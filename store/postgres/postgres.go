@@ -1,0 +1,147 @@
+// Package postgres is the election store for PostgreSQL 12+, through pgx: a
+// *pgxpool.Pool ([New], [Open]) or a *sql.DB opened with pgx's stdlib driver
+// ([NewDB]). It also holds the PostgreSQL guard for pgx transactions ([Guard]) and
+// the LISTEN/NOTIFY wake-up ([Notifier]). It is the only casleader package that
+// imports pgx.
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/casleader/casleader/internal/secret"
+	"github.com/casleader/casleader/internal/sqlstore"
+	"github.com/casleader/casleader/schema"
+	"github.com/casleader/casleader/store"
+)
+
+// Store is the store for PostgreSQL 12+, through a *pgxpool.Pool or a *sql.DB
+// opened with pgx's stdlib driver.
+//
+// Every statement is a single autocommit statement without named prepared
+// statements (the extended protocol's unnamed statement, as pgx's exec mode), so
+// the store works through PgBouncer in transaction pooling mode. On a pool the
+// statements go through pgconn, pgx's wire layer, with text-format values. tick_time
+// is a timestamptz written with clock_timestamp().
+type Store struct{ sqlstore.Core }
+
+// New returns a store on pool for the election table (empty means
+// [schema.DefaultTable]).
+func New(pool *pgxpool.Pool, table string) (*Store, error) {
+	if pool == nil {
+		return nil, fmt.Errorf("%w: nil *pgxpool.Pool", store.ErrInvalidArgument)
+	}
+	c, err := sqlstore.New(schema.Postgres, table, pgxBackend{pool}, classify)
+	if err != nil {
+		return nil, err
+	}
+	return &Store{c}, nil
+}
+
+// NewDB returns a store on a *sql.DB opened with pgx's stdlib driver
+// (import _ "github.com/jackc/pgx/v5/stdlib"; sql.Open("pgx", dsn)).
+func NewDB(db *sql.DB, table string) (*Store, error) {
+	if db == nil {
+		return nil, fmt.Errorf("%w: nil *sql.DB", store.ErrInvalidArgument)
+	}
+	c, err := sqlstore.New(schema.Postgres, table, sqlstore.SQLBackend(db), classify)
+	if err != nil {
+		return nil, err
+	}
+	return &Store{c}, nil
+}
+
+// Open opens a small pool for elections from a libpq-style URL or key=value
+// DSN. It connects lazily.
+//
+// The pool pings a connection before handing it out only when it has been idle
+// for at least [PingIdle]. pgxpool's default pings every connection idle for more
+// than a second: at a heartbeat or poll interval of a second or more that is every
+// statement, so each renewal and read cost two round trips. A connection that
+// broke while idle for less fails its statement instead, which the elector treats
+// as a transient error (retried within the renew deadline, an ambiguous write
+// settled by one read), and pgxpool then drops it.
+func Open(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
+	cfg, err := openConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: open PostgreSQL: %w", secret.RedactError(err, dsn))
+	}
+	return pool, nil
+}
+
+// PingIdle is how long a connection of a pool from [Open] must have been idle
+// before the pool pings it on acquire: longer than the elector's heartbeat and
+// poll intervals (2 s, 5 s, and the 15 s lease by default) and than any sensible
+// setting of them, so that steady-state statements cost one round trip.
+const PingIdle = time.Minute
+
+// openConfig is the pool configuration of [Open].
+func openConfig(dsn string) (*pgxpool.Config, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: parse PostgreSQL DSN: %w", secret.RedactError(err, dsn))
+	}
+	cfg.MaxConns = sqlstore.DefaultPoolSize
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = sqlstore.DefaultDialTimeout
+	}
+	cfg.ShouldPing = shouldPing
+	return cfg, nil
+}
+
+// shouldPing is the pool's ShouldPing: ping only connections idle for PingIdle.
+func shouldPing(_ context.Context, p pgxpool.ShouldPingParams) bool {
+	return p.IdleDuration >= PingIdle
+}
+
+// NotifyChannel is the PostgreSQL notification channel on which release and
+// handover writes announce a free (or handed-over) lease, with the payload given by
+// [NotifyPayload]. [Notifier] listens on it.
+const NotifyChannel = sqlstore.NotifyChannel
+
+// NotifyPayload returns the payload of the notification sent when the lease of key in
+// table is released or handed over: the table name as configured, a space, the key.
+func NotifyPayload(table, key string) string { return sqlstore.NotifyPayload(table, key) }
+
+// classify marks pgx's and the server's errors with the kinds of package store.
+func classify(err error) error {
+	if errors.Is(err, pgconn.ErrReadOnlyConnection) {
+		// pgx's target_session_attrs=read-write tried every host of a multi-host DSN
+		// and found none writable (each one read-only, or down): a failover in
+		// progress, before the standby is promoted. Not a lost race and not a
+		// deployment error: the elector retries until a primary is back.
+		return fmt.Errorf("%w: no host of the DSN accepts writes (target_session_attrs=read-write found only read-only or unreachable servers: a failover in progress, or no primary among the hosts; retrying): %w", store.ErrNotWritable, err)
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case pe.Code == "42P01", pe.Code == "3F000": // undefined_table, invalid_schema_name
+			return fmt.Errorf("%w: %w", sqlstore.ErrMissingTable, err)
+		case pe.Code == "42703", pe.Code == "42804", pe.Code == "23502", // undefined_column, datatype_mismatch, not_null_violation
+			pe.Code == "42883", pe.Code == "22003", pe.Code == "22001": // undefined_function (an operator on a column of another type), numeric_value_out_of_range, string_data_right_truncation
+			return fmt.Errorf("%w: %w", sqlstore.ErrWrongColumns, err)
+		case pe.Code == "42501": // insufficient_privilege
+			return fmt.Errorf("%w: %w", sqlstore.ErrNoPrivilege, err)
+		case strings.HasPrefix(pe.Code, "28"), pe.Code == "3D000": // invalid authorization, invalid_catalog_name
+			return fmt.Errorf("%w: %w", store.ErrDeployment, err)
+		case pe.Code == "25006": // read_only_sql_transaction
+			return fmt.Errorf("%w: %w", store.ErrNotWritable, err)
+		case pe.Code == "40001", pe.Code == "40P01", pe.Code == "55P03", // serialization, deadlock, lock not available
+			strings.HasPrefix(pe.Code, "08"), strings.HasPrefix(pe.Code, "57P"), // connection, operator intervention
+			pe.Code == "53300", pe.Code == "57014": // too many connections, query canceled
+			return fmt.Errorf("%w: %w", store.ErrTransient, err)
+		}
+	}
+	return sqlstore.ClassifyCommon(err)
+}
