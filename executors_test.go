@@ -68,7 +68,16 @@ type executor struct {
 	casleader.Leadership
 	pause func()
 	stop  func() error // ends Run, returns its error
+	done  <-chan error // Run's error, when Run ends by itself (then do not call stop)
 	ends  func() int   // how many terms' ends were reported
+}
+
+// runUntil runs run until stop is called, and returns stop and Run's result.
+func runUntil(t *testing.T, run func(context.Context) error) (stop func() error, done <-chan error) {
+	ctx, cancel := context.WithCancel(t.Context())
+	ch := make(chan error, 1)
+	go func() { ch <- run(ctx) }()
+	return func() error { cancel(); return <-ch }, ch
 }
 
 // executors start candidate "a" on key "k": an Elector, and a Group that holds "k"
@@ -82,7 +91,8 @@ var executors = []struct {
 		c := cfg("a")
 		c.OnStoppedLeading = func() { ends.Add(1) }
 		el := newElector(t, st, c)
-		return executor{Leadership: el, pause: el.Pause, stop: running(t, el), ends: func() int { return int(ends.Load()) }}
+		stop, done := runUntil(t, el.Run)
+		return executor{Leadership: el, pause: el.Pause, stop: stop, done: done, ends: func() int { return int(ends.Load()) }}
 	}},
 	{"Group", func(t *testing.T, st *faultStore) executor {
 		var ends atomic.Int64
@@ -96,12 +106,21 @@ var executors = []struct {
 			},
 		})
 		require.NoError(t, err)
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error, 1)
-		go func() { done <- g.Run(ctx) }()
-		stop := func() error { cancel(); return <-done }
-		return executor{Leadership: g.Lease("k"), pause: g.Pause, stop: stop, ends: func() int { return int(ends.Load()) }}
+		stop, done := runUntil(t, g.Run)
+		return executor{Leadership: g.Lease("k"), pause: g.Pause, stop: stop, done: done, ends: func() int { return int(ends.Load()) }}
 	}},
+}
+
+// runEnds waits at most within for Run to end by itself, and returns its error.
+func runEnds(t *testing.T, c executor, within time.Duration) error {
+	t.Helper()
+	select {
+	case err := <-c.done:
+		return err
+	case <-time.After(within):
+		t.Fatalf("Run went on for %v", within)
+		return nil
+	}
 }
 
 func observe(t *testing.T, st *faultStore) store.Record {
@@ -189,6 +208,53 @@ func TestExecutorsFollowTheSameRules(t *testing.T) {
 			time.Sleep(2 * lease)
 			assert.False(t, c.IsLeader(), "a paused candidate takes no lease")
 		}, false},
+		{"LeaderWhoseTermIsRenewedByAnotherProcessStops", func(t *testing.T, st *faultStore, c executor) {
+			// Another process with ID "a" renews the leader's term: the leader's next
+			// renewal loses with no error of its own to explain it.
+			rec := observe(t, st)
+			ok, err := st.Store.Renew(t.Context(), "k", "a", rec.Version)
+			require.NoError(t, err)
+			require.True(t, ok)
+			err = runEnds(t, c, 2*heartbeat)
+			require.ErrorIs(t, err, casleader.ErrDuplicateID)
+			assert.Contains(t, err.Error(), `ID "a"`)
+			assert.False(t, c.IsLeader())
+			assert.Equal(t, "a", observe(t, st).LeaderID, "the lease is the other process's too: not released")
+		}, true},
+		{"LeaderThatSeesItsIDInATermItDidNotWinStops", func(t *testing.T, st *faultStore, c executor) {
+			old := observe(t, st)
+			st.Put(store.Record{Key: "k", Version: old.Version + 5, LeaderID: "a", Term: old.Version + 5})
+			err := runEnds(t, c, 2*heartbeat)
+			require.ErrorIs(t, err, casleader.ErrDuplicateID)
+			assert.Contains(t, err.Error(), `ID "a"`)
+			assert.False(t, c.IsLeader())
+			assert.NotEqual(t, old.Version+5, c.Token(), "acted in a term it did not win")
+			assert.Equal(t, old.Version+5, observe(t, st).Version, "nothing written over the other term")
+		}, true},
+		{"FollowerThatSeesItsIDRenewedInATermItDidNotWinStops", func(t *testing.T, st *faultStore, c executor) {
+			c.pause()
+			time.Sleep(time.Millisecond)
+			require.True(t, observe(t, st).Released())
+			// Another process with ID "a" wins the key and renews it.
+			v := observe(t, st).Version + 1
+			st.Put(store.Record{Key: "k", Version: v, LeaderID: "a", Term: v})
+			var err error
+			for start := time.Now(); err == nil; {
+				select {
+				case err = <-c.done:
+				case <-time.After(heartbeat):
+					assert.NotEqual(t, v, c.Token(), "acted in the other process's term")
+					require.Less(t, time.Since(start), lease+2*poll, "the duplicate ID was not reported within about one lease")
+					rec := observe(t, st)
+					ok, rerr := st.Store.Renew(t.Context(), "k", "a", rec.Version)
+					require.NoError(t, rerr)
+					require.True(t, ok)
+				}
+			}
+			require.ErrorIs(t, err, casleader.ErrDuplicateID)
+			assert.Contains(t, err.Error(), `ID "a"`)
+			assert.Equal(t, v, observe(t, st).Term, "the other process's term is untouched")
+		}, true},
 		{"ExitWhileACommittedRenewalWaitsStillReleases", func(t *testing.T, st *faultStore, c executor) {
 			st.hang.Store(true)
 			<-st.committed

@@ -85,6 +85,13 @@ var ErrInvalidConfig = errors.New("group: invalid config")
 // ErrInvalidKey is returned by [Group.Add] for a key that cannot be an election key.
 var ErrInvalidKey = errors.New("group: invalid key")
 
+// ErrDuplicateID is returned by Run when a row names the group's ID in a term that
+// this group never won and that lease is being renewed, or shows a term the group
+// leads renewed by somebody else: another live process runs with the same ID. The
+// group never acts on such a term, and does not release it. It is
+// [cas.ErrDuplicateID], also casleader.ErrDuplicateID.
+var ErrDuplicateID = cas.ErrDuplicateID
+
 // releaseTimeout bounds the release and handover writes sent when terms end.
 const releaseTimeout = 5 * time.Second
 
@@ -173,7 +180,8 @@ type state struct {
 	token       int64 // the term reported by OnChange(true), until OnChange(false)
 	led         bool
 	unsubscribe func()
-	failures    int // election writes in a row that did not win a row that looked free
+	failures    int   // election writes in a row that did not win a row that looked free
+	foreign     int64 // a live lease under our ID in a term not ours, as last logged
 }
 
 // New validates cfg and returns a group on st. It does no I/O.
@@ -366,8 +374,10 @@ func (g *Group) signal() {
 
 // Run takes part in the elections until ctx ends, then releases the keys it leads
 // (unless KeepLeaseOnExit) and returns nil. Database errors are retried; Run returns
-// early only on a deployment error (store.ErrDeployment). Run returns only after
-// every goroutine it started has exited.
+// early only on a deployment error (store.ErrDeployment) or when another process
+// acts with the group's ID on one of its keys ([ErrDuplicateID]: that key's term is
+// neither acted on nor released; the group's other keys are released as on exit).
+// Run returns only after every goroutine it started has exited.
 func (g *Group) Run(ctx context.Context) error {
 	r := &run{g: g, states: map[string]*state{}}
 	defer r.stopAll(ctx)
@@ -422,8 +432,10 @@ type run struct {
 	states map[string]*state
 }
 
-// abstain reports whether the group takes no lease now (paused or an observer).
-func (r *run) abstain() bool { return r.g.cfg.Observer || r.g.paused.Load() }
+// participation says how the group takes part in the election of s at now.
+func (r *run) participation(s *state, now time.Time) cas.Participation {
+	return s.m.Participation(now, r.g.paused.Load(), r.g.cfg.Observer)
+}
 
 func (r *run) takeRequests(ctx context.Context) {
 	g := r.g
@@ -476,13 +488,12 @@ func (r *run) takeRequests(ctx context.Context) {
 // tick asks every leading key's machine what the passing of time means: a passed
 // trust deadline ends the term, a pause or observer mode releases it.
 func (r *run) tick(ctx context.Context, now time.Time) {
-	p := r.abstain()
 	var ends []ending
 	for _, s := range r.states {
 		if s.m.Role() != cas.Leader {
 			continue
 		}
-		switch d := s.m.Tick(now, s.m.Participation(now, p)); d.Action {
+		switch d := s.m.Tick(now, r.participation(s, now)); d.Action {
 		case cas.StepDown:
 			r.g.cfg.Logger.Warn("casleader group: stepping down: no renewal succeeded within the renew deadline", "key", s.key, "term", s.token)
 			r.stopLeading(s, true)
@@ -578,7 +589,7 @@ func chunks[T any](items []T, size int) [][]T {
 
 // parallel runs send for each job on at most Parallel goroutines, and apply for
 // each job and its reply on the caller's goroutine, as replies arrive. It returns
-// the first deployment error that apply returns.
+// the first deployment or duplicate-ID error that apply returns.
 func parallel[T, R any](r *run, jobs []T, send func(T) R, apply func(T, R) error) error {
 	if len(jobs) == 0 {
 		return nil
@@ -604,7 +615,7 @@ func parallel[T, R any](r *run, jobs []T, send func(T) R, apply func(T, R) error
 	var fatal error
 	for range jobs {
 		rep := <-out
-		if err := apply(rep.job, rep.res); errors.Is(err, store.ErrDeployment) {
+		if err := apply(rep.job, rep.res); errors.Is(err, store.ErrDeployment) || errors.Is(err, ErrDuplicateID) {
 			fatal = cmp.Or(fatal, err)
 		}
 	}
@@ -702,7 +713,7 @@ func (r *run) renew(ctx context.Context) error {
 				g.cfg.Logger.Warn("casleader group: batched renewal failed; settling", "keys", len(j.ss), "error", rep.err)
 			}
 			for _, s := range j.ss {
-				s.m.RenewalFailed()
+				s.m.RenewalFailed(true) // the write may have committed
 			}
 			unsettled = append(unsettled, j.ss...)
 			return rep.err
@@ -714,7 +725,7 @@ func (r *run) renew(ctx context.Context) error {
 		for i, s := range j.ss {
 			since, ok := byKey[s.key]
 			if !ok {
-				s.m.RenewalFailed()
+				s.m.RenewalFailed(false) // lost its compare-and-set
 				unsettled = append(unsettled, s)
 				continue
 			}
@@ -760,6 +771,7 @@ func (r *run) settleTimeout(b keyBatch) time.Duration {
 func (r *run) settle(ctx context.Context, ss []*state) error {
 	g := r.g
 	var ends []ending
+	var dup error
 	err := parallel(r, keyBatches(ss, g.cfg.BatchSize), func(b keyBatch) readReply {
 		return r.observeMany(ctx, b, r.settleTimeout(b))
 	}, func(b keyBatch, rep readReply) error {
@@ -784,6 +796,14 @@ func (r *run) settle(ctx context.Context, ss []*state) error {
 					r.observeLeader(s, rec.LeaderID)
 				}
 				s.nextLook = now
+			case cas.Refuse:
+				// Not released: the lease is the other process's too.
+				g.cfg.Logger.Error("casleader group: duplicate candidate ID: another process acts with this ID; stepping down without releasing",
+					"key", s.key, "term", token, "error", d.Err)
+				r.stopLeading(s, true)
+				r.observeLeader(s, rec.LeaderID)
+				s.nextLook = now
+				dup = cmp.Or(dup, d.Err)
 			case cas.Release, cas.Handover:
 				g.cfg.Logger.Info("casleader group: step-down requested", "key", s.key, "term", token, "handover_to", d.To)
 				v, _ := s.m.Yield(now)
@@ -794,7 +814,7 @@ func (r *run) settle(ctx context.Context, ss []*state) error {
 		return nil
 	})
 	r.end(ctx, ends)
-	return err
+	return cmp.Or(dup, err)
 }
 
 // follow reads the followed keys that are due, and does what each key's machine
@@ -818,8 +838,8 @@ func (r *run) follow(ctx context.Context) error {
 		return nil
 	}
 	slices.SortFunc(due, func(a, b *state) int { return cmp.Compare(a.key, b.key) })
-	abstain := r.abstain()
 	var create, elect []*state
+	var dup error
 	err := parallel(r, keyBatches(due, g.cfg.BatchSize), func(b keyBatch) readReply {
 		return r.observeMany(ctx, b, g.cfg.RenewDeadline)
 	}, func(b keyBatch, rep readReply) error {
@@ -843,8 +863,14 @@ func (r *run) follow(ctx context.Context) error {
 			} else {
 				r.observeLeader(s, "")
 			}
-			d := s.m.Observed(rec, found, rep.sent, s.m.Participation(now, abstain))
+			d := s.m.Observed(rec, found, rep.sent, r.participation(s, now))
+			r.foreign(s, rec)
 			switch d.Action {
+			case cas.Refuse:
+				g.cfg.Logger.Error("casleader group: duplicate candidate ID: another process leads with this ID; not acting on its term",
+					"key", s.key, "term", rec.Term, "error", d.Err)
+				dup = cmp.Or(dup, d.Err)
+				s.nextLook = now.Add(g.cfg.PollInterval)
 			case cas.Create:
 				create = append(create, s)
 			case cas.Campaign:
@@ -864,10 +890,22 @@ func (r *run) follow(ctx context.Context) error {
 		}
 		return nil
 	})
-	if err != nil {
+	if err = cmp.Or(dup, err); err != nil {
 		return err
 	}
 	return r.campaign(ctx, create, elect)
+}
+
+// foreign logs the first sighting of a live lease under the group's ID in a term
+// that the key's machine does not own (it never adopts it, and refuses it if it
+// is renewed): after a restart with the same ID, the earlier run's lease expires.
+func (r *run) foreign(s *state, rec store.Record) {
+	term := s.m.Foreign()
+	if term != 0 && term != s.foreign && !r.g.cfg.Observer && !rec.Expired(r.g.cfg.LeaseDuration) {
+		r.g.cfg.Logger.Warn("casleader group: the row names this candidate's ID in a term this process did not win; not adopting it, waiting for it to expire",
+			"key", s.key, "term", term, "version", rec.Version)
+	}
+	s.foreign = term
 }
 
 // jitter is a small random delay so that a herd of followers does not read in
@@ -882,30 +920,29 @@ func jitter(poll time.Duration) time.Duration {
 // its first renewal is made from.
 func (r *run) campaign(ctx context.Context, create, elect []*state) error {
 	g := r.g
-	// after hands a batch's replies to the machines; from is the version a key was
-	// won from (0 for a missing row), which its new term must be above.
-	after := func(ss []*state, from []int64, rep wonReply, won func(*state, int64, time.Time) cas.Decision) error {
+	// after hands a batch's replies to the machines.
+	after := func(ss []*state, rep wonReply, won func(*state, int64, time.Time) cas.Decision) error {
 		now := time.Now()
 		byKey := make(map[string]store.Won, len(rep.won))
 		for _, w := range rep.won {
 			byKey[w.Key] = w
 		}
-		for i, s := range ss {
+		for _, s := range ss {
 			w, ok := byKey[s.key]
 			switch {
 			case rep.err != nil:
 				// Unknown outcome: the next read settles it (an own lease is adopted).
 				s.m.Unsettled()
-			case ok && w.Term > from[i]:
-				if won(s, w.Term, w.Since).Action == cas.Lead {
+			case ok:
+				d := won(s, w.Term, w.Since)
+				if d.Action == cas.Lead {
 					s.failures = 0
 					r.startLeading(s, now)
 					continue
 				}
-			case ok:
-				g.cfg.Logger.Error("casleader group: the store reported a key won without a new term; not leading it until its row is read: the Store must set store.Won.Term",
-					"key", s.key, "term", w.Term, "from", from[i])
-				s.m.Unsettled()
+				if d.Err != nil {
+					g.cfg.Logger.Error("casleader group: not leading: "+d.Err.Error(), "key", s.key, "error", d.Err)
+				}
 			default:
 				won(s, 0, rep.sent) // lost
 			}
@@ -929,8 +966,8 @@ func (r *run) campaign(ctx context.Context, create, elect []*state) error {
 		g.statements.Add(1)
 		return wonReply{won: won, sent: sent, err: err}
 	}, func(b keyBatch, rep wonReply) error {
-		return after(b.ss, make([]int64, len(b.ss)), rep, func(s *state, term int64, sent time.Time) cas.Decision {
-			return s.m.Created(term, term != 0, sent)
+		return after(b.ss, rep, func(s *state, term int64, sent time.Time) cas.Decision {
+			return s.m.Created(term, true, sent)
 		})
 	})
 	if err != nil {
@@ -952,12 +989,8 @@ func (r *run) campaign(ctx context.Context, create, elect []*state) error {
 		g.statements.Add(1)
 		return wonReply{won: won, sent: sent, err: err}
 	}, func(j kvBatch, rep wonReply) error {
-		from := make([]int64, len(j.kvs))
-		for i, kv := range j.kvs {
-			from[i] = kv.Version
-		}
-		return after(j.ss, from, rep, func(s *state, term int64, sent time.Time) cas.Decision {
-			return s.m.Elected(term, term != 0, sent)
+		return after(j.ss, rep, func(s *state, term int64, sent time.Time) cas.Decision {
+			return s.m.Elected(term, true, sent)
 		})
 	})
 }
