@@ -15,6 +15,7 @@ import (
 	"github.com/casleader/casleader/heartbeat"
 	"github.com/casleader/casleader/internal/retry"
 	"github.com/casleader/casleader/store"
+	"github.com/casleader/casleader/term"
 )
 
 // Store is what an [Elector] needs from the database: the compare-and-set writes
@@ -46,7 +47,7 @@ type Notifier interface {
 
 // Errors returned by the elector.
 var (
-	ErrNotLeader      = errors.New("casleader: not the leader")
+	ErrNotLeader      = term.ErrNotLeader
 	ErrAlreadyRunning = errors.New("casleader: Run is already running")
 	ErrNotRunning     = errors.New("casleader: Run is not running")
 	// ErrNotDrained is returned by a resign or handover whose leader's work
@@ -207,12 +208,12 @@ func (e *Elector) HandoverTo(ctx context.Context, id string) error {
 }
 
 func (e *Elector) send(ctx context.Context, r request) error {
-	if t := TermFrom(ctx); t != nil && t.e == e {
+	if t := TermFrom(ctx); t != nil && t.Of(&e.trust) {
 		// From the leader's own callback: waiting would wait for the caller.
 		if !t.IsLeader() {
-			return t.ended("resign")
+			return t.Ended("resign")
 		}
-		r.term = t.token
+		r.term = t.Token()
 		e.post(r)
 		return nil
 	}
@@ -681,7 +682,7 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 		defer n.Leading(e.cfg.Key, token, false)
 	}
 
-	lctx, lcancel := context.WithCancel(context.WithValue(context.WithoutCancel(ctx), termKey{}, &Term{e: e, token: token}))
+	lctx, lcancel := context.WithCancel(term.With(context.WithoutCancel(ctx), e.term(token)))
 	defer lcancel()
 	expiry := time.AfterFunc(time.Until(m.Deadline()), lcancel)
 	defer expiry.Stop()

@@ -3,25 +3,18 @@ package casleader
 import (
 	"context"
 	"database/sql"
-	"errors"
-	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/casleader/casleader/store"
+	"github.com/casleader/casleader/term"
 )
 
 // SQLGuarder is a store that can fence a database/sql transaction: [store.MySQL],
 // [store.Postgres] and [store.SQLite].
-type SQLGuarder interface {
-	Guard(ctx context.Context, tx *sql.Tx, key, id string, token int64, lease time.Duration) error
-}
+type SQLGuarder = term.SQLGuarder
 
 // PgxGuarder is a store that can fence a pgx transaction: [store.Postgres].
-type PgxGuarder interface {
-	GuardPgx(ctx context.Context, tx pgx.Tx, key, id string, token int64, lease time.Duration) error
-}
+type PgxGuarder = term.PgxGuarder
 
 // Guard fences a write of the leader: it verifies, inside tx, that token (as handed
 // to OnStartedLeading) is still the term of this candidate's unexpired lease, and
@@ -62,41 +55,11 @@ type PgxGuarder interface {
 // The elector's store must implement [SQLGuarder] (the stores of package store
 // do; a decorating store must forward the method).
 func (e *Elector) Guard(ctx context.Context, tx *sql.Tx, token int64) error {
-	g, ok := e.store.(SQLGuarder)
-	if !ok {
-		return fmt.Errorf("casleader: guard %q: the store %T has no Guard method for *sql.Tx", e.cfg.Key, e.store)
-	}
-	if err := e.ownsToken(token); err != nil {
-		return err
-	}
-	return guardError(g.Guard(ctx, tx, e.cfg.Key, e.cfg.ID, token, e.cfg.LeaseDuration))
+	return e.term(token).Guard(ctx, tx)
 }
 
 // GuardPgx is [Elector.Guard] for a pgx transaction (pgxpool.Pool.Begin). The
 // elector's store must implement [PgxGuarder] ([store.Postgres] does).
 func (e *Elector) GuardPgx(ctx context.Context, tx pgx.Tx, token int64) error {
-	g, ok := e.store.(PgxGuarder)
-	if !ok {
-		return fmt.Errorf("casleader: guard %q: the store %T has no GuardPgx method for pgx.Tx", e.cfg.Key, e.store)
-	}
-	if err := e.ownsToken(token); err != nil {
-		return err
-	}
-	return guardError(g.GuardPgx(ctx, tx, e.cfg.Key, e.cfg.ID, token, e.cfg.LeaseDuration))
-}
-
-// ownsToken checks locally that this elector leads now, in the term of token.
-func (e *Elector) ownsToken(token int64) error {
-	if cur := e.Token(); cur == 0 || cur != token {
-		return fmt.Errorf("%w: guard %q: token %d is not the current term of %q (current: %d, 0 when not leading)",
-			ErrNotLeader, e.cfg.Key, token, e.cfg.ID, cur)
-	}
-	return nil
-}
-
-func guardError(err error) error {
-	if errors.Is(err, store.ErrFenced) {
-		return fmt.Errorf("%w: %w", ErrNotLeader, err)
-	}
-	return err
+	return e.term(token).GuardPgx(ctx, tx)
 }
