@@ -158,6 +158,7 @@ type Machine struct {
 	foreign       int64     // term of the last row read that names us in a term not ours
 	foreignSeen   int64     // the highest version at which that live foreign term was read
 	from          int64     // the version the pending election was sent from (0: creation)
+	resigned      int64     // the last term this candidate resigned: never led again
 	// ambiguous: a renewal of the current term failed with an unknown outcome
 	// since the last renewal known to have committed, so a write of ours may
 	// commit unseen. Cleared only by a renewal that won: a write sent before it
@@ -250,7 +251,12 @@ func (m *Machine) Observed(rec store.Record, found bool, sent time.Time, p Parti
 			(unsettled && rec.Term > m.unsettledFrom) ||
 			handed ||
 			(above && !othersLive.IsZero() && sent.Add(-rec.Age).Before(othersLive))
-		if !owned {
+		// A term of ours that we resigned is ours, but over: its release may still
+		// be pending (a drain, a retry) or may have failed. Leading it again would
+		// start the leader's work a second time in the same term; it is released
+		// or expires.
+		ended := rec.Term == m.resigned
+		if !owned && !ended {
 			m.foreign = rec.Term
 			if p != Observing && !rec.Expired(m.lease) {
 				if rec.Term == foreign && rec.Version > foreignSeen && !rec.StepDown {
@@ -273,7 +279,7 @@ func (m *Machine) Observed(rec store.Record, found bool, sent time.Time, p Parti
 		// term is ending (our release may have failed), and leading it would start
 		// the leader's work a second time in the same term. It is released by the
 		// retry, or expires.
-		if owned && p < Abstaining && rec.Age < m.renew && !rolledBack && !rec.StepDown {
+		if owned && !ended && p < Abstaining && rec.Age < m.renew && !rolledBack && !rec.StepDown {
 			m.lead(rec.Version, rec.Term, sent.Add(m.renew-rec.Age))
 			m.own = rec.Term
 			return Decision{Action: Lead, Version: m.version}
@@ -441,11 +447,13 @@ func (m *Machine) DeadlinePassed(now time.Time) Decision {
 }
 
 // Resign stops leading at once (before the release write is sent) and returns the
-// version to release from, or ok == false when not leading.
+// version to release from, or ok == false when not leading. The resigned term is
+// never led again, even while the row still shows it.
 func (m *Machine) Resign() (version int64, ok bool) {
 	if m.role != Leader {
 		return 0, false
 	}
+	m.resigned = m.term
 	m.stepDown()
 	return m.version, true
 }
@@ -576,4 +584,8 @@ func (m *Machine) RetryFrom(token, version int64, rec store.Record, found bool) 
 		return 0, false
 	}
 	return rec.Version, true
+}
+
+func (p Participation) String() string {
+	return [...]string{"campaigning", "cooling-down", "abstaining", "observing", "unknown"}[min(int(p), 4)]
 }

@@ -358,6 +358,26 @@ func TestResign(t *testing.T) {
 	assert.False(t, ok, "a follower has nothing to resign")
 }
 
+// TestResignedTermIsNeverLedAgain: after Resign the row may still show the term
+// (its release waits for the leader's work to return, or failed). A read of it
+// must not make the candidate lead it again, which would start the leader's work a
+// second time in one term; nor is it reported as another process's term.
+func TestResignedTermIsNeverLedAgain(t *testing.T) {
+	for _, p := range []Participation{Campaigning, CoolingDown} {
+		t.Run(p.String(), func(t *testing.T) {
+			m := leading(t)
+			_, ok := m.Resign()
+			require.True(t, ok)
+			d := m.Observed(row(won, "me", won, 10*time.Millisecond), true, at(20), p)
+			assert.Equal(t, Decision{Action: Wait, Wait: lease - 10*time.Millisecond}, d)
+			assert.Zero(t, m.Foreign(), "our own term, not another process's")
+			assert.Zero(t, m.Term())
+			// Once it has expired it is contested like any other.
+			assert.Equal(t, Campaign, m.Observed(row(won, "me", won, lease), true, at(1100), Campaigning).Action)
+		})
+	}
+}
+
 func TestResignWithHandoverRecordsTheNewTermAsVersion(t *testing.T) {
 	m := leading(t)
 	v, ok := m.Resign()

@@ -25,8 +25,19 @@
 //
 // One goroutine (Run's) owns the election state and makes every decision; up to
 // Parallel helper goroutines only send statements and hand the replies back.
-// OnChange is called from Run's goroutine. IsLeader, Token and Leader, and those of
-// a [Lease], are safe for concurrent use and do no I/O.
+// OnChange is called from Run's goroutine. OnStartedLeading runs on a goroutine of
+// its own per term, like the Elector's. IsLeader, Token and Leader, and those of a
+// [Lease], are safe for concurrent use and do no I/O.
+//
+// # A key's term
+//
+// A key's term ends as a single key's does: its leadership context (the one handed
+// to OnStartedLeading) is cancelled when the term ends, at the latest at its trust
+// deadline; [term.From] (casleader.TermFrom) gives the term's handle, with its
+// token, IsLeader, the guard that fences the callback's own transaction, and a
+// non-blocking Resign. The key's lease is released or handed over only after
+// OnStartedLeading has returned; one that does not return within DrainTimeout
+// leaves the lease to expire, and the key takes no new term while it runs.
 //
 // The Store interface has six methods rather than the house style's one to three:
 // the batched calls are one unit (and a handover, which is rare, is sent per key),
@@ -40,6 +51,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -48,6 +60,7 @@ import (
 	"github.com/casleader/casleader/cas"
 	"github.com/casleader/casleader/internal/retry"
 	"github.com/casleader/casleader/store"
+	"github.com/casleader/casleader/term"
 )
 
 // Store is what a Group needs: the batched methods of the stores of package store,
@@ -125,6 +138,21 @@ type Config struct {
 	// true, with the term's fencing token) or stops leading key. It must return
 	// quickly: while it runs, no key is renewed.
 	OnChange func(key string, leading bool, token int64)
+	// OnStartedLeading, when not nil, is called on a goroutine of its own when the
+	// group starts leading key in the term token: the leader's work for that key.
+	// ctx is cancelled when that key's term ends (its trust deadline passes, its
+	// lease is lost, released, handed over or resigned, the key is removed, or Run
+	// ends), and term.From(ctx) (casleader.TermFrom) gives the term's handle: token,
+	// IsLeader, Guard and GuardPgx for the callback's own transactions, and a
+	// non-blocking Resign. It should return soon after ctx is cancelled: the key's
+	// lease is released only after it has returned, at most DrainTimeout later
+	// (else the lease expires by itself), and the key takes no new term while it
+	// runs. A panic in it crashes the process, as in casleader. Default nil.
+	OnStartedLeading func(ctx context.Context, key string, token int64)
+	// DrainTimeout bounds how long, after a key's term ends, the group waits for
+	// that term's OnStartedLeading to return before it releases the key; Run waits
+	// as long at most for it when it returns. Default LeaseDuration − RenewDeadline.
+	DrainTimeout time.Duration
 	// Logger receives role changes (Debug per key, Info per summary), renewal
 	// failures (Warn). nil means discard.
 	Logger *slog.Logger
@@ -148,21 +176,23 @@ type Group struct {
 	mu   sync.RWMutex
 	keys map[string]*shared // every key of the group, for IsLeader and Token
 
-	reqMu  sync.Mutex
-	ops    []op            // Add and Remove requests, in order
-	wakeup map[string]bool // keys woken by the Notifier
-	poke   chan struct{}
-	paused atomic.Bool
+	reqMu   sync.Mutex
+	resigns []op            // terms whose handle asked to resign (key, token)
+	ops     []op            // Add and Remove requests, in order
+	wakeup  map[string]bool // keys woken by the Notifier
+	poke    chan struct{}
+	paused  atomic.Bool
 
 	statements, renewBatches, lost atomic.Int64
 	renewMax, renewSum             atomic.Int64
 	leading                        atomic.Int64
 }
 
-// op is one key added (add) or removed.
+// op is one key added (add) or removed, or a term of key to resign (token).
 type op struct {
-	key string
-	add bool
+	key   string
+	add   bool
+	token int64
 }
 
 // shared is the part of a key's state that IsLeader, Token and Leader read.
@@ -182,6 +212,25 @@ type state struct {
 	unsubscribe func()
 	failures    int   // election writes in a row that did not win a row that looked free
 	foreign     int64 // a live lease under our ID in a term not ours, as last logged
+
+	// The leader's work of the current or last term (OnStartedLeading).
+	cancel context.CancelFunc // ends the current term's leadership context; nil when none
+	expiry *time.Timer        // calls cancel at the trust deadline
+	work   chan struct{}      // closed when the last term's OnStartedLeading returned; nil when none runs
+}
+
+// working reports whether the OnStartedLeading of the key's last term still runs.
+func (s *state) working() bool {
+	if s.work == nil {
+		return false
+	}
+	select {
+	case <-s.work:
+		s.work = nil
+		return false
+	default:
+		return true
+	}
 }
 
 // New validates cfg and returns a group on st. It does no I/O.
@@ -193,6 +242,9 @@ func New(st Store, cfg Config) (*Group, error) {
 	cfg.RenewDeadline = cmp.Or(cfg.RenewDeadline, 10*time.Second)
 	cfg.HeartbeatInterval = cmp.Or(cfg.HeartbeatInterval, 2*time.Second)
 	cfg.PollInterval = cmp.Or(cfg.PollInterval, 5*time.Second)
+	if cfg.DrainTimeout == 0 && cfg.LeaseDuration > cfg.RenewDeadline {
+		cfg.DrainTimeout = cfg.LeaseDuration - cfg.RenewDeadline
+	}
 	cfg.BatchSize = cmp.Or(cfg.BatchSize, 1000)
 	cfg.Parallel = cmp.Or(cfg.Parallel, 4)
 	if cfg.Logger == nil {
@@ -205,7 +257,7 @@ func New(st Store, cfg Config) (*Group, error) {
 		return nil, bad("%v", err)
 	}
 	switch {
-	case cfg.LeaseDuration < 0 || cfg.RenewDeadline < 0 || cfg.HeartbeatInterval < 0 || cfg.PollInterval < 0:
+	case cfg.LeaseDuration < 0 || cfg.RenewDeadline < 0 || cfg.HeartbeatInterval < 0 || cfg.PollInterval < 0 || cfg.DrainTimeout < 0:
 		return nil, bad("durations must not be negative")
 	case cfg.RenewDeadline >= cfg.LeaseDuration:
 		return nil, bad("RenewDeadline (%v) must be less than LeaseDuration (%v)", cfg.RenewDeadline, cfg.LeaseDuration)
@@ -384,6 +436,7 @@ func (g *Group) Run(ctx context.Context) error {
 	lastRenew := time.Time{}
 	for {
 		r.takeRequests(ctx)
+		r.drain(ctx, time.Now())
 		r.tick(ctx, time.Now())
 		if ctx.Err() != nil {
 			return nil
@@ -407,6 +460,9 @@ func (g *Group) Run(ctx context.Context) error {
 				wake = minTime(wake, s.nextLook)
 			}
 		}
+		for _, d := range r.draining {
+			wake = minTime(wake, d.until)
+		}
 		if d := time.Until(wake); d > 0 {
 			t := time.NewTimer(d)
 			select {
@@ -428,23 +484,45 @@ func minTime(a, b time.Time) time.Time {
 
 // run is the state of one Run call, owned by its goroutine.
 type run struct {
-	g      *Group
-	states map[string]*state
+	g        *Group
+	states   map[string]*state
+	draining []draining     // ends of terms whose work has not returned yet
+	work     sync.WaitGroup // OnStartedLeading goroutines
 }
 
-// participation says how the group takes part in the election of s at now.
+// draining is the end of a term that waits for its OnStartedLeading to return
+// before its release or handover is sent, at most until until.
+type draining struct {
+	ending
+	until time.Time
+}
+
+// participation says how the group takes part in the election of s at now. A key
+// whose last term's work still runs takes no new term (as if paused) until it
+// returns.
 func (r *run) participation(s *state, now time.Time) cas.Participation {
-	return s.m.Participation(now, r.g.paused.Load(), r.g.cfg.Observer)
+	busy := s.m.Role() != cas.Leader && s.working()
+	return s.m.Participation(now, r.g.paused.Load() || busy, r.g.cfg.Observer)
 }
 
 func (r *run) takeRequests(ctx context.Context) {
 	g := r.g
 	g.reqMu.Lock()
-	ops, woken := g.ops, g.wakeup
-	g.ops, g.wakeup = nil, map[string]bool{}
+	ops, woken, resigns := g.ops, g.wakeup, g.resigns
+	g.ops, g.wakeup, g.resigns = nil, map[string]bool{}, nil
 	g.reqMu.Unlock()
 	now := time.Now()
 	var ends []ending
+	for _, o := range resigns {
+		// Scoped to its term: a term that has ended already is left alone.
+		if s := r.states[o.key]; s != nil && s.m.Role() == cas.Leader && s.m.Term() == o.token {
+			g.cfg.Logger.Info("casleader group: resigning: the term's handle asked", "key", o.key, "term", o.token)
+			if v, ok := s.m.Yield(now); ok {
+				r.stopLeading(s, false)
+				ends = append(ends, ending{s: s, token: o.token, version: v})
+			}
+		}
+	}
 	for _, o := range ops {
 		k := o.key
 		s := r.states[k]
@@ -509,7 +587,7 @@ func (r *run) tick(ctx context.Context, now time.Time) {
 
 // startLeading publishes a term that the key's machine has just decided to lead,
 // unless its trust deadline has passed by now (the reply came too late).
-func (r *run) startLeading(s *state, now time.Time) {
+func (r *run) startLeading(ctx context.Context, s *state, now time.Time) {
 	if s.m.DeadlinePassed(now).Action == cas.StepDown {
 		r.g.cfg.Logger.Warn("casleader group: not leading: the reply came after the renew deadline", "key", s.key)
 		s.nextLook = now
@@ -529,12 +607,81 @@ func (r *run) startLeading(s *state, now time.Time) {
 	if f := r.g.cfg.OnChange; f != nil {
 		f(s.key, true, s.token)
 	}
+	if f := r.g.cfg.OnStartedLeading; f != nil {
+		r.startWork(ctx, s, f)
+	}
+}
+
+// startWork runs f, the leader's work for the term just started on s, on a
+// goroutine of its own with the term's leadership context: cancelled when the term
+// ends, at the latest at its trust deadline (by a timer, so that a Run goroutine
+// held up in a statement never stretches it).
+func (r *run) startWork(ctx context.Context, s *state, f func(context.Context, string, int64)) {
+	g, key, token := r.g, s.key, s.token
+	t := term.New(term.Config{
+		Key: key, ID: g.cfg.ID, Token: token, Lease: g.cfg.LeaseDuration,
+		Trust: &s.sh.trust, Store: g.st,
+		Resign: func() { g.resignTerm(key, token) },
+	})
+	lctx, cancel := context.WithCancel(term.With(context.WithoutCancel(ctx), t))
+	s.cancel = cancel
+	s.expiry = time.AfterFunc(time.Until(s.m.Deadline()), cancel)
+	done := make(chan struct{})
+	s.work = done
+	r.work.Add(1)
+	go func() {
+		defer r.work.Done()
+		defer g.Wake(key) // the key may take part again
+		defer close(done)
+		defer g.crashOnPanic(key, token)
+		f(lctx, key, token)
+	}()
+}
+
+// crashOnPanic, deferred around OnStartedLeading, logs a panic with the key, the
+// term and the stack, then panics again: the process crashes, and its leases
+// expire by themselves, as with casleader.
+func (g *Group) crashOnPanic(key string, token int64) {
+	if v := recover(); v != nil {
+		g.cfg.Logger.Error("casleader group: OnStartedLeading panicked; the process crashes and its leases expire by themselves",
+			"key", key, "term", token, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+		panic(v)
+	}
+}
+
+// resignTerm asks Run to end the term token of key (a term handle's Resign).
+func (g *Group) resignTerm(key string, token int64) {
+	g.reqMu.Lock()
+	g.resigns = append(g.resigns, op{key: key, token: token})
+	g.reqMu.Unlock()
+	g.signal()
+}
+
+// publish publishes the trust deadline of a key whose machine goes on leading, and
+// moves the expiry of its leadership context with it. It returns false when that
+// expiry has cancelled the context already (a hair before the machine's
+// deadline): the term has ended then, and the machine is told so.
+func (r *run) publish(s *state) bool {
+	if s.expiry != nil && !s.expiry.Stop() {
+		s.m.DeadlinePassed(s.m.Deadline())
+		return false
+	}
+	s.sh.trust.Set(s.m.Term(), s.m.Deadline())
+	if s.expiry != nil {
+		s.expiry.Reset(time.Until(s.m.Deadline()))
+	}
+	return true
 }
 
 // stopLeading unpublishes a term whose machine has stepped down or resigned, and
 // reports it (lost: other than by release).
 func (r *run) stopLeading(s *state, lost bool) {
 	s.sh.trust.Clear()
+	if s.cancel != nil {
+		s.expiry.Stop()
+		s.cancel()
+		s.cancel, s.expiry = nil, nil
+	}
 	if !s.led {
 		return
 	}
@@ -729,9 +876,11 @@ func (r *run) renew(ctx context.Context) error {
 				unsettled = append(unsettled, s)
 				continue
 			}
-			switch s.m.RenewReply(j.kvs[i].Version+1, since, now).Action {
-			case cas.Lead:
-				s.sh.trust.Set(s.m.Term(), s.m.Deadline())
+			d := s.m.RenewReply(j.kvs[i].Version+1, since, now)
+			if d.Action == cas.Lead && !r.publish(s) {
+				d.Action = cas.StepDown
+			}
+			switch d.Action {
 			case cas.StepDown:
 				g.cfg.Logger.Warn("casleader group: stepping down: the renewal's reply came after the renew deadline", "key", s.key, "term", s.token)
 				r.stopLeading(s, true)
@@ -786,9 +935,10 @@ func (r *run) settle(ctx context.Context, ss []*state) error {
 			rec, found := rep.recs[s.key]
 			token := s.m.Term()
 			d := s.m.SettledAt(rec, found, rep.sent, now)
+			if d.Action == cas.Lead && !r.publish(s) {
+				d.Action = cas.StepDown
+			}
 			switch d.Action {
-			case cas.Lead:
-				s.sh.trust.Set(s.m.Term(), s.m.Deadline())
 			case cas.StepDown:
 				g.cfg.Logger.Warn("casleader group: stepping down: the lease was taken over or the renew deadline passed", "key", s.key, "term", token)
 				r.stopLeading(s, true)
@@ -878,7 +1028,7 @@ func (r *run) follow(ctx context.Context) error {
 			case cas.Lead:
 				// Our own live lease: an election whose reply was lost, or a lease
 				// handed to us by name.
-				r.startLeading(s, now)
+				r.startLeading(ctx, s, now)
 			default:
 				s.failures = 0 // a live lease: the database and we agree
 				wait := min(d.Wait, g.cfg.PollInterval)
@@ -937,7 +1087,7 @@ func (r *run) campaign(ctx context.Context, create, elect []*state) error {
 				d := won(s, w.Term, w.Since)
 				if d.Action == cas.Lead {
 					s.failures = 0
-					r.startLeading(s, now)
+					r.startLeading(ctx, s, now)
 					continue
 				}
 				if d.Err != nil {
@@ -999,7 +1149,50 @@ func (r *run) campaign(ctx context.Context, create, elect []*state) error {
 // releases, one handover per key, under a short timeout that outlives Run's context.
 // A write that lost its compare-and-set or failed is settled by one batched read,
 // and sent again from the version read while the key's machine says so.
+//
+// A term whose OnStartedLeading still runs waits for it first (see drain).
 func (r *run) end(ctx context.Context, es []ending) {
+	now := time.Now()
+	var ready []ending
+	for _, e := range es {
+		if e.s.working() {
+			r.draining = append(r.draining, draining{ending: e, until: now.Add(r.g.cfg.DrainTimeout)})
+			continue
+		}
+		ready = append(ready, e)
+	}
+	r.send(ctx, ready)
+}
+
+// drain sends the releases and handovers of the terms whose work has returned,
+// and gives up those of the terms whose work did not return within DrainTimeout:
+// releasing them would let the next leader start while that work may still act,
+// so their leases expire by themselves.
+func (r *run) drain(ctx context.Context, now time.Time) {
+	if len(r.draining) == 0 {
+		return
+	}
+	var ready []ending
+	keep := r.draining[:0]
+	for _, d := range r.draining {
+		switch {
+		case !d.s.working():
+			ready = append(ready, d.ending)
+		case !now.Before(d.until):
+			r.g.cfg.Logger.Error("casleader group: not releasing the lease: OnStartedLeading is still running after DrainTimeout; the lease expires by itself",
+				"key", d.s.key, "term", d.token, "drain_timeout", r.g.cfg.DrainTimeout, "handover_to", d.to)
+			r.ended(d.ending)
+		default:
+			keep = append(keep, d)
+		}
+	}
+	r.draining = keep
+	r.send(ctx, ready)
+}
+
+// send sends the releases and handovers of es, whose terms have stopped acting and
+// whose work has returned.
+func (r *run) send(ctx context.Context, es []ending) {
 	if len(es) == 0 {
 		return
 	}
@@ -1117,7 +1310,9 @@ func (r *run) ended(e ending) {
 	}
 }
 
-// stopAll ends every term when Run returns: stop acting first, then release.
+// stopAll ends every term when Run returns: stop acting first, drain (each term at
+// most DrainTimeout), then release; and waits at most DrainTimeout for the work of
+// terms that ended before.
 func (r *run) stopAll(ctx context.Context) {
 	var ends []ending
 	for _, s := range r.states {
@@ -1130,11 +1325,40 @@ func (r *run) stopAll(ctx context.Context) {
 			s.unsubscribe()
 		}
 	}
-	if !r.g.cfg.KeepLeaseOnExit {
+	if r.g.cfg.KeepLeaseOnExit {
+		for _, e := range ends {
+			r.ended(e)
+		}
+	} else {
 		r.end(ctx, ends)
-		return
 	}
-	for _, e := range ends {
-		r.ended(e)
+	for {
+		r.drain(ctx, time.Now())
+		if len(r.draining) == 0 {
+			break
+		}
+		until := r.draining[0].until
+		for _, d := range r.draining {
+			until = minTime(until, d.until)
+		}
+		t := time.NewTimer(time.Until(until))
+		select {
+		case <-r.g.poke: // a work returned (or a request came, ignored now)
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	work := make(chan struct{})
+	go func() {
+		r.work.Wait()
+		close(work)
+	}()
+	t := time.NewTimer(r.g.cfg.DrainTimeout)
+	defer t.Stop()
+	select {
+	case <-work:
+	case <-t.C:
+		r.g.cfg.Logger.Error("casleader group: Run returns while OnStartedLeading still runs: it did not return within DrainTimeout after its context was cancelled",
+			"drain_timeout", r.g.cfg.DrainTimeout)
 	}
 }
