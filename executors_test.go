@@ -70,6 +70,33 @@ type executor struct {
 	stop  func() error // ends Run, returns its error
 	done  <-chan error // Run's error, when Run ends by itself (then do not call stop)
 	ends  func() int   // how many terms' ends were reported
+	work  *termWork    // the leader's work on "k", term by term
+}
+
+// termWork records the leadership contexts that the leader's callback for key "k"
+// gets; the callback runs until its context ends.
+type termWork struct {
+	mu   sync.Mutex
+	ctxs []context.Context
+}
+
+func (w *termWork) run(ctx context.Context) {
+	w.mu.Lock()
+	w.ctxs = append(w.ctxs, ctx)
+	w.mu.Unlock()
+	<-ctx.Done()
+}
+
+func (w *termWork) terms() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.ctxs)
+}
+
+func (w *termWork) last() context.Context {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.ctxs[len(w.ctxs)-1]
 }
 
 // runUntil runs run until stop is called, and returns stop and Run's result.
@@ -88,14 +115,17 @@ var executors = []struct {
 }{
 	{"Elector", func(t *testing.T, st *faultStore) executor {
 		var ends atomic.Int64
+		w := &termWork{}
 		c := cfg("a")
 		c.OnStoppedLeading = func() { ends.Add(1) }
+		c.OnStartedLeading = func(ctx context.Context, _ int64) { w.run(ctx) }
 		el := newElector(t, st, c)
 		stop, done := runUntil(t, el.Run)
-		return executor{Leadership: el, pause: el.Pause, stop: stop, done: done, ends: func() int { return int(ends.Load()) }}
+		return executor{Leadership: el, pause: el.Pause, stop: stop, done: done, ends: func() int { return int(ends.Load()) }, work: w}
 	}},
 	{"Group", func(t *testing.T, st *faultStore) executor {
 		var ends atomic.Int64
+		w := &termWork{}
 		g, err := group.New(st, group.Config{
 			ID: "a", Keys: []string{"j", "k", "l"},
 			LeaseDuration: lease, RenewDeadline: renewDL, HeartbeatInterval: heartbeat, PollInterval: poll,
@@ -104,10 +134,17 @@ var executors = []struct {
 					ends.Add(1)
 				}
 			},
+			OnStartedLeading: func(ctx context.Context, key string, _ int64) {
+				if key == "k" {
+					w.run(ctx)
+					return
+				}
+				<-ctx.Done()
+			},
 		})
 		require.NoError(t, err)
 		stop, done := runUntil(t, g.Run)
-		return executor{Leadership: g.Lease("k"), pause: g.Pause, stop: stop, done: done, ends: func() int { return int(ends.Load()) }}
+		return executor{Leadership: g.Lease("k"), pause: g.Pause, stop: stop, done: done, ends: func() int { return int(ends.Load()) }, work: w}
 	}},
 }
 
@@ -255,6 +292,32 @@ func TestExecutorsFollowTheSameRules(t *testing.T) {
 			assert.Contains(t, err.Error(), `ID "a"`)
 			assert.Equal(t, v, observe(t, st).Term, "the other process's term is untouched")
 		}, true},
+		{"LeadersContextCarriesTheTermAndEndsWithIt", func(t *testing.T, st *faultStore, c executor) {
+			ctx := c.work.last()
+			tm := casleader.TermFrom(ctx)
+			require.NotNil(t, tm, "the leadership context carries the term")
+			assert.Equal(t, c.Token(), tm.Token())
+			assert.True(t, tm.IsLeader())
+			old := observe(t, st)
+			st.Put(store.Record{Key: "k", Version: old.Version + 5, LeaderID: "b", Term: old.Version + 5})
+			time.Sleep(heartbeat + time.Millisecond)
+			assert.Error(t, ctx.Err(), "the context outlived the term")
+			assert.False(t, tm.IsLeader())
+			require.ErrorIs(t, tm.Resign(), casleader.ErrNotLeader, "an ended term cannot resign")
+		}, false},
+		{"TermResignFromTheCallbackReturnsAtOnceAndReleases", func(t *testing.T, st *faultStore, c executor) {
+			tm := casleader.TermFrom(c.work.last())
+			start := time.Now()
+			require.NoError(t, tm.Resign())
+			assert.Zero(t, time.Since(start), "Resign waited")
+			time.Sleep(time.Millisecond)
+			assert.Error(t, c.work.last().Err())
+			assert.False(t, c.IsLeader())
+			assert.True(t, observe(t, st).Released())
+			time.Sleep(lease - 10*time.Millisecond)
+			assert.False(t, c.IsLeader(), "took the key back while cooling down")
+			assert.Equal(t, 1, c.work.terms())
+		}, false},
 		{"ExitWhileACommittedRenewalWaitsStillReleases", func(t *testing.T, st *faultStore, c executor) {
 			st.hang.Store(true)
 			<-st.committed
