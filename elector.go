@@ -15,6 +15,7 @@ import (
 	"github.com/casleader/casleader/heartbeat"
 	"github.com/casleader/casleader/internal/retry"
 	"github.com/casleader/casleader/store"
+	"github.com/casleader/casleader/term"
 )
 
 // Store is what an [Elector] needs from the database: the compare-and-set writes
@@ -46,7 +47,7 @@ type Notifier interface {
 
 // Errors returned by the elector.
 var (
-	ErrNotLeader      = errors.New("casleader: not the leader")
+	ErrNotLeader      = term.ErrNotLeader
 	ErrAlreadyRunning = errors.New("casleader: Run is already running")
 	ErrNotRunning     = errors.New("casleader: Run is not running")
 	// ErrNotDrained is returned by a resign or handover whose leader's work
@@ -55,9 +56,11 @@ var (
 	// leader cannot start while that work may still act.
 	ErrNotDrained = errors.New("casleader: the leader's work did not return within DrainTimeout")
 	// ErrDuplicateID is returned by Run when the row names this candidate's ID in
-	// a term that this process never won and that lease is being renewed: another
-	// live process runs with the same ID. The elector never acts on such a term.
-	ErrDuplicateID = errors.New("casleader: another process runs with this candidate's ID")
+	// a term that this process never won and that lease is being renewed, or shows
+	// the term it leads renewed by somebody else: another live process runs with
+	// the same ID. The elector never acts on such a term. It is [cas.ErrDuplicateID],
+	// which a group's Run returns too.
+	ErrDuplicateID = cas.ErrDuplicateID
 )
 
 // releaseTimeout bounds the release or handover write sent when leadership ends.
@@ -218,12 +221,12 @@ func (e *Elector) HandoverTo(ctx context.Context, id string) error {
 }
 
 func (e *Elector) send(ctx context.Context, r request) error {
-	if t := TermFrom(ctx); t != nil && t.e == e {
+	if t := TermFrom(ctx); t != nil && t.Of(&e.trust) {
 		// From the leader's own callback: waiting would wait for the caller.
 		if !t.IsLeader() {
-			return t.ended("resign")
+			return t.Ended("resign")
 		}
-		r.term = t.token
+		r.term = t.Token()
 		e.post(r)
 		return nil
 	}
@@ -303,7 +306,7 @@ func (e *Elector) takeRequests() []request {
 // lasts (zero when none).
 func (e *Elector) participation() (p cas.Participation, until time.Time) {
 	if e.cfg.Observer {
-		return cas.Abstaining, time.Time{}
+		return cas.Observing, time.Time{}
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -460,8 +463,8 @@ type run struct {
 	// campaign while it runs.
 	undrained <-chan struct{}
 
-	// A live lease naming our ID in a term we do not own, as last read.
-	foreignTerm, foreignVersion int64
+	// A live lease naming our ID in a term we do not own, as last logged.
+	foreignTerm int64
 
 	// failures counts the election writes in a row that failed or lost although
 	// the row looked free; after the second, the next read waits retry.Backoff, so
@@ -574,9 +577,12 @@ func (r *run) follow(ctx context.Context) (cas.Decision, time.Time, error) {
 		}
 		d = r.m.Observed(o.Record, o.Found, o.Sent, part)
 		r.noteSkew(o.Sent)
-		if dup = r.foreign(o.Record); dup != nil {
+		if d.Action == cas.Refuse {
+			dup = d.Err
+			e.log.Error("casleader: duplicate candidate ID: another process leads with this ID; not acting on its term", "term", o.Record.Term, "version", o.Record.Version)
 			return 0, true
 		}
+		r.foreign(o.Record)
 		if d.Action == cas.Wait {
 			r.failures = 0 // the row shows a live lease: the database and we agree
 			r.lim.Reset()
@@ -610,7 +616,7 @@ func (r *run) follow(ctx context.Context) (cas.Decision, time.Time, error) {
 			return r.unsettled("create", err)
 		}
 		r.outcome(ok, d.Version)
-		return r.m.Created(term, ok, sent), sent, nil
+		return r.decided(r.m.Created(term, ok, sent)), sent, nil
 	case cas.Campaign:
 		sent := time.Now()
 		wctx, wcancel := context.WithTimeout(ctx, e.cfg.RenewDeadline)
@@ -620,38 +626,33 @@ func (r *run) follow(ctx context.Context) (cas.Decision, time.Time, error) {
 			return r.unsettled("elect", err)
 		}
 		r.outcome(ok, d.Version)
-		return r.m.Elected(term, ok, sent), sent, nil
+		return r.decided(r.m.Elected(term, ok, sent)), sent, nil
 	}
 	return d, obs.Sent, nil
 }
 
-// foreign watches rows that name this candidate's ID in a term it does not own
-// (the machine never adopts them). The first sighting is logged: it is also what a
-// process restarted with a stable ID sees of its earlier run's lease, which then
-// expires. If the same term is renewed after that, another live process has this
-// ID: foreign returns an error matching ErrDuplicateID that names the ID.
-func (r *run) foreign(rec store.Record) error {
-	e := r.e
+// foreign logs the first sighting of a live lease that names this candidate's ID
+// in a term it does not own (the machine never adopts it, and refuses it if it is
+// renewed). It is also what a process restarted with a stable ID sees of its
+// earlier run's lease, which then expires.
+func (r *run) foreign(rec store.Record) {
 	term := r.m.Foreign()
-	if term == 0 || e.cfg.Observer || rec.Expired(e.cfg.LeaseDuration) {
-		// An expired lease is nobody's to act on: it is contested as usual.
-		r.foreignTerm, r.foreignVersion = 0, 0
-		return nil
+	if term == 0 || term == r.foreignTerm || rec.Expired(r.e.cfg.LeaseDuration) || r.e.cfg.Observer {
+		r.foreignTerm = term
+		return
 	}
-	if term == r.foreignTerm {
-		if rec.Version > r.foreignVersion && !rec.StepDown {
-			err := fmt.Errorf("%w: the row of key %q names ID %q in term %d, which this process never won, and that lease is being renewed (version %d, then %d): another process runs with the same ID, or the row was edited; give every candidate a unique ID (Config.ID)",
-				ErrDuplicateID, e.cfg.Key, e.cfg.ID, term, r.foreignVersion, rec.Version)
-			e.log.Error("casleader: duplicate candidate ID: another process leads with this ID; not acting on its term", "term", term, "version", rec.Version)
-			return err
-		}
-		r.foreignVersion = max(r.foreignVersion, rec.Version)
-		return nil
+	r.foreignTerm = term
+	r.e.log.Warn("casleader: the row names this candidate's ID in a term this process did not win; not adopting it, waiting for it to expire (after a restart with the same ID, Config.ResumeTerm resumes it at once)",
+		"term", term, "version", rec.Version, "lease_left", rec.Remaining(r.e.cfg.LeaseDuration))
+}
+
+// decided reports a fault that the machine found in an election write's reply
+// (and recovered from: the next read settles the write).
+func (r *run) decided(d cas.Decision) cas.Decision {
+	if d.Err != nil {
+		r.e.log.Error("casleader: not leading: "+d.Err.Error(), "error", d.Err)
 	}
-	r.foreignTerm, r.foreignVersion = term, rec.Version
-	e.log.Warn("casleader: the row names this candidate's ID in a term this process did not win; not adopting it, waiting for it to expire (after a restart with the same ID, Config.ResumeTerm resumes it at once)",
-		"term", term, "version", rec.Version, "lease_left", rec.Remaining(e.cfg.LeaseDuration))
-	return nil
+	return d
 }
 
 // electionBackoff is the first wait after an election write that failed or lost;
@@ -711,7 +712,7 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 		defer n.Leading(e.cfg.Key, token, false)
 	}
 
-	lctx, lcancel := context.WithCancel(context.WithValue(context.WithoutCancel(ctx), termKey{}, &Term{e: e, token: token}))
+	lctx, lcancel := context.WithCancel(term.With(context.WithoutCancel(ctx), e.term(token)))
 	defer lcancel()
 	expiry := time.AfterFunc(time.Until(m.Deadline()), lcancel)
 	defer expiry.Stop()
@@ -731,18 +732,22 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 
 	w := &renewer{Store: e.store}
 	renewed := func(version int64, sent time.Time) time.Time {
-		// A reply that arrives after the trust deadline must not revive the term:
-		// IsLeader() has said false and the leadership context is cancelled (or is
-		// being cancelled by expiry). Returning the passed deadline ends the term.
-		if !time.Now().Before(m.Deadline()) || !expiry.Stop() {
-			return m.Deadline()
+		// The machine's late-reply rule decides (a reply handled after the trust
+		// deadline never revives the term). The expiry timer may have cancelled the
+		// leadership context a hair before the machine's deadline: the term has
+		// ended then too. A passed deadline returned ends the heartbeat (Expired).
+		if !expiry.Stop() {
+			m.DeadlinePassed(m.Deadline())
+			return time.Time{}
 		}
-		dl := m.Renewed(version, sent)
+		if m.RenewReply(version, sent, time.Now()).Action != cas.Lead {
+			return time.Time{}
+		}
 		w.ambiguous = false
-		e.trust.Set(token, dl)
-		expiry.Reset(time.Until(dl))
+		e.trust.Set(token, m.Deadline())
+		expiry.Reset(time.Until(m.Deadline()))
 		last = sent
-		return dl
+		return m.Deadline()
 	}
 	hcfg := heartbeat.Config{Key: e.cfg.Key, ID: e.cfg.ID, Interval: e.cfg.HeartbeatInterval, Logger: e.log}
 	var fatal error
@@ -753,13 +758,16 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 		cancel()
 		switch res.Outcome {
 		case heartbeat.Expired:
-			d = m.DeadlinePassed(time.Now())
+			m.DeadlinePassed(time.Now())
+			d = cas.Decision{Action: cas.StepDown}
 			e.log.Warn("casleader: stepping down: no renewal succeeded within the renew deadline", "term", token, "error", res.Err)
 		case heartbeat.Lost:
-			var dup error
-			d, dup = r.settle(ctx, !w.ambiguous)
-			if dup != nil {
-				fatal = dup
+			d = r.settle(ctx, w.ambiguous)
+			w.ambiguous = false // the machine keeps it until a renewal wins
+			if d.Action == cas.Refuse {
+				fatal = d.Err
+				e.log.Error("casleader: duplicate candidate ID: another process acts with this candidate's ID; stepping down without releasing",
+					"term", token, "version", m.Version(), "error", d.Err)
 			} else if d.Action == cas.StepDown {
 				e.log.Warn("casleader: stepping down: the lease was taken over", "term", token, "leader", m.Leader(), "version", m.Version())
 			} else if !expiry.Stop() {
@@ -768,7 +776,6 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 				d = cas.Decision{Action: cas.StepDown}
 				e.log.Warn("casleader: stepping down: the renew deadline passed while settling a renewal", "term", token)
 			} else {
-				w.ambiguous = false // the row's version is adopted: nothing of ours is unseen
 				e.trust.Set(token, m.Deadline())
 				expiry.Reset(time.Until(m.Deadline()))
 			}
@@ -860,10 +867,8 @@ func (r *run) stopped(ctx context.Context) (cas.Decision, *request) {
 		}
 		return cas.Decision{Action: cas.Release, Version: m.Version()}, &req
 	}
-	if p, _ := e.participation(); p == cas.Abstaining {
-		return cas.Decision{Action: cas.Release, Version: m.Version()}, nil
-	}
-	return m.DeadlinePassed(time.Now()), nil
+	p, _ := e.participation()
+	return m.Tick(time.Now(), p), nil
 }
 
 // renewer is the leader's store for heartbeat.Run: it notes whether a renewal
@@ -882,37 +887,23 @@ func (w *renewer) Renew(ctx context.Context, key, id string, version int64) (boo
 }
 
 // settle reads the row once (retrying transient errors until the trust deadline) to
-// settle a renewal that lost its compare-and-set or had an ambiguous result.
-//
-// definite says that no renewal of this term since its last success can have
-// committed unseen: the compare-and-set was simply lost. If the row then still
-// names this candidate in its term, at a higher version, with no step-down request,
-// somebody else renewed this term: another process with the same ID. The term is
-// ended at once, without a release (the lease is the other process's too), and
-// settle returns an error matching ErrDuplicateID.
-func (r *run) settle(ctx context.Context, definite bool) (cas.Decision, error) {
+// settle a renewal that lost its compare-and-set or had an ambiguous result (a
+// renewal of this term since its last success failed with an unknown outcome), and
+// returns the machine's decision, Refuse included (see [cas.Machine.Settled]).
+func (r *run) settle(ctx context.Context, ambiguous bool) cas.Decision {
 	e, m := r.e, r.m
-	m.RenewalFailed()
+	m.RenewalFailed(ambiguous)
 	for attempt := 1; ; attempt++ {
 		dl := m.Deadline()
 		if !time.Now().Before(dl) || ctx.Err() != nil {
-			return m.DeadlinePassed(time.Now()), nil
+			return m.DeadlinePassed(time.Now())
 		}
 		rctx, cancel := context.WithDeadline(ctx, dl)
 		sent := time.Now()
 		rec, found, err := e.store.Observe(rctx, e.cfg.Key)
 		cancel()
-		if err == nil && definite && found && rec.LeaderID == e.cfg.ID && rec.Term == m.Term() &&
-			rec.Version > m.Version() && !rec.StepDown {
-			term, version := m.Term(), m.Version()
-			m.DeadlinePassed(m.Deadline()) // stop leading; no release
-			e.log.Error("casleader: duplicate candidate ID: another process renews this candidate's term; stepping down without releasing",
-				"term", term, "version", version, "row_version", rec.Version)
-			return cas.Decision{Action: cas.StepDown}, fmt.Errorf("%w: the row of key %q names ID %q in term %d, which this process leads, at version %d that this process did not write (it wrote %d): another process runs with the same ID; give every candidate a unique ID (Config.ID)",
-				ErrDuplicateID, e.cfg.Key, e.cfg.ID, term, rec.Version, version)
-		}
 		if err == nil {
-			return m.Settled(rec, found, sent), nil
+			return m.SettledAt(rec, found, sent, time.Now())
 		}
 		wait := heartbeat.Backoff(attempt, e.cfg.HeartbeatInterval)
 		e.log.Warn("casleader: reading the row to settle a renewal failed, retrying", "error", err, "retry_in", wait)

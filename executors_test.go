@@ -68,7 +68,43 @@ type executor struct {
 	casleader.Leadership
 	pause func()
 	stop  func() error // ends Run, returns its error
+	done  <-chan error // Run's error, when Run ends by itself (then do not call stop)
 	ends  func() int   // how many terms' ends were reported
+	work  *termWork    // the leader's work on "k", term by term
+}
+
+// termWork records the leadership contexts that the leader's callback for key "k"
+// gets; the callback runs until its context ends.
+type termWork struct {
+	mu   sync.Mutex
+	ctxs []context.Context
+}
+
+func (w *termWork) run(ctx context.Context) {
+	w.mu.Lock()
+	w.ctxs = append(w.ctxs, ctx)
+	w.mu.Unlock()
+	<-ctx.Done()
+}
+
+func (w *termWork) terms() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.ctxs)
+}
+
+func (w *termWork) last() context.Context {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.ctxs[len(w.ctxs)-1]
+}
+
+// runUntil runs run until stop is called, and returns stop and Run's result.
+func runUntil(t *testing.T, run func(context.Context) error) (stop func() error, done <-chan error) {
+	ctx, cancel := context.WithCancel(t.Context())
+	ch := make(chan error, 1)
+	go func() { ch <- run(ctx) }()
+	return func() error { cancel(); return <-ch }, ch
 }
 
 // executors start candidate "a" on key "k": an Elector, and a Group that holds "k"
@@ -79,13 +115,17 @@ var executors = []struct {
 }{
 	{"Elector", func(t *testing.T, st *faultStore) executor {
 		var ends atomic.Int64
+		w := &termWork{}
 		c := cfg("a")
 		c.OnStoppedLeading = func() { ends.Add(1) }
+		c.OnStartedLeading = func(ctx context.Context, _ int64) { w.run(ctx) }
 		el := newElector(t, st, c)
-		return executor{Leadership: el, pause: el.Pause, stop: running(t, el), ends: func() int { return int(ends.Load()) }}
+		stop, done := runUntil(t, el.Run)
+		return executor{Leadership: el, pause: el.Pause, stop: stop, done: done, ends: func() int { return int(ends.Load()) }, work: w}
 	}},
 	{"Group", func(t *testing.T, st *faultStore) executor {
 		var ends atomic.Int64
+		w := &termWork{}
 		g, err := group.New(st, group.Config{
 			ID: "a", Keys: []string{"j", "k", "l"},
 			LeaseDuration: lease, RenewDeadline: renewDL, HeartbeatInterval: heartbeat, PollInterval: poll,
@@ -94,14 +134,30 @@ var executors = []struct {
 					ends.Add(1)
 				}
 			},
+			OnStartedLeading: func(ctx context.Context, key string, _ int64) {
+				if key == "k" {
+					w.run(ctx)
+					return
+				}
+				<-ctx.Done()
+			},
 		})
 		require.NoError(t, err)
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error, 1)
-		go func() { done <- g.Run(ctx) }()
-		stop := func() error { cancel(); return <-done }
-		return executor{Leadership: g.Lease("k"), pause: g.Pause, stop: stop, ends: func() int { return int(ends.Load()) }}
+		stop, done := runUntil(t, g.Run)
+		return executor{Leadership: g.Lease("k"), pause: g.Pause, stop: stop, done: done, ends: func() int { return int(ends.Load()) }, work: w}
 	}},
+}
+
+// runEnds waits at most within for Run to end by itself, and returns its error.
+func runEnds(t *testing.T, c executor, within time.Duration) error {
+	t.Helper()
+	select {
+	case err := <-c.done:
+		return err
+	case <-time.After(within):
+		t.Fatalf("Run went on for %v", within)
+		return nil
+	}
 }
 
 func observe(t *testing.T, st *faultStore) store.Record {
@@ -188,6 +244,79 @@ func TestExecutorsFollowTheSameRules(t *testing.T) {
 			assert.True(t, observe(t, st).Released())
 			time.Sleep(2 * lease)
 			assert.False(t, c.IsLeader(), "a paused candidate takes no lease")
+		}, false},
+		{"LeaderWhoseTermIsRenewedByAnotherProcessStops", func(t *testing.T, st *faultStore, c executor) {
+			// Another process with ID "a" renews the leader's term: the leader's next
+			// renewal loses with no error of its own to explain it.
+			rec := observe(t, st)
+			ok, err := st.Store.Renew(t.Context(), "k", "a", rec.Version)
+			require.NoError(t, err)
+			require.True(t, ok)
+			err = runEnds(t, c, 2*heartbeat)
+			require.ErrorIs(t, err, casleader.ErrDuplicateID)
+			assert.Contains(t, err.Error(), `ID "a"`)
+			assert.False(t, c.IsLeader())
+			assert.Equal(t, "a", observe(t, st).LeaderID, "the lease is the other process's too: not released")
+		}, true},
+		{"LeaderThatSeesItsIDInATermItDidNotWinStops", func(t *testing.T, st *faultStore, c executor) {
+			old := observe(t, st)
+			st.Put(store.Record{Key: "k", Version: old.Version + 5, LeaderID: "a", Term: old.Version + 5})
+			err := runEnds(t, c, 2*heartbeat)
+			require.ErrorIs(t, err, casleader.ErrDuplicateID)
+			assert.Contains(t, err.Error(), `ID "a"`)
+			assert.False(t, c.IsLeader())
+			assert.NotEqual(t, old.Version+5, c.Token(), "acted in a term it did not win")
+			assert.Equal(t, old.Version+5, observe(t, st).Version, "nothing written over the other term")
+		}, true},
+		{"FollowerThatSeesItsIDRenewedInATermItDidNotWinStops", func(t *testing.T, st *faultStore, c executor) {
+			c.pause()
+			time.Sleep(time.Millisecond)
+			require.True(t, observe(t, st).Released())
+			// Another process with ID "a" wins the key and renews it.
+			v := observe(t, st).Version + 1
+			st.Put(store.Record{Key: "k", Version: v, LeaderID: "a", Term: v})
+			var err error
+			for start := time.Now(); err == nil; {
+				select {
+				case err = <-c.done:
+				case <-time.After(heartbeat):
+					assert.NotEqual(t, v, c.Token(), "acted in the other process's term")
+					require.Less(t, time.Since(start), lease+2*poll, "the duplicate ID was not reported within about one lease")
+					rec := observe(t, st)
+					ok, rerr := st.Store.Renew(t.Context(), "k", "a", rec.Version)
+					require.NoError(t, rerr)
+					require.True(t, ok)
+				}
+			}
+			require.ErrorIs(t, err, casleader.ErrDuplicateID)
+			assert.Contains(t, err.Error(), `ID "a"`)
+			assert.Equal(t, v, observe(t, st).Term, "the other process's term is untouched")
+		}, true},
+		{"LeadersContextCarriesTheTermAndEndsWithIt", func(t *testing.T, st *faultStore, c executor) {
+			ctx := c.work.last()
+			tm := casleader.TermFrom(ctx)
+			require.NotNil(t, tm, "the leadership context carries the term")
+			assert.Equal(t, c.Token(), tm.Token())
+			assert.True(t, tm.IsLeader())
+			old := observe(t, st)
+			st.Put(store.Record{Key: "k", Version: old.Version + 5, LeaderID: "b", Term: old.Version + 5})
+			time.Sleep(heartbeat + time.Millisecond)
+			assert.Error(t, ctx.Err(), "the context outlived the term")
+			assert.False(t, tm.IsLeader())
+			require.ErrorIs(t, tm.Resign(), casleader.ErrNotLeader, "an ended term cannot resign")
+		}, false},
+		{"TermResignFromTheCallbackReturnsAtOnceAndReleases", func(t *testing.T, st *faultStore, c executor) {
+			tm := casleader.TermFrom(c.work.last())
+			start := time.Now()
+			require.NoError(t, tm.Resign())
+			assert.Zero(t, time.Since(start), "Resign waited")
+			time.Sleep(time.Millisecond)
+			assert.Error(t, c.work.last().Err())
+			assert.False(t, c.IsLeader())
+			assert.True(t, observe(t, st).Released())
+			time.Sleep(lease - 10*time.Millisecond)
+			assert.False(t, c.IsLeader(), "took the key back while cooling down")
+			assert.Equal(t, 1, c.work.terms())
 		}, false},
 		{"ExitWhileACommittedRenewalWaitsStillReleases", func(t *testing.T, st *faultStore, c executor) {
 			st.hang.Store(true)

@@ -3,18 +3,13 @@ package casleader
 import (
 	"context"
 	"database/sql"
-	"errors"
-	"fmt"
-	"time"
 
-	"github.com/casleader/casleader/store"
+	"github.com/casleader/casleader/term"
 )
 
 // SQLGuarder is a store that can fence a database/sql transaction: the stores of
 // packages store/mysql, store/postgres and store/sqlite.
-type SQLGuarder interface {
-	Guard(ctx context.Context, tx *sql.Tx, key, id string, token int64, lease time.Duration) error
-}
+type SQLGuarder = term.SQLGuarder
 
 // Guard fences a write of the leader: it verifies, inside tx, that token (as handed
 // to OnStartedLeading) is still the term of this candidate's unexpired lease, and
@@ -56,44 +51,5 @@ type SQLGuarder interface {
 // packages do; a decorating store must forward the method). For a pgx transaction,
 // use postgres.Guard (package store/postgres) with [Elector.Fence] or the [Term].
 func (e *Elector) Guard(ctx context.Context, tx *sql.Tx, token int64) error {
-	g, ok := e.store.(SQLGuarder)
-	if !ok {
-		return fmt.Errorf("casleader: guard %q: the store %T has no Guard method for *sql.Tx", e.cfg.Key, e.store)
-	}
-	if err := e.ownsToken(token); err != nil {
-		return err
-	}
-	return guardError(g.Guard(ctx, tx, e.cfg.Key, e.cfg.ID, token, e.cfg.LeaseDuration))
-}
-
-// Fence returns the fence of this elector's term token, for the guards of the
-// dialect packages (postgres.Guard fences a pgx transaction with it): they run
-// the same checks as [Elector.Guard], locally first and then in the row, and
-// return the same errors.
-func (e *Elector) Fence(token int64) store.Fence {
-	return store.Fence{
-		Key:    e.cfg.Key,
-		ID:     e.cfg.ID,
-		Token:  token,
-		Lease:  e.cfg.LeaseDuration,
-		Store:  e.store,
-		Trust:  func() error { return e.ownsToken(token) },
-		Fenced: guardError,
-	}
-}
-
-// ownsToken checks locally that this elector leads now, in the term of token.
-func (e *Elector) ownsToken(token int64) error {
-	if cur := e.Token(); cur == 0 || cur != token {
-		return fmt.Errorf("%w: guard %q: token %d is not the current term of %q (current: %d, 0 when not leading)",
-			ErrNotLeader, e.cfg.Key, token, e.cfg.ID, cur)
-	}
-	return nil
-}
-
-func guardError(err error) error {
-	if errors.Is(err, store.ErrFenced) {
-		return fmt.Errorf("%w: %w", ErrNotLeader, err)
-	}
-	return err
+	return e.term(token).Guard(ctx, tx)
 }

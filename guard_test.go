@@ -42,6 +42,7 @@ const (
 // userTx is the user's transaction with the elector's guard.
 type userTx interface {
 	guard(ctx context.Context, el *casleader.Elector, token int64) error
+	guardTerm(ctx context.Context, term *casleader.Term) error
 	exec(ctx context.Context, q string) error
 	commit() error
 	rollback()
@@ -51,6 +52,9 @@ type sqlUserTx struct{ tx *sql.Tx }
 
 func (x sqlUserTx) guard(ctx context.Context, el *casleader.Elector, token int64) error {
 	return el.Guard(ctx, x.tx, token)
+}
+func (x sqlUserTx) guardTerm(ctx context.Context, term *casleader.Term) error {
+	return term.Guard(ctx, x.tx)
 }
 func (x sqlUserTx) exec(ctx context.Context, q string) error {
 	_, err := x.tx.ExecContext(ctx, q)
@@ -63,6 +67,9 @@ type pgxUserTx struct{ tx pgx.Tx }
 
 func (x pgxUserTx) guard(ctx context.Context, el *casleader.Elector, token int64) error {
 	return postgres.Guard(ctx, el.Fence(token), x.tx)
+}
+func (x pgxUserTx) guardTerm(ctx context.Context, term *casleader.Term) error {
+	return postgres.Guard(ctx, term, x.tx)
 }
 func (x pgxUserTx) exec(ctx context.Context, q string) error {
 	_, err := x.tx.Exec(ctx, q)

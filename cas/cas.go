@@ -32,6 +32,8 @@
 package cas
 
 import (
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/casleader/casleader/store"
@@ -81,11 +83,29 @@ const (
 	Release
 	// Handover: stop acting, then hand the lease from Decision.Version to Decision.To.
 	Handover
+	// Refuse: another process acts with this candidate's ID (Decision.Err names the
+	// key, the ID and the term). Stop acting at once if leading, write nothing (the
+	// lease is the other process's too: a release would end its term), and stop
+	// taking part in the election with Decision.Err.
+	Refuse
 )
 
 func (a Action) String() string {
-	return [...]string{"invalid", "wait", "create", "campaign", "lead", "settle", "step-down", "release", "handover"}[min(int(a), 8)]
+	return [...]string{"invalid", "wait", "create", "campaign", "lead", "settle", "step-down", "release", "handover", "refuse"}[min(int(a), 9)]
 }
+
+// Errors carried by [Decision.Err].
+var (
+	// ErrDuplicateID: the row names this candidate's ID in a term that it did not
+	// win, and that lease is being renewed; or the term it leads is renewed by
+	// somebody else. Another live process runs with the same ID (or the row was
+	// edited). The machine never acts on such a term.
+	ErrDuplicateID = errors.New("casleader: another process runs with this candidate's ID")
+	// ErrNoNewTerm: the store reported an election or creation won without a term
+	// above the version it was sent from. The machine does not lead on it; the next
+	// read settles the write (an own lease is adopted with the row's term).
+	ErrNoNewTerm = errors.New("casleader: the store reported a key won without a new term")
+)
 
 // Participation says how a candidate takes part in the election right now.
 type Participation uint8
@@ -96,8 +116,11 @@ const (
 	Campaigning Participation = iota
 	// CoolingDown: after a resign; takes only a live lease handed to it by name.
 	CoolingDown
-	// Abstaining: paused or an observer; never takes a lease.
+	// Abstaining: paused; never takes a lease.
 	Abstaining
+	// Observing: an observer; never takes a lease, and a lease under its ID is
+	// another process's business (an observer may share the ID of a candidate).
+	Observing
 )
 
 // Decision is the machine's answer to an event.
@@ -106,6 +129,10 @@ type Decision struct {
 	Version int64         // the row version to write from (Campaign, Lead, Release, Handover)
 	Wait    time.Duration // how long to wait before the next observation (Wait)
 	To      string        // the handover target (Handover)
+	// Err, with Refuse, is the error to stop with (it matches [ErrDuplicateID]);
+	// with Wait, a fault to report at Error level, from which the machine has
+	// recovered (it matches [ErrNoNewTerm]). nil otherwise.
+	Err error
 }
 
 // Machine is one candidate's role state in one election. It is not safe for
@@ -129,6 +156,14 @@ type Machine struct {
 	unsettledFrom int64     // the version that election was sent from
 	othersLive    time.Time // when the live lease of another, seen by the last read, can expire
 	foreign       int64     // term of the last row read that names us in a term not ours
+	foreignSeen   int64     // the highest version at which that live foreign term was read
+	from          int64     // the version the pending election was sent from (0: creation)
+	resigned      int64     // the last term this candidate resigned: never led again
+	// ambiguous: a renewal of the current term failed with an unknown outcome
+	// since the last renewal known to have committed, so a write of ours may
+	// commit unseen. Cleared only by a renewal that won: a write sent before it
+	// can no longer commit.
+	ambiguous bool
 
 	skew skew // clock skew between database servers, and the expiry judgement (skew.go)
 }
@@ -187,6 +222,13 @@ func (m *Machine) Trusted(now time.Time) bool {
 // naming this candidate (another process with the same ID, a row edited by hand, a
 // restarted process's old lease) is handled like anybody's lease and reported by
 // [Machine.Foreign].
+//
+// A foreign term that is read again at a higher version, still live and with no
+// step-down request, is being renewed: another live process runs with this ID.
+// Observed then returns Refuse with an error matching [ErrDuplicateID] (never to an
+// observer, p == Observing, which may share a candidate's ID). A process restarted
+// with a stable ID sees its earlier run's lease only once at one version: that
+// lease is never renewed again, and expires.
 func (m *Machine) Observed(rec store.Record, found bool, sent time.Time, p Participation) Decision {
 	campaign := p == Campaigning
 	if m.role == Leader {
@@ -194,11 +236,13 @@ func (m *Machine) Observed(rec store.Record, found bool, sent time.Time, p Parti
 	}
 	m.role = Follower
 	othersLive, unsettled := m.othersLive, m.unsettled
-	m.othersLive, m.unsettled, m.foreign = time.Time{}, false, 0
+	foreign, foreignSeen := m.foreign, m.foreignSeen
+	m.othersLive, m.unsettled, m.foreign, m.foreignSeen = time.Time{}, false, 0, 0
 	if !found {
 		m.leader = ""
 		if campaign {
 			m.role = Candidate
+			m.from = 0
 			return Decision{Action: Create}
 		}
 		return Decision{Action: Wait, Wait: m.lease}
@@ -219,8 +263,23 @@ func (m *Machine) Observed(rec store.Record, found bool, sent time.Time, p Parti
 			(unsettled && rec.Term > m.unsettledFrom) ||
 			handed ||
 			(above && !othersLive.IsZero() && sent.Add(-rec.Age).Before(othersLive))
-		if !owned {
+		// A term of ours that we resigned is ours, but over: its release may still
+		// be pending (a drain, a retry) or may have failed. Leading it again would
+		// start the leader's work a second time in the same term; it is released
+		// or expires.
+		ended := rec.Term == m.resigned
+		if !owned && !ended {
 			m.foreign = rec.Term
+			if p != Observing && !rec.Expired(m.lease) {
+				if rec.Term == foreign && rec.Version > foreignSeen && !rec.StepDown {
+					return Decision{Action: Refuse, Err: fmt.Errorf("%w: the row of key %q names ID %q in term %d, which this process never won, and that lease is being renewed (version %d, then %d): another process runs with the same ID, or the row was edited; give every candidate a unique ID (Config.ID)",
+						ErrDuplicateID, rec.Key, m.id, rec.Term, foreignSeen, rec.Version)}
+				}
+				m.foreignSeen = rec.Version
+				if rec.Term == foreign {
+					m.foreignSeen = max(foreignSeen, rec.Version)
+				}
+			}
 		}
 		// Our own live lease: an election, creation or handover whose reply we did
 		// not see, or a lease handed to us by name (also taken while cooling down).
@@ -232,7 +291,7 @@ func (m *Machine) Observed(rec store.Record, found bool, sent time.Time, p Parti
 		// term is ending (our release may have failed), and leading it would start
 		// the leader's work a second time in the same term. It is released by the
 		// retry, or expires.
-		if owned && p != Abstaining && rec.Age < m.renew && !rolledBack && !rec.StepDown {
+		if owned && !ended && p < Abstaining && rec.Age < m.renew && !rolledBack && !rec.StepDown {
 			m.lead(rec.Version, rec.Term, sent.Add(m.renew-rec.Age))
 			m.own = rec.Term
 			return Decision{Action: Lead, Version: m.version}
@@ -244,6 +303,7 @@ func (m *Machine) Observed(rec store.Record, found bool, sent time.Time, p Parti
 	if left == 0 {
 		if campaign {
 			m.role = Candidate
+			m.from = rec.Version
 			return Decision{Action: Campaign, Version: rec.Version}
 		}
 		return Decision{Action: Wait, Wait: m.lease}
@@ -274,10 +334,22 @@ func (m *Machine) Elected(term int64, won bool, sent time.Time) Decision {
 	return m.won(term, won, sent)
 }
 
+// A write reported won is led only in a term above the version it was sent from
+// (a missing row: above 0), since the term is also the row's new version: a store
+// that reports no such term is not trusted with a lease. The write is then settled
+// by the next read like one whose reply was lost, and the Wait decision carries an
+// error matching [ErrNoNewTerm] for the caller to report.
 func (m *Machine) won(term int64, won bool, sent time.Time) Decision {
 	if !won {
 		m.role = Follower
 		return Decision{Action: Wait}
+	}
+	if term <= m.from {
+		from := m.from
+		m.Unsettled()
+		m.unsettledFrom = from
+		return Decision{Action: Wait, Err: fmt.Errorf("%w: term %d is not above version %d that the write was sent from; not leading until the row is read: the Store must report the new term (store.Won.Term)",
+			ErrNoNewTerm, term, from)}
 	}
 	m.highest = max(m.highest, term)
 	m.lead(term, term, sent.Add(m.renew))
@@ -311,18 +383,21 @@ func (m *Machine) Renewed(version int64, sent time.Time) time.Time {
 		return time.Time{}
 	}
 	m.version = version
+	m.ambiguous = false
 	if d := sent.Add(m.renew); d.After(m.deadline) {
 		m.deadline = d
 	}
 	return m.deadline
 }
 
-// RenewalFailed handles a renewal that lost its compare-and-set, or whose result is
-// ambiguous: keep the old deadline and settle with one read.
-func (m *Machine) RenewalFailed() Decision {
+// RenewalFailed handles a renewal that lost its compare-and-set (ambiguous false),
+// or whose result is unknown (ambiguous true: a timeout, a reset; the write may
+// have committed): keep the old deadline and settle with one read.
+func (m *Machine) RenewalFailed(ambiguous bool) Decision {
 	if m.role != Leader {
 		return Decision{Action: Wait}
 	}
+	m.ambiguous = m.ambiguous || ambiguous
 	return Decision{Action: Settle, Version: m.version}
 }
 
@@ -331,9 +406,33 @@ func (m *Machine) RenewalFailed() Decision {
 // (the write committed, or somebody bumped the version without taking the lease, as a
 // step-down request does) and the deadline may move to sent + R - age. Otherwise
 // leadership is lost.
+//
+// Two rows show another process acting with this candidate's ID; the machine then
+// stops leading and returns Refuse with an error matching [ErrDuplicateID] (the
+// lease is not released: it is the other process's too):
+//   - this candidate's ID in a live term above the one it leads, which it did not
+//     win (another process with the ID won an election, or the row was edited);
+//   - this candidate's term at a version above the one it holds, with no step-down
+//     request, while no renewal of its own can have committed unseen (every
+//     renewal failed since the last one that won lost its compare-and-set): somebody
+//     else renews this term, with its token.
 func (m *Machine) Settled(rec store.Record, found bool, sent time.Time) Decision {
 	if m.role != Leader {
 		return m.Observed(rec, found, sent, Abstaining)
+	}
+	if found && rec.LeaderID == m.id && !rec.StepDown &&
+		((rec.Term > m.term && !rec.Released() && !rec.Expired(m.lease)) ||
+			(rec.Term == m.term && rec.Version > m.version && !m.ambiguous)) {
+		term, version := m.term, m.version
+		m.stepDown()
+		m.version = rec.Version
+		m.highest = max(m.highest, rec.Term)
+		if rec.Term != term {
+			return Decision{Action: Refuse, Err: fmt.Errorf("%w: the row of key %q names ID %q in term %d, which this process never won, while it leads term %d: another process runs with the same ID, or the row was edited; give every candidate a unique ID (Config.ID)",
+				ErrDuplicateID, rec.Key, m.id, rec.Term, term)}
+		}
+		return Decision{Action: Refuse, Err: fmt.Errorf("%w: the row of key %q names ID %q in term %d, which this process leads, at version %d that this process did not write (it wrote %d): another process runs with the same ID; give every candidate a unique ID (Config.ID)",
+			ErrDuplicateID, rec.Key, m.id, term, rec.Version, version)}
 	}
 	if !found || rec.LeaderID != m.id || rec.Term != m.term {
 		m.stepDown()
@@ -372,11 +471,13 @@ func (m *Machine) DeadlinePassed(now time.Time) Decision {
 }
 
 // Resign stops leading at once (before the release write is sent) and returns the
-// version to release from, or ok == false when not leading.
+// version to release from, or ok == false when not leading. The resigned term is
+// never led again, even while the row still shows it.
 func (m *Machine) Resign() (version int64, ok bool) {
 	if m.role != Leader {
 		return 0, false
 	}
+	m.resigned = m.term
 	m.stepDown()
 	return m.version, true
 }
@@ -396,6 +497,7 @@ func (m *Machine) Released(version int64, ok bool, to string) {
 
 func (m *Machine) lead(version, term int64, deadline time.Time) {
 	m.role = Leader
+	m.ambiguous = false
 	m.version = version
 	m.term = term
 	m.leader = m.id
@@ -423,6 +525,7 @@ func (m *Machine) RenewReply(version int64, sent, now time.Time) Decision {
 	}
 	if !now.Before(m.deadline) {
 		m.version = version
+		m.ambiguous = false
 		m.stepDown()
 		return Decision{Action: StepDown}
 	}
@@ -451,7 +554,7 @@ func (m *Machine) SettledAt(rec store.Record, found bool, sent, now time.Time) D
 // held, after [Machine.Resign]); any other leader goes on (Lead), anybody else waits.
 func (m *Machine) Tick(now time.Time, p Participation) Decision {
 	d := m.DeadlinePassed(now)
-	if d.Action == Lead && p == Abstaining {
+	if d.Action == Lead && p >= Abstaining {
 		return Decision{Action: Release, Version: m.version}
 	}
 	return d
@@ -466,12 +569,14 @@ func (m *Machine) CoolDown(until time.Time) {
 	}
 }
 
-// Participation returns how the candidate takes part at now: Abstaining when
-// abstain (paused, or an observer), CoolingDown before the end of a cool-down,
+// Participation returns how the candidate takes part at now: Observing for an
+// observer, Abstaining when paused, CoolingDown before the end of a cool-down,
 // else Campaigning.
-func (m *Machine) Participation(now time.Time, abstain bool) Participation {
+func (m *Machine) Participation(now time.Time, paused, observer bool) Participation {
 	switch {
-	case abstain:
+	case observer:
+		return Observing
+	case paused:
 		return Abstaining
 	case now.Before(m.cooldown):
 		return CoolingDown
@@ -503,4 +608,8 @@ func (m *Machine) RetryFrom(token, version int64, rec store.Record, found bool) 
 		return 0, false
 	}
 	return rec.Version, true
+}
+
+func (p Participation) String() string {
+	return [...]string{"campaigning", "cooling-down", "abstaining", "observing", "unknown"}[min(int(p), 4)]
 }

@@ -155,7 +155,7 @@ func TestSlowRenewalDoesNotExtendTrustPastItsSendTime(t *testing.T) {
 
 func TestRenewalFailedAsksForOneSettlingRead(t *testing.T) {
 	m := leading(t)
-	assert.Equal(t, Decision{Action: Settle, Version: won}, m.RenewalFailed())
+	assert.Equal(t, Decision{Action: Settle, Version: won}, m.RenewalFailed(true))
 	assert.Equal(t, at(600), m.Deadline(), "a failed renewal keeps the old deadline")
 }
 
@@ -169,7 +169,7 @@ func TestSettled(t *testing.T) {
 		{"AmbiguousCommitIsSettledByOneRead", row(won+1, "me", won, 20*time.Millisecond), Decision{Action: Lead, Version: won + 1}, Leader},
 		{"TakenOverLeaseStepsDown", row(won+500, "other", won+500, 0), Decision{Action: StepDown}, Follower},
 		{"ReleasedRowStepsDown", row(won+1, "", won, 0), Decision{Action: StepDown}, Follower},
-		{"SameIDWithAnotherTermStepsDown", row(won+9, "me", won+8, 0), Decision{Action: StepDown}, Follower},
+		{"SameIDInAnExpiredTermNotWonStepsDown", row(won+9, "me", won+8, lease), Decision{Action: StepDown}, Follower},
 		{"RolledBackRowOfAnotherTermStepsDown", row(3, "old", 2, 0), Decision{Action: StepDown}, Follower},
 		{"RolledBackRowOfOursWithAnEarlierTermStepsDown", row(3, "me", 2, 0), Decision{Action: StepDown}, Follower},
 		{"ResignRequestReleases", func() store.Record { r := row(won+1, "me", won, 0); r.StepDown = true; return r }(), Decision{Action: Release, Version: won + 1}, Leader},
@@ -182,7 +182,7 @@ func TestSettled(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := leading(t)
-			m.RenewalFailed()
+			m.RenewalFailed(true)
 			assert.Equal(t, tt.want, m.Settled(tt.rec, true, at(100)))
 			assert.Equal(t, tt.role, m.Role())
 			if tt.role == Follower {
@@ -197,13 +197,148 @@ func TestSettled(t *testing.T) {
 	})
 	t.Run("SettlingReadExtendsTrustFromItsSendTimeMinusAge", func(t *testing.T) {
 		m := leading(t)
+		m.RenewalFailed(true)
 		m.Settled(row(won+1, "me", won, 50*time.Millisecond), true, at(300))
 		assert.Equal(t, at(300+600-50), m.Deadline())
 	})
 	t.Run("OldSettlingReadNeverShortensTrust", func(t *testing.T) {
 		m := leading(t)
+		m.RenewalFailed(true)
 		m.Settled(row(won+1, "me", won, 500*time.Millisecond), true, at(100))
 		assert.Equal(t, at(600), m.Deadline())
+	})
+}
+
+// TestAnotherProcessWithOurIDIsRefused specifies the leader's side of the
+// duplicate-ID rule: a settling read that shows this candidate's ID in a live term
+// it did not win, or its own term renewed by somebody else, ends the term without a
+// release (Refuse, with an error naming the key and the ID). Both executors stop on
+// it; neither acts on such a term.
+func TestAnotherProcessWithOurIDIsRefused(t *testing.T) {
+	tests := []struct {
+		name   string
+		before func(m *Machine) // how the renewals of the term went before the read
+		rec    store.Record
+		want   Decision
+	}{
+		{"LiveTermNotWonUnderOurIDIsRefused", func(m *Machine) { m.RenewalFailed(false) },
+			row(won+9, "me", won+8, 0), Decision{Action: Refuse}},
+		{"LiveTermNotWonIsRefusedEvenAfterAnAmbiguousRenewal", func(m *Machine) { m.RenewalFailed(true) },
+			row(won+9, "me", won+8, 0), Decision{Action: Refuse}},
+		{"OurTermRenewedBySomebodyElseIsRefused", func(m *Machine) { m.RenewalFailed(false) },
+			row(won+1, "me", won, 0), Decision{Action: Refuse}},
+		{"OurTermAtAHigherVersionAfterAnAmbiguousRenewalIsAdopted", func(m *Machine) {
+			m.RenewalFailed(true) // this one may have committed unseen
+			m.RenewalFailed(false)
+		}, row(won+1, "me", won, 0), Decision{Action: Lead, Version: won + 1}},
+		{"AmbiguityEndsWithTheNextRenewalThatWins", func(m *Machine) {
+			m.RenewalFailed(true)
+			m.RenewReply(won+1, at(100), at(110))
+			m.RenewalFailed(false)
+		}, row(won+2, "me", won, 0), Decision{Action: Refuse}},
+		{"AStepDownRequestIsNoDuplicate", func(m *Machine) { m.RenewalFailed(false) },
+			stepDown(row(won+1, "me", won, 0)), Decision{Action: Release, Version: won + 1}},
+		{"AHandoverToUsIsNoDuplicate", func(m *Machine) { m.RenewalFailed(false) },
+			stepDown(handedTo(row(won+1, "me", won, 0), "me")), Decision{Action: Lead, Version: won + 1}},
+		{"AReleasedRowUnderOurIDIsNoDuplicate", func(m *Machine) { m.RenewalFailed(false) },
+			row(won+9, "", won+8, 0), Decision{Action: StepDown}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := leading(t)
+			tt.before(m)
+			got := m.Settled(tt.rec, true, at(200))
+			assert.Equal(t, tt.want.Action, got.Action)
+			if tt.want.Action != Refuse {
+				assert.Equal(t, tt.want, got)
+				return
+			}
+			require.ErrorIs(t, got.Err, ErrDuplicateID)
+			assert.Contains(t, got.Err.Error(), `key "k"`)
+			assert.Contains(t, got.Err.Error(), `ID "me"`)
+			assert.Equal(t, Follower, m.Role(), "a refused term is not led")
+			assert.False(t, m.Trusted(at(201)))
+			assert.Zero(t, m.Term())
+			_, held := m.Resign()
+			assert.False(t, held, "nothing is left to release: the lease is the other process's too")
+		})
+	}
+	t.Run("TheLateReplyRuleComesFirst", func(t *testing.T) {
+		m := leading(t)
+		m.RenewalFailed(false)
+		assert.Equal(t, Decision{Action: StepDown}, m.SettledAt(row(won+1, "me", won, 0), true, at(200), at(600)))
+	})
+}
+
+// TestForeignTermRenewedIsRefused specifies the follower's side: a live lease under
+// this candidate's ID in a term it does not own is first only reported (Foreign);
+// read again at a higher version with no step-down request, it is being renewed by
+// another live process with this ID, and the machine refuses.
+func TestForeignTermRenewedIsRefused(t *testing.T) {
+	const fresh = 100 * time.Millisecond
+	tests := []struct {
+		name   string
+		second store.Record
+		p      Participation
+		want   Action
+	}{
+		{"RenewedForeignTermIsRefused", row(won+1, "me", won, fresh), Campaigning, Refuse},
+		{"RenewedForeignTermIsRefusedWhileCoolingDown", row(won+1, "me", won, fresh), CoolingDown, Refuse},
+		{"RenewedForeignTermIsRefusedWhilePaused", row(won+1, "me", won, fresh), Abstaining, Refuse},
+		{"AnObserverSharesIDsFreely", row(won+1, "me", won, fresh), Observing, Wait},
+		{"ALeaseThatIsNotRenewedIsLeftToExpire", row(won, "me", won, 500*time.Millisecond), Campaigning, Wait},
+		{"AnExpiredForeignTermIsContested", row(won+1, "me", won, lease), Campaigning, Campaign},
+		{"AStepDownRequestIsNoRenewal", stepDown(row(won+1, "me", won, fresh)), Campaigning, Wait},
+		{"AnotherForeignTermStartsOver", row(won+5, "me", won+5, fresh), Campaigning, Wait},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := New("me", lease, renew)
+			first := m.Observed(row(won, "me", won, fresh), true, at(0), tt.p)
+			require.Equal(t, Wait, first.Action)
+			require.NoError(t, first.Err)
+			got := m.Observed(tt.second, true, at(400), tt.p)
+			assert.Equal(t, tt.want, got.Action)
+			if tt.want == Refuse {
+				require.ErrorIs(t, got.Err, ErrDuplicateID)
+				assert.Contains(t, got.Err.Error(), `ID "me"`)
+			} else {
+				assert.NoError(t, got.Err)
+			}
+			assert.Zero(t, m.Term(), "never a token from a term not owned")
+		})
+	}
+}
+
+// TestElectionWonWithoutANewTermIsNotLed: a store that reports a write won must
+// report the new term, above the version the write was sent from (the term is the
+// row's next version). Otherwise the machine does not lead: it reports the fault
+// (ErrNoNewTerm) and lets the next read settle the write, as for a lost reply.
+func TestElectionWonWithoutANewTermIsNotLed(t *testing.T) {
+	t.Run("Election", func(t *testing.T) {
+		m := New("me", lease, renew)
+		require.Equal(t, Decision{Action: Campaign, Version: 4}, m.Observed(row(4, "", 2, 0), true, at(0), Campaigning))
+		d := m.Elected(4, true, at(0))
+		assert.Equal(t, Wait, d.Action)
+		require.ErrorIs(t, d.Err, ErrNoNewTerm)
+		assert.Equal(t, Follower, m.Role())
+		assert.False(t, m.Trusted(at(1)))
+		// The write had committed: the next read shows the term it started.
+		assert.Equal(t, Decision{Action: Lead, Version: won}, m.Observed(row(won, "me", won, 0), true, at(10), Campaigning))
+	})
+	t.Run("Creation", func(t *testing.T) {
+		m := New("me", lease, renew)
+		m.Observed(row(9, "", 8, 0), true, at(0), Abstaining) // a version seen before the row vanished
+		require.Equal(t, Decision{Action: Create}, m.Observed(store.Record{}, false, at(0), Campaigning))
+		d := m.Created(-1, true, at(0))
+		assert.Equal(t, Wait, d.Action)
+		require.ErrorIs(t, d.Err, ErrNoNewTerm)
+		assert.Zero(t, m.Term())
+	})
+	t.Run("ANewTermIsLed", func(t *testing.T) {
+		m := New("me", lease, renew)
+		m.Observed(row(4, "", 2, 0), true, at(0), Campaigning)
+		assert.Equal(t, Decision{Action: Lead, Version: 5}, m.Elected(5, true, at(0)))
 	})
 }
 
@@ -230,6 +365,26 @@ func TestResign(t *testing.T) {
 
 	_, ok = New("me", lease, renew).Resign()
 	assert.False(t, ok, "a follower has nothing to resign")
+}
+
+// TestResignedTermIsNeverLedAgain: after Resign the row may still show the term
+// (its release waits for the leader's work to return, or failed). A read of it
+// must not make the candidate lead it again, which would start the leader's work a
+// second time in one term; nor is it reported as another process's term.
+func TestResignedTermIsNeverLedAgain(t *testing.T) {
+	for _, p := range []Participation{Campaigning, CoolingDown} {
+		t.Run(p.String(), func(t *testing.T) {
+			m := leading(t)
+			_, ok := m.Resign()
+			require.True(t, ok)
+			d := m.Observed(row(won, "me", won, 10*time.Millisecond), true, at(20), p)
+			assert.Equal(t, Decision{Action: Wait, Wait: lease - 10*time.Millisecond}, d)
+			assert.Zero(t, m.Foreign(), "our own term, not another process's")
+			assert.Zero(t, m.Term())
+			// Once it has expired it is contested like any other.
+			assert.Equal(t, Campaign, m.Observed(row(won, "me", won, lease), true, at(1100), Campaigning).Action)
+		})
+	}
 }
 
 func TestResignWithHandoverRecordsTheNewTermAsVersion(t *testing.T) {
@@ -261,6 +416,7 @@ func TestStrings(t *testing.T) {
 	assert.Equal(t, "leader", Leader.String())
 	assert.Equal(t, "handover", Handover.String())
 	assert.Equal(t, "invalid", Action(0).String())
+	assert.Equal(t, "refuse", Refuse.String())
 }
 
 // TestOwnLeaseInATermBelowOneSeenBeforeIsNotAdopted covers rows rolled back by a
@@ -307,7 +463,7 @@ func TestOwnLeaseInATermBelowOneSeenBeforeIsNotAdopted(t *testing.T) {
 	steppedDownOnSettle := func(m *Machine) int64 {
 		m.Observed(row(4, "old", 2, 2*lease), true, at(0), Campaigning)
 		m.Elected(won, true, at(0))
-		m.RenewalFailed()
+		m.RenewalFailed(true)
 		m.Settled(row(won+2000, "other", won+2000, 0), true, at(100))
 		return won + 2000
 	}
@@ -467,13 +623,13 @@ func TestSettledAt(t *testing.T) {
 	ours := row(won+1, "me", won, 20*time.Millisecond)
 	t.Run("InTimeIsSettled", func(t *testing.T) {
 		m := leading(t)
-		m.RenewalFailed()
+		m.RenewalFailed(true)
 		assert.Equal(t, Decision{Action: Lead, Version: won + 1}, m.SettledAt(ours, true, at(500), at(550)))
 		assert.Equal(t, at(500+600-20), m.Deadline())
 	})
 	t.Run("LateSettlingReadNeverRevivesTheTerm", func(t *testing.T) {
 		m := leading(t)
-		m.RenewalFailed()
+		m.RenewalFailed(true)
 		assert.Equal(t, Decision{Action: StepDown}, m.SettledAt(ours, true, at(500), at(600)))
 		assert.Equal(t, Follower, m.Role())
 		assert.Equal(t, won+1, m.Version())
@@ -509,13 +665,14 @@ func TestTick(t *testing.T) {
 
 func TestCoolDownAndParticipation(t *testing.T) {
 	m := New("me", lease, renew)
-	assert.Equal(t, Campaigning, m.Participation(at(0), false))
-	assert.Equal(t, Abstaining, m.Participation(at(0), true))
+	assert.Equal(t, Campaigning, m.Participation(at(0), false, false))
+	assert.Equal(t, Abstaining, m.Participation(at(0), true, false))
+	assert.Equal(t, Observing, m.Participation(at(0), true, true), "an observer observes, paused or not")
 	m.CoolDown(at(500))
 	m.CoolDown(at(200)) // never shortens
-	assert.Equal(t, CoolingDown, m.Participation(at(499), false))
-	assert.Equal(t, Abstaining, m.Participation(at(499), true), "a pause outranks a cool-down")
-	assert.Equal(t, Campaigning, m.Participation(at(500), false))
+	assert.Equal(t, CoolingDown, m.Participation(at(499), false, false))
+	assert.Equal(t, Abstaining, m.Participation(at(499), true, false), "a pause outranks a cool-down")
+	assert.Equal(t, Campaigning, m.Participation(at(500), false, false))
 }
 
 func TestYieldStopsActingAndCoolsDownForALease(t *testing.T) {
@@ -524,11 +681,11 @@ func TestYieldStopsActingAndCoolsDownForALease(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, won, v)
 	assert.False(t, m.Trusted(at(101)), "stops acting before the write is sent")
-	assert.Equal(t, CoolingDown, m.Participation(at(100+999), false))
-	assert.Equal(t, Campaigning, m.Participation(at(100+1000), false))
+	assert.Equal(t, CoolingDown, m.Participation(at(100+999), false, false))
+	assert.Equal(t, Campaigning, m.Participation(at(100+1000), false, false))
 	// While cooling down, a released row is not taken, a row handed back by name is.
 	m.Released(v+1, true, "")
-	assert.Equal(t, Decision{Action: Wait, Wait: lease}, m.Observed(row(v+1, "", won, 0), true, at(200), m.Participation(at(200), false)))
+	assert.Equal(t, Decision{Action: Wait, Wait: lease}, m.Observed(row(v+1, "", won, 0), true, at(200), m.Participation(at(200), false, false)))
 
 	_, ok = New("me", lease, renew).Yield(at(0))
 	assert.False(t, ok, "a follower has nothing to yield")

@@ -25,8 +25,19 @@
 //
 // One goroutine (Run's) owns the election state and makes every decision; up to
 // Parallel helper goroutines only send statements and hand the replies back.
-// OnChange is called from Run's goroutine. IsLeader, Token and Leader, and those of
-// a [Lease], are safe for concurrent use and do no I/O.
+// OnChange is called from Run's goroutine. OnStartedLeading runs on a goroutine of
+// its own per term, like the Elector's. IsLeader, Token and Leader, and those of a
+// [Lease], are safe for concurrent use and do no I/O.
+//
+// # A key's term
+//
+// A key's term ends as a single key's does: its leadership context (the one handed
+// to OnStartedLeading) is cancelled when the term ends, at the latest at its trust
+// deadline; [term.From] (casleader.TermFrom) gives the term's handle, with its
+// token, IsLeader, the guard that fences the callback's own transaction, and a
+// non-blocking Resign. The key's lease is released or handed over only after
+// OnStartedLeading has returned; one that does not return within DrainTimeout
+// leaves the lease to expire, and the key takes no new term while it runs.
 //
 // The Store interface has six methods rather than the house style's one to three:
 // the batched calls are one unit (and a handover, which is rare, is sent per key),
@@ -40,6 +51,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -48,6 +60,7 @@ import (
 	"github.com/casleader/casleader/cas"
 	"github.com/casleader/casleader/internal/retry"
 	"github.com/casleader/casleader/store"
+	"github.com/casleader/casleader/term"
 )
 
 // Store is what a Group needs: the batched methods of the stores of package store,
@@ -85,6 +98,13 @@ var ErrInvalidConfig = errors.New("group: invalid config")
 // ErrInvalidKey is returned by [Group.Add] for a key that cannot be an election key.
 var ErrInvalidKey = errors.New("group: invalid key")
 
+// ErrDuplicateID is returned by Run when a row names the group's ID in a term that
+// this group never won and that lease is being renewed, or shows a term the group
+// leads renewed by somebody else: another live process runs with the same ID. The
+// group never acts on such a term, and does not release it. It is
+// [cas.ErrDuplicateID], also casleader.ErrDuplicateID.
+var ErrDuplicateID = cas.ErrDuplicateID
+
 // releaseTimeout bounds the release and handover writes sent when terms end.
 const releaseTimeout = 5 * time.Second
 
@@ -118,6 +138,21 @@ type Config struct {
 	// true, with the term's fencing token) or stops leading key. It must return
 	// quickly: while it runs, no key is renewed.
 	OnChange func(key string, leading bool, token int64)
+	// OnStartedLeading, when not nil, is called on a goroutine of its own when the
+	// group starts leading key in the term token: the leader's work for that key.
+	// ctx is cancelled when that key's term ends (its trust deadline passes, its
+	// lease is lost, released, handed over or resigned, the key is removed, or Run
+	// ends), and term.From(ctx) (casleader.TermFrom) gives the term's handle: token,
+	// IsLeader, Guard and GuardPgx for the callback's own transactions, and a
+	// non-blocking Resign. It should return soon after ctx is cancelled: the key's
+	// lease is released only after it has returned, at most DrainTimeout later
+	// (else the lease expires by itself), and the key takes no new term while it
+	// runs. A panic in it crashes the process, as in casleader. Default nil.
+	OnStartedLeading func(ctx context.Context, key string, token int64)
+	// DrainTimeout bounds how long, after a key's term ends, the group waits for
+	// that term's OnStartedLeading to return before it releases the key; Run waits
+	// as long at most for it when it returns. Default LeaseDuration − RenewDeadline.
+	DrainTimeout time.Duration
 	// Logger receives role changes (Debug per key, Info per summary), renewal
 	// failures (Warn). nil means discard.
 	Logger *slog.Logger
@@ -147,11 +182,12 @@ type Group struct {
 	mu   sync.RWMutex
 	keys map[string]*shared // every key of the group, for IsLeader and Token
 
-	reqMu  sync.Mutex
-	ops    []op            // Add and Remove requests, in order
-	wakeup map[string]bool // keys woken by the Notifier
-	poke   chan struct{}
-	paused atomic.Bool
+	reqMu   sync.Mutex
+	resigns []op            // terms whose handle asked to resign (key, token)
+	ops     []op            // Add and Remove requests, in order
+	wakeup  map[string]bool // keys woken by the Notifier
+	poke    chan struct{}
+	paused  atomic.Bool
 
 	statements, renewBatches, lost atomic.Int64
 	renewMax, renewSum             atomic.Int64
@@ -160,10 +196,11 @@ type Group struct {
 	skewLim                        retry.Limiter
 }
 
-// op is one key added (add) or removed.
+// op is one key added (add) or removed, or a term of key to resign (token).
 type op struct {
-	key string
-	add bool
+	key   string
+	add   bool
+	token int64
 }
 
 // shared is the part of a key's state that IsLeader, Token and Leader read.
@@ -181,7 +218,27 @@ type state struct {
 	token       int64 // the term reported by OnChange(true), until OnChange(false)
 	led         bool
 	unsubscribe func()
-	failures    int // election writes in a row that did not win a row that looked free
+	failures    int   // election writes in a row that did not win a row that looked free
+	foreign     int64 // a live lease under our ID in a term not ours, as last logged
+
+	// The leader's work of the current or last term (OnStartedLeading).
+	cancel context.CancelFunc // ends the current term's leadership context; nil when none
+	expiry *time.Timer        // calls cancel at the trust deadline
+	work   chan struct{}      // closed when the last term's OnStartedLeading returned; nil when none runs
+}
+
+// working reports whether the OnStartedLeading of the key's last term still runs.
+func (s *state) working() bool {
+	if s.work == nil {
+		return false
+	}
+	select {
+	case <-s.work:
+		s.work = nil
+		return false
+	default:
+		return true
+	}
 }
 
 // New validates cfg and returns a group on st. It does no I/O.
@@ -193,6 +250,9 @@ func New(st Store, cfg Config) (*Group, error) {
 	cfg.RenewDeadline = cmp.Or(cfg.RenewDeadline, 10*time.Second)
 	cfg.HeartbeatInterval = cmp.Or(cfg.HeartbeatInterval, 2*time.Second)
 	cfg.PollInterval = cmp.Or(cfg.PollInterval, 5*time.Second)
+	if cfg.DrainTimeout == 0 && cfg.LeaseDuration > cfg.RenewDeadline {
+		cfg.DrainTimeout = cfg.LeaseDuration - cfg.RenewDeadline
+	}
 	cfg.BatchSize = cmp.Or(cfg.BatchSize, 1000)
 	cfg.Parallel = cmp.Or(cfg.Parallel, 4)
 	if cfg.Logger == nil {
@@ -205,7 +265,7 @@ func New(st Store, cfg Config) (*Group, error) {
 		return nil, bad("%v", err)
 	}
 	switch {
-	case cfg.LeaseDuration < 0 || cfg.RenewDeadline < 0 || cfg.HeartbeatInterval < 0 || cfg.PollInterval < 0:
+	case cfg.LeaseDuration < 0 || cfg.RenewDeadline < 0 || cfg.HeartbeatInterval < 0 || cfg.PollInterval < 0 || cfg.DrainTimeout < 0:
 		return nil, bad("durations must not be negative")
 	case cfg.RenewDeadline >= cfg.LeaseDuration:
 		return nil, bad("RenewDeadline (%v) must be less than LeaseDuration (%v)", cfg.RenewDeadline, cfg.LeaseDuration)
@@ -375,14 +435,17 @@ func (g *Group) signal() {
 
 // Run takes part in the elections until ctx ends, then releases the keys it leads
 // (unless KeepLeaseOnExit) and returns nil. Database errors are retried; Run returns
-// early only on a deployment error (store.ErrDeployment). Run returns only after
-// every goroutine it started has exited.
+// early only on a deployment error (store.ErrDeployment) or when another process
+// acts with the group's ID on one of its keys ([ErrDuplicateID]: that key's term is
+// neither acted on nor released; the group's other keys are released as on exit).
+// Run returns only after every goroutine it started has exited.
 func (g *Group) Run(ctx context.Context) error {
 	r := &run{g: g, states: map[string]*state{}}
 	defer r.stopAll(ctx)
 	lastRenew := time.Time{}
 	for {
 		r.takeRequests(ctx)
+		r.drain(ctx, time.Now())
 		r.tick(ctx, time.Now())
 		if ctx.Err() != nil {
 			return nil
@@ -406,6 +469,9 @@ func (g *Group) Run(ctx context.Context) error {
 				wake = minTime(wake, s.nextLook)
 			}
 		}
+		for _, d := range r.draining {
+			wake = minTime(wake, d.until)
+		}
 		if d := time.Until(wake); d > 0 {
 			t := time.NewTimer(d)
 			select {
@@ -427,8 +493,10 @@ func minTime(a, b time.Time) time.Time {
 
 // run is the state of one Run call, owned by its goroutine.
 type run struct {
-	g      *Group
-	states map[string]*state
+	g        *Group
+	states   map[string]*state
+	draining []draining     // ends of terms whose work has not returned yet
+	work     sync.WaitGroup // OnStartedLeading goroutines
 }
 
 // noteSkew publishes the clock skew shown by one batched read, and warns when it is
@@ -446,14 +514,39 @@ func (g *Group) noteSkew(s time.Duration) {
 // abstain reports whether the group takes no lease now (paused or an observer).
 func (r *run) abstain() bool { return r.g.cfg.Observer || r.g.paused.Load() }
 
+// draining is the end of a term that waits for its OnStartedLeading to return
+// before its release or handover is sent, at most until until.
+type draining struct {
+	ending
+	until time.Time
+}
+
+// participation says how the group takes part in the election of s at now. A key
+// whose last term's work still runs takes no new term (as if paused) until it
+// returns.
+func (r *run) participation(s *state, now time.Time) cas.Participation {
+	busy := s.m.Role() != cas.Leader && s.working()
+	return s.m.Participation(now, r.g.paused.Load() || busy, r.g.cfg.Observer)
+}
+
 func (r *run) takeRequests(ctx context.Context) {
 	g := r.g
 	g.reqMu.Lock()
-	ops, woken := g.ops, g.wakeup
-	g.ops, g.wakeup = nil, map[string]bool{}
+	ops, woken, resigns := g.ops, g.wakeup, g.resigns
+	g.ops, g.wakeup, g.resigns = nil, map[string]bool{}, nil
 	g.reqMu.Unlock()
 	now := time.Now()
 	var ends []ending
+	for _, o := range resigns {
+		// Scoped to its term: a term that has ended already is left alone.
+		if s := r.states[o.key]; s != nil && s.m.Role() == cas.Leader && s.m.Term() == o.token {
+			g.cfg.Logger.Info("casleader group: resigning: the term's handle asked", "key", o.key, "term", o.token)
+			if v, ok := s.m.Yield(now); ok {
+				r.stopLeading(s, false)
+				ends = append(ends, ending{s: s, token: o.token, version: v})
+			}
+		}
+	}
 	for _, o := range ops {
 		k := o.key
 		s := r.states[k]
@@ -497,13 +590,12 @@ func (r *run) takeRequests(ctx context.Context) {
 // tick asks every leading key's machine what the passing of time means: a passed
 // trust deadline ends the term, a pause or observer mode releases it.
 func (r *run) tick(ctx context.Context, now time.Time) {
-	p := r.abstain()
 	var ends []ending
 	for _, s := range r.states {
 		if s.m.Role() != cas.Leader {
 			continue
 		}
-		switch d := s.m.Tick(now, s.m.Participation(now, p)); d.Action {
+		switch d := s.m.Tick(now, r.participation(s, now)); d.Action {
 		case cas.StepDown:
 			r.g.cfg.Logger.Warn("casleader group: stepping down: no renewal succeeded within the renew deadline", "key", s.key, "term", s.token)
 			r.stopLeading(s, true)
@@ -519,7 +611,7 @@ func (r *run) tick(ctx context.Context, now time.Time) {
 
 // startLeading publishes a term that the key's machine has just decided to lead,
 // unless its trust deadline has passed by now (the reply came too late).
-func (r *run) startLeading(s *state, now time.Time) {
+func (r *run) startLeading(ctx context.Context, s *state, now time.Time) {
 	if s.m.DeadlinePassed(now).Action == cas.StepDown {
 		r.g.cfg.Logger.Warn("casleader group: not leading: the reply came after the renew deadline", "key", s.key)
 		s.nextLook = now
@@ -539,12 +631,81 @@ func (r *run) startLeading(s *state, now time.Time) {
 	if f := r.g.cfg.OnChange; f != nil {
 		f(s.key, true, s.token)
 	}
+	if f := r.g.cfg.OnStartedLeading; f != nil {
+		r.startWork(ctx, s, f)
+	}
+}
+
+// startWork runs f, the leader's work for the term just started on s, on a
+// goroutine of its own with the term's leadership context: cancelled when the term
+// ends, at the latest at its trust deadline (by a timer, so that a Run goroutine
+// held up in a statement never stretches it).
+func (r *run) startWork(ctx context.Context, s *state, f func(context.Context, string, int64)) {
+	g, key, token := r.g, s.key, s.token
+	t := term.New(term.Config{
+		Key: key, ID: g.cfg.ID, Token: token, Lease: g.cfg.LeaseDuration,
+		Trust: &s.sh.trust, Store: g.st,
+		Resign: func() { g.resignTerm(key, token) },
+	})
+	lctx, cancel := context.WithCancel(term.With(context.WithoutCancel(ctx), t))
+	s.cancel = cancel
+	s.expiry = time.AfterFunc(time.Until(s.m.Deadline()), cancel)
+	done := make(chan struct{})
+	s.work = done
+	r.work.Add(1)
+	go func() {
+		defer r.work.Done()
+		defer g.Wake(key) // the key may take part again
+		defer close(done)
+		defer g.crashOnPanic(key, token)
+		f(lctx, key, token)
+	}()
+}
+
+// crashOnPanic, deferred around OnStartedLeading, logs a panic with the key, the
+// term and the stack, then panics again: the process crashes, and its leases
+// expire by themselves, as with casleader.
+func (g *Group) crashOnPanic(key string, token int64) {
+	if v := recover(); v != nil {
+		g.cfg.Logger.Error("casleader group: OnStartedLeading panicked; the process crashes and its leases expire by themselves",
+			"key", key, "term", token, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+		panic(v)
+	}
+}
+
+// resignTerm asks Run to end the term token of key (a term handle's Resign).
+func (g *Group) resignTerm(key string, token int64) {
+	g.reqMu.Lock()
+	g.resigns = append(g.resigns, op{key: key, token: token})
+	g.reqMu.Unlock()
+	g.signal()
+}
+
+// publish publishes the trust deadline of a key whose machine goes on leading, and
+// moves the expiry of its leadership context with it. It returns false when that
+// expiry has cancelled the context already (a hair before the machine's
+// deadline): the term has ended then, and the machine is told so.
+func (r *run) publish(s *state) bool {
+	if s.expiry != nil && !s.expiry.Stop() {
+		s.m.DeadlinePassed(s.m.Deadline())
+		return false
+	}
+	s.sh.trust.Set(s.m.Term(), s.m.Deadline())
+	if s.expiry != nil {
+		s.expiry.Reset(time.Until(s.m.Deadline()))
+	}
+	return true
 }
 
 // stopLeading unpublishes a term whose machine has stepped down or resigned, and
 // reports it (lost: other than by release).
 func (r *run) stopLeading(s *state, lost bool) {
 	s.sh.trust.Clear()
+	if s.cancel != nil {
+		s.expiry.Stop()
+		s.cancel()
+		s.cancel, s.expiry = nil, nil
+	}
 	if !s.led {
 		return
 	}
@@ -599,7 +760,7 @@ func chunks[T any](items []T, size int) [][]T {
 
 // parallel runs send for each job on at most Parallel goroutines, and apply for
 // each job and its reply on the caller's goroutine, as replies arrive. It returns
-// the first deployment error that apply returns.
+// the first deployment or duplicate-ID error that apply returns.
 func parallel[T, R any](r *run, jobs []T, send func(T) R, apply func(T, R) error) error {
 	if len(jobs) == 0 {
 		return nil
@@ -625,7 +786,7 @@ func parallel[T, R any](r *run, jobs []T, send func(T) R, apply func(T, R) error
 	var fatal error
 	for range jobs {
 		rep := <-out
-		if err := apply(rep.job, rep.res); errors.Is(err, store.ErrDeployment) {
+		if err := apply(rep.job, rep.res); errors.Is(err, store.ErrDeployment) || errors.Is(err, ErrDuplicateID) {
 			fatal = cmp.Or(fatal, err)
 		}
 	}
@@ -723,7 +884,7 @@ func (r *run) renew(ctx context.Context) error {
 				g.cfg.Logger.Warn("casleader group: batched renewal failed; settling", "keys", len(j.ss), "error", rep.err)
 			}
 			for _, s := range j.ss {
-				s.m.RenewalFailed()
+				s.m.RenewalFailed(true) // the write may have committed
 			}
 			unsettled = append(unsettled, j.ss...)
 			return rep.err
@@ -735,13 +896,15 @@ func (r *run) renew(ctx context.Context) error {
 		for i, s := range j.ss {
 			since, ok := byKey[s.key]
 			if !ok {
-				s.m.RenewalFailed()
+				s.m.RenewalFailed(false) // lost its compare-and-set
 				unsettled = append(unsettled, s)
 				continue
 			}
-			switch s.m.RenewReply(j.kvs[i].Version+1, since, now).Action {
-			case cas.Lead:
-				s.sh.trust.Set(s.m.Term(), s.m.Deadline())
+			d := s.m.RenewReply(j.kvs[i].Version+1, since, now)
+			if d.Action == cas.Lead && !r.publish(s) {
+				d.Action = cas.StepDown
+			}
+			switch d.Action {
 			case cas.StepDown:
 				g.cfg.Logger.Warn("casleader group: stepping down: the renewal's reply came after the renew deadline", "key", s.key, "term", s.token)
 				r.stopLeading(s, true)
@@ -781,6 +944,7 @@ func (r *run) settleTimeout(b keyBatch) time.Duration {
 func (r *run) settle(ctx context.Context, ss []*state) error {
 	g := r.g
 	var ends []ending
+	var dup error
 	err := parallel(r, keyBatches(ss, g.cfg.BatchSize), func(b keyBatch) readReply {
 		return r.observeMany(ctx, b, r.settleTimeout(b))
 	}, func(b keyBatch, rep readReply) error {
@@ -795,9 +959,10 @@ func (r *run) settle(ctx context.Context, ss []*state) error {
 			rec, found := rep.recs[s.key]
 			token := s.m.Term()
 			d := s.m.SettledAt(rec, found, rep.sent, now)
+			if d.Action == cas.Lead && !r.publish(s) {
+				d.Action = cas.StepDown
+			}
 			switch d.Action {
-			case cas.Lead:
-				s.sh.trust.Set(s.m.Term(), s.m.Deadline())
 			case cas.StepDown:
 				g.cfg.Logger.Warn("casleader group: stepping down: the lease was taken over or the renew deadline passed", "key", s.key, "term", token)
 				r.stopLeading(s, true)
@@ -805,6 +970,14 @@ func (r *run) settle(ctx context.Context, ss []*state) error {
 					r.observeLeader(s, rec.LeaderID)
 				}
 				s.nextLook = now
+			case cas.Refuse:
+				// Not released: the lease is the other process's too.
+				g.cfg.Logger.Error("casleader group: duplicate candidate ID: another process acts with this ID; stepping down without releasing",
+					"key", s.key, "term", token, "error", d.Err)
+				r.stopLeading(s, true)
+				r.observeLeader(s, rec.LeaderID)
+				s.nextLook = now
+				dup = cmp.Or(dup, d.Err)
 			case cas.Release, cas.Handover:
 				g.cfg.Logger.Info("casleader group: step-down requested", "key", s.key, "term", token, "handover_to", d.To)
 				v, _ := s.m.Yield(now)
@@ -815,7 +988,7 @@ func (r *run) settle(ctx context.Context, ss []*state) error {
 		return nil
 	})
 	r.end(ctx, ends)
-	return err
+	return cmp.Or(dup, err)
 }
 
 // follow reads the followed keys that are due, and does what each key's machine
@@ -839,8 +1012,8 @@ func (r *run) follow(ctx context.Context) error {
 		return nil
 	}
 	slices.SortFunc(due, func(a, b *state) int { return cmp.Compare(a.key, b.key) })
-	abstain := r.abstain()
 	var create, elect []*state
+	var dup error
 	err := parallel(r, keyBatches(due, g.cfg.BatchSize), func(b keyBatch) readReply {
 		return r.observeMany(ctx, b, g.cfg.RenewDeadline)
 	}, func(b keyBatch, rep readReply) error {
@@ -865,11 +1038,17 @@ func (r *run) follow(ctx context.Context) error {
 			} else {
 				r.observeLeader(s, "")
 			}
-			d := s.m.Observed(rec, found, rep.sent, s.m.Participation(now, abstain))
+			d := s.m.Observed(rec, found, rep.sent, r.participation(s, now))
 			if k := s.m.Skew(rep.sent); max(k, -k) > max(skew, -skew) {
 				skew = k
 			}
+			r.foreign(s, rec)
 			switch d.Action {
+			case cas.Refuse:
+				g.cfg.Logger.Error("casleader group: duplicate candidate ID: another process leads with this ID; not acting on its term",
+					"key", s.key, "term", rec.Term, "error", d.Err)
+				dup = cmp.Or(dup, d.Err)
+				s.nextLook = now.Add(g.cfg.PollInterval)
 			case cas.Create:
 				create = append(create, s)
 			case cas.Campaign:
@@ -877,7 +1056,7 @@ func (r *run) follow(ctx context.Context) error {
 			case cas.Lead:
 				// Our own live lease: an election whose reply was lost, or a lease
 				// handed to us by name.
-				r.startLeading(s, now)
+				r.startLeading(ctx, s, now)
 			default:
 				s.failures = 0 // a live lease: the database and we agree
 				wait := min(d.Wait, g.cfg.PollInterval)
@@ -890,10 +1069,22 @@ func (r *run) follow(ctx context.Context) error {
 		g.noteSkew(skew)
 		return nil
 	})
-	if err != nil {
+	if err = cmp.Or(dup, err); err != nil {
 		return err
 	}
 	return r.campaign(ctx, create, elect)
+}
+
+// foreign logs the first sighting of a live lease under the group's ID in a term
+// that the key's machine does not own (it never adopts it, and refuses it if it
+// is renewed): after a restart with the same ID, the earlier run's lease expires.
+func (r *run) foreign(s *state, rec store.Record) {
+	term := s.m.Foreign()
+	if term != 0 && term != s.foreign && !r.g.cfg.Observer && !rec.Expired(r.g.cfg.LeaseDuration) {
+		r.g.cfg.Logger.Warn("casleader group: the row names this candidate's ID in a term this process did not win; not adopting it, waiting for it to expire",
+			"key", s.key, "term", term, "version", rec.Version)
+	}
+	s.foreign = term
 }
 
 // jitter is a small random delay so that a herd of followers does not read in
@@ -908,30 +1099,29 @@ func jitter(poll time.Duration) time.Duration {
 // its first renewal is made from.
 func (r *run) campaign(ctx context.Context, create, elect []*state) error {
 	g := r.g
-	// after hands a batch's replies to the machines; from is the version a key was
-	// won from (0 for a missing row), which its new term must be above.
-	after := func(ss []*state, from []int64, rep wonReply, won func(*state, int64, time.Time) cas.Decision) error {
+	// after hands a batch's replies to the machines.
+	after := func(ss []*state, rep wonReply, won func(*state, int64, time.Time) cas.Decision) error {
 		now := time.Now()
 		byKey := make(map[string]store.Won, len(rep.won))
 		for _, w := range rep.won {
 			byKey[w.Key] = w
 		}
-		for i, s := range ss {
+		for _, s := range ss {
 			w, ok := byKey[s.key]
 			switch {
 			case rep.err != nil:
 				// Unknown outcome: the next read settles it (an own lease is adopted).
 				s.m.Unsettled()
-			case ok && w.Term > from[i]:
-				if won(s, w.Term, w.Since).Action == cas.Lead {
+			case ok:
+				d := won(s, w.Term, w.Since)
+				if d.Action == cas.Lead {
 					s.failures = 0
-					r.startLeading(s, now)
+					r.startLeading(ctx, s, now)
 					continue
 				}
-			case ok:
-				g.cfg.Logger.Error("casleader group: the store reported a key won without a new term; not leading it until its row is read: the Store must set store.Won.Term",
-					"key", s.key, "term", w.Term, "from", from[i])
-				s.m.Unsettled()
+				if d.Err != nil {
+					g.cfg.Logger.Error("casleader group: not leading: "+d.Err.Error(), "key", s.key, "error", d.Err)
+				}
 			default:
 				won(s, 0, rep.sent) // lost
 			}
@@ -955,8 +1145,8 @@ func (r *run) campaign(ctx context.Context, create, elect []*state) error {
 		g.statements.Add(1)
 		return wonReply{won: won, sent: sent, err: err}
 	}, func(b keyBatch, rep wonReply) error {
-		return after(b.ss, make([]int64, len(b.ss)), rep, func(s *state, term int64, sent time.Time) cas.Decision {
-			return s.m.Created(term, term != 0, sent)
+		return after(b.ss, rep, func(s *state, term int64, sent time.Time) cas.Decision {
+			return s.m.Created(term, true, sent)
 		})
 	})
 	if err != nil {
@@ -978,12 +1168,8 @@ func (r *run) campaign(ctx context.Context, create, elect []*state) error {
 		g.statements.Add(1)
 		return wonReply{won: won, sent: sent, err: err}
 	}, func(j kvBatch, rep wonReply) error {
-		from := make([]int64, len(j.kvs))
-		for i, kv := range j.kvs {
-			from[i] = kv.Version
-		}
-		return after(j.ss, from, rep, func(s *state, term int64, sent time.Time) cas.Decision {
-			return s.m.Elected(term, term != 0, sent)
+		return after(j.ss, rep, func(s *state, term int64, sent time.Time) cas.Decision {
+			return s.m.Elected(term, true, sent)
 		})
 	})
 }
@@ -992,7 +1178,50 @@ func (r *run) campaign(ctx context.Context, create, elect []*state) error {
 // releases, one handover per key, under a short timeout that outlives Run's context.
 // A write that lost its compare-and-set or failed is settled by one batched read,
 // and sent again from the version read while the key's machine says so.
+//
+// A term whose OnStartedLeading still runs waits for it first (see drain).
 func (r *run) end(ctx context.Context, es []ending) {
+	now := time.Now()
+	var ready []ending
+	for _, e := range es {
+		if e.s.working() {
+			r.draining = append(r.draining, draining{ending: e, until: now.Add(r.g.cfg.DrainTimeout)})
+			continue
+		}
+		ready = append(ready, e)
+	}
+	r.send(ctx, ready)
+}
+
+// drain sends the releases and handovers of the terms whose work has returned,
+// and gives up those of the terms whose work did not return within DrainTimeout:
+// releasing them would let the next leader start while that work may still act,
+// so their leases expire by themselves.
+func (r *run) drain(ctx context.Context, now time.Time) {
+	if len(r.draining) == 0 {
+		return
+	}
+	var ready []ending
+	keep := r.draining[:0]
+	for _, d := range r.draining {
+		switch {
+		case !d.s.working():
+			ready = append(ready, d.ending)
+		case !now.Before(d.until):
+			r.g.cfg.Logger.Error("casleader group: not releasing the lease: OnStartedLeading is still running after DrainTimeout; the lease expires by itself",
+				"key", d.s.key, "term", d.token, "drain_timeout", r.g.cfg.DrainTimeout, "handover_to", d.to)
+			r.ended(d.ending)
+		default:
+			keep = append(keep, d)
+		}
+	}
+	r.draining = keep
+	r.send(ctx, ready)
+}
+
+// send sends the releases and handovers of es, whose terms have stopped acting and
+// whose work has returned.
+func (r *run) send(ctx context.Context, es []ending) {
 	if len(es) == 0 {
 		return
 	}
@@ -1110,7 +1339,9 @@ func (r *run) ended(e ending) {
 	}
 }
 
-// stopAll ends every term when Run returns: stop acting first, then release.
+// stopAll ends every term when Run returns: stop acting first, drain (each term at
+// most DrainTimeout), then release; and waits at most DrainTimeout for the work of
+// terms that ended before.
 func (r *run) stopAll(ctx context.Context) {
 	var ends []ending
 	for _, s := range r.states {
@@ -1123,11 +1354,40 @@ func (r *run) stopAll(ctx context.Context) {
 			s.unsubscribe()
 		}
 	}
-	if !r.g.cfg.KeepLeaseOnExit {
+	if r.g.cfg.KeepLeaseOnExit {
+		for _, e := range ends {
+			r.ended(e)
+		}
+	} else {
 		r.end(ctx, ends)
-		return
 	}
-	for _, e := range ends {
-		r.ended(e)
+	for {
+		r.drain(ctx, time.Now())
+		if len(r.draining) == 0 {
+			break
+		}
+		until := r.draining[0].until
+		for _, d := range r.draining {
+			until = minTime(until, d.until)
+		}
+		t := time.NewTimer(time.Until(until))
+		select {
+		case <-r.g.poke: // a work returned (or a request came, ignored now)
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	work := make(chan struct{})
+	go func() {
+		r.work.Wait()
+		close(work)
+	}()
+	t := time.NewTimer(r.g.cfg.DrainTimeout)
+	defer t.Stop()
+	select {
+	case <-work:
+	case <-t.C:
+		r.g.cfg.Logger.Error("casleader group: Run returns while OnStartedLeading still runs: it did not return within DrainTimeout after its context was cancelled",
+			"drain_timeout", r.g.cfg.DrainTimeout)
 	}
 }

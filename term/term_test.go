@@ -1,0 +1,68 @@
+package term_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/casleader/casleader/cas"
+	"github.com/casleader/casleader/store"
+	"github.com/casleader/casleader/store/mysql"
+	"github.com/casleader/casleader/store/postgres"
+	"github.com/casleader/casleader/store/sqlite"
+	"github.com/casleader/casleader/term"
+)
+
+var (
+	_ term.SQLGuarder = (*sqlite.Store)(nil)
+	_ term.SQLGuarder = (*mysql.Store)(nil)
+	_ term.SQLGuarder = (*postgres.Store)(nil)
+)
+
+func TestTermIsScopedToItsToken(t *testing.T) {
+	var trust cas.Trust
+	resigned := 0
+	tm := term.New(term.Config{Key: "k", ID: "a", Token: 7, Lease: time.Second, Trust: &trust, Resign: func() { resigned++ }})
+	ctx := term.With(t.Context(), tm)
+	require.Same(t, tm, term.From(ctx))
+	assert.Nil(t, term.From(context.Background()))
+	assert.True(t, tm.Of(&trust))
+	assert.False(t, tm.Of(&cas.Trust{}))
+
+	trust.Set(7, time.Now().Add(time.Hour))
+	assert.True(t, tm.IsLeader())
+	require.NoError(t, tm.Resign())
+	assert.Equal(t, 1, resigned)
+
+	trust.Set(8, time.Now().Add(time.Hour)) // a later term of the same key
+	assert.False(t, tm.IsLeader())
+	err := tm.Resign()
+	require.ErrorIs(t, err, term.ErrNotLeader)
+	assert.Contains(t, err.Error(), `term 7 of "a" has ended`)
+	assert.Equal(t, 1, resigned, "an ended term never resigns a later one")
+
+	trust.Set(7, time.Now().Add(-time.Millisecond)) // its deadline has passed
+	assert.False(t, tm.IsLeader())
+}
+
+func TestGuardRefusesWithoutIO(t *testing.T) {
+	var trust cas.Trust
+	tm := term.New(term.Config{Key: "k", ID: "a", Token: 7, Trust: &trust, Store: &sqlite.Store{}})
+	// Not leading: no transaction is needed to know (nor a usable store).
+	err := tm.Guard(t.Context(), nil)
+	require.ErrorIs(t, err, term.ErrNotLeader)
+	assert.NotErrorIs(t, err, store.ErrFenced)
+
+	noGuard := term.New(term.Config{Key: "k", Token: 7, Trust: &trust, Store: struct{}{}})
+	assert.ErrorContains(t, noGuard.Guard(t.Context(), nil), "no Guard method")
+	assert.ErrorContains(t, postgres.Guard(t.Context(), noGuard, nil), "no GuardPgx method")
+	// The fence runs the same local check first: no store is reached.
+	err = postgres.Guard(t.Context(), tm, nil)
+	require.ErrorIs(t, err, term.ErrNotLeader)
+	assert.NotErrorIs(t, err, store.ErrFenced)
+	trust.Set(7, time.Now().Add(time.Hour))
+	assert.ErrorContains(t, term.New(term.Config{Key: "k", Token: 7, Trust: &trust}).Resign(), "cannot resign")
+}
