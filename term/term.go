@@ -147,7 +147,6 @@ func (t *Term) Fence() store.Fence {
 	}
 }
 
-
 // current checks locally that the candidate leads now, in this term.
 func (t *Term) current() error {
 	if cur := t.c.Trust.Token(); cur == 0 || cur != t.c.Token {
