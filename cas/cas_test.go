@@ -287,7 +287,7 @@ func TestForeignTermRenewedIsRefused(t *testing.T) {
 		{"RenewedForeignTermIsRefusedWhilePaused", row(won+1, "me", won, fresh), Abstaining, Refuse},
 		{"AnObserverSharesIDsFreely", row(won+1, "me", won, fresh), Observing, Wait},
 		{"ALeaseThatIsNotRenewedIsLeftToExpire", row(won, "me", won, 500*time.Millisecond), Campaigning, Wait},
-		{"AnExpiredForeignTermIsContested", row(won+1, "me", won, lease), Campaigning, Campaign},
+		{"AnExpiredForeignTermIsContested", row(won+1, "me", won, lease+fresh), Campaigning, Campaign}, // a full lease since the fresh read (skew.go)
 		{"AStepDownRequestIsNoRenewal", stepDown(row(won+1, "me", won, fresh)), Campaigning, Wait},
 		{"AnotherForeignTermStartsOver", row(won+5, "me", won+5, fresh), Campaigning, Wait},
 	}
@@ -378,11 +378,14 @@ func TestResignedTermIsNeverLedAgain(t *testing.T) {
 			_, ok := m.Resign()
 			require.True(t, ok)
 			d := m.Observed(row(won, "me", won, 10*time.Millisecond), true, at(20), p)
-			assert.Equal(t, Decision{Action: Wait, Wait: lease - 10*time.Millisecond}, d)
+			// The first read of the term is its freshest: a full lease from it (skew.go).
+			assert.Equal(t, Decision{Action: Wait, Wait: lease}, d)
 			assert.Zero(t, m.Foreign(), "our own term, not another process's")
 			assert.Zero(t, m.Term())
-			// Once it has expired it is contested like any other.
-			assert.Equal(t, Campaign, m.Observed(row(won, "me", won, lease), true, at(1100), Campaigning).Action)
+			// Once it has expired, a full lease after the fresh read (skew.go), it is
+			// contested like any other.
+			assert.Equal(t, Wait, m.Observed(row(won, "me", won, lease), true, at(1090), Campaigning).Action)
+			assert.Equal(t, Campaign, m.Observed(row(won, "me", won, lease+10*time.Millisecond), true, at(1100), Campaigning).Action)
 		})
 	}
 }
