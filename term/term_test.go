@@ -60,7 +60,8 @@ func TestGuardRefusesWithoutIO(t *testing.T) {
 	assert.ErrorContains(t, noGuard.Guard(t.Context(), nil), "no Guard method")
 	assert.ErrorContains(t, postgres.Guard(t.Context(), noGuard, nil), "no GuardPgx method")
 	// The fence runs the same local check first: no store is reached.
-	err = postgres.Guard(t.Context(), tm, nil)
+	pgTerm := term.New(term.Config{Key: "k", ID: "a", Token: 7, Trust: &trust, Store: &postgres.Store{}})
+	err = postgres.Guard(t.Context(), pgTerm, nil)
 	require.ErrorIs(t, err, term.ErrNotLeader)
 	assert.NotErrorIs(t, err, store.ErrFenced)
 	trust.Set(7, time.Now().Add(time.Hour))
