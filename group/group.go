@@ -143,7 +143,7 @@ type Config struct {
 	// ctx is cancelled when that key's term ends (its trust deadline passes, its
 	// lease is lost, released, handed over or resigned, the key is removed, or Run
 	// ends), and term.From(ctx) (casleader.TermFrom) gives the term's handle: token,
-	// IsLeader, Guard and GuardPgx for the callback's own transactions, and a
+	// IsLeader, Guard (and Fence, for postgres.Guard on a pgx transaction), and a
 	// non-blocking Resign. It should return soon after ctx is cancelled: the key's
 	// lease is released only after it has returned, at most DrainTimeout later
 	// (else the lease expires by itself), and the key takes no new term while it
