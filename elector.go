@@ -95,7 +95,7 @@ type request struct {
 // New returns an elector for cfg on st. It validates cfg and does no I/O.
 func New(st Store, cfg Config) (*Elector, error) {
 	if st == nil {
-		return nil, fmt.Errorf("%w: Store is nil: pass mysql.New, postgres.New or sqlite.New", ErrInvalidConfig)
+		return nil, &ConfigError{Field: "Store", Rule: "is nil: pass mysql.New, postgres.New or sqlite.New"}
 	}
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
