@@ -28,9 +28,9 @@
 // OnChange is called from Run's goroutine. IsLeader, Token and Leader, and those of
 // a [Lease], are safe for concurrent use and do no I/O.
 //
-// The Store interface has six methods rather than the house style's one to three:
-// the batched calls are one unit (and a handover, which is rare, is sent per key),
-// and the SQL stores of package store implement all six.
+// The Store interface has six methods: the batched calls are one unit (and a
+// handover, which is rare, is sent per key), and the stores of the dialect packages
+// (store/postgres, store/mysql, store/sqlite) implement all six.
 package group
 
 import (
