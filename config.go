@@ -23,8 +23,28 @@ const (
 )
 
 // ErrInvalidConfig is returned by [New] for a configuration that cannot be safe. The
-// error names the field and the rule.
+// error is a [*ConfigError], naming the field and the rule.
 var ErrInvalidConfig = errors.New("casleader: invalid config")
+
+// ConfigError is the error [New] returns for a configuration it refuses. It is an
+// [ErrInvalidConfig] (errors.Is holds); errors.As gives the field, for a program that
+// maps fields to its own flags or settings.
+type ConfigError struct {
+	// Field names the Config field ("RenewDeadline", "Key", ...), or "Store" for a
+	// nil store.
+	Field string
+	// Rule says what is wrong with the field and what to do, e.g. "(10s) must be
+	// less than LeaseDuration (5s): the leader must stop acting before anyone can
+	// take over".
+	Rule string
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("%v: %s %s", ErrInvalidConfig, e.Field, e.Rule)
+}
+
+// Is reports whether target is [ErrInvalidConfig].
+func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
 
 // Config configures an [Elector]. Zero values get the defaults documented per field.
 //
@@ -163,7 +183,7 @@ func (c Config) withDefaults() Config {
 // validate checks the rules between fields. c has its defaults.
 func (c Config) validate() error {
 	bad := func(field, format string, args ...any) error {
-		return fmt.Errorf("%w: %s %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...))
+		return &ConfigError{Field: field, Rule: fmt.Sprintf(format, args...)}
 	}
 	for _, f := range []struct {
 		name, v string
@@ -171,8 +191,8 @@ func (c Config) validate() error {
 		if f.v == "" {
 			return bad(f.name, "is empty: name the election (e.g. \"billing-cron\")")
 		}
-		if err := store.ValidateName(f.name, f.v); err != nil {
-			return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		if rule := store.NameRule(f.v); rule != "" {
+			return bad(f.name, "%s", rule)
 		}
 	}
 	for _, d := range []struct {

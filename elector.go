@@ -86,6 +86,10 @@ type Elector struct {
 	stop     context.CancelFunc // interrupts the current phase
 	dirty    bool               // an interrupt arrived between two phases
 	pending  []request          // resign and handover requests for the Run goroutine
+
+	stopped   bool               // Stop was called: Run does not start again
+	runCancel context.CancelFunc // ends the running Run's context; nil before the first Run
+	runDone   chan struct{}      // closed when that Run has returned
 }
 
 type request struct {
@@ -98,7 +102,7 @@ type request struct {
 // New returns an elector for cfg on st. It validates cfg and does no I/O.
 func New(st Store, cfg Config) (*Elector, error) {
 	if st == nil {
-		return nil, fmt.Errorf("%w: Store is nil: pass mysql.New, postgres.New or sqlite.New", ErrInvalidConfig)
+		return nil, &ConfigError{Field: "Store", Rule: "is nil: pass mysql.New, postgres.New or sqlite.New"}
 	}
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
@@ -413,7 +417,7 @@ func (c *callbacks) run() {
 	}
 }
 
-// Run takes part in the election until ctx ends, then resigns (unless
+// Run takes part in the election until ctx ends or [Elector.Stop] is called, then resigns (unless
 // Config.KeepLeaseOnExit) and returns nil. Losing leadership is not fatal: the
 // elector goes back to following and campaigns again. A database that is down is
 // retried with backoff; Run returns early only on a deployment error (a missing
@@ -427,7 +431,16 @@ func (e *Elector) Run(ctx context.Context) error {
 		e.mu.Unlock()
 		return ErrAlreadyRunning
 	}
+	if e.stopped {
+		e.mu.Unlock()
+		return nil
+	}
 	e.running = true
+	done := make(chan struct{})
+	defer close(done) // last: after every other deferred call and running = false
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	e.runCancel, e.runDone = cancel, done
 	e.mu.Unlock()
 	r := &run{e: e, m: cas.New(e.cfg.ID, e.cfg.LeaseDuration, e.cfg.RenewDeadline), cb: startCallbacks()}
 	if e.cfg.ResumeTerm != 0 {
@@ -449,6 +462,39 @@ func (e *Elector) Run(ctx context.Context) error {
 		p.done <- nil
 	}
 	return err
+}
+
+// Stop ends the election for this elector: it stops campaigning, resigns if
+// leading (IsLeader turns false, the leader's context is cancelled, OnStartedLeading
+// gets up to DrainTimeout to return, then the row is released unless
+// Config.KeepLeaseOnExit), and waits until [Elector.Run] has returned. It is what
+// cancelling Run's context does, plus the wait, for code that does not own that
+// context (a shutdown hook). It returns nil once Run has returned (or when none
+// runs), or an error wrapping ctx.Err() when ctx ends first: Run then still
+// finishes on its own. A stopped elector does not run again: a later Run returns
+// nil at once; create a new elector to campaign again. Stop may be called more
+// than once.
+//
+// Called with the leadership context of OnStartedLeading (or one derived from it),
+// Stop ends Run without waiting: Run waits for that very callback to return.
+func (e *Elector) Stop(ctx context.Context) error {
+	e.mu.Lock()
+	e.stopped = true
+	cancel, done := e.runCancel, e.runDone
+	e.mu.Unlock()
+	if cancel == nil {
+		return nil
+	}
+	cancel()
+	if t := TermFrom(ctx); t != nil && t.e == e {
+		return nil
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("casleader: Stop: Run has not returned yet (it is draining the leader's work or releasing the lease, and returns on its own): %w", ctx.Err())
+	}
 }
 
 // run is the state of one Run call, owned by its goroutine.

@@ -310,12 +310,19 @@ func TestConfigValidation(t *testing.T) {
 			tt.mod(&c)
 			_, err := casleader.New(memstore.New(), c)
 			require.ErrorIs(t, err, casleader.ErrInvalidConfig)
-			assert.Contains(t, err.Error(), tt.field)
+			var ce *casleader.ConfigError
+			require.ErrorAs(t, err, &ce)
+			assert.Equal(t, tt.field, ce.Field)
+			assert.NotEmpty(t, ce.Rule)
+			assert.Equal(t, "casleader: invalid config: "+tt.field+" "+ce.Rule, err.Error())
 		})
 	}
 	t.Run("NilStore", func(t *testing.T) {
 		_, err := casleader.New(nil, cfg("a"))
 		assert.ErrorIs(t, err, casleader.ErrInvalidConfig)
+		var ce *casleader.ConfigError
+		require.ErrorAs(t, err, &ce)
+		assert.Equal(t, "Store", ce.Field)
 	})
 	t.Run("DefaultsAreValid", func(t *testing.T) {
 		el, err := casleader.New(memstore.New(), casleader.Config{Key: "k"})
@@ -412,8 +419,10 @@ func TestConfigRefusesKeysTheStoresRefuse(t *testing.T) {
 		c.Key = key
 		_, err := casleader.New(memstore.New(), c)
 		require.ErrorIs(t, err, casleader.ErrInvalidConfig, "key %q", key)
-		assert.ErrorIs(t, err, store.ErrInvalidArgument)
-		assert.Contains(t, err.Error(), "Key")
+		var ce *casleader.ConfigError
+		require.ErrorAs(t, err, &ce, "key %q", key)
+		assert.Equal(t, "Key", ce.Field, "key %q", key)
+		assert.Equal(t, store.NameRule(key), ce.Rule, "the rule is the one the stores apply")
 	}
 }
 

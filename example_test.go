@@ -125,3 +125,56 @@ func ExampleTermFrom() {
 	// Output:
 	// this term still leads: false
 }
+
+// A shutdown hook stops an elector whose Run it does not own: Stop resigns (the
+// leader's work returns, the row is released) and returns once Run has returned.
+func ExampleElector_Stop() {
+	dir, err := os.MkdirTemp("", "casleader-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	db, err := sqlite.Open(filepath.Join(dir, "election.db"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+	st, err := sqlite.New(db, "")
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := st.CreateTable(context.Background()); err != nil {
+		log.Fatal(err)
+	}
+	leading := make(chan struct{})
+	el, err := casleader.New(st, casleader.Config{
+		Key: "nightly-report",
+		OnStartedLeading: func(ctx context.Context, token int64) {
+			close(leading)
+			<-ctx.Done() // the work winds down when leadership ends
+			fmt.Println("work stopped")
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	runErr := make(chan error, 1)
+	go func() { runErr <- el.Run(context.Background()) }()
+	<-leading
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := el.Stop(ctx); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("Run returned:", <-runErr)
+	rec, _, err := st.Observe(context.Background(), "nightly-report")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("released:", rec.Released())
+	// Output:
+	// work stopped
+	// Run returned: <nil>
+	// released: true
+}

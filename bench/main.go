@@ -1,7 +1,8 @@
-// Command bench compares casleader with the seeds' upsert design and with etcd's
-// concurrency.Election, in one process run with the same lease and heartbeat:
-// crash failover, graceful handover, steady-state load, a herd of 64 candidates and
-// one process leading up to 10,000 keys (the last two for casleader only).
+// Command bench compares casleader with the INSERT … ON DUPLICATE KEY UPDATE
+// election design and with etcd's concurrency.Election, in one process run with the
+// same lease and heartbeat: crash failover, graceful handover, steady-state load, a
+// herd of 64 candidates and one process leading up to 10,000 keys (the last two for
+// casleader only).
 //
 //	cd bench && go run . [-trials N] [-smoke] [-out DIR] [-only failover,handover,steady,herd,keys]
 //
@@ -113,7 +114,7 @@ func main() {
 	cas := func(name string, o casOptions) mk {
 		return mk{name, func() (system, error) { return newCasSystem(ctx, name, t, d, o) }}
 	}
-	seeds := mk{"seeds-upsert/MariaDB", func() (system, error) { return newSeedsSystem(ctx, t, d.MySQL) }}
+	upsert := mk{"upsert/MariaDB", func() (system, error) { return newUpsertSystem(ctx, t, d.MySQL) }}
 	etcd := mk{"etcd-election", func() (system, error) { return newEtcdSystem(t) }}
 	latencySystems := []mk{
 		cas("casleader/PostgreSQL+notify", casOptions{dialect: "postgres", notifier: true}),
@@ -124,7 +125,7 @@ func main() {
 	if d.PgBouncer != "" {
 		latencySystems = append(latencySystems, cas("casleader/PgBouncer-tx (notify falls back)", casOptions{dialect: "pgbouncer", notifier: true}))
 	}
-	latencySystems = append(latencySystems, seeds, etcd)
+	latencySystems = append(latencySystems, upsert, etcd)
 
 	var failTL, handTL []*timeline
 	run := func(m mk, f func(system)) {
@@ -177,7 +178,7 @@ func main() {
 			cas("casleader/PostgreSQL", casOptions{dialect: "postgres", shared: true}),
 			cas("casleader/MariaDB", casOptions{dialect: "mariadb", shared: true}),
 			cas("casleader/SQLite", casOptions{dialect: "sqlite", shared: true}),
-			seeds, etcd,
+			upsert, etcd,
 		}
 		for _, m := range steadySystems {
 			run(m, func(sys system) {
@@ -224,7 +225,7 @@ func main() {
 	// Output.
 	var md bytes.Buffer
 	fmt.Fprintf(&md, "Settings: %s.\n\nMachine: %s.\n", hdr, load)
-	markdown(&md, results, map[string]string{"failover": "seeds-upsert/MariaDB", "handover": "seeds-upsert/MariaDB"})
+	markdown(&md, results, map[string]string{"failover": "upsert/MariaDB", "handover": "upsert/MariaDB"})
 	fmt.Fprintf(&md, "\nRatios against etcd-election (p50): %s\n", etcdRatios(results))
 	os.Stdout.Write(md.Bytes())
 	check(os.WriteFile(filepath.Join(*out, "summary.md"), md.Bytes(), 0o644))

@@ -27,7 +27,7 @@ type system interface {
 type candidate interface {
 	ID() string
 	// IsLeader reports the candidate's own belief, without I/O where the system
-	// allows it (the seeds' design has no local state: it reports its last query).
+	// allows it (the upsert design has no local state: it reports its last query).
 	IsLeader() bool
 	// Crash stops the candidate without giving the lease up, like kill -9.
 	Crash()

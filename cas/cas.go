@@ -16,9 +16,9 @@
 // send time plus the renew deadline minus the lease's age by the database clock,
 // which is never later than the write that set it plus the renew deadline.
 //
-// The house style suggests that cas sequence the heartbeat and detector packages
-// itself; we keep cas free of I/O instead (the role sequencing is decided here, the
-// calls are made by the root package), so every transition is a table test.
+// cas does no I/O: the role sequencing is decided here and the calls to the
+// heartbeat and detector packages are made by the root package, so that every
+// transition is a table test.
 //
 //	  observe ──────────────┐
 //	    │ lease live        │ lease expired / released / row missing

@@ -29,7 +29,9 @@ type Config struct {
 	Key     string
 	Poll    time.Duration // longest time between two reads
 	Timeout time.Duration // timeout of one read
-	Logger  *slog.Logger  // nil means discard
+	// Logger receives the watch's lines, which carry no key of their own: the
+	// caller's logger names it (the elector's has key and id). nil means discard.
+	Logger *slog.Logger
 }
 
 // Observation is one read of the row.
@@ -83,7 +85,7 @@ func Watch(ctx context.Context, r Reader, cfg Config, wake <-chan struct{},
 			}
 			if ok, held := lim.Allow(); ok {
 				log.Log(ctx, level, "casleader: reading the election row failed, retrying",
-					"key", cfg.Key, "error", err, "attempt", failures, "retry_in", wait, "failures_not_logged", held)
+					"error", err, "attempt", failures, "retry_in", wait, "failures_not_logged", held)
 			}
 		}
 		timer.Reset(wait)

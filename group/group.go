@@ -39,9 +39,9 @@
 // OnStartedLeading has returned; one that does not return within DrainTimeout
 // leaves the lease to expire, and the key takes no new term while it runs.
 //
-// The Store interface has six methods rather than the house style's one to three:
-// the batched calls are one unit (and a handover, which is rare, is sent per key),
-// and the SQL stores of package store implement all six.
+// The Store interface has six methods: the batched calls are one unit (and a
+// handover, which is rare, is sent per key), and the stores of the dialect packages
+// (store/postgres, store/mysql, store/sqlite) implement all six.
 package group
 
 import (

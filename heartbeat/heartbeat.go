@@ -29,7 +29,9 @@ type Config struct {
 	Key      string
 	ID       string
 	Interval time.Duration // time between the send times of two renewals
-	Logger   *slog.Logger  // nil means discard
+	// Logger receives the loop's lines, which carry no key or id of their own: the
+	// caller's logger names them (the elector's has key and id). nil means discard.
+	Logger *slog.Logger
 }
 
 // Outcome says why [Run] returned.
@@ -104,7 +106,7 @@ func Run(ctx context.Context, r Renewer, cfg Config, version int64, last, deadli
 			deadline = renewed(version, sent)
 			next = sent.Add(cfg.Interval)
 			failures, lastErr = 0, nil
-			log.Debug("casleader: renewed", "key", cfg.Key, "version", version, "took", took)
+			log.Debug("casleader: renewed", "version", version, "took", took)
 		case err == nil:
 			return Result{Outcome: Lost, Version: version}
 		case errors.Is(err, store.ErrDeployment):
@@ -115,7 +117,7 @@ func Run(ctx context.Context, r Renewer, cfg Config, version int64, last, deadli
 			failures++
 			lastErr = err
 			backoff := Backoff(failures, cfg.Interval)
-			log.Warn("casleader: renewal failed, retrying", "key", cfg.Key, "version", version,
+			log.Warn("casleader: renewal failed, retrying", "version", version,
 				"error", err, "attempt", failures, "retry_in", backoff, "trust_left", time.Until(deadline))
 			next = time.Now().Add(backoff)
 		}

@@ -15,7 +15,8 @@
 //   - [ErrTransient]: a timeout, a reset, a deadlock or serialization failure. The
 //     write may or may not have committed: callers settle it with one read.
 //   - [ErrDeployment]: a missing table, column or privilege. Retrying cannot help;
-//     an operator must act. The message says what to do.
+//     an operator must act. The message says what to do. A missing table is also a
+//     [*MissingTableError], naming the table.
 //   - [ErrInvalidRow]: the row holds values casleader cannot have written (NULL
 //     columns, a tick_time in the future of the database clock).
 //
@@ -28,6 +29,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -83,6 +85,33 @@ var (
 	ErrDeployment  = errors.New("store: deployment error")
 	ErrInvalidRow  = errors.New("store: invalid election row")
 )
+
+// MissingTableError reports that the election table does not exist (or its schema
+// does not). It is an [ErrDeployment]: errors.Is(err, ErrDeployment) holds, and
+// errors.As finds it through the store's wrapping. Create the table with
+// schema.Apply, the store's CreateTable ([TableCreator]) or `casleader migrate`.
+type MissingTableError struct {
+	// Table is the election table's name, as configured.
+	Table string
+	// Dialect is the store's SQL dialect ("mysql", "postgres" or "sqlite").
+	Dialect string
+	// Op is the operation that found the table missing ("observe", "elect", ...), and
+	// Key the election key it was made for (empty for calls without one).
+	Op, Key string
+	// Err is the database's own error.
+	Err error
+}
+
+func (e *MissingTableError) Error() string {
+	return fmt.Sprintf("%v: table %q does not exist: create it with schema.Apply, the store's CreateTable or `casleader migrate` (%s %s %q): %v",
+		ErrDeployment, e.Table, e.Op, e.Dialect, e.Key, e.Err)
+}
+
+// Unwrap returns the database's error.
+func (e *MissingTableError) Unwrap() error { return e.Err }
+
+// Is reports whether target is [ErrDeployment].
+func (e *MissingTableError) Is(target error) bool { return target == ErrDeployment }
 
 // FutureTolerance is how far in the future of the database clock a tick_time may lie
 // before the row is reported as invalid. Negative ages happen when a row was written

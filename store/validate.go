@@ -21,22 +21,31 @@ var ErrInvalidArgument = errors.New("store: invalid argument")
 // one) and no trailing space (MySQL's PAD SPACE collations would make "x" and "x "
 // one key). what names the value in the error, which wraps [ErrInvalidArgument].
 func ValidateName(what, s string) error {
+	if rule := NameRule(s); rule != "" {
+		return fmt.Errorf("%w: %s %s", ErrInvalidArgument, what, rule)
+	}
+	return nil
+}
+
+// NameRule returns "" for a valid election key or candidate ID (see [ValidateName]),
+// or else the rule s breaks, e.g. "is 300 bytes, the limit is 255".
+func NameRule(s string) string {
 	switch {
 	case s == "":
-		return fmt.Errorf("%w: %s is empty", ErrInvalidArgument, what)
+		return "is empty"
 	case len(s) > MaxKeyLen:
-		return fmt.Errorf("%w: %s is %d bytes, the limit is %d", ErrInvalidArgument, what, len(s), MaxKeyLen)
+		return fmt.Sprintf("is %d bytes, the limit is %d", len(s), MaxKeyLen)
 	case !utf8.ValidString(s):
-		return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalidArgument, what)
+		return "is not valid UTF-8"
 	case strings.IndexByte(s, 0) >= 0:
 		// PostgreSQL text cannot hold NUL.
-		return fmt.Errorf("%w: %s contains a NUL byte", ErrInvalidArgument, what)
+		return "contains a NUL byte"
 	case strings.HasSuffix(s, " "):
 		// MySQL's PAD SPACE collations compare "x" and "x " as equal: the two would be
 		// one key (and one leader ID) there and two elsewhere.
-		return fmt.Errorf("%w: %s %q ends with a space", ErrInvalidArgument, what, s)
+		return fmt.Sprintf("%q ends with a space", s)
 	}
-	return nil
+	return ""
 }
 
 // ValidateNames checks a key and the candidate IDs of a call, in that order, with

@@ -403,9 +403,9 @@ func (a *app) storeError(what string, t target, err error) error {
 	switch {
 	case errors.Is(err, store.ErrDeployment):
 		// The store's message says what to do. A missing table is the common case:
-		// give the exact command. (The store has no exported sentinel for it.)
-		if strings.Contains(err.Error(), "does not exist") && !strings.Contains(err.Error(), "database") {
-			ee.hint = fmt.Sprintf("create the table with: casleader --dsn '%s' --table %s migrate", redact(t.raw), a.table)
+		// give the exact command.
+		if mt := (*store.MissingTableError)(nil); errors.As(err, &mt) {
+			ee.hint = fmt.Sprintf("create the table with: casleader --dsn '%s' --table %s migrate", redact(t.raw), mt.Table)
 		}
 	case errors.Is(err, store.ErrInvalidRow):
 		ee.hint = "the row holds values casleader never writes: fix or delete it"

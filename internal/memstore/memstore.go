@@ -15,6 +15,7 @@ package memstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -78,6 +79,9 @@ func New() *Store {
 	s.created = true
 	return s
 }
+
+// errNoTable is what the in-memory "database" says about a table not created yet.
+var errNoTable = errors.New("memstore: no such table")
 
 // NewWithoutTable returns a store on a table that does not exist yet: every call
 // but CreateTable fails with [store.ErrDeployment], like a database where nobody ran
@@ -456,8 +460,7 @@ func (s *Store) do(ctx context.Context, op, key string, apply func(now time.Time
 	}
 	if !s.created {
 		s.mu.Unlock()
-		return fmt.Errorf("%w: table %q does not exist: create it with schema.Apply, the store's CreateTable or `casleader migrate` (%s memstore %q)",
-			store.ErrDeployment, s.name, op, key)
+		return &store.MissingTableError{Table: s.name, Dialect: "memstore", Op: op, Key: key, Err: errNoTable}
 	}
 	_, err := apply(s.now())
 	s.mu.Unlock()

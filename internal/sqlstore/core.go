@@ -98,8 +98,7 @@ func (c *Core) wrap(op, key string, err error) error {
 	}
 	err = c.classify(err)
 	if errors.Is(err, ErrMissingTable) {
-		return fmt.Errorf("%w: table %q does not exist: create it with schema.Apply, the store's CreateTable or `casleader migrate` (%s %s %q): %w",
-			store.ErrDeployment, c.table, op, c.dialect, key, err)
+		return &store.MissingTableError{Table: c.table, Dialect: string(c.dialect), Op: op, Key: key, Err: err}
 	}
 	if errors.Is(err, ErrWrongColumns) {
 		return fmt.Errorf("%w: table %q does not have casleader's columns %v, or one has another type: `casleader migrate` names each wrong column and how to fix it (ALTER it, or drop the table and re-create it), or configure another table name (%s %s %q): %w",

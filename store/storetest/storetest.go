@@ -866,6 +866,10 @@ func missingTableSaysHowToCreateIt(t *testing.T, h Harness) {
 		require.ErrorIs(t, err, store.ErrDeployment, op)
 		assert.Contains(t, err.Error(), table, "%s: the error names the table", op)
 		assert.Contains(t, err.Error(), "casleader migrate", "%s: the error says how to create the table", op)
+		var mt *store.MissingTableError
+		if assert.ErrorAs(t, err, &mt, "%s: a missing table is a *store.MissingTableError", op) {
+			assert.Equal(t, table, mt.Table, "%s: MissingTableError.Table", op)
+		}
 	}
 	_, found, err := s.Observe(ctx, "k")
 	deploymentError(err, "Observe")

@@ -10,8 +10,8 @@ import (
 	"github.com/casleader/casleader/store/mysql"
 )
 
-// seedsSystem is the seeds' design, the baseline: every candidate runs, every
-// heartbeat interval,
+// upsertSystem is the INSERT … ON DUPLICATE KEY UPDATE election design, the
+// baseline: every candidate runs, every heartbeat interval,
 //
 //	INSERT … ON DUPLICATE KEY UPDATE leader_id = IF(expired OR mine, me, leader_id),
 //	                                 tick = IF(leader_id = me, NOW(6), tick)
@@ -19,22 +19,22 @@ import (
 // and learns whether it leads by querying the row (its IsLeader() is a query: here
 // one per heartbeat, the least an application can do). There is no trust deadline,
 // no fencing and no release; Resign here expires the row's tick so that the next
-// upsert of a follower takes over (more than the seeds did, in the baseline's favour).
-type seedsSystem struct {
+// upsert of a follower takes over (more than that design does, in the baseline's favour).
+type upsertSystem struct {
 	t     timing
 	db    *sql.DB
 	table string
 	count counter
 }
 
-func newSeedsSystem(ctx context.Context, t timing, dsn string) (*seedsSystem, error) {
+func newUpsertSystem(ctx context.Context, t timing, dsn string) (*upsertSystem, error) {
 	db, err := mysql.Open(dsn)
 	if err != nil {
 		return nil, err
 	}
 	db.SetMaxOpenConns(64)
 	db.SetMaxIdleConns(64)
-	s := &seedsSystem{t: t, db: db, table: randName("bench_seeds")}
+	s := &upsertSystem{t: t, db: db, table: randName("bench_upsert")}
 	_, err = db.ExecContext(ctx, `CREATE TABLE `+s.table+` (
 		elect_key VARCHAR(255) NOT NULL PRIMARY KEY,
 		leader_id VARCHAR(255) NOT NULL,
@@ -46,25 +46,25 @@ func newSeedsSystem(ctx context.Context, t timing, dsn string) (*seedsSystem, er
 	return s, nil
 }
 
-func (s *seedsSystem) Name() string                 { return "seeds-upsert/MariaDB" }
-func (s *seedsSystem) Statements() map[string]int64 { return s.count.snapshot() }
+func (s *upsertSystem) Name() string                 { return "upsert/MariaDB" }
+func (s *upsertSystem) Statements() map[string]int64 { return s.count.snapshot() }
 
-func (s *seedsSystem) Close() {
+func (s *upsertSystem) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_, _ = s.db.ExecContext(ctx, `DROP TABLE IF EXISTS `+s.table)
 	s.db.Close()
 }
 
-func (s *seedsSystem) Start(_ context.Context, key, id string) (candidate, error) {
+func (s *upsertSystem) Start(_ context.Context, key, id string) (candidate, error) {
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &seedsCandidate{s: s, key: key, id: id, cancel: cancel, done: make(chan struct{})}
+	c := &upsertCandidate{s: s, key: key, id: id, cancel: cancel, done: make(chan struct{})}
 	go c.loop(ctx)
 	return c, nil
 }
 
-type seedsCandidate struct {
-	s       *seedsSystem
+type upsertCandidate struct {
+	s       *upsertSystem
 	key, id string
 	leader  atomic.Bool
 	marks   markBox
@@ -73,11 +73,11 @@ type seedsCandidate struct {
 	once    sync.Once
 }
 
-func (c *seedsCandidate) ID() string     { return c.id }
-func (c *seedsCandidate) IsLeader() bool { return c.leader.Load() }
-func (c *seedsCandidate) Marks() marks   { return c.marks.get() }
+func (c *upsertCandidate) ID() string     { return c.id }
+func (c *upsertCandidate) IsLeader() bool { return c.leader.Load() }
+func (c *upsertCandidate) Marks() marks   { return c.marks.get() }
 
-func (c *seedsCandidate) loop(ctx context.Context) {
+func (c *upsertCandidate) loop(ctx context.Context) {
 	defer close(c.done)
 	s := c.s
 	upsert := `INSERT INTO ` + s.table + ` (elect_key, leader_id, tick) VALUES (?, ?, NOW(6)) ON DUPLICATE KEY UPDATE` +
@@ -122,7 +122,7 @@ func (c *seedsCandidate) loop(ctx context.Context) {
 	}
 }
 
-func (c *seedsCandidate) Crash() {
+func (c *upsertCandidate) Crash() {
 	c.once.Do(func() {
 		c.cancel()
 		<-c.done
@@ -130,7 +130,7 @@ func (c *seedsCandidate) Crash() {
 	})
 }
 
-func (c *seedsCandidate) Resign(ctx context.Context) error {
+func (c *upsertCandidate) Resign(ctx context.Context) error {
 	c.Crash()
 	_, err := c.s.db.ExecContext(ctx, `UPDATE `+c.s.table+` SET tick = NOW(6) - INTERVAL 1 DAY WHERE elect_key = ? AND leader_id = ?`, c.key, c.id)
 	c.s.count.add("release", 1)
@@ -141,4 +141,4 @@ func (c *seedsCandidate) Resign(ctx context.Context) error {
 	return err
 }
 
-func (c *seedsCandidate) Stop() { c.Crash() }
+func (c *upsertCandidate) Stop() { c.Crash() }
