@@ -486,7 +486,7 @@ func (e *Elector) Stop(ctx context.Context) error {
 		return nil
 	}
 	cancel()
-	if t := TermFrom(ctx); t != nil && t.e == e {
+	if t := TermFrom(ctx); t != nil && t.Of(&e.trust) {
 		return nil
 	}
 	select {
