@@ -423,8 +423,10 @@ func (c *callbacks) run() {
 // retried with backoff; Run returns early only on a deployment error (a missing
 // table or privilege: the error says what to do). Run returns after every
 // goroutine it started, including the callbacks, has returned, or, when a callback
-// is blocked, at most DrainTimeout after ctx ended: the blocked callback is logged at
-// Error level and left running (it is never called again by this Run).
+// is blocked, at most twice DrainTimeout after ctx ended (once while the leader's
+// work drains before the release is decided, once more for the callbacks left):
+// the blocked callback is logged at Error level and left running (it is never
+// called again by this Run).
 func (e *Elector) Run(ctx context.Context) error {
 	e.mu.Lock()
 	if e.running {
