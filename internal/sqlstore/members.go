@@ -101,8 +101,10 @@ func (m membersQueries) remove(n int) string {
 // list reads the rows of a key (first argument) seen within a bound in
 // microseconds (second argument).
 func (m membersQueries) list() string {
-	return `SELECT member_id, role, paused, priority, ` + m.age() + ` FROM ` + m.t +
-		` WHERE elect_key = ` + m.ph(1) + ` AND ` + m.age() + ` <= ` + m.ph(2) + ` ORDER BY member_id`
+	// The age is computed once per row, so that the bound and the age returned
+	// agree (PostgreSQL's clock_timestamp() moves within a statement).
+	return `SELECT member_id, role, paused, priority, age FROM (SELECT member_id, role, paused, priority, ` + m.age() + ` AS age FROM ` + m.t +
+		` WHERE elect_key = ` + m.ph(1) + `) AS m WHERE age <= ` + m.ph(2) + ` ORDER BY member_id`
 }
 
 // prune deletes every row not seen for a bound in microseconds (the argument).
