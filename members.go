@@ -14,7 +14,7 @@ import (
 // the election row and never delays the election. stop ends it and waits; on a
 // clean stop (not KeepLeaseOnExit) it deletes the candidate's row.
 func (e *Elector) startMembers(ctx context.Context) (stop func()) {
-	ms, ok := e.store.(members.Store)
+	ms, ok := optional[members.Store](e.store)
 	if !ok {
 		return func() {}
 	}
@@ -59,7 +59,7 @@ func (e *Elector) memberRow() []store.Member {
 // stores of store/mysql, store/postgres and store/sqlite do) or the table is missing
 // (create it with `casleader migrate`).
 func (e *Elector) Members(ctx context.Context) ([]store.Member, error) {
-	r, ok := e.store.(members.Reader)
+	r, ok := optional[members.Reader](e.store)
 	if !ok {
 		return nil, fmt.Errorf("%w: the store %T keeps no members table: use the store of store/mysql, store/postgres or store/sqlite", ErrInvalidConfig, e.store)
 	}
@@ -68,4 +68,21 @@ func (e *Elector) Members(ctx context.Context) ([]store.Member, error) {
 		return nil, fmt.Errorf("casleader: members of %q: %w", e.cfg.Key, err)
 	}
 	return ms, nil
+}
+
+// optional returns st, or the first store it wraps (through Unwrap() Store, as the
+// metrics decorator has), that implements T.
+func optional[T any](st Store) (T, bool) {
+	for range 16 { // a bound, should wrappers form a cycle
+		if t, ok := st.(T); ok {
+			return t, true
+		}
+		u, ok := st.(interface{ Unwrap() Store })
+		if !ok {
+			break
+		}
+		st = u.Unwrap()
+	}
+	var zero T
+	return zero, false
 }
