@@ -114,6 +114,11 @@ type Config struct {
 	// Observer makes the elector never campaign: it only reports the leader.
 	Observer bool
 
+	// Priority is this candidate's priority, recorded in the members view (see
+	// [Elector.Members]); higher is preferred. The election does not use it.
+	// Default 0.
+	Priority int
+
 	// Logger receives role changes (Info), step-downs and renewal failures (Warn) and
 	// per-tick detail (Debug). nil means discard.
 	Logger *slog.Logger

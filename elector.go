@@ -452,8 +452,10 @@ func (e *Elector) Run(ctx context.Context) error {
 		// Notifications only end a follower's sleep early (Elector.Wake).
 		defer n.Subscribe(e.cfg.Key, e.Wake)()
 	}
+	stopMembers := e.startMembers(ctx)
 	err := r.loop(ctx)
 	r.finish()
+	stopMembers()
 	e.mu.Lock()
 	e.running = false
 	e.stop = nil

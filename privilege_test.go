@@ -121,7 +121,7 @@ func createAsAdmin(t *testing.T, p privDB) (table, actions string) {
 	actions = table + "_actions"
 	ctx := t.Context()
 	t.Cleanup(func() {
-		for _, name := range []string{table, actions} {
+		for _, name := range []string{table, actions, table + schema.MembersSuffix} {
 			q, _ := schema.Quote(p.dialect, name)
 			assert.NoError(t, p.admin(context.Background(), "DROP TABLE IF EXISTS "+q))
 		}

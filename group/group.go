@@ -129,6 +129,10 @@ type Config struct {
 	// Observer makes the group never campaign: it only reports the leaders of its
 	// keys (Leader). Default false.
 	Observer bool
+	// Priority is this candidate's priority, recorded in the members view (see
+	// [Group.Members]); higher is preferred. The election does not use it.
+	// Default 0.
+	Priority int
 	// Notifier, when not nil, wakes followed keys as soon as their leader gives the
 	// lease up. postgres.Notifier listens on one connection whatever the number of
 	// keys; notify.MySQL takes a connection per followed key, so it suits groups
@@ -441,6 +445,7 @@ func (g *Group) signal() {
 // Run returns only after every goroutine it started has exited.
 func (g *Group) Run(ctx context.Context) error {
 	r := &run{g: g, states: map[string]*state{}}
+	defer g.startMembers(ctx)() // stopped after the leases are released
 	defer r.stopAll(ctx)
 	lastRenew := time.Time{}
 	for {

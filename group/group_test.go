@@ -16,6 +16,7 @@ import (
 	"github.com/casleader/casleader/group"
 	"github.com/casleader/casleader/internal/memstore"
 	"github.com/casleader/casleader/internal/testdb"
+	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
 	"github.com/casleader/casleader/store/mysql"
 	"github.com/casleader/casleader/store/postgres"
@@ -399,7 +400,10 @@ func TestDatabases(t *testing.T) {
 			t.Parallel()
 			table := testdb.Name(t)
 			st, exec := d.open(t, table)
-			t.Cleanup(func() { _ = exec("DROP TABLE IF EXISTS " + table) })
+			t.Cleanup(func() {
+				_ = exec("DROP TABLE IF EXISTS " + table)
+				_ = exec("DROP TABLE IF EXISTS " + table + schema.MembersSuffix)
+			})
 			ks := keys(300)
 			patient := func(c *group.Config) {
 				c.LeaseDuration, c.RenewDeadline, c.HeartbeatInterval, c.PollInterval, c.BatchSize = 2*time.Second, 1200*time.Millisecond, 100*time.Millisecond, 2*time.Second, 100

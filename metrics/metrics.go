@@ -28,6 +28,7 @@
 //	casleader_store_errors_total               counter, labels op and kind: every failed store call
 //	casleader_leader_changes_total             counter: changes of the observed leader (a release counts)
 //	casleader_clock_skew_seconds               gauge: clock skew between database servers seen by tracked electors
+//	casleader_members                          gauge: live members of the election (the members view), read at scrape time
 //
 // The kinds are those of package store's error sentinels ([KindTransient],
 // [KindNotWritable], [KindDeployment], [KindInvalidRow], [KindInvalidArgument]),
@@ -110,6 +111,20 @@ type SkewReporter interface {
 
 var _ SkewReporter = (*casleader.Elector)(nil)
 
+// MembersLister is implemented by electors that read the members view of their
+// election ([casleader.Elector.Members]); for a tracked elector that does,
+// casleader_members is read from the database at every scrape (one statement per
+// key, bounded by [MembersTimeout]). The series is absent while the members table
+// cannot be read.
+type MembersLister interface {
+	Members(ctx context.Context) ([]store.Member, error)
+}
+
+var _ MembersLister = (*casleader.Elector)(nil)
+
+// MembersTimeout bounds the read of the members view at a scrape.
+const MembersTimeout = 2 * time.Second
+
 // Metrics collects the metrics of any number of electors. It is a
 // [prometheus.Collector]. Its methods are safe for concurrent use.
 type Metrics struct {
@@ -121,6 +136,7 @@ type Metrics struct {
 	isLeader      *prometheus.Desc
 	token         *prometheus.Desc
 	skew          *prometheus.Desc
+	members       *prometheus.Desc
 
 	mu       sync.Mutex
 	electors []*entry
@@ -171,6 +187,9 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			[]string{"key"}, nil),
 		skew: prometheus.NewDesc("casleader_clock_skew_seconds",
 			"Clock skew between database servers measured by this process's reads within the last minute (Elector.ClockSkew at scrape time): positive when the server it reads runs ahead of the one the leader writes through, negative when behind, 0 when none was seen. Elections stay safe at any skew; alert when its magnitude nears LeaseDuration - RenewDeadline: the servers' clocks are not kept in step.",
+			[]string{"key"}, nil),
+		members: prometheus.NewDesc("casleader_members",
+			"Candidates of the election seen within the last two leases by the database clock (the members view, Elector.Members at scrape time): leader, followers and observers, paused or not.",
 			[]string{"key"}, nil),
 	}
 	if reg != nil {
@@ -266,6 +285,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.isLeader
 	ch <- m.token
 	ch <- m.skew
+	ch <- m.members
 }
 
 // Collect implements [prometheus.Collector]. The gauges are read now: from the
@@ -282,9 +302,13 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		skewed              bool // a tracked elector reports the skew
 	}
 	byKey := map[string]gauges{}
+	listers := map[string]MembersLister{} // one per key
 	now := time.Now()
 	m.mu.Lock()
 	for _, e := range m.electors {
+		if l, ok := e.el.(MembersLister); ok && listers[e.key] == nil {
+			listers[e.key] = l
+		}
 		var leading bool
 		var token int64
 		if e.el != nil {
@@ -322,6 +346,14 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.token, prometheus.GaugeValue, g.token, k)
 		if g.skewed {
 			ch <- prometheus.MustNewConstMetric(m.skew, prometheus.GaugeValue, g.skew, k)
+		}
+		if l := listers[k]; l != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), MembersTimeout)
+			ms, err := l.Members(ctx)
+			cancel()
+			if err == nil {
+				ch <- prometheus.MustNewConstMetric(m.members, prometheus.GaugeValue, float64(len(ms)), k)
+			}
 		}
 	}
 }

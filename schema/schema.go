@@ -1,7 +1,7 @@
 // Package schema owns the election table: its dialects, its name rules and its DDL.
 //
-// The DDL for each dialect is embedded from sql/*.sql. [Apply] creates the table if
-// it does not exist and is safe to run any number of times. Table names are checked by
+// The DDL for each dialect is embedded from sql/*.sql. [Apply] creates the table (and
+// its members table, [MembersTable]) if it does not exist and is safe to run any number of times. Table names are checked by
 // [ValidateTable] and quoted by [Quote] before they reach any SQL text: a name is never
 // pasted into a statement unchecked.
 package schema
@@ -110,21 +110,66 @@ func DDL(d Dialect, table string) (string, error) {
 	return strings.ReplaceAll(string(b), "{{TABLE}}", quoted), nil
 }
 
+// MembersSuffix is appended to the election table's name to name its members table.
+const MembersSuffix = "_members"
+
+// MembersTable returns the name of the members table of the election table table:
+// who takes part in each election, and when each was last seen. A schema
+// qualifier is kept ("ops.elections" gives "ops.elections_members"). It fails when
+// the name would not be a valid table name (longer than 63 characters).
+func MembersTable(table string) (string, error) {
+	if err := ValidateTable(table); err != nil {
+		return "", err
+	}
+	name := table + MembersSuffix
+	if err := ValidateTable(name); err != nil {
+		return "", fmt.Errorf("%w: the members table of %q would be %q, longer than 63 characters: use a shorter election table name", ErrInvalidTable, table, name)
+	}
+	return name, nil
+}
+
+// MembersDDL returns the CREATE TABLE IF NOT EXISTS statement of the members table
+// of the election table table (named by [MembersTable]) for dialect d.
+func MembersDDL(d Dialect, table string) (string, error) {
+	name, err := MembersTable(table)
+	if err != nil {
+		return "", err
+	}
+	quoted, err := Quote(d, name)
+	if err != nil {
+		return "", err
+	}
+	b, err := files.ReadFile("sql/" + string(d) + "_members.sql")
+	if err != nil {
+		return "", fmt.Errorf("%w %q", ErrUnknownDialect, string(d))
+	}
+	return strings.ReplaceAll(string(b), "{{TABLE}}", quoted), nil
+}
+
 // Execer is the part of *sql.DB, *sql.Conn and *sql.Tx that [Apply] needs.
 type Execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
-// Apply creates the election table for dialect d if it does not exist yet. It is
-// idempotent. It needs the right to create tables; running elections afterwards needs
-// only SELECT, INSERT and UPDATE on the table.
+// Apply creates the election table for dialect d, and its members table (see
+// [MembersTable]), if they do not exist yet. It is idempotent. It needs the right to
+// create tables; running elections afterwards needs only SELECT, INSERT and UPDATE
+// on the election table, and SELECT, INSERT, UPDATE and DELETE on the members table.
 func Apply(ctx context.Context, db Execer, d Dialect, table string) error {
 	ddl, err := DDL(d, table)
 	if err != nil {
 		return err
 	}
+	mddl, err := MembersDDL(d, table)
+	if err != nil {
+		return err
+	}
 	if _, err := db.ExecContext(ctx, ddl); err != nil {
 		return fmt.Errorf("schema: create table %q (%s): %w", table, d, err)
+	}
+	if _, err := db.ExecContext(ctx, mddl); err != nil {
+		name, _ := MembersTable(table)
+		return fmt.Errorf("schema: create members table %q (%s): %w", name, d, err)
 	}
 	return nil
 }

@@ -133,11 +133,17 @@ func TestApplyIsIdempotentOnEachDatabase(t *testing.T) {
 			table := testdb.Name(t)
 			quoted, err := schema.Quote(tc.dialect, table)
 			require.NoError(t, err)
+			members, err := schema.MembersTable(table)
+			require.NoError(t, err)
+			membersQuoted, err := schema.Quote(tc.dialect, members)
+			require.NoError(t, err)
 			t.Cleanup(func() {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
-				if _, err := db.ExecContext(ctx, "DROP TABLE IF EXISTS "+quoted); err != nil {
-					t.Errorf("drop %s: %v", quoted, err)
+				for _, q := range []string{quoted, membersQuoted} {
+					if _, err := db.ExecContext(ctx, "DROP TABLE IF EXISTS "+q); err != nil {
+						t.Errorf("drop %s: %v", q, err)
+					}
 				}
 			})
 
@@ -153,6 +159,10 @@ func TestApplyIsIdempotentOnEachDatabase(t *testing.T) {
 			assert.Equal(t, schema.Columns, cols)
 			assert.False(t, rows.Next(), "the new table is empty")
 			require.NoError(t, rows.Err())
+
+			var n int
+			require.NoError(t, db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+membersQuoted).Scan(&n), "Apply created the members table")
+			assert.Zero(t, n)
 		})
 	}
 }
@@ -246,4 +256,15 @@ func TestCheckColumns(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestMembersTableNameIsDerivedAndChecked(t *testing.T) {
+	name, err := schema.MembersTable("ops.elections")
+	require.NoError(t, err)
+	assert.Equal(t, "ops.elections_members", name)
+	_, err = schema.MembersTable(strings.Repeat("a", 60))
+	require.ErrorIs(t, err, schema.ErrInvalidTable)
+	assert.Contains(t, err.Error(), "shorter election table name")
+	_, err = schema.MembersDDL(schema.Postgres, "t; DROP TABLE x")
+	require.ErrorIs(t, err, schema.ErrInvalidTable)
 }

@@ -134,11 +134,18 @@ func (h sqlHarness) openStore(t *testing.T, table string) storetest.Store {
 	require.NoError(t, err)
 	quoted, err := schema.Quote(h.dialect, table)
 	require.NoError(t, err)
+	members, err := schema.MembersTable(table)
+	require.NoError(t, err)
+	membersQuoted, err := schema.Quote(h.dialect, members)
+	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if _, err := h.exec(ctx, "DROP TABLE IF EXISTS "+quoted); err != nil {
 			t.Errorf("drop table %s: %v", quoted, err)
+		}
+		if _, err := h.exec(ctx, "DROP TABLE IF EXISTS "+membersQuoted); err != nil {
+			t.Errorf("drop table %s: %v", membersQuoted, err)
 		}
 	})
 	return s

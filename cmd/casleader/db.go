@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	casleader "github.com/casleader/casleader"
 	"github.com/casleader/casleader/schema"
+	"github.com/casleader/casleader/store"
 	"github.com/casleader/casleader/store/mysql"
 	"github.com/casleader/casleader/store/postgres"
 	"github.com/casleader/casleader/store/sqlite"
@@ -26,6 +28,9 @@ type electionStore interface {
 	RequestStepDown(ctx context.Context, key string, version int64, to string) (swapped bool, err error)
 	Check(ctx context.Context) error
 	CreateTable(ctx context.Context) error
+	CreateMembersTable(ctx context.Context) error
+	Members(ctx context.Context, key string, within time.Duration) ([]store.Member, error)
+	MembersTable() string
 	Table() string
 }
 

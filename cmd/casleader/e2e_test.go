@@ -299,6 +299,22 @@ func TestStatusShowsLeaderTermAgeAndState(t *testing.T) {
 			row.Expired || row.Released || row.LeaseSeconds != testLease.Seconds() || row.AgeSeconds < 0 || row.AgeSeconds > testLease.Seconds() {
 			t.Fatalf("status --json of the live election: %+v (child token %d)", row, first.token)
 		}
+		// The members view: cand-A records itself every half lease, as leader
+		// once it has won; cand-B stopped cleanly and removed itself.
+		deadline := time.Now().Add(4 * testLease)
+		for m := row.Members; len(m) != 1 || m[0].ID != "cand-A" || m[0].Role != "leader" || m[0].Paused; m = status(t, db, key).Members {
+			if time.Now().After(deadline) {
+				t.Fatalf("status --json members of the live election: %+v", m)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if m := status(t, db, done).Members; len(m) != 0 {
+			t.Fatalf("status --json members of the released election, whose candidate stopped: %+v", m)
+		}
+		if r := must(t, append(db.args(), "status", "--members", "--lease", testLease.String())...); !strings.Contains(r.stdout, "MEMBER") ||
+			!regexp.MustCompile(`(?m)^a-live\s+cand-A\s+leader\s+no\s+0\s+\S+ ago$`).MatchString(r.stdout) {
+			t.Fatalf("status --members prints:\n%s", r.stdout)
+		}
 		if row := status(t, db, done); !row.Found || !row.Released || !row.Expired || row.Leader != "" || row.Term <= 0 || row.Version <= row.Term {
 			t.Fatalf("status --json of the released election: %+v", row)
 		}

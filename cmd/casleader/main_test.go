@@ -291,15 +291,20 @@ func newTestDB(t *testing.T, kind string) testDB {
 		raw := testdb.MySQLDSN(t)
 		d.dsn = mysqlURL(t, raw)
 		db := testdb.MySQL(t)
-		t.Cleanup(func() { dropTable(t, db, "DROP TABLE IF EXISTS `"+d.table+"`") })
+		t.Cleanup(func() {
+			dropTable(t, db, "DROP TABLE IF EXISTS `"+d.table+"`")
+			dropTable(t, db, "DROP TABLE IF EXISTS `"+d.table+"_members`")
+		})
 	case "postgres":
 		d.dsn = testdb.PostgresDSN(t)
 		pool := testdb.Postgres(t)
 		t.Cleanup(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			if _, err := pool.Exec(ctx, `DROP TABLE IF EXISTS "`+d.table+`"`); err != nil {
-				t.Logf("drop table %s: %v", d.table, err)
+			for _, table := range []string{d.table, d.table + "_members"} {
+				if _, err := pool.Exec(ctx, `DROP TABLE IF EXISTS "`+table+`"`); err != nil {
+					t.Logf("drop table %s: %v", table, err)
+				}
 			}
 		})
 	default:

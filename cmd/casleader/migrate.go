@@ -45,6 +45,10 @@ func cmdMigrate(a *app, args []string) error {
 	err = d.st.Check(cctx)
 	if err == nil {
 		fmt.Fprintf(a.stdout, "table %s already exists and has casleader's columns in %s\n", d.st.Table(), where)
+		// A table created before the members table existed gets it now.
+		if err := d.st.CreateMembersTable(cctx); err != nil {
+			return a.storeError("create members table "+d.st.MembersTable(), d.target, err)
+		}
 		return nil
 	}
 	if errors.Is(err, schema.ErrWrongTable) {

@@ -75,3 +75,42 @@ func TestMigrateNamesEachWrongColumnType(t *testing.T) {
 		}
 	})
 }
+
+// TestMigrateAddsTheMembersTableToAnExistingElectionTable: an election table
+// created before the members view existed gets its members table from migrate,
+// and status then lists the members.
+func TestMigrateAddsTheMembersTableToAnExistingElectionTable(t *testing.T) {
+	forEachDB(t, func(t *testing.T, db testDB) {
+		must(t, append(db.args(), "migrate")...)
+		drop := "DROP TABLE " + db.table + "_members"
+		switch db.kind {
+		case "mysql":
+			if _, err := testdb.MySQL(t).ExecContext(t.Context(), drop); err != nil {
+				t.Fatal(err)
+			}
+		case "postgres":
+			if _, err := testdb.Postgres(t).Exec(t.Context(), drop); err != nil {
+				t.Fatal(err)
+			}
+		default:
+			sdb, err := sqlite.Open(strings.TrimPrefix(db.dsn, "sqlite://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = sdb.ExecContext(t.Context(), drop)
+			sdb.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if r := runCL(t, nil, append(db.args(), "status", "--key", "k", "--members")...); !strings.Contains(r.stdout, "cannot be read") {
+			t.Fatalf("status --members without the members table: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		if r := must(t, append(db.args(), "migrate")...); !strings.Contains(r.stdout, "already exists") {
+			t.Fatalf("migrate of an existing table prints:\n%s", r.stdout)
+		}
+		if r := runCL(t, nil, append(db.args(), "status", "--key", "k", "--members")...); !strings.Contains(r.stdout, "no members seen within") {
+			t.Fatalf("status --members after migrate added the members table:\n%s", r.stdout)
+		}
+	})
+}

@@ -21,7 +21,7 @@ import (
 )
 
 const statusUsage = `
-Usage: casleader status [--key KEY] [--json] [--watch [--interval D]] [--lease D]
+Usage: casleader status [--key KEY] [--json] [--members] [--watch [--interval D]] [--lease D]
 
 Shows one line per election (all keys in the table, or only --key): the leader, its
 term (the fencing token), the row's version, how long ago the leader last renewed
@@ -42,6 +42,15 @@ given, on a terminal or not.
 redrawn in place; otherwise the tables follow each other, and with --json each
 refresh is one line holding one JSON document (an object with --key, else an array).
 
+With --members, a second table below the elections lists their members: the
+candidates that take part (each records itself every half lease), with their role (leader, follower or
+observer), whether they are paused, their priority and when they were last seen by
+the database's clock. Only members seen within two leases (--lease) are shown: a
+candidate that stopped cleanly removed itself, one that died drops out. With --json
+each object always has members (an array of objects with id, role, paused, priority,
+seen_seconds_ago), and members_error when the members table cannot be read (it is
+missing: run casleader migrate).
+
 Keys, leader IDs and handover targets that hold spaces, quotes or characters that are
 not printable are shown quoted, with Go escapes, as the logs show them.
 
@@ -53,6 +62,7 @@ func cmdStatus(a *app, args []string) error {
 	fs := a.flagSet("status", statusUsage)
 	key := fs.String("key", "", "show only the election `KEY`")
 	asJSON := fs.Bool("json", false, "print JSON: an object with --key, else an array of them")
+	showMembers := fs.Bool("members", false, "list the members of each election below the table (JSON always has them)")
 	watch := fs.Bool("watch", false, "refresh until interrupted")
 	interval := fs.Duration("interval", time.Second, "time between two refreshes with --watch")
 	lease := fs.Duration("lease", casleader.DefaultLeaseDuration, "the candidates' lease, to judge expiry")
@@ -78,7 +88,7 @@ func cmdStatus(a *app, args []string) error {
 	if err := a.check(ctx, d); err != nil {
 		return err
 	}
-	s := &statusCmd{a: a, d: d, key: *key, lease: *lease, json: *asJSON}
+	s := &statusCmd{a: a, d: d, key: *key, lease: *lease, json: *asJSON, members: *showMembers}
 	if !*watch {
 		rows, err := s.snapshot(ctx)
 		if err != nil {
@@ -107,26 +117,58 @@ type statusCmd struct {
 	key   string
 	lease time.Duration
 	json  bool
+	// members: show the members table below the elections (text); JSON always
+	// has the members.
+	members bool
 }
 
 // statusRow is one election as status prints it; its JSON form is documented in
 // statusUsage.
 type statusRow struct {
-	Key               string  `json:"key"`
-	Found             bool    `json:"found"`
-	Leader            string  `json:"leader"`
-	Term              int64   `json:"term"`
-	Version           int64   `json:"version"`
-	AgeSeconds        float64 `json:"age_seconds"`
-	LeaseSeconds      float64 `json:"lease_seconds"`
-	Expired           bool    `json:"expired"`
-	Released          bool    `json:"released"`
-	RemainingSeconds  float64 `json:"remaining_seconds"`
-	StepDownRequested bool    `json:"stepdown_requested"`
-	HandoverTo        string  `json:"handover_to"`
-	Invalid           string  `json:"invalid,omitempty"` // why the row cannot be read, when it holds values casleader never writes
+	Key               string         `json:"key"`
+	Found             bool           `json:"found"`
+	Leader            string         `json:"leader"`
+	Term              int64          `json:"term"`
+	Version           int64          `json:"version"`
+	AgeSeconds        float64        `json:"age_seconds"`
+	LeaseSeconds      float64        `json:"lease_seconds"`
+	Expired           bool           `json:"expired"`
+	Released          bool           `json:"released"`
+	RemainingSeconds  float64        `json:"remaining_seconds"`
+	StepDownRequested bool           `json:"stepdown_requested"`
+	HandoverTo        string         `json:"handover_to"`
+	Invalid           string         `json:"invalid,omitempty"` // why the row cannot be read, when it holds values casleader never writes
+	Members           []statusMember `json:"members"`
+	MembersError      string         `json:"members_error,omitempty"` // why the members table cannot be read
 
 	age, remaining time.Duration
+}
+
+// statusMember is one member of an election as status prints it.
+type statusMember struct {
+	ID             string  `json:"id"`
+	Role           string  `json:"role"`
+	Paused         bool    `json:"paused"`
+	Priority       int64   `json:"priority"`
+	SeenSecondsAgo float64 `json:"seen_seconds_ago"`
+
+	age time.Duration
+}
+
+// readMembers reads the live members of key into r. A members table that cannot be
+// read is reported in the row, not as an error: it is a view, the elections work
+// without it.
+func (s *statusCmd) readMembers(ctx context.Context, r *statusRow) {
+	r.Members = []statusMember{}
+	ms, err := s.d.st.Members(ctx, r.Key, 2*s.lease)
+	if err != nil {
+		r.MembersError = s.a.redactString(err.Error())
+		return
+	}
+	for _, m := range ms {
+		r.Members = append(r.Members, statusMember{ID: m.ID, Role: m.Role, Paused: m.Paused, Priority: m.Priority,
+			SeenSecondsAgo: m.Age.Seconds(), age: m.Age})
+	}
 }
 
 func newStatusRow(key string, rec store.Record, found bool, lease time.Duration) statusRow {
@@ -172,6 +214,11 @@ func (s *statusCmd) snapshot(ctx context.Context) ([]statusRow, error) {
 			continue // deleted since the listing
 		}
 		rows = append(rows, newStatusRow(k, rec, found, s.lease))
+	}
+	if s.json || s.members {
+		for i := range rows {
+			s.readMembers(ctx, &rows[i])
+		}
 	}
 	return rows, nil
 }
@@ -241,6 +288,37 @@ func (s *statusCmd) render(w io.Writer, rows []statusRow, compact bool) error {
 			leader = quoteName(r.Leader)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\n", key, leader, r.Term, r.Version, fmtDur(r.age), r.state(s.lease))
+	}
+	if err := tw.Flush(); err != nil || !s.members {
+		return err
+	}
+	return s.renderMembers(w, rows)
+}
+
+// renderMembers prints the members table below the elections.
+func (s *statusCmd) renderMembers(w io.Writer, rows []statusRow) error {
+	for _, r := range rows {
+		if r.MembersError != "" {
+			_, err := fmt.Fprintf(w, "\nmembers of %s cannot be read: %s\n", quoteName(r.Key), printable(r.MembersError))
+			return err
+		}
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "\nKEY\tMEMBER\tROLE\tPAUSED\tPRIORITY\tLAST SEEN\n")
+	n := 0
+	for _, r := range rows {
+		for _, m := range r.Members {
+			paused := "no"
+			if m.Paused {
+				paused = "yes"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s ago\n", quoteName(r.Key), quoteName(m.ID), m.Role, paused, m.Priority, fmtDur(m.age))
+			n++
+		}
+	}
+	if n == 0 {
+		_, err := fmt.Fprintf(w, "\nno members seen within %s (two leases) in table %s\n", fmtDur(2*s.lease), s.d.st.MembersTable())
+		return err
 	}
 	return tw.Flush()
 }

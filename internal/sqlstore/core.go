@@ -361,8 +361,9 @@ func (c *Core) RequestStepDown(ctx context.Context, key string, version int64, t
 	return n == 1, c.wrap("request step-down", key, err)
 }
 
-// CreateTable creates the election table if it does not exist, through the store's
-// own connection. It is idempotent and needs the right to create tables.
+// CreateTable creates the election table and its members table (see
+// [schema.MembersTable]) if they do not exist, through the store's own connection.
+// It is idempotent and needs the right to create tables.
 func (c *Core) CreateTable(ctx context.Context) error {
 	ddl, err := schema.DDL(c.dialect, c.table)
 	if err != nil {
@@ -371,7 +372,7 @@ func (c *Core) CreateTable(ctx context.Context) error {
 	if _, err := c.b.Exec(ctx, ddl); err != nil {
 		return fmt.Errorf("create table %q (%s): %w", c.table, c.dialect, c.classify(err))
 	}
-	return nil
+	return c.CreateMembersTable(ctx)
 }
 
 // SQLBackend returns the backend that runs statements through db (MySQL, and

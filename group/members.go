@@ -1,0 +1,77 @@
+package group
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/casleader/casleader/internal/members"
+	"github.com/casleader/casleader/store"
+)
+
+// startMembers starts recording this candidate in the members table for every key
+// of the group, when the store has one (the SQL stores do): one batched statement
+// per half lease for all keys, on a goroutine of its own that never touches the
+// election rows. stop ends it and waits; on a clean stop (not KeepLeaseOnExit) it
+// deletes the group's rows.
+func (g *Group) startMembers(ctx context.Context) (stop func()) {
+	ms, ok := g.st.(members.Store)
+	if !ok {
+		return func() {}
+	}
+	mctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		members.Run(mctx, members.Config{
+			Store:    ms,
+			ID:       g.cfg.ID,
+			Lease:    g.cfg.LeaseDuration,
+			Snapshot: g.memberRows,
+			Keep:     func() bool { return g.cfg.KeepLeaseOnExit },
+			Logger:   g.cfg.Logger,
+		})
+	})
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}
+
+// memberRows are the group's rows in the members table now, one per key.
+func (g *Group) memberRows() []store.Member {
+	paused := g.paused.Load()
+	g.mu.RLock()
+	out := make([]store.Member, 0, len(g.keys))
+	for key, sh := range g.keys {
+		role := store.RoleFollower
+		switch {
+		case g.cfg.Observer:
+			role = store.RoleObserver
+		case sh.trust.IsLeader():
+			role = store.RoleLeader
+		}
+		out = append(out, store.Member{Key: key, ID: g.cfg.ID, Role: role, Paused: paused, Priority: int64(g.cfg.Priority)})
+	}
+	g.mu.RUnlock()
+	slices.SortFunc(out, func(a, b store.Member) int { return strings.Compare(a.Key, b.Key) })
+	return out
+}
+
+// Members returns the candidates of the election key seen within the last two
+// leases by the database clock, ordered by ID (see casleader's Elector.Members). It
+// fails when the store keeps no members table (the stores of store/mysql,
+// store/postgres and store/sqlite do) or the table is missing (create it with
+// `casleader migrate`).
+func (g *Group) Members(ctx context.Context, key string) ([]store.Member, error) {
+	r, ok := g.st.(members.Reader)
+	if !ok {
+		return nil, fmt.Errorf("%w: the store %T keeps no members table: use the store of store/mysql, store/postgres or store/sqlite", ErrInvalidConfig, g.st)
+	}
+	ms, err := r.Members(ctx, key, members.Window(g.cfg.LeaseDuration))
+	if err != nil {
+		return nil, fmt.Errorf("group: members of %q: %w", key, err)
+	}
+	return ms, nil
+}

@@ -1,0 +1,131 @@
+// Package members keeps a candidate's rows in the members table up to date: who
+// takes part in which election, in which role, and when it was last seen by the
+// database clock. It is a view for operators; no election decision reads it.
+//
+// [Run] writes one batched upsert per period (half a lease) on its own goroutine,
+// each with its own timeout, and never touches the election table or the
+// election's goroutine: a slow, failing or missing members table delays nothing and
+// is logged at Warn level at most once per [retry.LogEvery]. A clean stop deletes
+// the candidate's rows; a candidate that dies leaves rows that readers stop showing
+// once they are older than [Window] (two leases by the database clock), and that
+// writers delete once they are older than [PruneAge] (ten leases).
+package members
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/casleader/casleader/internal/retry"
+	"github.com/casleader/casleader/store"
+)
+
+// Store is the part of a store that [Run] needs; the SQL stores of the dialect
+// packages have it.
+type Store interface {
+	PutMembers(ctx context.Context, ms []store.Member) error
+	DeleteMembers(ctx context.Context, id string, keys []string) error
+	PruneMembers(ctx context.Context, olderThan time.Duration) (int64, error)
+}
+
+// Reader is the part of a store that reads the members of a key.
+type Reader interface {
+	Members(ctx context.Context, key string, within time.Duration) ([]store.Member, error)
+}
+
+// Window is how recently, by the database clock, a member must have written its
+// row to be shown live, for a lease of lease: two leases, that is four periods.
+func Window(lease time.Duration) time.Duration { return 2 * lease }
+
+// Period is how often a candidate writes its rows: half a lease.
+func Period(lease time.Duration) time.Duration { return lease / 2 }
+
+// PruneAge is the age beyond which writers delete rows: ten leases.
+func PruneAge(lease time.Duration) time.Duration { return 10 * lease }
+
+// pruneEvery is how many periods pass between two prunes by one writer.
+const pruneEvery = 20
+
+// deleteTimeout bounds the delete sent on a clean stop.
+const deleteTimeout = 5 * time.Second
+
+// Config configures [Run].
+type Config struct {
+	// Store receives the rows.
+	Store Store
+	// ID is the candidate's ID (the member_id of its rows).
+	ID string
+	// Lease is the election's lease duration; the period is half of it.
+	Lease time.Duration
+	// Snapshot returns the rows to write now, one per key of the candidate. It is
+	// called on Run's goroutine and must not block.
+	Snapshot func() []store.Member
+	// Keep reports, when Run's context has ended, whether to leave the rows in
+	// place (the candidate keeps its leases on exit, as a crashed one does) instead
+	// of deleting them.
+	Keep func() bool
+	// Logger receives the warnings.
+	Logger *slog.Logger
+}
+
+// Run writes the candidate's rows at once and then every period until ctx ends,
+// then deletes them (unless Keep says otherwise). Failures are logged, never
+// returned: the election goes on whatever happens to the members table.
+func Run(ctx context.Context, c Config) {
+	period := Period(c.Lease)
+	var (
+		lim     retry.Limiter
+		written = map[string]bool{} // keys whose row this run may have written
+		n       int
+	)
+	warn := func(msg string, err error) {
+		if ok, suppressed := lim.Allow(); ok {
+			c.Logger.Warn(msg, "id", c.ID, "error", err, "suppressed", suppressed)
+		}
+	}
+	// The first prune comes at a random period, so that candidates that start
+	// together do not all prune at once.
+	nextPrune := rand.IntN(pruneEvery)
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			if c.Keep != nil && c.Keep() {
+				return
+			}
+			keys := make([]string, 0, len(written))
+			for k := range written {
+				keys = append(keys, k)
+			}
+			slices.Sort(keys)
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deleteTimeout)
+			defer cancel()
+			if err := c.Store.DeleteMembers(dctx, c.ID, keys); err != nil {
+				c.Logger.Warn("casleader: could not delete this candidate's rows from the members table on stop; they expire by age", "id", c.ID, "error", err)
+			}
+			return
+		case <-t.C:
+		}
+		ms := c.Snapshot()
+		wctx, cancel := context.WithTimeout(ctx, period)
+		err := c.Store.PutMembers(wctx, ms)
+		if n >= nextPrune && err == nil {
+			nextPrune = n + pruneEvery
+			if _, perr := c.Store.PruneMembers(wctx, PruneAge(c.Lease)); perr != nil && ctx.Err() == nil {
+				warn("casleader: could not prune the members table (the election goes on)", perr)
+			}
+		}
+		cancel()
+		n++
+		for _, m := range ms {
+			written[m.Key] = true // even on error: the write may have committed
+		}
+		if err != nil && ctx.Err() == nil {
+			warn("casleader: could not write this candidate's rows in the members table (the election goes on; run `casleader migrate` if the table is missing)", err)
+		}
+		t.Reset(period)
+	}
+}

@@ -1,0 +1,134 @@
+package members_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/casleader/casleader/internal/members"
+	"github.com/casleader/casleader/store"
+)
+
+type fake struct {
+	mu      sync.Mutex
+	fail    error
+	puts    []time.Time
+	deleted []string
+	prunes  int
+}
+
+func (f *fake) PutMembers(ctx context.Context, ms []store.Member) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.puts = append(f.puts, time.Now())
+	return f.fail
+}
+
+func (f *fake) DeleteMembers(ctx context.Context, id string, keys []string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.deleted = append(f.deleted, keys...)
+	return f.fail
+}
+
+func (f *fake) PruneMembers(ctx context.Context, olderThan time.Duration) (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.prunes++
+	return 0, f.fail
+}
+
+var _ members.Store = (*fake)(nil)
+
+func snapshot() []store.Member {
+	return []store.Member{{Key: "a", ID: "me", Role: store.RoleFollower}, {Key: "b", ID: "me", Role: store.RoleLeader}}
+}
+
+func TestRunWritesEveryHalfLeaseAndDeletesOnCleanStop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const lease = 10 * time.Second
+		f := &fake{}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		start := time.Now()
+		go func() {
+			defer close(done)
+			members.Run(ctx, members.Config{Store: f, ID: "me", Lease: lease, Snapshot: snapshot, Logger: slog.New(slog.DiscardHandler)})
+		}()
+		time.Sleep(30 * lease) // 60 periods
+		synctest.Wait()
+		cancel()
+		<-done
+		require.Len(t, f.puts, 61, "one write at once, then one per period")
+		for i, p := range f.puts {
+			assert.Equal(t, time.Duration(i)*lease/2, p.Sub(start), "write %d", i)
+		}
+		assert.Equal(t, []string{"a", "b"}, f.deleted, "a clean stop deletes the rows written")
+		assert.GreaterOrEqual(t, f.prunes, 3, "one prune per 20 periods")
+		assert.LessOrEqual(t, f.prunes, 4, "one prune per 20 periods")
+	})
+}
+
+func TestRunKeepsTheRowsWhenAskedToActAsIfDead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fake{}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			members.Run(ctx, members.Config{Store: f, ID: "me", Lease: time.Second, Snapshot: snapshot,
+				Keep: func() bool { return true }, Logger: slog.New(slog.DiscardHandler)})
+		}()
+		time.Sleep(2 * time.Second)
+		cancel()
+		<-done
+		assert.NotEmpty(t, f.puts)
+		assert.Empty(t, f.deleted)
+	})
+}
+
+func TestRunWarnsAtMostOncePerTenSecondsAndGoesOn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fake{fail: errors.New("members table missing")}
+		var buf bytes.Buffer
+		var mu sync.Mutex
+		log := slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, nil))
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			members.Run(ctx, members.Config{Store: f, ID: "me", Lease: time.Second, Snapshot: snapshot, Logger: log})
+		}()
+		time.Sleep(60 * time.Second) // 120 failed writes
+		synctest.Wait()
+		mu.Lock()
+		out := buf.String()
+		mu.Unlock()
+		cancel()
+		<-done
+		assert.Len(t, f.puts, 121, "failures do not stop the writes")
+		warns := strings.Count(out, "could not write")
+		assert.GreaterOrEqual(t, warns, 6)
+		assert.LessOrEqual(t, warns, 7, "one warning per 10 s over 60 s:\n%s", out)
+	})
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}

@@ -1,0 +1,30 @@
+package store
+
+import "time"
+
+// Roles of a [Member].
+const (
+	RoleLeader   = "leader"   // holds the lease
+	RoleFollower = "follower" // campaigns, does not hold the lease
+	RoleObserver = "observer" // never campaigns
+)
+
+// Member is one candidate of one election as the members table records it: who
+// takes part, in which role, and when it was last seen. The members table is a view
+// for operators; no election decision reads it.
+type Member struct {
+	// Key is the election key.
+	Key string
+	// ID is the candidate's ID.
+	ID string
+	// Role is [RoleLeader], [RoleFollower] or [RoleObserver], as the candidate saw
+	// itself when it last wrote its row.
+	Role string
+	// Paused reports that the candidate does not campaign for now.
+	Paused bool
+	// Priority is the candidate's configured priority (higher is preferred).
+	Priority int64
+	// Age is how long ago, by the database clock at the read, the candidate last
+	// wrote its row. It is zero in writes.
+	Age time.Duration
+}
