@@ -142,7 +142,7 @@ func TestMissingMembersTableNeverStopsAnElection(t *testing.T) {
 
 			var mu sync.Mutex
 			var buf bytes.Buffer
-			logger := slog.New(slog.NewTextHandler(lockedBuffer{&mu, &buf}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			logger := slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 			ca := membersCfg("a")
 			ca.Logger = logger
 			a := newElector(t, db.st, ca)
@@ -180,12 +180,12 @@ func TestMissingMembersTableNeverStopsAnElection(t *testing.T) {
 	}
 }
 
-type lockedBuffer struct {
+type lockedWriter struct {
 	mu *sync.Mutex
 	b  *bytes.Buffer
 }
 
-func (w lockedBuffer) Write(p []byte) (int, error) {
+func (w lockedWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.b.Write(p)
