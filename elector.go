@@ -513,9 +513,6 @@ type run struct {
 	// campaign while it runs.
 	undrained <-chan struct{}
 
-	// A live lease naming our ID in a term we do not own, as last logged.
-	foreignTerm int64
-
 	// failures counts the election writes in a row that failed or lost although
 	// the row looked free; after the second, the next read waits retry.Backoff, so
 	// that a row the database judges otherwise (or refuses to write) is never
@@ -686,14 +683,10 @@ func (r *run) follow(ctx context.Context) (cas.Decision, time.Time, error) {
 // renewed). It is also what a process restarted with a stable ID sees of its
 // earlier run's lease, which then expires.
 func (r *run) foreign(rec store.Record) {
-	term := r.m.Foreign()
-	if term == 0 || term == r.foreignTerm || rec.Expired(r.e.cfg.LeaseDuration) || r.e.cfg.Observer {
-		r.foreignTerm = term
-		return
+	if term := r.m.ForeignSighting(rec); term != 0 && !r.e.cfg.Observer {
+		r.e.log.Warn("casleader: the row names this candidate's ID in a term this process did not win; not adopting it, waiting for it to expire (after a restart with the same ID, Config.ResumeTerm resumes it at once)",
+			"term", term, "version", rec.Version, "lease_left", rec.Remaining(r.e.cfg.LeaseDuration))
 	}
-	r.foreignTerm = term
-	r.e.log.Warn("casleader: the row names this candidate's ID in a term this process did not win; not adopting it, waiting for it to expire (after a restart with the same ID, Config.ResumeTerm resumes it at once)",
-		"term", term, "version", rec.Version, "lease_left", rec.Remaining(r.e.cfg.LeaseDuration))
 }
 
 // decided reports a fault that the machine found in an election write's reply

@@ -157,8 +157,10 @@ type Machine struct {
 	othersLive    time.Time // when the live lease of another, seen by the last read, can expire
 	foreign       int64     // term of the last row read that names us in a term not ours
 	foreignSeen   int64     // the highest version at which that live foreign term was read
-	from          int64     // the version the pending election was sent from (0: creation)
-	resigned      int64     // the last term this candidate resigned: never led again
+	// foreignReported is the foreign term last given to ForeignSighting's caller.
+	foreignReported int64
+	from            int64 // the version the pending election was sent from (0: creation)
+	resigned        int64 // the last term this candidate resigned: never led again
 	// ambiguous: a renewal of the current term failed with an unknown outcome
 	// since the last renewal known to have committed, so a write of ours may
 	// commit unseen. Cleared only by a renewal that won: a write sent before it
@@ -375,6 +377,21 @@ func (m *Machine) Resume(term int64) { m.own = term }
 // in a term that this candidate does not own (see Observed), else 0. Such a lease is
 // never adopted; if it is renewed, another process runs with the same ID.
 func (m *Machine) Foreign() int64 { return m.foreign }
+
+// ForeignSighting returns the foreign term (see Foreign) that rec, the row just
+// observed, shows for the first time while its lease is live, so that the executor
+// reports each such term once; else 0.
+func (m *Machine) ForeignSighting(rec store.Record) int64 {
+	term := m.foreign
+	if term == m.foreignReported {
+		return 0
+	}
+	m.foreignReported = term
+	if term == 0 || rec.Expired(m.lease) {
+		return 0
+	}
+	return term
+}
 
 // Renewed handles a successful renewal: the row is now at version, and the write was
 // sent at sent. It returns the new trust deadline.

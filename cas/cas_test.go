@@ -867,3 +867,25 @@ func stepDown(rec store.Record) store.Record {
 	rec.StepDown = true
 	return rec
 }
+
+// TestForeignSightingIsReportedOncePerTerm: the executors report a live lease
+// under this candidate's ID in a term it does not own once per term, and never an
+// expired one.
+func TestForeignSightingIsReportedOncePerTerm(t *testing.T) {
+	const fresh = 100 * time.Millisecond
+	m := New("me", lease, renew)
+	first := row(won, "me", won, fresh)
+	m.Observed(first, true, at(0), Campaigning)
+	assert.Equal(t, won, m.ForeignSighting(first), "first sighting")
+	m.Observed(first, true, at(100), Campaigning)
+	assert.Zero(t, m.ForeignSighting(first), "the same term again")
+	other := row(won+5, "me", won+5, fresh)
+	m.Observed(other, true, at(200), Campaigning)
+	assert.Equal(t, won+5, m.ForeignSighting(other), "another foreign term")
+
+	expired := row(won+9, "me", won+9, 3*lease)
+	m2 := New("me", lease, renew)
+	m2.Observed(expired, true, at(0), Campaigning)
+	assert.Zero(t, m2.ForeignSighting(expired), "an expired lease is not reported")
+	assert.Zero(t, New("me", lease, renew).ForeignSighting(row(won, "other", won, fresh)), "no foreign term")
+}

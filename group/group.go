@@ -222,8 +222,7 @@ type state struct {
 	token       int64 // the term reported by OnChange(true), until OnChange(false)
 	led         bool
 	unsubscribe func()
-	failures    int   // election writes in a row that did not win a row that looked free
-	foreign     int64 // a live lease under our ID in a term not ours, as last logged
+	failures    int // election writes in a row that did not win a row that looked free
 
 	// The leader's work of the current or last term (OnStartedLeading).
 	cancel context.CancelFunc // ends the current term's leadership context; nil when none
@@ -515,9 +514,6 @@ func (g *Group) noteSkew(s time.Duration) {
 		g.cfg.Logger.Warn(cas.SkewMessage, "skew", s, "margin", g.cfg.LeaseDuration-g.cfg.RenewDeadline, "warnings_not_logged", held)
 	}
 }
-
-// abstain reports whether the group takes no lease now (paused or an observer).
-func (r *run) abstain() bool { return r.g.cfg.Observer || r.g.paused.Load() }
 
 // draining is the end of a term that waits for its OnStartedLeading to return
 // before its release or handover is sent, at most until until.
@@ -1084,12 +1080,10 @@ func (r *run) follow(ctx context.Context) error {
 // that the key's machine does not own (it never adopts it, and refuses it if it
 // is renewed): after a restart with the same ID, the earlier run's lease expires.
 func (r *run) foreign(s *state, rec store.Record) {
-	term := s.m.Foreign()
-	if term != 0 && term != s.foreign && !r.g.cfg.Observer && !rec.Expired(r.g.cfg.LeaseDuration) {
+	if term := s.m.ForeignSighting(rec); term != 0 && !r.g.cfg.Observer {
 		r.g.cfg.Logger.Warn("casleader group: the row names this candidate's ID in a term this process did not win; not adopting it, waiting for it to expire",
 			"key", s.key, "term", term, "version", rec.Version)
 	}
-	s.foreign = term
 }
 
 // jitter is a small random delay so that a herd of followers does not read in
