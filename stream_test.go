@@ -98,7 +98,7 @@ func TestListenerThatNeverReadsNeverDelaysARenewal(t *testing.T) {
 		ea, eb := newElector(t, st, a), newElector(t, st, b)
 
 		ctx, cancel := context.WithCancel(t.Context())
-		stuck := ea.Listen(ctx) // never read until the end
+		stuck := ea.Listen(ctx)     // never read until the end
 		var seen []casleader.Status // guarded by mu
 		read := make(chan struct{})
 		prompt := ea.Listen(ctx)
