@@ -49,9 +49,11 @@ type Call struct {
 // provide theirs. Any field may be nil. Each is given the elector the event is
 // about, so that one Hooks value can serve many electors.
 //
-// The hooks are called synchronously, on the elector's own goroutines, in the
-// order of the events, and they must not block: the elector waits for them, and
-// a slow hook delays renewals. A hook must not call the elector's methods that
+// The hooks of one elector are called synchronously, one at a time, in the order
+// of the events, on the goroutine of its Run (Attach: in New), which is the
+// goroutine that renews the lease. They must not block: the elector waits for
+// them, and a slow hook delays renewals. Hooks shared by several electors are
+// called concurrently by them. A hook must not call the elector's methods that
 // wait for it (Resign, ResignFor, HandoverTo, Stop); the methods that do no I/O
 // (IsLeader, Token, Leader, Key, ID, Config, TrustedUntil) are fine. Work that may
 // block belongs on [Elector.Listen]'s stream or on a goroutine of the hook's own.
