@@ -758,7 +758,7 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 	e.trust.Set(token, m.Deadline())
 	e.hookStarted(token)
 	e.hookRenewed(token, m.Deadline())
-	e.publish(func(s *Status) { s.Leading, s.Token = true, token })
+	e.publish(func(s *Status) { s.Leading, s.Token, s.Leader = true, token, e.cfg.ID })
 	e.log.Info("casleader: became leader", "term", token, "version", m.Version())
 	r.observeLeader(e.cfg.ID)
 	if n := e.cfg.Notifier; n != nil {

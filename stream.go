@@ -12,8 +12,8 @@ type Status struct {
 	// in the order they happened. A listener that receives Seq 7 after Seq 4 missed
 	// changes 5 and 6 (see [Elector.Listen]).
 	Seq uint64
-	// Leading reports that the elector leads: from the start of a term until it
-	// steps down (lost lease, resign, handover, pause, exit). IsLeader turns false
+	// Leading reports that the elector leads: from the start of a term (whose
+	// status names this candidate as Leader at once) until it steps down (lost lease, resign, handover, pause, exit). IsLeader turns false
 	// at the trust deadline by the clock, which can be a little before the stream
 	// says so: act on the leadership context or IsLeader, not on this field.
 	Leading bool
@@ -67,13 +67,18 @@ func (e *Elector) Listen(ctx context.Context) <-chan Status {
 	return ch
 }
 
-// publish applies a change to the status and hands the new status to every
-// listener, replacing one it has not taken yet. It never blocks: only publish
-// sends, under the lock, so after the drain the channel has room.
+// publish applies a change to the status and, when it changed anything, hands
+// the new status to every listener, replacing one it has not taken yet. It never
+// blocks: only publish sends, under the lock, so after the drain the channel has
+// room.
 func (s *stream) publish(change func(*Status)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	old := s.status
 	change(&s.status)
+	if s.status == old {
+		return
+	}
 	s.status.Seq++
 	s.status.Time = time.Now()
 	for ch := range s.listeners {
