@@ -1,23 +1,17 @@
 package casleader_test
 
 import (
-	"context"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/casleader/casleader"
-	"github.com/casleader/casleader/healthz"
 	"github.com/casleader/casleader/internal/memstore"
-	"github.com/casleader/casleader/metrics"
 )
 
 // events records what hooks report, one line per event.
@@ -108,98 +102,3 @@ func TestHooksSeeEveryStoreCallAndTermInOrder(t *testing.T) {
 	})
 }
 
-// The regression of the issue: with metrics and healthz plugged in, the elector's
-// store is still the dialect's, so the guard fences the leader's transaction; and
-// both observers are fed.
-func TestGuardWorksWithMetricsAndHealthzPluggedIn(t *testing.T) {
-	for _, d := range guardDBs() {
-		t.Run(d.name, func(t *testing.T) {
-			t.Parallel()
-			db, _, actions := openGuardDB(t, d.open)
-			ctx := t.Context()
-			reg := prometheus.NewPedanticRegistry()
-			m, err := metrics.New(reg)
-			require.NoError(t, err)
-			hc := healthz.New(0)
-			tokens := make(chan int64, 1)
-			c := casleader.Config{
-				Key: "k", ID: "a",
-				LeaseDuration: gLease, RenewDeadline: gRenew, HeartbeatInterval: gBeat, PollInterval: gPoll,
-				Hooks: []casleader.Hooks{m.Hooks(), hc.Hooks()},
-				OnStartedLeading: func(ctx context.Context, token int64) {
-					tokens <- token
-					<-ctx.Done()
-				},
-			}
-			el, err := casleader.New(db.st, c)
-			require.NoError(t, err)
-			rctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- el.Run(rctx) }()
-			defer func() { cancel(); require.NoError(t, <-done) }()
-			var token int64
-			select {
-			case token = <-tokens:
-			case <-time.After(30 * time.Second):
-				t.Fatal("a did not become leader within 30s")
-			}
-
-			require.NoError(t, guardedWrite(ctx, db, el, token, actions), "the guard passes for the leader")
-			require.ErrorIs(t, guardedWrite(ctx, db, el, token-1, actions), casleader.ErrNotLeader, "a stale token is fenced")
-
-			for deadline := time.Now().Add(30 * time.Second); sample(t, reg, "casleader_renewal_duration_seconds") == 0; {
-				require.True(t, time.Now().Before(deadline), "no renewal timed within 30s")
-				time.Sleep(gBeat)
-			}
-			assert.Equal(t, 1.0, sample(t, reg, "casleader_leadership_transitions_total", "transition", "started"))
-			if el.IsLeader() && el.Token() == token {
-				assert.Equal(t, 1.0, sample(t, reg, "casleader_is_leader"))
-				assert.Equal(t, float64(token), sample(t, reg, "casleader_token"))
-			}
-			rec := httptest.NewRecorder()
-			hc.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz?verbose", nil))
-			assert.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
-			if el.IsLeader() && el.Token() == token { // still the same term after the probe
-				assert.Contains(t, rec.Body.String(), fmt.Sprintf(`candidate "a": leading (term %d)`, token))
-			}
-		})
-	}
-}
-
-// sample returns the value of the series name{key="k", labels...} gathered from g:
-// a gauge's or counter's value, a histogram's sample count; 0 when absent.
-func sample(t *testing.T, g prometheus.Gatherer, name string, labels ...string) float64 {
-	t.Helper()
-	families, err := g.Gather()
-	require.NoError(t, err)
-	want := map[string]string{"key": "k"}
-	for i := 0; i+1 < len(labels); i += 2 {
-		want[labels[i]] = labels[i+1]
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range f.GetMetric() {
-			have := map[string]string{}
-			for _, l := range m.GetLabel() {
-				have[l.GetName()] = l.GetValue()
-			}
-			for k, v := range want {
-				if have[k] != v {
-					continue series
-				}
-			}
-			switch {
-			case m.Gauge != nil:
-				return m.Gauge.GetValue()
-			case m.Counter != nil:
-				return m.Counter.GetValue()
-			case m.Histogram != nil:
-				return float64(m.Histogram.GetSampleCount())
-			}
-		}
-	}
-	return 0
-}
