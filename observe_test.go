@@ -101,4 +101,3 @@ func TestHooksSeeEveryStoreCallAndTermInOrder(t *testing.T) {
 		assert.Zero(t, cancelled, "no call was cancelled")
 	})
 }
-
