@@ -19,13 +19,13 @@ func TestMembersGaugeCountsTheLiveCandidates(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, st.CreateTable(t.Context()))
 
-	var ps []*instrumented
+	var ps []*observed
 	for _, id := range []string{"a", "b", "c"} {
 		c := cfg(id)
 		// A 2 s lease: the view shows rows written within two leases, and the
 		// machine may be loaded.
 		c.LeaseDuration, c.RenewDeadline, c.HeartbeatInterval, c.PollInterval = 2*time.Second, 1200*time.Millisecond, 100*time.Millisecond, 500*time.Millisecond
-		p := newInstrumented(t, st, c)
+		p := newObserved(t, st, c)
 		p.run(t)
 		ps = append(ps, p)
 	}

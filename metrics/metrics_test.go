@@ -48,14 +48,14 @@ func cfg(id string) casleader.Config {
 	}
 }
 
-// instrumented is one process: an elector on st with its own registry.
-type instrumented struct {
+// observed is one process: an elector on st with its own registry.
+type observed struct {
 	reg *prometheus.Registry
 	m   *metrics.Metrics
 	el  *casleader.Elector
 }
 
-func newInstrumented(t *testing.T, st casleader.Store, c casleader.Config) *instrumented {
+func newObserved(t *testing.T, st casleader.Store, c casleader.Config) *observed {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	m, err := metrics.New(reg)
@@ -63,11 +63,11 @@ func newInstrumented(t *testing.T, st casleader.Store, c casleader.Config) *inst
 	c.Hooks = append(c.Hooks, m.Hooks())
 	el, err := casleader.New(st, c)
 	require.NoError(t, err)
-	return &instrumented{reg: reg, m: m, el: el}
+	return &observed{reg: reg, m: m, el: el}
 }
 
 // run starts Run and returns a function that ends it and returns its error.
-func (p *instrumented) run(t *testing.T) (stop func() error) {
+func (p *observed) run(t *testing.T) (stop func() error) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- p.el.Run(ctx) }()
@@ -156,7 +156,7 @@ func TestLeadershipIsCountedAndGaugedFromElectionToResign(t *testing.T) {
 		var userStarted, userStopped atomic.Int64
 		c.OnStartedLeading = func(ctx context.Context, token int64) { userStarted.Store(token) }
 		c.OnStoppedLeading = func() { userStopped.Add(1) }
-		p := newInstrumented(t, st, c)
+		p := newObserved(t, st, c)
 
 		assert.Zero(t, value(t, p.reg, "casleader_is_leader", "key", "k"), "a gauge from the start")
 		assert.Zero(t, value(t, p.reg, "casleader_leadership_transitions_total", "key", "k", "transition", "started"))
@@ -186,7 +186,7 @@ func TestLeadershipIsCountedAndGaugedFromElectionToResign(t *testing.T) {
 func TestRenewalFailuresAreCountedByKind(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := memstore.New()
-		p := newInstrumented(t, st, cfg("a"))
+		p := newObserved(t, st, cfg("a"))
 		stop := p.run(t)
 		time.Sleep(time.Millisecond)
 		require.True(t, p.el.IsLeader())
@@ -235,7 +235,7 @@ func TestRenewalFailuresAreCountedByKind(t *testing.T) {
 func TestRenewalInFlightAtResignCompletesAndIsNotAFailure(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := memstore.New()
-		p := newInstrumented(t, st, cfg("a"))
+		p := newObserved(t, st, cfg("a"))
 		stop := p.run(t)
 		time.Sleep(time.Millisecond)
 		require.True(t, p.el.IsLeader())
@@ -284,7 +284,7 @@ func TestIsLeaderGaugeTurnsZeroAtTheDeadlineWithoutAnyEvent(t *testing.T) {
 				st := memstore.New()
 				c := cfg("a")
 				release := tc.stall(st, &c)
-				p := newInstrumented(t, st, c)
+				p := newObserved(t, st, c)
 				stop := p.run(t)
 				start := time.Now()
 				time.Sleep(time.Millisecond)
@@ -321,11 +321,11 @@ func TestObservedLeaderChangesAreCountedAndCallbacksStillCalled(t *testing.T) {
 		ca, cb := cfg("a"), cfg("b")
 		ca.OnNewLeader = func(string) { seenA.Add(1) }
 		cb.OnNewLeader = func(string) { seenB.Add(1) }
-		a := newInstrumented(t, st, ca)
+		a := newObserved(t, st, ca)
 		stopA := a.run(t)
 		time.Sleep(time.Millisecond)
 		require.True(t, a.el.IsLeader())
-		b := newInstrumented(t, st, cb)
+		b := newObserved(t, st, cb)
 		b.run(t)
 		time.Sleep(time.Millisecond)
 		synctest.Wait()
@@ -418,7 +418,7 @@ func TestHooksComposeInAnyOrderWithoutWrappingTheStore(t *testing.T) {
 			c.Hooks = hooks
 			el, err := casleader.New(st, c)
 			require.NoError(t, err)
-			p := &instrumented{m: m, el: el}
+			p := &observed{m: m, el: el}
 			stop := p.run(t)
 			time.Sleep(time.Millisecond)
 			require.True(t, el.IsLeader())
@@ -537,12 +537,12 @@ func (f *freezingNotifier) Leading(_ string, _ int64, leading bool) {
 func TestClockSkewGaugeShowsTheSkewBetweenDatabaseServers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := memstore.New()
-		leader := newInstrumented(t, st, cfg("a"))
+		leader := newObserved(t, st, cfg("a"))
 		leader.run(t)
 		time.Sleep(time.Millisecond)
 		require.True(t, leader.el.IsLeader())
-		behind := newInstrumented(t, st.Node(-2*time.Second), cfg("b"))
-		same := newInstrumented(t, st, cfg("c"))
+		behind := newObserved(t, st.Node(-2*time.Second), cfg("b"))
+		same := newObserved(t, st, cfg("c"))
 		behind.run(t)
 		same.run(t)
 		time.Sleep(5 * poll)
