@@ -40,9 +40,9 @@ import (
 // outlived its renew deadline by more than the tolerance.
 var ErrUnhealthy = errors.New("healthz: leading without a renewal")
 
-// Checker checks the electors that its hooks are attached to. It is an [http.Handler]: 200 "ok"
-// when every elector is healthy, 500 with the reasons otherwise. Its methods are
-// safe for concurrent use.
+// Checker checks the electors that its hooks are attached to. It is an
+// [http.Handler]: 200 "ok" when every elector is healthy, 500 with the reasons
+// otherwise. Its methods are safe for concurrent use.
 type Checker struct {
 	tolerance time.Duration
 
