@@ -12,6 +12,7 @@ import (
 
 	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/internal/memstore"
+	"github.com/casleader/casleader/store"
 )
 
 // events records what hooks report, one line per event.
@@ -99,5 +100,43 @@ func TestHooksSeeEveryStoreCallAndTermInOrder(t *testing.T) {
 		}, ev.all())
 		assert.Equal(t, 5, renewals, "one renewal per heartbeat")
 		assert.Zero(t, cancelled, "no call was cancelled")
+	})
+}
+
+// A call that the elector cancels itself (to exit, pause or resign) is told apart
+// from one that reached its deadline: only the latter is the database's doing.
+func TestHookCallsTellCancellationFromATimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		st.SetDelay(memstore.OpObserve, time.Hour) // reads hang until their context ends
+		var mu sync.Mutex
+		var calls []casleader.Call
+		c := cfg("a")
+		c.Hooks = []casleader.Hooks{{Call: func(_ *casleader.Elector, c casleader.Call) {
+			mu.Lock()
+			defer mu.Unlock()
+			calls = append(calls, c)
+		}}}
+		el := newElector(t, st, c)
+		stop := running(t, el)
+		time.Sleep(renewDL + time.Millisecond) // the first read times out at RenewDeadline
+		synctest.Wait()
+		mu.Lock()
+		require.NotEmpty(t, calls)
+		first := calls[0]
+		mu.Unlock()
+		assert.Equal(t, casleader.OpObserve, first.Op)
+		assert.ErrorIs(t, first.Err, store.ErrTransient)
+		assert.False(t, first.Cancelled, "a read that reached its deadline is a timeout")
+		assert.Equal(t, renewDL, first.Duration)
+
+		time.Sleep(poll) // a later read is in flight
+		require.NoError(t, stop())
+		mu.Lock()
+		last := calls[len(calls)-1]
+		mu.Unlock()
+		assert.Equal(t, casleader.OpObserve, last.Op)
+		require.Error(t, last.Err)
+		assert.True(t, last.Cancelled, "the read that Run's end cancelled")
 	})
 }
