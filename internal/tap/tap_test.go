@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casleader/casleader"
-	"github.com/casleader/casleader/internal/memstore"
 	"github.com/casleader/casleader/internal/tap"
 	"github.com/casleader/casleader/store"
+	"github.com/casleader/casleader/store/memstore"
 )
 
 var _ casleader.Store = (*tap.Store)(nil)
