@@ -23,9 +23,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"golang.org/x/sys/unix"
 
 	"github.com/casleader/casleader"
+	"github.com/casleader/casleader/casleadertest"
 	"github.com/casleader/casleader/group"
 	"github.com/casleader/casleader/internal/retry"
 	"github.com/casleader/casleader/internal/secret"
@@ -64,13 +64,7 @@ const (
 // process on the host. A candidate whose clocks are offset (see
 // [Config.ClockOffsets]) subtracts its offset, which only the harness's own stamps
 // use: the elector in that process sees the offset clock.
-func Mono() int64 {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
-		panic(err) // cannot happen on Linux
-	}
-	return ts.Nano() - monoOffset
-}
+func Mono() int64 { return casleadertest.Mono() - monoOffset }
 
 // monoOffset is this process's envMonoOffset (0 in the parent).
 var monoOffset, _ = strconv.ParseInt(os.Getenv(envMonoOffset), 10, 64)

@@ -2,11 +2,15 @@ module github.com/casleader/casleader/internal/chaos
 
 go 1.26.0
 
-replace github.com/casleader/casleader => ../..
+replace (
+	github.com/casleader/casleader => ../..
+	github.com/casleader/casleader/casleadertest => ../../casleadertest
+)
 
 require (
 	github.com/Shopify/toxiproxy/v2 v2.12.0
 	github.com/casleader/casleader v0.0.0-00010101000000-000000000000
+	github.com/casleader/casleader/casleadertest v0.0.0-00010101000000-000000000000
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/rs/zerolog v1.33.0
