@@ -8,6 +8,7 @@ require (
 	github.com/casleader/casleader v0.0.0-00010101000000-000000000000
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/stretchr/testify v1.12.1
+	go.uber.org/goleak v1.3.0
 	golang.org/x/sys v0.48.0
 )
 
