@@ -325,7 +325,7 @@ func interleave(beliefs []Interval, actions []Action, faults []Fault, from, to i
 			fmt.Fprintf(&b, "  ... %d more\n", len(evs)-40)
 			break
 		}
-		fmt.Fprintf(&b, "  %+12v %s\n", time.Duration(e.at-from).Round(time.Microsecond), e.line)
+		fmt.Fprintf(&b, "  at %v: %s\n", time.Duration(e.at-from).Round(time.Microsecond), e.line)
 	}
 	return b.String()
 }
