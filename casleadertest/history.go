@@ -211,7 +211,7 @@ func Check(h History, b Bounds) Report {
 	sort.Strings(keys)
 	r.Keys = len(keys)
 	for _, key := range keys {
-		checkTokens(key, actions[key], &r)
+		checkTokens(key, actions[key], beliefs[key], h.Faults, &r)
 		checkStale(key, actions[key], beliefs[key], h.Faults, &r)
 		checkOverlaps(key, beliefs[key], h.Faults, &r)
 	}
@@ -238,7 +238,7 @@ func rollbackBetween(faults []Fault, from, to int64) bool {
 }
 
 // checkTokens checks the token order of one key's actions.
-func checkTokens(key string, actions []Action, r *Report) {
+func checkTokens(key string, actions []Action, beliefs []Interval, faults []Fault, r *Report) {
 	acts := slices.Clone(actions)
 	sort.SliceStable(acts, func(i, j int) bool { return acts[i].ID < acts[j].ID })
 	var top Action // the action with the largest token so far (its first occurrence)
@@ -259,7 +259,7 @@ func checkTokens(key string, actions []Action, r *Report) {
 			continue
 		}
 		r.add(Violation{Property: "token-order", Key: key, Detail: detail,
-			Interleaving: interleave(nil, []Action{top, a}, nil, top.Check, max(a.Done, a.Check))})
+			Interleaving: interleave(beliefs, []Action{top, a}, faults, top.Check, max(a.Done, a.Check))})
 	}
 }
 
@@ -280,7 +280,7 @@ func checkStale(key string, actions []Action, beliefs []Interval, faults []Fault
 			if rollbackBetween(faults, b.Start-int64(10*time.Second), a.Check) {
 				v.Excused = RollbackRow
 			}
-			v.Interleaving = interleave(beliefs, actions, faults, b.Start, max(a.Done, a.Check))
+			v.Interleaving = interleave(beliefs, []Action{a}, faults, b.Start, max(a.Done, a.Check))
 			r.add(v)
 			break
 		}
@@ -296,8 +296,12 @@ func interleave(beliefs []Interval, actions []Action, faults []Fault, from, to i
 	}
 	var evs []event
 	in := func(at int64) bool { return at >= from && at <= to }
+	tokens := map[int64]bool{} // the beliefs of the actions' terms are shown too
+	for _, a := range actions {
+		tokens[a.Token] = true
+	}
 	for _, b := range beliefs {
-		if b.End >= from && b.Start <= to {
+		if b.End >= from && b.Start <= to || tokens[b.Token] && b.Start <= to {
 			evs = append(evs, event{b.Start, fmt.Sprintf("%s begins to lead, token %d", b.Cand, b.Token)},
 				event{b.End, fmt.Sprintf("%s stops leading, token %d", b.Cand, b.Token)})
 		}
@@ -494,13 +498,15 @@ func (r Report) String() string {
 			shifted = append(shifted, o)
 		}
 	}
-	if len(shifted) > 0 {
+	if len(r.ClockOffsets) == 0 {
+		// candidates in one process (casleadertest.Cluster): one clock
+	} else if len(shifted) > 0 {
 		fmt.Fprintf(&b, "clock offsets: %d of %d candidates ran with CLOCK_MONOTONIC and CLOCK_BOOTTIME %v to %v ahead of the host's\n",
 			len(shifted), len(r.ClockOffsets), slices.Min(shifted), slices.Max(shifted))
 	} else {
 		fmt.Fprintf(&b, "clock offsets: none of %d candidates\n", len(r.ClockOffsets))
 	}
-	fmt.Fprintf(&b, "fenced actions checked: %d (rejected: local=%d database=%d error=%d)\n",
+	fmt.Fprintf(&b, "actions checked: %d (rejected: local=%d database=%d error=%d)\n",
 		r.ActionsChecked, r.Rejected["local"], r.Rejected["database"], r.Rejected["error"])
 	count := func(vs []Violation, prop string) int {
 		n := 0
@@ -514,8 +520,10 @@ func (r Report) String() string {
 	fmt.Fprintf(&b, "violations: token-order=%d stale-action=%d belief-overlap=%d liveness=%d\n",
 		count(r.Violations, "token-order"), count(r.Violations, "stale-action"), count(r.Violations, "belief-overlap"), count(r.Violations, "liveness"))
 	fmt.Fprintf(&b, "max belief overlap: %v\n", r.MaxOverlap)
-	fmt.Fprintf(&b, "excused belief overlaps (frozen process / rolled-back row; fencing still held): %d, max overlap stop=%v rollback=%v\n",
-		count(r.Excused, "belief-overlap"), r.MaxOverlapExcused[StopLeader], r.MaxOverlapExcused[RollbackRow])
+	if len(r.Excused) > 0 || len(r.ClockOffsets) > 0 {
+		fmt.Fprintf(&b, "excused belief overlaps (frozen process / rolled-back row; fencing still held): %d, max overlap stop=%v rollback=%v\n",
+			count(r.Excused, "belief-overlap"), r.MaxOverlapExcused[StopLeader], r.MaxOverlapExcused[RollbackRow])
+	}
 	if r.Keys > 1 {
 		fmt.Fprintf(&b, "keys failed over: %d\n", r.FailedOverKeys)
 	}
@@ -532,9 +540,11 @@ func (r Report) String() string {
 	}
 	fmt.Fprintf(&b, "leader after heal (%d): p50=%v p99=%v max=%v\n", len(r.Liveness),
 		Percentile(r.Liveness, 50).Round(time.Millisecond), Percentile(r.Liveness, 99).Round(time.Millisecond), Percentile(r.Liveness, 100).Round(time.Millisecond))
-	for i, v := range r.Violations {
+	shown := map[string]bool{} // the interleaving of the first violation of each property
+	for _, v := range r.Violations {
 		fmt.Fprintf(&b, "VIOLATION %s%s: %s\n", v.Property, v.onKey(), v.Detail)
-		if i < 3 && v.Interleaving != "" {
+		if !shown[v.Property] && v.Interleaving != "" {
+			shown[v.Property] = true
 			b.WriteString(v.Interleaving)
 		}
 	}
