@@ -81,14 +81,18 @@ func ExampleCheck() {
 	// Output:
 	// false
 	// token-order: action 2 of a with token 5 after action 1 of b with token 6
+	//   at -710ms: a begins to lead, token 5
+	//   at -410ms: a stops leading, token 5
+	//   at -10ms: b begins to lead, token 6
 	//   at 0s: b begins action 1, token 6
 	//   at 10ms: b completed action 1, token 6
 	//   at 390ms: a begins action 2, token 5
 	//   at 400ms: a completed action 2, token 5
+	//   at 1.29s: b stops leading, token 6
 	// stale-action: action 2 of a with token 5 began 400ms after b began to lead with token 6
+	//   at -700ms: a begins to lead, token 5
+	//   at -400ms: a stops leading, token 5
 	//   at 0s: b begins to lead, token 6
-	//   at 10ms: b begins action 1, token 6
-	//   at 20ms: b completed action 1, token 6
 	//   at 400ms: a begins action 2, token 5
 	//   at 410ms: a completed action 2, token 5
 	//   at 1.3s: b stops leading, token 6

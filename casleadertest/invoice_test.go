@@ -26,7 +26,11 @@ func newInvoices(t *testing.T, db *casleadertest.DB) *invoices {
 	inv := &invoices{db: db, table: db.Table + "_invoices"}
 	_, err := db.SQL.ExecContext(t.Context(), "CREATE TABLE "+inv.table+" (night BIGINT NOT NULL, token BIGINT NOT NULL, sender VARCHAR(64) NOT NULL)")
 	require.NoError(t, err)
-	t.Cleanup(func() { _, _ = db.SQL.ExecContext(context.Background(), "DROP TABLE "+inv.table) })
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = db.SQL.ExecContext(ctx, "DROP TABLE "+inv.table)
+	})
 	return inv
 }
 
