@@ -1,6 +1,6 @@
 //go:build linux
 
-package chaos
+package casleadertest
 
 import (
 	"context"
@@ -25,7 +25,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/casleader/casleader"
-	"github.com/casleader/casleader/casleadertest"
 	"github.com/casleader/casleader/group"
 	"github.com/casleader/casleader/internal/retry"
 	"github.com/casleader/casleader/internal/secret"
@@ -37,7 +36,8 @@ import (
 
 // Environment of a candidate process.
 const (
-	// EnvChild set to "1" makes the test binary's TestMain run [Child] instead of the tests.
+	// EnvChild set to "1" makes the test binary's TestMain run [RunChild] instead of the tests
+	// (see [Main]).
 	EnvChild   = "CASLEADER_CHAOS_CHILD"
 	envDialect = "CASLEADER_CHAOS_DIALECT"
 	envDSN     = "CASLEADER_CHAOS_DSN"  // the database's DSN
@@ -59,15 +59,6 @@ const (
 	// <dialect>-<candidate>.log (<dialect>-group-<candidate>.log for a group's).
 	EnvLogDir = "CASLEADER_CHAOS_LOGDIR"
 )
-
-// Mono returns the host's CLOCK_MONOTONIC in nanoseconds: one timeline for every
-// process on the host. A candidate whose clocks are offset (see
-// [Config.ClockOffsets]) subtracts its offset, which only the harness's own stamps
-// use: the elector in that process sees the offset clock.
-func Mono() int64 { return casleadertest.Mono() - monoOffset }
-
-// monoOffset is this process's envMonoOffset (0 in the parent).
-var monoOffset, _ = strconv.ParseInt(os.Getenv(envMonoOffset), 10, 64)
 
 // events writes the lines a candidate reports to the parent (file descriptor 3).
 type events struct {
@@ -121,9 +112,9 @@ type target struct {
 	until time.Time
 }
 
-// Child runs one candidate until SIGTERM and returns the process's exit code. The
+// RunChild runs one candidate until SIGTERM and returns the process's exit code. The
 // parent (a [Cluster]) sets its environment.
-func Child() int {
+func RunChild() int {
 	level := slog.LevelInfo
 	if os.Getenv(envDebug) != "" {
 		level = slog.LevelDebug
