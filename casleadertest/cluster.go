@@ -69,7 +69,13 @@ type Candidate struct {
 	ID      string
 	Token   int64              // the fencing token of the term it leads in
 	Elector *casleader.Elector // for Guard, Fence, IsLeader
-	node    *node
+	// DB is the database: the Cluster's, or in a candidate process of a
+	// [ProcessCluster] the same database reached through the candidate's proxy
+	// (SQL, on which faults cut, slow or refuse the link).
+	DB *DB
+
+	node   *node                              // in-process: pauses and kills
+	record func(check, done int64, err error) // reports an action
 }
 
 // node is a candidate's elector and its fault state.
@@ -103,37 +109,45 @@ type recorder struct {
 // During a [PauseLeader] fault, Act waits before it calls do until the pause heals;
 // after a [KillLeader] fault it returns [ErrKilled].
 func (c *Candidate) Act(ctx context.Context, do func(ctx context.Context) error) error {
-	n := c.node
-	n.mu.Lock()
-	held, killed := n.held, n.killed
-	n.mu.Unlock()
-	if held != nil {
-		<-held
+	if n := c.node; n != nil {
 		n.mu.Lock()
-		killed = n.killed
+		held, killed := n.held, n.killed
 		n.mu.Unlock()
-	}
-	if killed {
-		return ErrKilled
+		if held != nil {
+			<-held
+			killed = n.isKilled()
+		}
+		if killed {
+			return ErrKilled
+		}
 	}
 	check := Mono()
 	err := do(ctx)
-	done := Mono()
-	r := n.rec
+	c.record(check, Mono(), err)
+	return err
+}
+
+// rejection names the reason of a refused action for [History.Rejected].
+func rejection(err error) string {
+	switch {
+	case errors.Is(err, store.ErrFenced):
+		return "database"
+	case errors.Is(err, casleader.ErrNotLeader):
+		return "local"
+	}
+	return "error"
+}
+
+// act records an action of candidate id in the term of token.
+func (r *recorder) act(id string, token, check, done int64, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	switch {
-	case err == nil:
-		r.seq++
-		r.hist.Actions = append(r.hist.Actions, Action{ID: r.seq, Token: c.Token, Cand: c.ID, Check: check, Done: done, Key: r.key})
-	case errors.Is(err, store.ErrFenced):
-		r.hist.Rejected["database"]++
-	case errors.Is(err, casleader.ErrNotLeader):
-		r.hist.Rejected["local"]++
-	default:
-		r.hist.Rejected["error"]++
+	if err != nil {
+		r.hist.Rejected[rejection(err)]++
+		return
 	}
-	return err
+	r.seq++
+	r.hist.Actions = append(r.hist.Actions, Action{ID: r.seq, Token: token, Cand: id, Check: check, Done: done, Key: r.key})
 }
 
 // term names a belief: candidate id in the term of token.
@@ -231,7 +245,8 @@ func (cl Cluster) Run(t testing.TB) Report {
 			OnStartedLeading: func(ctx context.Context, token int64) {
 				rec.begin(n.id, token)
 				context.AfterFunc(ctx, func() { rec.end(n.id, token, Mono()) })
-				cl.Lead(ctx, &Candidate{ID: n.id, Token: token, Elector: n.el, node: n})
+				cl.Lead(ctx, &Candidate{ID: n.id, Token: token, Elector: n.el, DB: cl.DB, node: n,
+					record: func(check, done int64, err error) { rec.act(n.id, token, check, done, err) }})
 			},
 		})
 		if err != nil {

@@ -34,10 +34,23 @@
 //   - [RefuseLeader]: the leader cannot reach the election table for longer than
 //     its lease.
 //
-// Candidates run in the test's process. Faults that need real processes (SIGKILL,
-// SIGSTOP, a TCP proxy that cuts or slows the link, a rolled-back row) are those of
-// the library's own fault suite (internal/chaos), which records its history in the
-// same [History] and judges it with the same [Check].
+// # Candidates in processes of their own
+//
+// A [ProcessCluster] (Linux) runs candidates as processes of their own: the test
+// binary re-executed, whose TestMain is [Main]. Each reaches the database through a
+// TCP proxy of its own (toxiproxy, in the test's process), so that faults are real:
+// SIGKILL ([KillLeader]), SIGSTOP for longer than the lease ([StopLeader]), a link
+// that drops every byte ([CutLeader]), refuses connections, is slowed beyond the
+// renew deadline or resets replies, a row set back to an older version
+// ([RollbackRow]). With [ProcessConfig.Lead] each candidate runs the application's
+// function, which [Main] must be given (a candidate process finds it by name), with
+// [Candidate.DB] reached through its proxy:
+//
+//	func TestMain(m *testing.M) { casleadertest.Main(m, sendInvoices) }
+//
+// Without Lead, candidates run the library's own fenced actions: that is the
+// library's fault suite (internal/chaos), which records its history in the same
+// [History] and judges it with the same [Check].
 //
 // # The checker
 //

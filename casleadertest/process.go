@@ -72,6 +72,13 @@ type ProcessConfig struct {
 	// host's clocks and the report says so.
 	ClockOffsets bool
 
+	// Lead, when set, is what each candidate runs while it leads instead of the
+	// suite's own fenced actions: the application's code, as in [Cluster.Lead],
+	// with [Candidate.DB] reached through the candidate's proxy. It must be a
+	// function that the binary's TestMain passes to [Main], which finds it by name
+	// in the candidate process. Not with Keys.
+	Lead func(ctx context.Context, c *Candidate)
+
 	// Logf receives progress lines (nil: none).
 	Logf func(format string, args ...any)
 }
@@ -94,7 +101,9 @@ type ProcessCluster struct {
 	snaps    []snapSet
 	failures []string // unexpected exits of candidates
 	nextID   int
-	timens   bool // candidates may be started with offset clocks
+	timens   bool   // candidates may be started with offset clocks
+	lead     string // the name of cfg.Lead ("" for the suite's own actions)
+	recorded int64  // actions reported by Lead functions
 
 	// History is what the last Run observed, for a closer look when a check fails.
 	History History
@@ -140,6 +149,9 @@ func NewProcessCluster(cfg ProcessConfig) (*ProcessCluster, error) {
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
+	if cfg.Lead != nil && cfg.Keys > 0 {
+		return nil, errors.New("casleadertest: Lead is for candidates of one Elector: leave Keys at 0")
+	}
 	if cfg.Keys < 0 {
 		return nil, fmt.Errorf("casleadertest: Keys (%d) must not be negative", cfg.Keys)
 	}
@@ -155,6 +167,9 @@ func NewProcessCluster(cfg ProcessConfig) (*ProcessCluster, error) {
 		c.keys = GroupKeys(c.key, cfg.Keys)
 	}
 	c.hist = History{Keys: c.keys, Rejected: map[string]int{}}
+	if cfg.Lead != nil {
+		c.lead = funcName(cfg.Lead)
+	}
 	if cfg.ClockOffsets {
 		c.timens = timeNamespaces()
 		if !c.timens {
@@ -327,6 +342,7 @@ func (c *ProcessCluster) start(slot int) error {
 		envActions+"="+c.actions,
 		envKey+"="+c.key,
 		envKeys+"="+strconv.Itoa(cfg.Keys),
+		envLead+"="+c.lead,
 		envID+"="+id,
 		envTimings+"="+strings.Join([]string{cfg.Lease.String(), cfg.Renew.String(), cfg.Heartbeat.String(), cfg.Poll.String()}, ","),
 		envIdle+"="+c.idleVariable(context.Background()),
@@ -411,6 +427,14 @@ func (c *ProcessCluster) read(p *proc, r *os.File) {
 		case "R":
 			if len(f) == 2 {
 				c.hist.Rejected[f[1]]++
+			}
+		case "A": // an action of a Lead function: A <check> <done> <token> <key>
+			if len(f) == 5 {
+				check, _ := strconv.ParseInt(f[1], 10, 64)
+				done, _ := strconv.ParseInt(f[2], 10, 64)
+				tok, _ := strconv.ParseInt(f[3], 10, 64)
+				c.recorded++
+				c.hist.Actions = append(c.hist.Actions, Action{ID: c.recorded, Token: tok, Cand: p.id, Check: check, Done: done, Key: f[4]})
 			}
 		}
 		c.mu.Unlock()
@@ -907,7 +931,7 @@ func (c *ProcessCluster) Run(ctx context.Context) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	h.Actions = acts
+	h.Actions = append(acts, h.Actions...) // the suite's (the table's), or a Lead function's
 	c.History = h
 	return Check(h, Bounds{Lease: cfg.Lease, Renew: cfg.Renew, Poll: cfg.Poll, Slack: cfg.Slack}), nil
 }
