@@ -126,7 +126,7 @@ func RunChild() int {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	c, closeAll, err := newChild(log)
 	if err != nil {
-		log.Error("chaos child: setup", "error", err)
+		log.Error("casleadertest candidate: setup", "error", err)
 		return 2
 	}
 	defer closeAll()
@@ -147,7 +147,7 @@ func RunChild() int {
 	<-pollDone
 	c.stale.Wait()
 	if err != nil {
-		log.Error("chaos child: Run", "error", err)
+		log.Error("casleadertest candidate: Run", "error", err)
 		return 3
 	}
 	c.ev.emit("X")

@@ -15,20 +15,13 @@ import (
 	"github.com/casleader/casleader/store"
 )
 
-// Fault kinds of a [Cluster] run in this process. (The fault suite of re-executed
-// processes, internal/chaos, injects the kinds of the history's other constants.)
-const (
-	// PauseLeader holds the leader for 2 to 3 leases, as a GC pause, a
-	// frozen VM or SIGSTOP would: its election store's calls fail, and its next
-	// [Candidate.Act] waits before it runs the action, until the pause heals. The
-	// action then runs with the decision the leader took before the pause.
-	PauseLeader = "pause-leader"
-	// KillLeader (shared with the fault suite) ends the leader without releasing
-	// its lease: its store's calls fail, its actions are refused from then on, and
-	// a fresh candidate takes its place.
-	// RefuseLeader (shared) makes the leader's election store and guard fail, for
-	// longer than the lease: a database it cannot reach.
-)
+// PauseLeader is the fault of a [Cluster] that holds the leader for 2 to 3 leases,
+// as a GC pause, a frozen VM or SIGSTOP would: its election store's calls fail,
+// and its next [Candidate.Act] waits before it runs the action, until the pause
+// heals. The action then runs with the decision the leader took before the pause.
+// (A Cluster injects [KillLeader] and [RefuseLeader] too, in this process; a
+// [ProcessCluster] injects the other kinds, on real processes.)
+const PauseLeader = "pause-leader"
 
 // ErrKilled is what [Candidate.Act] returns, without running the action, once the
 // candidate was killed by a [KillLeader] fault.
@@ -54,8 +47,12 @@ type Cluster struct {
 	Lease time.Duration
 	// Trials is how many faults to inject, one after the other. Default 3.
 	Trials int
-	// Kinds are the fault kinds to choose from: [PauseLeader], [KillLeader],
-	// [RefuseLeader]. Default all three.
+	// Kinds are the fault kinds to choose from: [PauseLeader]; [KillLeader], which
+	// in this process ends the leader without releasing its lease (its store's
+	// calls fail, its actions are refused from then on, and a fresh candidate
+	// takes its place); [RefuseLeader], which makes the leader's election store and
+	// guard fail for longer than its lease (a database it cannot reach). Default
+	// all three.
 	Kinds []string
 	// Slack is added to Lease + poll interval for the bound within which a leader
 	// must be back after each fault heals. Default 2 × Lease.
@@ -200,7 +197,9 @@ func (cl Cluster) Run(t testing.TB) Report {
 	if cl.DB == nil || cl.Lead == nil {
 		t.Fatal("casleadertest: Cluster needs DB (see NewDB) and Lead")
 	}
-	cl.Candidates = max(cl.Candidates, 0)
+	if cl.Candidates < 0 || cl.Lease < 0 || cl.Trials < 0 || cl.Slack < 0 {
+		t.Fatalf("casleadertest: Cluster: Candidates (%d), Lease (%v), Trials (%d) and Slack (%v) must not be negative", cl.Candidates, cl.Lease, cl.Trials, cl.Slack)
+	}
 	if cl.Candidates == 0 {
 		cl.Candidates = 3
 	}

@@ -71,7 +71,7 @@ func (f Fault) Has(kind string) bool { return slices.Contains(f.Kinds, kind) }
 // Name is the fault's kinds joined by "+".
 func (f Fault) Name() string { return strings.Join(f.Kinds, "+") }
 
-// History is what a chaos run observed.
+// History is what a run observed: beliefs, actions and faults.
 type History struct {
 	// Keys are the elections of the run: one for candidates that run an Elector,
 	// many for candidates that run a group. Empty means the keys the beliefs name.

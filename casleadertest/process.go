@@ -149,6 +149,11 @@ func NewProcessCluster(cfg ProcessConfig) (*ProcessCluster, error) {
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
+	for _, name := range []string{cfg.Table, cfg.Table + "_actions"} {
+		if _, err := schema.Quote(cfg.Dialect, name); err != nil {
+			return nil, fmt.Errorf("casleadertest: Table %q (and its action table %q): %w", cfg.Table, cfg.Table+"_actions", err)
+		}
+	}
 	if cfg.Lead != nil && cfg.Keys > 0 {
 		return nil, errors.New("casleadertest: Lead is for candidates of one Elector: leave Keys at 0")
 	}
@@ -266,7 +271,7 @@ func (p *proc) listens() string {
 func (c *ProcessCluster) quote(name string) string {
 	q, err := schema.Quote(c.cfg.Dialect, name)
 	if err != nil {
-		panic(err) // names come from testdb.Name
+		panic(err) // NewProcessCluster checked both names
 	}
 	return q
 }
