@@ -53,3 +53,37 @@ func TestNightlyInvoiceUnderProcessFaults(t *testing.T) {
 		})
 	}
 }
+
+// The TestMain of a test binary whose tests run a ProcessCluster with a Lead
+// function: a candidate process (the binary re-executed) finds its function among
+// those given to Main and runs it; otherwise the tests run. (No output: it is the
+// shape of a TestMain, which an example cannot be.)
+func ExampleMain() {
+	testMain := func(m *testing.M) { casleadertest.Main(m, sendInvoices) }
+	_ = testMain // in the application's _test.go file: func TestMain(m *testing.M) { casleadertest.Main(m, sendInvoices) }
+}
+
+// A cluster of candidate processes that run the application's job under real
+// faults. (No output: it needs a database, see TestNightlyInvoiceUnderProcessFaults.)
+func ExampleProcessCluster() {
+	test := func(t *testing.T) {
+		db := casleadertest.NewDB(t, casleadertest.Postgres)
+		c, err := casleadertest.NewProcessCluster(casleadertest.ProcessConfig{
+			Dialect: schema.Dialect(db.Dialect), DSN: db.DSN, Table: db.Table,
+			Lease: 2 * time.Second, Renew: 1200 * time.Millisecond, Heartbeat: 200 * time.Millisecond, Poll: 400 * time.Millisecond,
+			Slack: 4 * time.Second, Trials: 4, Lead: sendInvoices, Logf: t.Logf,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		rep, err := c.Run(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !rep.OK() {
+			t.Fatalf("the job acted twice:\n%s", rep)
+		}
+	}
+	_ = test // in the application's _test.go file: func TestSendInvoices(t *testing.T)
+}
