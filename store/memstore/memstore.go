@@ -1,18 +1,20 @@
 // Package memstore is an in-memory election store for unit tests: of the election
 // logic, and of an application's callbacks (the code that runs while leading),
-// under testing/synctest and with faults injected. It has the methods and semantics of package store's SQL stores and passes
-// the same conformance suite (store/storetest), which is why it can be trusted.
+// under testing/synctest and with faults injected. It has the methods and
+// semantics of package store's SQL stores and passes the same conformance suite
+// (store/storetest), which is why it can be trusted.
 //
 // Its "database clock" is [time.Now], so inside a testing/synctest bubble leases
 // expire in the bubble's fake time. Ages are computed from the stored tick_time at
 // microsecond resolution, as the SQL stores do.
 //
 // Fault hooks ([Faults], which a decorator of a real store can use too) make the
-// store misbehave the way a database or network does:
-// [Store.FailNext] (an error before the table is touched), [Store.CommitThenFail] (the
-// write commits, its reply is lost), [Store.Fail] (every call fails until cleared) and
-// [Store.SetDelay] (a slow round trip that honours the context). [Store.Put] writes an
-// arbitrary row, for instance an older version after a failover that lost writes.
+// store misbehave the way a database or network does: [Faults.FailNext] (an error
+// before the table is touched), [Faults.CommitThenFail] (the write commits, its
+// reply is lost), [Faults.Fail] (every call fails until cleared) and
+// [Faults.SetDelay] (a slow round trip that honours the context). [Store.Put]
+// writes an arbitrary row, for instance an older version after a failover that
+// lost writes.
 package memstore
 
 import (
