@@ -2,23 +2,25 @@ module github.com/casleader/casleader/internal/chaos
 
 go 1.26.0
 
-replace github.com/casleader/casleader => ../..
+replace (
+	github.com/casleader/casleader => ../..
+	github.com/casleader/casleader/casleadertest => ../../casleadertest
+)
 
 require (
-	github.com/Shopify/toxiproxy/v2 v2.12.0
 	github.com/casleader/casleader v0.0.0-00010101000000-000000000000
-	github.com/go-sql-driver/mysql v1.10.1
+	github.com/casleader/casleader/casleadertest v0.0.0-00010101000000-000000000000
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/rs/zerolog v1.33.0
 	github.com/stretchr/testify v1.12.1
-	golang.org/x/sys v0.48.0
 )
 
 require (
 	filippo.io/edwards25519 v1.2.0 // indirect
+	github.com/Shopify/toxiproxy/v2 v2.12.0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/dustin/go-humanize v1.0.1 // indirect
+	github.com/go-sql-driver/mysql v1.10.1 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/gorilla/mux v1.8.1 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
@@ -34,8 +36,10 @@ require (
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
 	github.com/rs/xid v1.6.0 // indirect
+	github.com/rs/zerolog v1.33.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/sync v0.23.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/tomb.v1 v1.0.0-20141024135613-dd632973f1e7 // indirect
