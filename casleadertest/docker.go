@@ -3,6 +3,7 @@ package casleadertest
 import (
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	mysqldriver "github.com/go-sql-driver/mysql"
 	"github.com/ory/dockertest/v3"
 	dc "github.com/ory/dockertest/v3/docker"
 
@@ -260,9 +262,9 @@ func awaitServer(pool *dockertest.Pool, d Dialect, name, dsn string) error {
 	defer cancel()
 	var last error
 	for attempt := 1; ; attempt++ {
-		db, err := open(d, dsn)
+		err := ping(ctx, d, dsn)
 		if err == nil {
-			return db.Close()
+			return nil
 		}
 		last = err
 		if c, err := runningContainer(pool, name); err == nil && c == nil {
@@ -273,3 +275,37 @@ func awaitServer(pool *dockertest.Pool, d Dialect, name, dsn string) error {
 		}
 	}
 }
+
+// ping connects to dsn once. The MySQL driver's logger is off: it would print
+// "unexpected EOF" for each attempt that reaches the engine's port proxy before
+// the server listens.
+func ping(ctx context.Context, d Dialect, dsn string) error {
+	var db *sql.DB
+	if d == MySQL {
+		cfg, err := mysqldriver.ParseDSN(dsn)
+		if err != nil {
+			return err
+		}
+		cfg.Logger = quiet{}
+		cfg.Timeout = 5 * time.Second
+		conn, err := mysqldriver.NewConnector(cfg)
+		if err != nil {
+			return err
+		}
+		db = sql.OpenDB(conn)
+	} else {
+		var err error
+		if db, err = sql.Open("pgx", dsn); err != nil {
+			return err
+		}
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return db.PingContext(ctx)
+}
+
+// quiet is a MySQL driver logger that drops every line.
+type quiet struct{}
+
+func (quiet) Print(...any) {}

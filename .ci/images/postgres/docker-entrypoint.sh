@@ -5,7 +5,10 @@ set -e
 if [ "$1" = postgres ]; then
   shift
   install -d -o postgres -g postgres -m 2775 /run/postgresql
-  exec runuser -u postgres -- /usr/lib/postgresql/15/bin/postgres \
+  # setpriv execs the server (runuser would stay as its parent and not pass on
+  # the signals that stop it).
+  exec setpriv --reuid=postgres --regid=postgres --init-groups \
+    /usr/lib/postgresql/15/bin/postgres \
     -D /var/lib/postgresql/15/main \
     -c config_file=/etc/postgresql/15/main/postgresql.conf \
     -c listen_addresses='*' "$@"
