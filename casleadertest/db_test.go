@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -166,13 +167,19 @@ const child = "CASLEADERTEST_TEST_CHILD"
 // its output.
 func runChild(t *testing.T, test string, env ...string) string {
 	t.Helper()
+	out, err := child1(t, test, env...)
+	require.NoError(t, err, "test binary %s: %s", test, out)
+	return out
+}
+
+// child1 is runChild without the check, for use outside the test's goroutine.
+func child1(t *testing.T, test string, env ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^"+test+"$", "-test.count=1", "-test.v")
 	cmd.Env = append(append(os.Environ(), child+"=1"), env...)
 	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "test binary %s: %s", test, out)
-	return string(out)
+	return string(out), err
 }
 
 // dockerPath skips t unless NewDB takes the Docker path.
@@ -228,16 +235,33 @@ func TestContainersSayWhichImageIsMissing(t *testing.T) {
 	assert.Contains(t, out, casleadertest.EnvPostgresImage)
 }
 
-// TestContainersRemoveThemselvesWhenIdle: a container with no client for the idle
-// time stops, and the engine removes it.
+// TestContainersRemoveThemselvesWhenIdle: two test binaries that start at the same
+// time share one new container; once no client has been connected for the idle
+// time, it stops, and the engine removes it.
 func TestContainersRemoveThemselvesWhenIdle(t *testing.T) {
 	dockerPath(t)
 	t.Parallel()
-	const idle = 10 * time.Second
-	out := runChild(t, "TestPrintDSN", casleadertest.EnvIdle+"="+idle.String(), "CASLEADERTEST_TEST_ONLY_POSTGRES=1")
-	_, port, ok := strings.Cut(out, "dsn postgres postgres://postgres@127.0.0.1:")
-	require.True(t, ok, "the child printed its DSN: %s", out)
-	port, _, _ = strings.Cut(port, "/")
+	const idle = 10 * time.Second // a setting of its own: a container of its own
+	var (
+		outs [2]string
+		errs [2]error
+		wg   sync.WaitGroup
+	)
+	for i := range outs {
+		wg.Go(func() {
+			outs[i], errs[i] = child1(t, "TestPrintDSN", casleadertest.EnvIdle+"="+idle.String(), "CASLEADERTEST_TEST_ONLY_POSTGRES=1")
+		})
+	}
+	wg.Wait()
+	var ports [2]string
+	for i, out := range outs {
+		require.NoError(t, errs[i], "test binary %d: %s", i, out)
+		_, port, ok := strings.Cut(out, "dsn postgres postgres://postgres@127.0.0.1:")
+		require.True(t, ok, "test binary %d printed its DSN: %s", i, out)
+		ports[i], _, _ = strings.Cut(port, "/")
+	}
+	require.Equal(t, ports[0], ports[1], "the two test binaries share one container")
+	port := ports[0]
 
 	pool, err := dockertest.NewPool("")
 	require.NoError(t, err)

@@ -183,12 +183,13 @@ func startContainer(d Dialect) (string, error) {
 	// the engine lets one create the name and refuses the others, which then find
 	// it; a container of that name that is still being removed is waited for.
 	var c *dc.Container
+	give := time.Now().Add(30 * time.Second)
 	for attempt := 1; c == nil; attempt++ {
 		if c, err = runningContainer(pool, name); err != nil || c != nil {
 			break
 		}
-		if attempt > 5 {
-			return "", fmt.Errorf("container %s of %s stops at once: see `docker logs %s` (with %s=1 it is not removed)", name, e.image, name, EnvKeep)
+		if time.Now().After(give) {
+			return "", fmt.Errorf("container %s of %s does not run within 30s: see `docker logs %s` (with %s=1 it is not removed)", name, e.image, name, EnvKeep)
 		}
 		repo, tag := splitImage(e.image)
 		_, err = pool.RunWithOptions(&dockertest.RunOptions{
@@ -205,7 +206,7 @@ func startContainer(d Dialect) (string, error) {
 			hc.PublishAllPorts = false
 		})
 		if errors.Is(err, dc.ErrContainerAlreadyExists) {
-			time.Sleep(time.Duration(attempt) * 200 * time.Millisecond)
+			time.Sleep(retry.Backoff(attempt, 100*time.Millisecond, time.Second))
 		} else if err != nil {
 			return "", fmt.Errorf("start a container of %s: %w", e.image, err)
 		}
@@ -232,7 +233,7 @@ func envOfImage(d Dialect) string {
 }
 
 // runningContainer returns the running container of that name, nil if there is
-// none. A stopped one (that did not remove itself) is removed.
+// none (yet). A stopped one (that did not remove itself) is removed.
 func runningContainer(pool *dockertest.Pool, name string) (*dc.Container, error) {
 	c, err := pool.Client.InspectContainer(name)
 	var missing *dc.NoSuchContainer
@@ -244,6 +245,9 @@ func runningContainer(pool *dockertest.Pool, name string) (*dc.Container, error)
 	}
 	if c.State.Running {
 		return c, nil
+	}
+	if st := c.State.Status; st != "exited" && st != "dead" {
+		return nil, nil // created and not started yet by another binary, or being removed
 	}
 	err = pool.Client.RemoveContainer(dc.RemoveContainerOptions{ID: c.ID, Force: true, RemoveVolumes: true})
 	var apiErr *dc.Error
