@@ -173,6 +173,9 @@ func startContainer(d Dialect) (string, error) {
 		return "", fmt.Errorf("inspect image %s: %w", e.image, err)
 	}
 
+	if img.Config == nil || len(img.Config.Entrypoint)+len(img.Config.Cmd) == 0 {
+		return "", fmt.Errorf("the Docker image %s has no entrypoint or command to start the server with: name an image that has (in %s)", e.image, envOfImage(d))
+	}
 	cmd := append(append(append([]string{}, img.Config.Entrypoint...), img.Config.Cmd...), e.args...)
 	port := strings.TrimSuffix(e.port, "/tcp")
 	entrypoint := append([]string{"/bin/sh", "-c", watchdog, "casleadertest-watchdog", port, strconv.Itoa(idle), e.stopWith}, cmd...)
