@@ -25,13 +25,13 @@ var (
 // as the release statement's notification does on PostgreSQL.
 type hub struct {
 	mu      sync.Mutex
-	wake    map[string][]func()
+	wake    map[string][]func(int64)
 	leading map[string]bool
 }
 
-func newHub() *hub { return &hub{wake: map[string][]func(){}, leading: map[string]bool{}} }
+func newHub() *hub { return &hub{wake: map[string][]func(int64){}, leading: map[string]bool{}} }
 
-func (h *hub) Subscribe(key string, wake func()) func() {
+func (h *hub) Subscribe(key string, wake func(int64)) func() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.wake[key] = append(h.wake[key], wake)
@@ -47,7 +47,7 @@ func (h *hub) Leading(key string, _ int64, leading bool) {
 	h.mu.Unlock()
 	if !leading {
 		for _, w := range wake {
-			w()
+			w(0)
 		}
 	}
 }
