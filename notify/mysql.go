@@ -102,6 +102,9 @@ func NewMySQL(cfg MySQLConfig) (*MySQL, error) {
 	}, nil
 }
 
+// Table returns the election table whose locks the notifier holds and waits on.
+func (m *MySQL) Table() string { return m.cfg.Table }
+
 // LockName returns the name of the lock that the leader of key in term holds.
 func (m *MySQL) LockName(key string, term int64) string {
 	h := sha256.Sum256([]byte(m.cfg.Table + "\x00" + key))

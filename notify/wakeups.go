@@ -116,3 +116,16 @@ func (w *Wakeups) Running() bool {
 	defer w.mu.Unlock()
 	return w.cancel != nil
 }
+
+// Listening reports whether wake-ups from other processes are being delivered: the
+// listener runs and, if it can tell (PostgreSQL's self-test, the SQLite file watch),
+// has set up its path. In-process wake-ups need no listener.
+func (w *Wakeups) Listening() bool {
+	if !w.Running() {
+		return false
+	}
+	if l, ok := w.lis.(interface{ Listening() bool }); ok {
+		return l.Listening()
+	}
+	return true
+}

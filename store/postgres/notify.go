@@ -202,9 +202,9 @@ func (p *Notifier) session(ctx context.Context) error {
 	if err := p.selfTest(ctx, conn); err != nil {
 		return err
 	}
+	p.hub.WakeAll() // a release may have come before the LISTEN
 	p.listening.Store(true)
 	p.cfg.Logger.Info("casleader notify: listening", "table", p.cfg.Table, "channel", NotifyChannel)
-	p.hub.WakeAll()
 	for {
 		wctx, cancel := context.WithTimeout(ctx, p.cfg.PingInterval)
 		n, err := conn.WaitForNotification(wctx)

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -40,7 +41,12 @@ type fileWake struct {
 
 	once sync.Once
 	path string // the wake-up file; "" for an in-memory database
+
+	listening atomic.Bool // the watch is set up
 }
+
+// Listening reports whether the wake-up file is being watched.
+func (w *fileWake) Listening() bool { return w.listening.Load() }
 
 // file returns the wake-up file's path, found on first use, "" when there is none.
 func (w *fileWake) file() string {
@@ -131,6 +137,8 @@ func (w *fileWake) watch(ctx context.Context) error {
 		return err
 	}
 	w.hub.WakeAll() // releases may have been missed before the watch
+	w.listening.Store(true)
+	defer w.listening.Store(false)
 	for {
 		select {
 		case <-ctx.Done():
