@@ -187,20 +187,17 @@ func (e *Elector) wakeAt(version int64) {
 
 // wakeups returns the notifier an elector on st uses: n when set (an error when it
 // serves another table than st), else the wake-ups built into st, if any.
-func wakeups(st any, n Notifier) (Notifier, error) {
-	builtIn, _ := st.(interface{ Wakeups() *notify.Wakeups })
-	if n == nil {
-		if builtIn == nil {
-			return nil, nil
+func wakeups(st Store, n Notifier) (Notifier, error) {
+	if n != nil {
+		if err := notify.SameTable(st, n); err != nil {
+			return nil, &ConfigError{Field: "Notifier", Rule: err.Error()}
 		}
-		return builtIn.Wakeups(), nil
+		return n, nil
 	}
-	nt, ok1 := n.(interface{ Table() string })
-	stt, ok2 := st.(interface{ Table() string })
-	if ok1 && ok2 && nt.Table() != stt.Table() {
-		return nil, &ConfigError{Field: "Notifier", Rule: fmt.Sprintf("serves table %q but the store elects in table %q: give the notifier the store's table, or leave Notifier nil to use the store's own wake-ups", nt.Table(), stt.Table())}
+	if w := notify.Of(st); w != nil {
+		return w, nil
 	}
-	return n, nil
+	return nil, nil
 }
 
 // Pause stops campaigning: a paused candidate stays a follower and never takes over.

@@ -301,20 +301,16 @@ func New(st Store, cfg Config) (*Group, error) {
 // wakeups returns the notifier a group on st uses: n when set (an error when it
 // serves another table than st), else the wake-ups built into st, if any.
 func wakeups(st Store, n Notifier) (Notifier, error) {
-	builtIn, _ := st.(interface{ Wakeups() *notify.Wakeups })
-	if n == nil {
-		if builtIn == nil {
-			return nil, nil
+	if n != nil {
+		if err := notify.SameTable(st, n); err != nil {
+			return nil, fmt.Errorf("%w: Notifier %w", ErrInvalidConfig, err)
 		}
-		return builtIn.Wakeups(), nil
+		return n, nil
 	}
-	nt, ok1 := n.(interface{ Table() string })
-	stt, ok2 := st.(interface{ Table() string })
-	if ok1 && ok2 && nt.Table() != stt.Table() {
-		return nil, fmt.Errorf("%w: Notifier serves table %q but the store elects in table %q: give the notifier the store's table, or leave Notifier nil to use the store's own wake-ups",
-			ErrInvalidConfig, nt.Table(), stt.Table())
+	if w := notify.Of(st); w != nil {
+		return w, nil
 	}
-	return n, nil
+	return nil, nil
 }
 
 // ID returns the candidate's ID.

@@ -2,6 +2,7 @@ package notify
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	"github.com/casleader/casleader/store"
@@ -128,4 +129,24 @@ func (w *Wakeups) Listening() bool {
 		return l.Listening()
 	}
 	return true
+}
+
+// Of returns the wake-ups built into store st (a dialect store's Wakeups method), or
+// nil when it has none (a store of your own, or one wrapped in a decorator).
+func Of(st any) *Wakeups {
+	if s, ok := st.(interface{ Wakeups() *Wakeups }); ok {
+		return s.Wakeups()
+	}
+	return nil
+}
+
+// SameTable returns an error when notifier n serves another election table than
+// store st; nil when they agree or either cannot tell (no Table method).
+func SameTable(st, n any) error {
+	nt, ok1 := n.(interface{ Table() string })
+	stt, ok2 := st.(interface{ Table() string })
+	if ok1 && ok2 && nt.Table() != stt.Table() {
+		return fmt.Errorf("serves table %q but the store elects in table %q: give the notifier the store's table, or leave Notifier nil to use the store's own wake-ups", nt.Table(), stt.Table())
+	}
+	return nil
 }
