@@ -12,7 +12,7 @@ import (
 )
 
 // Electors on a dialect store are woken by the store's own wake-ups: nothing to
-// build, run or stop. Here ten electors share one store, so one LISTEN connection
+// build, run or stop. Here three electors share one store, so one LISTEN connection
 // (taken from the pool) serves them all, and a release by any of them wakes the
 // others at once.
 func ExampleWakeups() {
