@@ -114,7 +114,9 @@ func poolListener(pool *pgxpool.Pool, table string, hub *notify.Hub) *Notifier {
 		return conn, func() { closeConn(ctx, conn) }, nil
 	}
 	p.send = func(ctx context.Context, payload string) error {
-		_, err := pool.Exec(ctx, `SELECT pg_notify($1::text, $2::text)`, pgx.QueryExecModeSimpleProtocol, NotifyChannel, payload)
+		// Through the store's wire layer (pgconn, text values): pgx's typed Exec
+		// would link its type map into every program that uses a store.
+		_, err := pgxBackend{pool}.Exec(ctx, `SELECT pg_notify($1::text, $2::text)`, NotifyChannel, payload)
 		return err
 	}
 	return p
@@ -196,7 +198,8 @@ func (p *Notifier) session(ctx context.Context) error {
 		return err
 	}
 	defer closeIt()
-	if _, err := conn.Exec(ctx, `LISTEN `+pgx.Identifier{NotifyChannel}.Sanitize()); err != nil {
+	// pgconn's simple protocol: no statement cache, no type map.
+	if _, err := conn.PgConn().Exec(ctx, `LISTEN `+pgx.Identifier{NotifyChannel}.Sanitize()).ReadAll(); err != nil {
 		return err
 	}
 	if err := p.selfTest(ctx, conn); err != nil {
@@ -220,7 +223,7 @@ func (p *Notifier) session(ctx context.Context) error {
 		case errors.Is(err, context.DeadlineExceeded) || pgconnTimeout(err):
 			// Idle: make sure the connection is still alive.
 			pctx, pcancel := context.WithTimeout(ctx, p.cfg.SelfTestTimeout)
-			err := conn.Ping(pctx)
+			err := conn.PgConn().Ping(pctx)
 			pcancel()
 			if err != nil {
 				return err
