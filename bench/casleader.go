@@ -226,7 +226,15 @@ type casCandidate struct {
 	once   sync.Once
 }
 
-func (c *casCandidate) ID() string     { return c.id }
+func (c *casCandidate) ID() string { return c.id }
+
+// Ready reports whether the candidate's wake-ups, if any, listen.
+func (c *casCandidate) Ready() bool {
+	if w, ok := c.el.Config().Notifier.(*notify.Wakeups); ok {
+		return w.Listening()
+	}
+	return true
+}
 func (c *casCandidate) IsLeader() bool { return c.el.IsLeader() }
 func (c *casCandidate) Marks() marks   { return c.marks.get() }
 
