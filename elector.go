@@ -14,6 +14,7 @@ import (
 	"github.com/casleader/casleader/detector"
 	"github.com/casleader/casleader/heartbeat"
 	"github.com/casleader/casleader/internal/retry"
+	"github.com/casleader/casleader/notify"
 	"github.com/casleader/casleader/store"
 	"github.com/casleader/casleader/term"
 )
@@ -30,13 +31,17 @@ type Store interface {
 	Handover(ctx context.Context, key, id string, version int64, to string) (term int64, ok bool, err error)
 }
 
-// Notifier is an optional wake-up path between the candidates of an election (see
-// [Config.Notifier]; package notify implements it). The elector calls its methods
-// from its own goroutine: they must not block.
+// Notifier is a wake-up path between the candidates of an election (see
+// [Config.Notifier]). The dialect stores have one built in (their Wakeups method,
+// a *[notify.Wakeups]), which [New] uses when Config.Notifier is nil. The elector
+// calls its methods from its own goroutine: they must not block.
 type Notifier interface {
 	// Subscribe arranges for wake to be called when the lease of key may have been
-	// given up, until unsubscribe is called. Wake-ups may be spurious or lost.
-	Subscribe(key string, wake func()) (unsubscribe func())
+	// given up, until unsubscribe is called, with the row version at which it was
+	// released (the follower then sends its election from that version at once,
+	// without reading the row), or 0 when that is not known (the follower reads
+	// the row). Wake-ups may be spurious, stale or lost.
+	Subscribe(key string, wake func(version int64)) (unsubscribe func())
 	// Observed is called with every row a follower reads.
 	Observed(key string, rec store.Record)
 	// Leading is called with true when this candidate starts leading key in the term
@@ -79,7 +84,8 @@ type Elector struct {
 	leader atomic.Pointer[string]
 	skew   atomic.Int64 // ClockSkew, in nanoseconds
 
-	wake chan struct{} // wakes a sleeping follower (notifications)
+	wake     chan struct{} // wakes a sleeping follower (notifications)
+	released atomic.Int64  // the released version of the last wake-up that carried one
 
 	mu       sync.Mutex
 	running  bool
@@ -110,6 +116,11 @@ func New(st Store, cfg Config) (*Elector, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	n, err := wakeups(st, cfg.Notifier)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Notifier = n
 	e := &Elector{
 		cfg:   cfg,
 		store: st,
@@ -170,11 +181,31 @@ func (e *Elector) Leader() string { return *e.leader.Load() }
 
 // Wake makes a sleeping follower read the row now. Notification listeners call it
 // when a lease is released; it never blocks.
-func (e *Elector) Wake() {
+func (e *Elector) Wake() { e.wakeAt(0) }
+
+// wakeAt wakes a sleeping follower with the version at which the lease was
+// released (0: unknown, read the row).
+func (e *Elector) wakeAt(version int64) {
+	e.released.Store(version)
 	select {
 	case e.wake <- struct{}{}:
 	default:
 	}
+}
+
+// wakeups returns the notifier an elector on st uses: n when set (an error when it
+// serves another table than st), else the wake-ups built into st, if any.
+func wakeups(st Store, n Notifier) (Notifier, error) {
+	if n != nil {
+		if err := notify.SameTable(st, n); err != nil {
+			return nil, &ConfigError{Field: "Notifier", Rule: err.Error()}
+		}
+		return n, nil
+	}
+	if w := notify.Of(st); w != nil {
+		return w, nil
+	}
+	return nil, nil
 }
 
 // Pause stops campaigning: a paused candidate stays a follower and never takes over.
@@ -459,8 +490,9 @@ func (e *Elector) Run(ctx context.Context) error {
 		r.m.Resume(e.cfg.ResumeTerm)
 	}
 	if n := e.cfg.Notifier; n != nil {
-		// Notifications only end a follower's sleep early (Elector.Wake).
-		defer n.Subscribe(e.cfg.Key, e.Wake)()
+		// Notifications end a follower's sleep early, and one that carries the
+		// released version may be elected from at once (cas.Machine.Woken).
+		defer n.Subscribe(e.cfg.Key, e.wakeAt)()
 	}
 	stopMembers := e.startMembers(ctx)
 	err := r.loop(ctx)
@@ -624,7 +656,14 @@ func (r *run) follow(ctx context.Context) (cas.Decision, time.Time, error) {
 	}
 	var d cas.Decision
 	var dup error
-	cfg := detector.Config{Key: e.cfg.Key, Poll: e.cfg.PollInterval, Timeout: e.cfg.RenewDeadline, Logger: e.log}
+	cfg := detector.Config{Key: e.cfg.Key, Poll: e.cfg.PollInterval, Timeout: e.cfg.RenewDeadline, Logger: e.log,
+		Woken: func() bool {
+			if busy != nil || r.failures > 1 {
+				return false // read first: work still runs, or writes keep losing
+			}
+			d = r.m.Woken(e.released.Swap(0), part)
+			return d.Action == cas.Campaign
+		}}
 	obs, err := detector.Watch(pctx, e.calls, cfg, e.wake, func(o detector.Observation) (time.Duration, bool) {
 		if o.Found {
 			r.observeLeader(o.LeaderID)

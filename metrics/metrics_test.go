@@ -523,8 +523,8 @@ type freezingNotifier struct {
 	frozen chan struct{}
 }
 
-func (f *freezingNotifier) Subscribe(string, func()) func() { return func() {} }
-func (f *freezingNotifier) Observed(string, store.Record)   {}
+func (f *freezingNotifier) Subscribe(string, func(int64)) func() { return func() {} }
+func (f *freezingNotifier) Observed(string, store.Record)        {}
 func (f *freezingNotifier) Leading(_ string, _ int64, leading bool) {
 	if leading {
 		f.once.Do(func() { <-f.frozen })
