@@ -327,8 +327,10 @@ func (m *MySQL) hold(ctx context.Context) {
 			wait = backoff(failures)
 			m.cfg.Logger.Warn("casleader notify: lock holder connection failed", "table", m.cfg.Table, "error", err, "retry_in", wait)
 			if conn != nil {
+				// The server releases a connection's named locks when it
+				// closes: none is held any more.
 				discard(conn)
-				conn = nil
+				conn, held = nil, map[string]bool{}
 			}
 		} else {
 			failures = 0

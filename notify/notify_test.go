@@ -2,6 +2,10 @@ package notify_test
 
 import (
 	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -176,3 +180,44 @@ func TestMySQLCrashedLeaderWakesFollowersButItsLeaseStillHolds(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	assert.False(t, b.IsLeader(), "the follower took a live lease")
 }
+
+// TestMySQLLockHolderSurvivesALostConnection: the server closes the connection that
+// holds a leader's named lock (KILL, as a restart or a network cut would), and the
+// leader stops leading before the holder noticed. The holder must forget the locks of
+// the dead connection (the server released them), not release them on a connection it
+// no longer has, and take the lock again, on a new connection, for the next term.
+func TestMySQLLockHolderSurvivesALostConnection(t *testing.T) {
+	db := testdb.MySQL(t)
+	table := testdb.Name(t)
+	var logs syncBuffer
+	n, err := notify.NewMySQL(notify.MySQLConfig{DB: db, Table: table, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	require.NoError(t, err)
+	start(t, n.Run)
+
+	holder := func(name string) int64 {
+		var id sql.NullInt64
+		require.NoError(t, db.QueryRow(`SELECT IS_USED_LOCK(?)`, name).Scan(&id))
+		return id.Int64
+	}
+	const key = "k"
+	n.Leading(key, 1, true)
+	var first int64
+	require.Eventually(t, func() bool { first = holder(n.LockName(key, 1)); return first != 0 }, 30*time.Second, 10*time.Millisecond,
+		"the leader's lock is taken")
+	_, err = db.Exec(fmt.Sprintf(`KILL CONNECTION %d`, first))
+	require.NoError(t, err)
+	// The leader steps down: the holder finds its connection dead as it releases
+	// the lock, and then holds nothing for a while (its backoff: at most 50 ms
+	// after the first failure; 200 ms is four times that).
+	n.Leading(key, 1, false)
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "lock holder connection failed") }, 30*time.Second, 10*time.Millisecond,
+		"the holder finds its connection dead")
+	time.Sleep(200 * time.Millisecond)
+	n.Leading(key, 2, true)
+	var second int64
+	require.Eventually(t, func() bool { second = holder(n.LockName(key, 2)); return second != 0 }, 30*time.Second, 10*time.Millisecond,
+		"the next term's lock is taken on a new connection")
+	assert.NotEqual(t, first, second)
+	assert.Zero(t, holder(n.LockName(key, 1)), "the first term's lock went with its connection")
+}
+
