@@ -17,24 +17,35 @@ import (
 //
 // The rule. A leader of priority p hands over to candidate c when, at a read of
 // the members sent while it leads one term:
-//   - c is live: its row was written less than [Fresh] ago by the database clock,
-//     it is not paused, not an observer, and its ID is not the leader's own;
+//   - c is live: its row was written less than [Fresh] (three quarters of a
+//     lease) ago by the database clock, it is not paused, not an observer, and its
+//     ID is not the leader's own;
 //   - c's priority is strictly above p (equal priorities never trigger);
-//   - c has been seen live by every read of that term for at least one lease
-//     (the first read that showed it live was sent a lease or more earlier), with
-//     no two reads further apart than a lease;
+//   - c has been live for at least one lease: every read of that term since the
+//     first that showed c live showed it live, with no two reads more than a
+//     lease apart, and c's writes seen by those reads span a full lease (from the
+//     write the first read showed to the one the deciding read shows);
 //   - among the candidates that qualify, c has the highest priority (ties go to
 //     the lowest ID, so every reader picks the same one).
 //
 // The tracking starts again with every term: a leader that has just won (or
-// received) its lease hands it on at the earliest a lease later. No handover
-// happens without a target seen live by the read that decides it. Each handover
-// moves the lease to a strictly higher priority, so handovers never cycle: the
-// leader's priority drops only when its lease is lost (it dies, is cut off,
-// paused, resigns), and each such drop allows at most one handover per priority
-// level above the new leader. A target that dies less than [Fresh] before the
-// handover, or pauses meanwhile, does not take the lease; it expires one lease
-// after the handover and another candidate wins it, as after a leader's death.
+// received) its lease hands it on at the earliest a lease later. A decision
+// also starts it again, so that a handover that did not happen is decided again
+// at the earliest a lease later. No handover happens without a target seen live
+// by the read that decides it, and a candidate that wrote its row for less than
+// a lease (one that died or was paused soon after it started) never qualifies.
+// Each handover moves the lease to a strictly higher priority, so handovers
+// never cycle: the leader's priority drops only when its lease is lost (it dies,
+// is cut off, paused, resigns), and each such drop allows at most one handover
+// per priority level above the new leader. A target that dies less than [Fresh]
+// before the handover, or pauses meanwhile, does not take the lease; it expires
+// one lease after the handover and another candidate wins it, as after a
+// leader's death. The rule decides only who is asked to lead; whoever leads, the
+// lease and its compare-and-set keep one leader at a time.
+//
+// Write times are estimated as the read's send time minus the row's age by the
+// database clock; only differences between them are used, under the clock-rate
+// assumption that the election makes anyway.
 //
 // A Preference is not safe for concurrent use: one goroutine owns it.
 type Preference struct {
@@ -44,14 +55,16 @@ type Preference struct {
 
 	term  int64                // the term the tracking belongs to; 0 when not leading
 	last  time.Time            // send time of the last read of that term
-	since map[string]time.Time // when each candidate was first seen live, without a break
+	since map[string]time.Time // each candidate's first write seen live, without a break
 }
 
 // Fresh is how recently, by the database clock, a candidate must have written
-// its members row to count as live, for a lease of lease: one lease, that is two
-// periods of the members writer (a live candidate's row is at most one period
-// plus one write's latency old).
-func Fresh(lease time.Duration) time.Duration { return lease }
+// its members row to count as live, for a lease of lease: three quarters of a
+// lease. A live candidate writes its row every half lease (internal/members), so
+// its row is at most half a lease plus one write's latency old; a write slower
+// than a quarter lease only delays a handover (the candidate counts as live again
+// from its next write).
+func Fresh(lease time.Duration) time.Duration { return lease * 3 / 4 }
 
 // NewPreference returns the preference of candidate id of priority priority in an
 // election of lease duration lease.
@@ -88,12 +101,13 @@ func (p *Preference) Seen(ms []store.Member, sent time.Time, term int64) string 
 	}
 	var best *store.Member
 	for id, m := range live {
+		written := sent.Add(-m.Age)
 		first, ok := p.since[id]
 		if !ok {
-			p.since[id] = sent
+			p.since[id] = written
 			continue
 		}
-		if m.Priority <= p.priority || sent.Sub(first) < p.lease {
+		if m.Priority <= p.priority || written.Sub(first) < p.lease {
 			continue
 		}
 		if best == nil || m.Priority > best.Priority || (m.Priority == best.Priority && cmp.Less(m.ID, best.ID)) {
@@ -105,8 +119,8 @@ func (p *Preference) Seen(ms []store.Member, sent time.Time, term int64) string 
 	}
 	// Decided once: should the handover not happen, it is decided again at the
 	// earliest a lease later.
-	for id := range live {
-		p.since[id] = sent
+	for id, m := range live {
+		p.since[id] = sent.Add(-m.Age)
 	}
 	return best.ID
 }

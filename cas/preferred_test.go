@@ -77,6 +77,17 @@ func TestPreference(t *testing.T) {
 			{3 * half, 7, []store.Member{live("hi", 5, 0)}, ""},
 			{4 * half, 7, []store.Member{live("hi", 5, 0)}, "hi"},
 		},
+		"TheTargetsWritesMustSpanALease": {
+			// Its last write was at half a lease: it stopped writing (died) then.
+			{0, 7, []store.Member{live("hi", 5, 0)}, ""},
+			{half, 7, []store.Member{live("hi", 5, 0)}, ""},
+			{2 * half, 7, []store.Member{live("hi", 5, Fresh(lease)-time.Millisecond)}, ""},
+		},
+		"ARowJustFreshCounts": {
+			{0, 7, []store.Member{live("hi", 5, 0)}, ""},
+			{int(Fresh(lease)/time.Millisecond) - 1, 7, []store.Member{live("hi", 5, Fresh(lease)-time.Millisecond)}, ""},
+			{2*half + int(Fresh(lease)/time.Millisecond) - 1, 7, []store.Member{live("hi", 5, Fresh(lease)-time.Millisecond)}, "hi"},
+		},
 		"AQualifiedLowerTargetIsNotHeldBackByAnUnqualifiedHigherOne": {
 			{0, 7, []store.Member{live("mid", 3, 0)}, ""},
 			{half, 7, []store.Member{live("mid", 3, 0), live("top", 6, 0)}, ""},
