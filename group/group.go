@@ -548,7 +548,7 @@ func (r *run) takeRequests(ctx context.Context) {
 		// Scoped to its term: a term that has ended already is left alone.
 		if s := r.states[o.key]; s != nil && s.m.Role() == cas.Leader && s.m.Term() == o.token {
 			if o.to != "" {
-				g.cfg.Logger.Info("casleader group: handing over to a live candidate of higher priority", "key", o.key, "term", o.token, "handover_to", o.to)
+				g.cfg.Logger.Info("casleader group: handing the key over: the preferred leader rule", "key", o.key, "term", o.token, "handover_to", o.to)
 			} else {
 				g.cfg.Logger.Info("casleader group: resigning: the term's handle asked", "key", o.key, "term", o.token)
 			}
