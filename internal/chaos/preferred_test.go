@@ -27,7 +27,7 @@ func TestPreferredLeaderSurvivesRestarts(t *testing.T) {
 	if os.Getenv(envRun) == "" && os.Getenv(envSoak) == "" {
 		t.Skipf("the fault suite runs only when asked: %s=1 go test -race ./internal/chaos/", envRun)
 	}
-	restarts := 3
+	restarts := 2
 	for _, mode := range []struct {
 		name string
 		keys int
