@@ -166,6 +166,14 @@ type Config struct {
 	// the lease: a slow OnNewLeader delays later callbacks, not the election. Run
 	// waits for it at most DrainTimeout when it returns.
 	OnNewLeader func(id string)
+
+	// Hooks observe the elector from the inside: every store call it makes, the
+	// start and end of its terms, each extension of its trust, each change of the
+	// observed leader (see [Hooks]). They are called in order, synchronously, and
+	// must not block. Packages metrics and healthz give theirs (Metrics.Hooks,
+	// Checker.Hooks); add your own beside them. For a stream of status changes that
+	// may be read at any pace, see [Elector.Listen]. Default none.
+	Hooks []Hooks
 }
 
 // withDefaults returns c with zero values replaced by defaults.

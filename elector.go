@@ -69,9 +69,11 @@ const releaseTimeout = 5 * time.Second
 // Elector runs one candidate in one election. Create it with [New], start it with
 // [Elector.Run]. Its methods are safe for concurrent use.
 type Elector struct {
-	cfg   Config
-	store Store
-	log   *slog.Logger
+	cfg    Config
+	store  Store // the store given to New: guards and the members view use it
+	calls  Store // the election's calls: store, observed when a hook wants them
+	log    *slog.Logger
+	stream // the leadership stream (Listen)
 
 	trust  cas.Trust // trust deadline and token, read by IsLeader and Token
 	leader atomic.Pointer[string]
@@ -116,6 +118,12 @@ func New(st Store, cfg Config) (*Elector, error) {
 	}
 	empty := ""
 	e.leader.Store(&empty)
+	e.calls = e.electionStore()
+	for _, h := range cfg.Hooks {
+		if h.Attach != nil {
+			h.Attach(e)
+		}
+	}
 	return e, nil
 }
 
@@ -331,6 +339,8 @@ func (r *run) observeLeader(id string) {
 		return
 	}
 	e.leader.Store(&id)
+	e.hookLeader(id)
+	e.publish(func(s *Status) { s.Leader = id })
 	if id == "" {
 		e.log.Info("casleader: lease released")
 	} else {
@@ -615,7 +625,7 @@ func (r *run) follow(ctx context.Context) (cas.Decision, time.Time, error) {
 	var d cas.Decision
 	var dup error
 	cfg := detector.Config{Key: e.cfg.Key, Poll: e.cfg.PollInterval, Timeout: e.cfg.RenewDeadline, Logger: e.log}
-	obs, err := detector.Watch(pctx, e.store, cfg, e.wake, func(o detector.Observation) (time.Duration, bool) {
+	obs, err := detector.Watch(pctx, e.calls, cfg, e.wake, func(o detector.Observation) (time.Duration, bool) {
 		if o.Found {
 			r.observeLeader(o.LeaderID)
 			if n := e.cfg.Notifier; n != nil {
@@ -657,7 +667,7 @@ func (r *run) follow(ctx context.Context) (cas.Decision, time.Time, error) {
 	case cas.Create:
 		sent := time.Now()
 		wctx, wcancel := context.WithTimeout(ctx, e.cfg.RenewDeadline)
-		term, ok, err := e.store.Insert(wctx, e.cfg.Key, e.cfg.ID)
+		term, ok, err := e.calls.Insert(wctx, e.cfg.Key, e.cfg.ID)
 		wcancel()
 		if err != nil {
 			return r.unsettled("create", err)
@@ -667,7 +677,7 @@ func (r *run) follow(ctx context.Context) (cas.Decision, time.Time, error) {
 	case cas.Campaign:
 		sent := time.Now()
 		wctx, wcancel := context.WithTimeout(ctx, e.cfg.RenewDeadline)
-		term, ok, err := e.store.Elect(wctx, e.cfg.Key, e.cfg.ID, d.Version, e.cfg.LeaseDuration)
+		term, ok, err := e.calls.Elect(wctx, e.cfg.Key, e.cfg.ID, d.Version, e.cfg.LeaseDuration)
 		wcancel()
 		if err != nil {
 			return r.unsettled("elect", err)
@@ -746,6 +756,9 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 	e, m := r.e, r.m
 	token := m.Term()
 	e.trust.Set(token, m.Deadline())
+	e.hookStarted(token)
+	e.hookRenewed(token, m.Deadline())
+	e.publish(func(s *Status) { s.Leading, s.Token, s.Leader = true, token, e.cfg.ID })
 	e.log.Info("casleader: became leader", "term", token, "version", m.Version())
 	r.observeLeader(e.cfg.ID)
 	if n := e.cfg.Notifier; n != nil {
@@ -773,7 +786,7 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 		close(workDone)
 	}
 
-	w := &renewer{Store: e.store}
+	w := &renewer{Store: e.calls}
 	renewed := func(version int64, sent time.Time) time.Time {
 		// The machine's late-reply rule decides (a reply handled after the trust
 		// deadline never revives the term). The expiry timer may have cancelled the
@@ -787,7 +800,7 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 			return time.Time{}
 		}
 		w.ambiguous = false
-		e.trust.Set(token, m.Deadline())
+		e.trusted(token, m.Deadline())
 		expiry.Reset(time.Until(m.Deadline()))
 		last = sent
 		return m.Deadline()
@@ -819,7 +832,7 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 				d = cas.Decision{Action: cas.StepDown}
 				e.log.Warn("casleader: stepping down: the renew deadline passed while settling a renewal", "term", token)
 			} else {
-				e.trust.Set(token, m.Deadline())
+				e.trusted(token, m.Deadline())
 				expiry.Reset(time.Until(m.Deadline()))
 			}
 		case heartbeat.Failed:
@@ -832,6 +845,7 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 	// Stop acting before anything else is written.
 	e.trust.Clear()
 	lcancel()
+	e.publish(func(s *Status) { s.Leading, s.Token = false, 0 })
 	version, held := m.Resign()
 	drained := r.drain(workDone, token)
 	if !drained {
@@ -866,6 +880,7 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 		e.mu.Unlock()
 	}
 	e.log.Info("casleader: stopped leading", "term", token, "reason", d.Action.String())
+	e.hookStopped(token)
 	if f := e.cfg.OnStoppedLeading; f != nil {
 		r.stoppedLeading(f, token)
 	}
@@ -943,7 +958,7 @@ func (r *run) settle(ctx context.Context, ambiguous bool) cas.Decision {
 		}
 		rctx, cancel := context.WithDeadline(ctx, dl)
 		sent := time.Now()
-		rec, found, err := e.store.Observe(rctx, e.cfg.Key)
+		rec, found, err := e.calls.Observe(rctx, e.cfg.Key)
 		cancel()
 		if err == nil {
 			return m.SettledAt(rec, found, sent, time.Now())
@@ -1044,14 +1059,14 @@ func (r *run) release(ctx context.Context, token, version int64, to string) erro
 	// shows our term, try again from the version it shows.
 	for attempt := 0; attempt < 3; attempt++ {
 		if to == "" {
-			ok, err = e.store.Release(wctx, e.cfg.Key, e.cfg.ID, version)
+			ok, err = e.calls.Release(wctx, e.cfg.Key, e.cfg.ID, version)
 		} else {
-			newVersion, ok, err = e.store.Handover(wctx, e.cfg.Key, e.cfg.ID, version, to)
+			newVersion, ok, err = e.calls.Handover(wctx, e.cfg.Key, e.cfg.ID, version, to)
 		}
 		if ok && err == nil {
 			break
 		}
-		rec, found, rerr := e.store.Observe(wctx, e.cfg.Key)
+		rec, found, rerr := e.calls.Observe(wctx, e.cfg.Key)
 		if rerr != nil {
 			break
 		}
