@@ -42,11 +42,12 @@ type PreferredReport struct {
 // (SIGKILL: another candidate takes over when the lease expires) and starts it
 // again, restarts times; then it stops everything and checks the history like
 // [Cluster.Run] (beliefs never overlap, tokens never go back, a leader back
-// after each kill). By the rule each restart allows at most one term of the
-// preferred candidate and one of another per key (the takeover after the kill),
-// plus the first term of each: PreferredTerms and OtherTerms at most
-// (restarts + 1) per key. Each handover must come one lease or more after the
-// preferred candidate started.
+// after each kill). By the rule each start of the preferred candidate allows at
+// most one term of it per key, and each kill (and the start) at most one term of
+// another candidate per key plus one per priority level between that candidate
+// and the preferred one (a lower one hands over to a middle one that has been
+// live for a lease before the restarted preferred one has). Each handover to the
+// preferred candidate must come one lease or more after it started.
 func (c *Cluster) RunPreferred(ctx context.Context, restarts int) (Report, PreferredReport, error) {
 	cfg := c.cfg
 	var pr PreferredReport
