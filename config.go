@@ -116,8 +116,12 @@ type Config struct {
 	Observer bool
 
 	// Priority is this candidate's priority, recorded in the members view (see
-	// [Elector.Members]); higher is preferred. The election does not use it.
-	// Default 0.
+	// [Elector.Members]); higher is preferred. A leader hands its lease over to a
+	// live candidate of strictly higher priority once that candidate has been
+	// seen live for a full LeaseDuration, through the safe handover (see
+	// [github.com/casleader/casleader/cas.Preference] for the rule; README,
+	// "Preferred leader"). Equal priorities never hand over. It needs the members
+	// table (`casleader migrate`). Default 0.
 	Priority int
 
 	// Logger receives role changes (Info), step-downs and renewal failures (Warn) and

@@ -80,4 +80,15 @@
 // fail in a row before leadership is lost. Give the elector a small pool of its own:
 // renewals starved by the application's queries are the commonest cause of lost
 // leadership.
+//
+// # Preferred leader
+//
+// Config.Priority makes a candidate preferred: a leader hands its lease over to a
+// live candidate of strictly higher priority, through the same safe handover as
+// [Elector.HandoverTo], once that candidate's members row has been written live over
+// a full LeaseDuration (and at the earliest a lease after the leader's term began);
+// equal priorities never hand over, paused candidates and observers never receive
+// the lease, and each handover raises the leader's priority, so the lease never
+// flaps between candidates that stay up. The rule is [cas.Preference]'s, shared by
+// [Elector] and package group; the README's "Preferred leader" gives it in full.
 package casleader

@@ -28,12 +28,26 @@ func (e *Elector) startMembers(ctx context.Context) (stop func()) {
 			Snapshot: e.memberRow,
 			Keep:     func() bool { return e.cfg.KeepLeaseOnExit },
 			Logger:   e.log,
+			Priority: int64(e.cfg.Priority),
+			Leading:  e.leading,
+			Handover: func(_ string, term int64, to string) {
+				// Scoped to the term: ignored if it has ended meanwhile.
+				e.post(request{handoverTo: to, term: term, cooldown: e.cfg.LeaseDuration})
+			},
 		})
 	})
 	return func() {
 		cancel()
 		wg.Wait()
 	}
+}
+
+// leading returns the key with the term led now, for the preferred leader rule.
+func (e *Elector) leading() map[string]int64 {
+	if token := e.trust.Token(); token != 0 {
+		return map[string]int64{e.cfg.Key: token}
+	}
+	return nil
 }
 
 // memberRow is this candidate's row in the members table now.

@@ -3,6 +3,7 @@
 package casleadertest
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -283,15 +284,20 @@ func newChild(log *slog.Logger) (*child, func(), error) {
 			}})
 		}
 	}
+	priority, err := strconv.Atoi(cmp.Or(os.Getenv(envPriority), "0"))
+	if err != nil {
+		closeAll()
+		return nil, nil, fmt.Errorf("%s=%q: want a priority", envPriority, os.Getenv(envPriority))
+	}
 	if nkeys > 0 {
 		c.g, err = group.New(c.st, group.Config{
-			ID: c.id, Keys: c.keys,
+			ID: c.id, Keys: c.keys, Priority: priority,
 			LeaseDuration: lease, RenewDeadline: renew, HeartbeatInterval: beat, PollInterval: poll,
 			Logger: log,
 		})
 	} else {
 		c.el, err = casleader.New(c.st, casleader.Config{
-			Key: c.keys[0], ID: c.id,
+			Key: c.keys[0], ID: c.id, Priority: priority,
 			LeaseDuration: lease, RenewDeadline: renew, HeartbeatInterval: beat, PollInterval: poll,
 			Logger:           log,
 			OnStartedLeading: lead,

@@ -71,6 +71,10 @@ type ProcessConfig struct {
 	// side by side. Where time namespaces are not available, candidates run on the
 	// host's clocks and the report says so.
 	ClockOffsets bool
+	// Priorities, when not nil, are the priorities (Config.Priority) of the
+	// candidates in slots 0, 1, ...; a slot past the end has priority 0. See
+	// [Cluster.RunPreferred].
+	Priorities []int
 
 	// Lead, when set, is what each candidate runs while it leads instead of the
 	// suite's own fenced actions: the application's code, as in [Cluster.Lead],
@@ -299,7 +303,8 @@ func (c *ProcessCluster) Close() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for _, t := range []string{c.cfg.Table, c.actions} {
+	members, _ := schema.MembersTable(c.cfg.Table)
+	for _, t := range []string{c.cfg.Table, c.actions, members} {
 		_, _ = c.db.ExecContext(ctx, "DROP TABLE IF EXISTS "+c.quote(t))
 	}
 	c.db.Close()
@@ -351,6 +356,7 @@ func (c *ProcessCluster) start(slot int) error {
 		envID+"="+id,
 		envTimings+"="+strings.Join([]string{cfg.Lease.String(), cfg.Renew.String(), cfg.Heartbeat.String(), cfg.Poll.String()}, ","),
 		envIdle+"="+c.idleVariable(context.Background()),
+		envPriority+"="+strconv.Itoa(c.priority(slot)),
 	)
 	cmd.ExtraFiles = []*os.File{w}
 	p := &proc{id: id, slot: slot, dsn: sp.dsn, proxies: sp.proxies, cmd: cmd, stderr: &tail{max: 64 << 10}, exited: make(chan struct{})}

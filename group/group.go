@@ -134,8 +134,12 @@ type Config struct {
 	// keys (Leader). Default false.
 	Observer bool
 	// Priority is this candidate's priority, recorded in the members view (see
-	// [Group.Members]); higher is preferred. The election does not use it.
-	// Default 0.
+	// [Group.Members]); higher is preferred. For each key it leads, the group
+	// hands the lease over to a live candidate of the key with a strictly higher
+	// priority once that candidate has been seen live for a full LeaseDuration,
+	// through the safe handover, by the rule of casleader's Config.Priority
+	// ([cas.Preference]): one batched read of the members of the keys led per
+	// half lease. Default 0.
 	Priority int
 	// Notifier wakes followed keys as soon as their leader gives the lease up. Leave
 	// it nil to use the wake-ups built into the dialect stores (see
@@ -194,7 +198,7 @@ type Group struct {
 	keys map[string]*shared // every key of the group, for IsLeader and Token
 
 	reqMu   sync.Mutex
-	resigns []op             // terms whose handle asked to resign (key, token)
+	resigns []op             // terms to resign (key, token) or hand over (to)
 	ops     []op             // Add and Remove requests, in order
 	wakeup  map[string]int64 // keys woken by the Notifier, with the released version (0: unknown)
 	poke    chan struct{}
@@ -207,11 +211,13 @@ type Group struct {
 	skewLim                        retry.Limiter
 }
 
-// op is one key added (add) or removed, or a term of key to resign (token).
+// op is one key added (add) or removed, or a term of key to resign (token), or
+// to hand over to to.
 type op struct {
 	key   string
 	add   bool
 	token int64
+	to    string
 }
 
 // shared is the part of a key's state that IsLeader, Token and Leader read.
@@ -577,10 +583,14 @@ func (r *run) takeRequests(ctx context.Context) {
 	for _, o := range resigns {
 		// Scoped to its term: a term that has ended already is left alone.
 		if s := r.states[o.key]; s != nil && s.m.Role() == cas.Leader && s.m.Term() == o.token {
-			g.cfg.Logger.Info("casleader group: resigning: the term's handle asked", "key", o.key, "term", o.token)
+			if o.to != "" {
+				g.cfg.Logger.Info("casleader group: handing the key over: the preferred leader rule", "key", o.key, "term", o.token, "handover_to", o.to)
+			} else {
+				g.cfg.Logger.Info("casleader group: resigning: the term's handle asked", "key", o.key, "term", o.token)
+			}
 			if v, ok := s.m.Yield(now); ok {
 				r.stopLeading(s, false)
-				ends = append(ends, ending{s: s, token: o.token, version: v})
+				ends = append(ends, ending{s: s, token: o.token, version: v, to: o.to})
 			}
 		}
 	}

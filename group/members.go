@@ -31,12 +31,40 @@ func (g *Group) startMembers(ctx context.Context) (stop func()) {
 			Snapshot: g.memberRows,
 			Keep:     func() bool { return g.cfg.KeepLeaseOnExit },
 			Logger:   g.cfg.Logger,
+			Priority: int64(g.cfg.Priority),
+			Leading:  g.ledTerms,
+			Handover: g.handover,
 		})
 	})
 	return func() {
 		cancel()
 		wg.Wait()
 	}
+}
+
+// ledTerms returns the keys led now with their terms, for the preferred leader rule.
+func (g *Group) ledTerms() map[string]int64 {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	var out map[string]int64
+	for key, sh := range g.keys {
+		if token := sh.trust.Token(); token != 0 {
+			if out == nil {
+				out = map[string]int64{}
+			}
+			out[key] = token
+		}
+	}
+	return out
+}
+
+// handover asks Run to hand key, led in term, over to to (the preferred leader
+// rule); Run ignores it when that term has ended.
+func (g *Group) handover(key string, term int64, to string) {
+	g.reqMu.Lock()
+	g.resigns = append(g.resigns, op{key: key, token: term, to: to})
+	g.reqMu.Unlock()
+	g.signal()
 }
 
 // memberRows are the group's rows in the members table now, one per key.

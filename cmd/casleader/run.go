@@ -17,7 +17,8 @@ import (
 )
 
 const runUsage = `
-Usage: casleader run --key KEY [--id ID] [--lease D --renew D --heartbeat D --poll D]
+Usage: casleader run --key KEY [--id ID] [--priority N]
+                     [--lease D --renew D --heartbeat D --poll D]
                      [--grace D] [--exit-on-loss] [--listen ADDR] -- COMMAND [ARGS...]
 
 Takes part in the election KEY and runs COMMAND only while this instance leads, like
@@ -59,6 +60,15 @@ The child runs in its own process group (it cannot read from the terminal).
     when it is elected again, unless --exit-on-loss is given (exit code 4).
 Processes that leave the child's process group (setsid, daemons) are not tracked.
 
+Preferred leader (--priority N, default 0; higher is preferred): a leader hands the
+lease (and so the child) over to a live candidate of strictly higher priority once
+that candidate has been live for a full --lease, by the members table (created by
+'casleader migrate'; see 'casleader status --members'): the leader terminates its
+child first, then hands over with one compare-and-set, as 'casleader handover'
+does. Equal priorities never hand over, nor do paused candidates or observers
+receive the lease, and each handover goes to a higher priority, so the child never
+moves back and forth while the candidates stay up.
+
 At start, casleader checks the table: it exits 3 when the database cannot be reached
 or the table is missing (run 'casleader migrate'). Later outages are retried: the
 leader stops (and terminates the child) at the renew deadline, and campaigns again.
@@ -89,6 +99,7 @@ func cmdRun(a *app, args []string) error {
 	fs := a.flagSet("run", runUsage)
 	key := fs.String("key", "", "the election `KEY` (required)")
 	id := fs.String("id", "", "this candidate's `ID`, unique among the candidates (default hostname-pid-random)")
+	priority := fs.Int("priority", 0, "this candidate's priority `N`: a leader hands over to a live candidate of higher priority once it has been live for a full lease")
 	lease := fs.Duration("lease", casleader.DefaultLeaseDuration, "lease: followers take over this long after the leader's last renewal, by the database clock")
 	renew := fs.Duration("renew", casleader.DefaultRenewDeadline, "renew deadline: the leader stops (and terminates the child) this long after the send time of its last successful renewal")
 	heartbeat := fs.Duration("heartbeat", casleader.DefaultHeartbeatInterval, "time between two renewals by the leader")
@@ -137,6 +148,7 @@ func cmdRun(a *app, args []string) error {
 		RenewDeadline:     *renew,
 		HeartbeatInterval: *heartbeat,
 		PollInterval:      *poll,
+		Priority:          *priority,
 		Logger:            a.log,
 		OnStartedLeading:  r.lead,
 	}

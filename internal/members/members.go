@@ -1,6 +1,8 @@
 // Package members keeps a candidate's rows in the members table up to date: who
 // takes part in which election, in which role, and when it was last seen by the
-// database clock. It is a view for operators; no election decision reads it.
+// database clock. It is a view for operators, and the input of the preferred
+// leader rule ([cas.Preference]): a leader reads the members of the keys it leads
+// and hands a key over to a live candidate of higher priority.
 //
 // [Run] writes one batched upsert per period (half a lease) on its own goroutine,
 // each with its own timeout, and never touches the election table or the
@@ -18,6 +20,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/casleader/casleader/cas"
 	"github.com/casleader/casleader/internal/retry"
 	"github.com/casleader/casleader/store"
 )
@@ -33,6 +36,12 @@ type Store interface {
 // Reader is the part of a store that reads the members of a key.
 type Reader interface {
 	Members(ctx context.Context, key string, within time.Duration) ([]store.Member, error)
+}
+
+// ManyReader is the part of a store that reads the members of many keys in one
+// call, for the preferred leader rule.
+type ManyReader interface {
+	MembersOf(ctx context.Context, keys []string, within time.Duration) ([]store.Member, error)
 }
 
 // Window is how recently, by the database clock, a member must have written its
@@ -68,6 +77,20 @@ type Config struct {
 	Keep func() bool
 	// Logger receives the warnings.
 	Logger *slog.Logger
+
+	// Priority is the candidate's priority. With Leading and Handover set, a
+	// leader hands a key over to a live candidate of higher priority by the rule
+	// of [cas.Preference].
+	Priority int64
+	// Leading, when not nil, returns the keys that the candidate leads now, each
+	// with its term. After each write, Run reads the members of those keys (one
+	// batched read, when the store is a [ManyReader]) and feeds a
+	// [cas.Preference] per key. It is called on Run's goroutine and must not block.
+	Leading func() map[string]int64
+	// Handover carries out a decision of the rule: hand key, led in term, over to
+	// to through the safe handover (stop acting, drain, one compare-and-set),
+	// unless that term has ended. It must not block.
+	Handover func(key string, term int64, to string)
 }
 
 // Run writes the candidate's rows at once and then every period until ctx ends,
@@ -79,6 +102,7 @@ func Run(ctx context.Context, c Config) {
 		lim     retry.Limiter
 		written = map[string]bool{} // keys whose row this run may have written
 		n       int
+		prefs   = map[string]*cas.Preference{} // per key led
 	)
 	warn := func(msg string, err error) {
 		if ok, suppressed := lim.Allow(); ok {
@@ -126,6 +150,61 @@ func Run(ctx context.Context, c Config) {
 		if err != nil && ctx.Err() == nil {
 			warn("casleader: could not write this candidate's rows in the members table (the election goes on; run `casleader migrate` if the table is missing)", err)
 		}
+		if perr := prefer(ctx, c, prefs); perr != nil && ctx.Err() == nil {
+			warn("casleader: could not read the members table for the preferred leader (no handover until it can be read)", perr)
+		}
 		t.Reset(period)
 	}
+}
+
+// prefer reads the members of the keys led now and carries out the handovers that
+// the preferred leader rule decides ([cas.Preference], one per key led). The
+// preferences of keys no longer led are forgotten: a term tracks from its start.
+func prefer(ctx context.Context, c Config, prefs map[string]*cas.Preference) error {
+	if c.Leading == nil || c.Handover == nil {
+		return nil
+	}
+	r, ok := c.Store.(ManyReader)
+	if !ok {
+		return nil
+	}
+	led := c.Leading()
+	for k := range prefs {
+		if _, ok := led[k]; !ok {
+			delete(prefs, k)
+		}
+	}
+	if len(led) == 0 {
+		return nil
+	}
+	keys := make([]string, 0, len(led))
+	for k := range led {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	rctx, cancel := context.WithTimeout(ctx, Period(c.Lease))
+	defer cancel()
+	sent := time.Now()
+	ms, err := r.MembersOf(rctx, keys, cas.Fresh(c.Lease))
+	if err != nil {
+		// Reads further apart than a lease vouch for nothing: the preferences
+		// start again by themselves (cas.Preference).
+		return err
+	}
+	byKey := map[string][]store.Member{}
+	for _, m := range ms {
+		byKey[m.Key] = append(byKey[m.Key], m)
+	}
+	for _, k := range keys {
+		p := prefs[k]
+		if p == nil {
+			p = cas.NewPreference(c.ID, c.Priority, c.Lease)
+			prefs[k] = p
+		}
+		if to := p.Seen(byKey[k], sent, led[k]); to != "" {
+			c.Logger.Info("casleader: handing over to a live candidate of higher priority", "key", k, "id", c.ID, "term", led[k], "priority", c.Priority, "handover_to", to)
+			c.Handover(k, led[k], to)
+		}
+	}
+	return nil
 }

@@ -1,0 +1,134 @@
+package cas
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/casleader/casleader/store"
+)
+
+// live is a member of priority prio whose row was written age ago.
+func live(id string, prio int64, age time.Duration) store.Member {
+	return store.Member{Key: "k", ID: id, Role: store.RoleFollower, Priority: prio, Age: age}
+}
+
+func TestPreference(t *testing.T) {
+	t.Parallel()
+	paused := live("hi", 5, 0)
+	paused.Paused = true
+	observer := live("hi", 5, 0)
+	observer.Role = store.RoleObserver
+	type read struct {
+		ms   int // send time, ms after t0
+		term int64
+		seen []store.Member
+		want string
+	}
+	half := int(lease / time.Millisecond / 2)
+	steady := func(term int64, want string, ms ...store.Member) []read {
+		// Reads every half lease from t0: the third (a lease after the first) may decide.
+		return []read{{0, term, ms, ""}, {half, term, ms, ""}, {2 * half, term, ms, want}}
+	}
+	cases := map[string][]read{
+		"HandsOverAfterTheTargetWasSeenLiveForALease": steady(7, "hi", live("me", 1, 0), live("hi", 5, 10*time.Millisecond)),
+		"NotBeforeALease": {
+			{0, 7, []store.Member{live("hi", 5, 0)}, ""},
+			{2*half - 1, 7, []store.Member{live("hi", 5, 0)}, ""},
+			{2 * half, 7, []store.Member{live("hi", 5, 0)}, "hi"},
+		},
+		"EqualPriorityNeverTriggers": steady(7, "", live("peer", 1, 0)),
+		"LowerPriorityNeverTriggers": steady(7, "", live("low", 0, 0)),
+		"PausedIsNoTarget":           steady(7, "", paused),
+		"ObserverIsNoTarget":         steady(7, "", observer),
+		"OwnRowIsNoTarget":           steady(7, "", live("me", 9, 0)),
+		"StaleRowIsNoTarget":         steady(7, "", live("hi", 5, lease)),
+		"HighestPriorityWins":        steady(7, "top", live("hi", 5, 0), live("top", 6, 0)),
+		"TieGoesToTheLowestID":       steady(7, "a", live("b", 5, 0), live("a", 5, 0)),
+		"NotWhileNotLeading":         steady(0, "", live("hi", 5, 0)),
+		"TargetGoneAtTheLastReadMeansNone": {
+			{0, 7, []store.Member{live("hi", 5, 0)}, ""},
+			{half, 7, []store.Member{live("hi", 5, 0)}, ""},
+			{2 * half, 7, nil, ""},
+		},
+		"ABreakStartsTheLeaseAgain": {
+			{0, 7, []store.Member{live("hi", 5, 0)}, ""},
+			{half, 7, []store.Member{paused}, ""},
+			{2 * half, 7, []store.Member{live("hi", 5, 0)}, ""},
+			{3 * half, 7, []store.Member{live("hi", 5, 0)}, ""},
+			{4 * half, 7, []store.Member{live("hi", 5, 0)}, "hi"},
+		},
+		"ANewTermStartsTheLeaseAgain": {
+			{0, 7, []store.Member{live("hi", 5, 0)}, ""},
+			{half, 7, []store.Member{live("hi", 5, 0)}, ""},
+			{2 * half, 8, []store.Member{live("hi", 5, 0)}, ""},
+			{4 * half, 8, []store.Member{live("hi", 5, 0)}, "hi"},
+		},
+		"ReadsMoreThanALeaseApartVouchForNothing": {
+			{0, 7, []store.Member{live("hi", 5, 0)}, ""},
+			{2*half + 1, 7, []store.Member{live("hi", 5, 0)}, ""},
+			{4*half + 1, 7, []store.Member{live("hi", 5, 0)}, "hi"},
+		},
+		"DecidedOnceThenALeaseAgain": {
+			{0, 7, []store.Member{live("hi", 5, 0)}, ""},
+			{2 * half, 7, []store.Member{live("hi", 5, 0)}, "hi"},
+			{3 * half, 7, []store.Member{live("hi", 5, 0)}, ""},
+			{4 * half, 7, []store.Member{live("hi", 5, 0)}, "hi"},
+		},
+		"TheTargetsWritesMustSpanALease": {
+			// Its last write was at half a lease: it stopped writing (died) then.
+			{0, 7, []store.Member{live("hi", 5, 0)}, ""},
+			{half, 7, []store.Member{live("hi", 5, 0)}, ""},
+			{2 * half, 7, []store.Member{live("hi", 5, Fresh(lease)-time.Millisecond)}, ""},
+		},
+		"ARowJustFreshCounts": {
+			{0, 7, []store.Member{live("hi", 5, 0)}, ""},
+			{int(Fresh(lease)/time.Millisecond) - 1, 7, []store.Member{live("hi", 5, Fresh(lease)-time.Millisecond)}, ""},
+			{2*half + int(Fresh(lease)/time.Millisecond) - 1, 7, []store.Member{live("hi", 5, Fresh(lease)-time.Millisecond)}, "hi"},
+		},
+		"AQualifiedLowerTargetIsNotHeldBackByAnUnqualifiedHigherOne": {
+			{0, 7, []store.Member{live("mid", 3, 0)}, ""},
+			{half, 7, []store.Member{live("mid", 3, 0), live("top", 6, 0)}, ""},
+			{2 * half, 7, []store.Member{live("mid", 3, 0), live("top", 6, 0)}, "mid"},
+		},
+	}
+	for name, reads := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			p := NewPreference("me", 1, lease)
+			for i, r := range reads {
+				assert.Equal(t, r.want, p.Seen(r.seen, at(r.ms), r.term), "read %d at %d ms", i, r.ms)
+			}
+		})
+	}
+}
+
+// TestPreferenceNeverCycles plays two candidates of equal top priority and a low
+// one handing the lease among themselves by the rule, each new leader deciding
+// with its own Preference: the lease reaches a top candidate once and stays.
+func TestPreferenceNeverCycles(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		prio := map[string]int64{"low": 0, "a": 5, "b": 5}
+		prefs := map[string]*Preference{}
+		for id, p := range prio {
+			prefs[id] = NewPreference(id, p, lease)
+		}
+		leader, term, handovers := "low", int64(1), 0
+		for range 40 { // twenty leases, a read every half lease
+			time.Sleep(lease / 2)
+			var ms []store.Member
+			for id, p := range prio {
+				ms = append(ms, live(id, p, 0))
+			}
+			if to := prefs[leader].Seen(ms, time.Now(), term); to != "" {
+				leader, term = to, term+1
+				handovers++
+			}
+		}
+		assert.Equal(t, "a", leader)
+		assert.Equal(t, 1, handovers)
+	})
+}
