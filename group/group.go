@@ -165,7 +165,7 @@ type Config struct {
 // Stats are counters of a group's work since New.
 type Stats struct {
 	Leading         int           // keys led now
-	Statements      int64         // batched calls made (a MySQL write is two statements)
+	Statements      int64         // batched calls made (one per call, also when a MySQL write reads its rows back)
 	RenewBatches    int64         // RenewMany calls
 	RenewLatencyMax time.Duration // slowest RenewMany call
 	RenewLatencySum time.Duration // total time in RenewMany calls
