@@ -2,9 +2,13 @@
 // election design and with etcd's concurrency.Election, in one process run with the
 // same lease and heartbeat: crash failover, graceful handover, steady-state load, a
 // herd of 64 candidates and one process leading up to 10,000 keys (the last two for
-// casleader only).
+// casleader only). casleader alone also runs: scale (100,000 keys led by this process
+// and followed by a second process it starts, -scale-keys, -scale-for), electors
+// (10,000 single-key Electors over one pool, -electors) and, only when asked,
+// saturate (the election under pgbench on PostgreSQL and sysbench on MariaDB, which
+// must be installed and their databases initialised: see BENCHMARKS.md).
 //
-//	cd bench && go run . [-trials N] [-smoke] [-out DIR] [-only failover,handover,steady,herd,keys]
+//	cd bench && go run . [-trials N] [-smoke] [-out DIR] [-only failover,handover,steady,herd,keys,scale,electors,saturate]
 //
 // It prints markdown tables, and writes (by default into results/) DIR/results.jsonl (one JSON object per
 // measurement), DIR/summary.md, DIR/failover.svg and DIR/handover.svg. Databases

@@ -852,6 +852,11 @@ func (r *run) renew(ctx context.Context) error {
 			held = append(held, s)
 		}
 	}
+	// Earliest trust deadline first: when a round of renewals takes long (many keys,
+	// a busy database), each key is still renewed about once per round, in the order
+	// of its last renewal, instead of at a random place in each round (up to two
+	// rounds apart).
+	slices.SortStableFunc(held, func(a, b *state) int { return a.m.Deadline().Compare(b.m.Deadline()) })
 	var jobs []kvBatch
 	for _, b := range chunks(held, g.cfg.BatchSize) {
 		j := kvBatch{ss: b, kvs: make([]store.KeyVersion, len(b)), deadline: b[0].m.Deadline()}
