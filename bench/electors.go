@@ -53,6 +53,8 @@ func electors(ctx context.Context, sys *casSystem, n int, dur time.Duration) res
 		}
 		return k
 	}
+	r.Values["goroutines_per_elector"] = float64(runtime.NumGoroutine()-g0) / float64(n)
+	r.Values["heap_bytes_per_elector"] = float64(int64(heapNow())-int64(heap0)) / float64(n)
 	t0 := time.Now()
 	for leading() < n {
 		if time.Since(t0) > 3*time.Minute || ctx.Err() != nil {
@@ -62,8 +64,6 @@ func electors(ctx context.Context, sys *casSystem, n int, dur time.Duration) res
 		time.Sleep(50 * time.Millisecond)
 	}
 	r.Values["acquire_all_ms"] = ms(time.Since(t0))
-	r.Values["goroutines_per_elector"] = float64(runtime.NumGoroutine()-g0) / float64(n)
-	r.Values["heap_bytes_per_elector"] = float64(int64(heapNow())-int64(heap0)) / float64(n)
 	time.Sleep(time.Second)
 	before := count.snapshot()
 	cpu0, start := cpuTime(), time.Now()
