@@ -94,8 +94,9 @@ type Config struct {
 
 	// PollInterval is the longest time a follower waits between two reads of the row.
 	// Followers read when the observed lease can expire, or sooner when woken.
-	// Default 5 s; LeaseDuration when a Notifier is set (followers are woken on
-	// release, so each reads the row about once per lease).
+	// Default 5 s; LeaseDuration when you set Notifier (followers are woken on
+	// release, so each reads the row about once per lease). The store's built-in
+	// wake-ups leave the default at 5 s.
 	PollInterval time.Duration
 
 	// DrainTimeout bounds how long, after leadership ends, the elector waits for
@@ -146,14 +147,22 @@ type Config struct {
 	// return by then is logged at Error level and left running.
 	OnStoppedLeading func()
 
-	// Notifier, when not nil, wakes this follower as soon as a leader gives its lease
-	// up (resign, shutdown, handover), so that the next leader takes over within a
-	// few round trips instead of up to PollInterval. Package notify has one for
-	// PostgreSQL (LISTEN/NOTIFY) and one for MySQL/MariaDB (named locks). It is only
-	// a speed-up: followers still read the row when the observed lease can expire and
-	// at least every PollInterval, so a notifier that stops working (PgBouncer in
-	// transaction mode, a dropped connection) costs latency, never safety. With a
-	// notifier PollInterval defaults to LeaseDuration. Default nil.
+	// Notifier wakes this follower as soon as a leader gives its lease up (resign,
+	// shutdown, handover), so that the next leader takes over within a round trip
+	// instead of up to PollInterval. Leave it nil: the stores of packages
+	// store/postgres, store/mysql and store/sqlite have wake-ups built in (their
+	// Wakeups method), which [New] then uses and [Elector.Config] reports: LISTEN/
+	// NOTIFY on one connection taken from the pool (PostgreSQL), named locks on
+	// connections of the pool (MySQL/MariaDB), a watched file next to the database
+	// file (SQLite), and, on every dialect, electors on one store in one process wake
+	// each other directly. Set it only to listen another way: a postgres.Notifier on
+	// a DSN that reaches PostgreSQL directly when the pool goes through PgBouncer in
+	// transaction pooling mode (where LISTEN does not work), or a notify.MySQL on a
+	// pool of its own. A notifier for another table than the store's is an error
+	// (a [*ConfigError]). Wake-ups are only a speed-up: followers still read the
+	// row when the observed lease can expire and at least every PollInterval, so a
+	// wake-up path that stops working costs latency, never safety. When you set it,
+	// PollInterval defaults to LeaseDuration.
 	Notifier Notifier
 
 	// OnNewLeader is called when the observed leader changes, with its ID ("" when
@@ -162,6 +171,14 @@ type Config struct {
 	// the lease: a slow OnNewLeader delays later callbacks, not the election. Run
 	// waits for it at most DrainTimeout when it returns.
 	OnNewLeader func(id string)
+
+	// Hooks observe the elector from the inside: every store call it makes, the
+	// start and end of its terms, each extension of its trust, each change of the
+	// observed leader (see [Hooks]). They are called in order, synchronously, and
+	// must not block. Packages metrics and healthz give theirs (Metrics.Hooks,
+	// Checker.Hooks); add your own beside them. For a stream of status changes that
+	// may be read at any pace, see [Elector.Listen]. Default none.
+	Hooks []Hooks
 }
 
 // withDefaults returns c with zero values replaced by defaults.

@@ -62,6 +62,16 @@
 // single-row compare-and-set (InnoDB, PostgreSQL and SQLite do), its clock must not
 // step, and replicas that can be promoted must be synchronous.
 //
+// # Observation
+//
+// [Config.Hooks] observe the elector from the inside: every store call, the start
+// and end of each term, each extension of its trust, each change of the observed
+// leader. They run on the goroutine that renews the lease and must not block;
+// packages metrics and healthz are built on them, and the elector keeps the store
+// it is given, so [Elector.Guard] works whatever is plugged in. [Elector.Listen]
+// is the leadership stream for code that may be slow: the latest [Status], in
+// order, never delaying the elector.
+//
 // # Tuning
 //
 // HeartbeatInterval < RenewDeadline < LeaseDuration. The defaults (2 s, 10 s, 15 s)

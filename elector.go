@@ -14,6 +14,7 @@ import (
 	"github.com/casleader/casleader/detector"
 	"github.com/casleader/casleader/heartbeat"
 	"github.com/casleader/casleader/internal/retry"
+	"github.com/casleader/casleader/notify"
 	"github.com/casleader/casleader/store"
 	"github.com/casleader/casleader/term"
 )
@@ -30,13 +31,17 @@ type Store interface {
 	Handover(ctx context.Context, key, id string, version int64, to string) (term int64, ok bool, err error)
 }
 
-// Notifier is an optional wake-up path between the candidates of an election (see
-// [Config.Notifier]; package notify implements it). The elector calls its methods
-// from its own goroutine: they must not block.
+// Notifier is a wake-up path between the candidates of an election (see
+// [Config.Notifier]). The dialect stores have one built in (their Wakeups method,
+// a *[notify.Wakeups]), which [New] uses when Config.Notifier is nil. The elector
+// calls its methods from its own goroutine: they must not block.
 type Notifier interface {
 	// Subscribe arranges for wake to be called when the lease of key may have been
-	// given up, until unsubscribe is called. Wake-ups may be spurious or lost.
-	Subscribe(key string, wake func()) (unsubscribe func())
+	// given up, until unsubscribe is called, with the row version at which it was
+	// released (the follower then sends its election from that version at once,
+	// without reading the row), or 0 when that is not known (the follower reads
+	// the row). Wake-ups may be spurious, stale or lost.
+	Subscribe(key string, wake func(version int64)) (unsubscribe func())
 	// Observed is called with every row a follower reads.
 	Observed(key string, rec store.Record)
 	// Leading is called with true when this candidate starts leading key in the term
@@ -69,15 +74,18 @@ const releaseTimeout = 5 * time.Second
 // Elector runs one candidate in one election. Create it with [New], start it with
 // [Elector.Run]. Its methods are safe for concurrent use.
 type Elector struct {
-	cfg   Config
-	store Store
-	log   *slog.Logger
+	cfg    Config
+	store  Store // the store given to New: guards and the members view use it
+	calls  Store // the election's calls: store, observed when a hook wants them
+	log    *slog.Logger
+	stream // the leadership stream (Listen)
 
 	trust  cas.Trust // trust deadline and token, read by IsLeader and Token
 	leader atomic.Pointer[string]
 	skew   atomic.Int64 // ClockSkew, in nanoseconds
 
-	wake chan struct{} // wakes a sleeping follower (notifications)
+	wake     chan struct{} // wakes a sleeping follower (notifications)
+	released atomic.Int64  // the released version of the last wake-up that carried one
 
 	mu       sync.Mutex
 	running  bool
@@ -108,6 +116,11 @@ func New(st Store, cfg Config) (*Elector, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	n, err := wakeups(st, cfg.Notifier)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Notifier = n
 	e := &Elector{
 		cfg:   cfg,
 		store: st,
@@ -116,6 +129,12 @@ func New(st Store, cfg Config) (*Elector, error) {
 	}
 	empty := ""
 	e.leader.Store(&empty)
+	e.calls = e.electionStore()
+	for _, h := range cfg.Hooks {
+		if h.Attach != nil {
+			h.Attach(e)
+		}
+	}
 	return e, nil
 }
 
@@ -162,11 +181,31 @@ func (e *Elector) Leader() string { return *e.leader.Load() }
 
 // Wake makes a sleeping follower read the row now. Notification listeners call it
 // when a lease is released; it never blocks.
-func (e *Elector) Wake() {
+func (e *Elector) Wake() { e.wakeAt(0) }
+
+// wakeAt wakes a sleeping follower with the version at which the lease was
+// released (0: unknown, read the row).
+func (e *Elector) wakeAt(version int64) {
+	e.released.Store(version)
 	select {
 	case e.wake <- struct{}{}:
 	default:
 	}
+}
+
+// wakeups returns the notifier an elector on st uses: n when set (an error when it
+// serves another table than st), else the wake-ups built into st, if any.
+func wakeups(st Store, n Notifier) (Notifier, error) {
+	if n != nil {
+		if err := notify.SameTable(st, n); err != nil {
+			return nil, &ConfigError{Field: "Notifier", Rule: err.Error()}
+		}
+		return n, nil
+	}
+	if w := notify.Of(st); w != nil {
+		return w, nil
+	}
+	return nil, nil
 }
 
 // Pause stops campaigning: a paused candidate stays a follower and never takes over.
@@ -331,6 +370,8 @@ func (r *run) observeLeader(id string) {
 		return
 	}
 	e.leader.Store(&id)
+	e.hookLeader(id)
+	e.publish(func(s *Status) { s.Leader = id })
 	if id == "" {
 		e.log.Info("casleader: lease released")
 	} else {
@@ -449,8 +490,9 @@ func (e *Elector) Run(ctx context.Context) error {
 		r.m.Resume(e.cfg.ResumeTerm)
 	}
 	if n := e.cfg.Notifier; n != nil {
-		// Notifications only end a follower's sleep early (Elector.Wake).
-		defer n.Subscribe(e.cfg.Key, e.Wake)()
+		// Notifications end a follower's sleep early, and one that carries the
+		// released version may be elected from at once (cas.Machine.Woken).
+		defer n.Subscribe(e.cfg.Key, e.wakeAt)()
 	}
 	stopMembers := e.startMembers(ctx)
 	err := r.loop(ctx)
@@ -614,8 +656,15 @@ func (r *run) follow(ctx context.Context) (cas.Decision, time.Time, error) {
 	}
 	var d cas.Decision
 	var dup error
-	cfg := detector.Config{Key: e.cfg.Key, Poll: e.cfg.PollInterval, Timeout: e.cfg.RenewDeadline, Logger: e.log}
-	obs, err := detector.Watch(pctx, e.store, cfg, e.wake, func(o detector.Observation) (time.Duration, bool) {
+	cfg := detector.Config{Key: e.cfg.Key, Poll: e.cfg.PollInterval, Timeout: e.cfg.RenewDeadline, Logger: e.log,
+		Woken: func() bool {
+			if busy != nil || r.failures > 1 {
+				return false // read first: work still runs, or writes keep losing
+			}
+			d = r.m.Woken(e.released.Swap(0), part)
+			return d.Action == cas.Campaign
+		}}
+	obs, err := detector.Watch(pctx, e.calls, cfg, e.wake, func(o detector.Observation) (time.Duration, bool) {
 		if o.Found {
 			r.observeLeader(o.LeaderID)
 			if n := e.cfg.Notifier; n != nil {
@@ -657,7 +706,7 @@ func (r *run) follow(ctx context.Context) (cas.Decision, time.Time, error) {
 	case cas.Create:
 		sent := time.Now()
 		wctx, wcancel := context.WithTimeout(ctx, e.cfg.RenewDeadline)
-		term, ok, err := e.store.Insert(wctx, e.cfg.Key, e.cfg.ID)
+		term, ok, err := e.calls.Insert(wctx, e.cfg.Key, e.cfg.ID)
 		wcancel()
 		if err != nil {
 			return r.unsettled("create", err)
@@ -667,7 +716,7 @@ func (r *run) follow(ctx context.Context) (cas.Decision, time.Time, error) {
 	case cas.Campaign:
 		sent := time.Now()
 		wctx, wcancel := context.WithTimeout(ctx, e.cfg.RenewDeadline)
-		term, ok, err := e.store.Elect(wctx, e.cfg.Key, e.cfg.ID, d.Version, e.cfg.LeaseDuration)
+		term, ok, err := e.calls.Elect(wctx, e.cfg.Key, e.cfg.ID, d.Version, e.cfg.LeaseDuration)
 		wcancel()
 		if err != nil {
 			return r.unsettled("elect", err)
@@ -746,6 +795,9 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 	e, m := r.e, r.m
 	token := m.Term()
 	e.trust.Set(token, m.Deadline())
+	e.hookStarted(token)
+	e.hookRenewed(token, m.Deadline())
+	e.publish(func(s *Status) { s.Leading, s.Token, s.Leader = true, token, e.cfg.ID })
 	e.log.Info("casleader: became leader", "term", token, "version", m.Version())
 	r.observeLeader(e.cfg.ID)
 	if n := e.cfg.Notifier; n != nil {
@@ -773,7 +825,7 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 		close(workDone)
 	}
 
-	w := &renewer{Store: e.store}
+	w := &renewer{Store: e.calls}
 	renewed := func(version int64, sent time.Time) time.Time {
 		// The machine's late-reply rule decides (a reply handled after the trust
 		// deadline never revives the term). The expiry timer may have cancelled the
@@ -787,7 +839,7 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 			return time.Time{}
 		}
 		w.ambiguous = false
-		e.trust.Set(token, m.Deadline())
+		e.trusted(token, m.Deadline())
 		expiry.Reset(time.Until(m.Deadline()))
 		last = sent
 		return m.Deadline()
@@ -819,7 +871,7 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 				d = cas.Decision{Action: cas.StepDown}
 				e.log.Warn("casleader: stepping down: the renew deadline passed while settling a renewal", "term", token)
 			} else {
-				e.trust.Set(token, m.Deadline())
+				e.trusted(token, m.Deadline())
 				expiry.Reset(time.Until(m.Deadline()))
 			}
 		case heartbeat.Failed:
@@ -832,6 +884,7 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 	// Stop acting before anything else is written.
 	e.trust.Clear()
 	lcancel()
+	e.publish(func(s *Status) { s.Leading, s.Token = false, 0 })
 	version, held := m.Resign()
 	drained := r.drain(workDone, token)
 	if !drained {
@@ -866,6 +919,7 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 		e.mu.Unlock()
 	}
 	e.log.Info("casleader: stopped leading", "term", token, "reason", d.Action.String())
+	e.hookStopped(token)
 	if f := e.cfg.OnStoppedLeading; f != nil {
 		r.stoppedLeading(f, token)
 	}
@@ -943,7 +997,7 @@ func (r *run) settle(ctx context.Context, ambiguous bool) cas.Decision {
 		}
 		rctx, cancel := context.WithDeadline(ctx, dl)
 		sent := time.Now()
-		rec, found, err := e.store.Observe(rctx, e.cfg.Key)
+		rec, found, err := e.calls.Observe(rctx, e.cfg.Key)
 		cancel()
 		if err == nil {
 			return m.SettledAt(rec, found, sent, time.Now())
@@ -1044,14 +1098,14 @@ func (r *run) release(ctx context.Context, token, version int64, to string) erro
 	// shows our term, try again from the version it shows.
 	for attempt := 0; attempt < 3; attempt++ {
 		if to == "" {
-			ok, err = e.store.Release(wctx, e.cfg.Key, e.cfg.ID, version)
+			ok, err = e.calls.Release(wctx, e.cfg.Key, e.cfg.ID, version)
 		} else {
-			newVersion, ok, err = e.store.Handover(wctx, e.cfg.Key, e.cfg.ID, version, to)
+			newVersion, ok, err = e.calls.Handover(wctx, e.cfg.Key, e.cfg.ID, version, to)
 		}
 		if ok && err == nil {
 			break
 		}
-		rec, found, rerr := e.store.Observe(wctx, e.cfg.Key)
+		rec, found, rerr := e.calls.Observe(wctx, e.cfg.Key)
 		if rerr != nil {
 			break
 		}

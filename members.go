@@ -70,8 +70,8 @@ func (e *Elector) Members(ctx context.Context) ([]store.Member, error) {
 	return ms, nil
 }
 
-// optional returns st, or the first store it wraps (through Unwrap() Store, as the
-// metrics decorator has), that implements T.
+// optional returns st, or the first store it wraps (through Unwrap() Store, as a
+// user's decorator may have), that implements T.
 func optional[T any](st Store) (T, bool) {
 	for range 16 { // a bound, should wrappers form a cycle
 		if t, ok := st.(T); ok {

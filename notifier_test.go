@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casleader/casleader"
-	"github.com/casleader/casleader/internal/memstore"
 	"github.com/casleader/casleader/store"
+	"github.com/casleader/casleader/store/memstore"
 )
 
 // fakeNotifier records the elector's calls and lets a test wake its subscribers, like
@@ -22,7 +22,7 @@ type fakeNotifier struct {
 	st     *memstore.Store
 	mu     sync.Mutex
 	events []string
-	subs   map[string]func()
+	subs   map[string]func(int64)
 }
 
 var _ casleader.Notifier = (*fakeNotifier)(nil)
@@ -33,10 +33,10 @@ func (f *fakeNotifier) log(format string, args ...any) {
 	f.mu.Unlock()
 }
 
-func (f *fakeNotifier) Subscribe(key string, wake func()) func() {
+func (f *fakeNotifier) Subscribe(key string, wake func(int64)) func() {
 	f.mu.Lock()
 	if f.subs == nil {
-		f.subs = map[string]func(){}
+		f.subs = map[string]func(int64){}
 	}
 	f.subs[key] = wake
 	f.mu.Unlock()
@@ -65,7 +65,7 @@ func (f *fakeNotifier) wake(key string) {
 	w := f.subs[key]
 	f.mu.Unlock()
 	if w != nil {
-		w()
+		w(0)
 	}
 }
 

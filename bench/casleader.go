@@ -37,7 +37,7 @@ func randName(prefix string) string {
 // casOptions choose how casleader candidates connect.
 type casOptions struct {
 	dialect  string // "mariadb", "postgres", "pgbouncer", "sqlite"
-	notifier bool   // wake followers on release (PostgreSQL LISTEN/NOTIFY, MySQL named locks)
+	notifier bool   // wake followers on release: the store's wake-ups (LISTEN/NOTIFY, named locks, the SQLite wake-up file)
 	shared   bool   // all candidates share one pool (8 connections) instead of one each
 	conns    int    // connections per candidate's own pool (default 4)
 }
@@ -180,35 +180,15 @@ func (s *casSystem) Start(ctx context.Context, key, id string) (candidate, error
 	c.cancel = cancel
 	var runs []func(context.Context) error
 	if s.opt.notifier {
-		switch s.opt.dialect {
-		case "mariadb":
-			db, err := mysql.Open(s.dsn.MySQL)
-			if err != nil {
-				cancel()
-				return nil, err
-			}
-			db.SetMaxOpenConns(4)
-			closers = append(closers, func() { db.Close() })
-			n, err := notify.NewMySQL(notify.MySQLConfig{DB: db, Table: s.table, Logger: cfg.Logger})
-			if err != nil {
-				cancel()
-				return nil, err
-			}
-			cfg.Notifier = n
-			runs = append(runs, n.Run)
-		case "postgres", "pgbouncer":
-			dsn := s.dsn.Postgres
-			if s.opt.dialect == "pgbouncer" {
-				dsn = s.dsn.PgBouncer // the self-test fails: polling fallback
-			}
-			n, err := postgres.NewNotifier(postgres.NotifierConfig{DSN: dsn, Table: s.table, SelfTestTimeout: 500 * time.Millisecond, Logger: cfg.Logger})
-			if err != nil {
-				cancel()
-				return nil, err
-			}
-			cfg.Notifier = n
-			runs = append(runs, n.Run)
+		// The recorder hides the store's own wake-ups from casleader.New: hand
+		// them over explicitly (through PgBouncer in transaction mode their
+		// self-test fails and followers poll).
+		w, ok := st.(interface{ Wakeups() *notify.Wakeups })
+		if !ok {
+			cancel()
+			return nil, fmt.Errorf("the %s store has no wake-ups", s.opt.dialect)
 		}
+		cfg.Notifier = w.Wakeups()
 	}
 	el, err := casleader.New(c.rec, cfg)
 	if err != nil {
@@ -247,7 +227,15 @@ type casCandidate struct {
 	once   sync.Once
 }
 
-func (c *casCandidate) ID() string     { return c.id }
+func (c *casCandidate) ID() string { return c.id }
+
+// Ready reports whether the candidate's wake-ups, if any, listen.
+func (c *casCandidate) Ready() bool {
+	if w, ok := c.el.Config().Notifier.(*notify.Wakeups); ok {
+		return w.Listening()
+	}
+	return true
+}
 func (c *casCandidate) IsLeader() bool { return c.el.IsLeader() }
 func (c *casCandidate) Marks() marks   { return c.marks.get() }
 

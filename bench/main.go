@@ -55,7 +55,16 @@ func main() {
 	electorsFor := flag.Duration("electors-for", time.Minute, "measuring window of the electors run")
 	followJSON := flag.String("follow", "", "internal: run as the follower process of the scale run")
 	verbose := flag.String("v", "", "log the casleader candidates at this level (debug, info, warn)")
+	child := flag.Bool("child", false, "run as a SQLite candidate process of another run (internal)")
+	childDB := flag.String("child-db", "", "with -child: the SQLite database file")
+	childTable := flag.String("child-table", "", "with -child: the election table")
+	childKey := flag.String("child-key", "", "with -child: the election key")
+	childID := flag.String("child-id", "", "with -child: the candidate ID")
 	flag.Parse()
+	if *child {
+		childMain(*childDB, *childTable, *childKey, *childID, benchTiming())
+		return
+	}
 	if *verbose != "" {
 		var lvl slog.Level
 		check(lvl.UnmarshalText([]byte(*verbose)))
@@ -99,7 +108,7 @@ func main() {
 	// being 1.5 s), heartbeat 500 ms (etcd's keep-alive is TTL/3 and not configurable
 	// through concurrency.Session), casleader's renew deadline 1.4 s, and follower
 	// poll interval = lease (followers read once per lease unless woken).
-	t := timing{Lease: 2 * time.Second, Renew: 1400 * time.Millisecond, Heartbeat: 500 * time.Millisecond, Poll: 2 * time.Second}
+	t := benchTiming()
 	want := map[string]bool{}
 	for _, s := range strings.Split(*only, ",") {
 		want[strings.TrimSpace(s)] = true
@@ -138,7 +147,8 @@ func main() {
 	latencySystems := []mk{
 		cas("casleader/PostgreSQL+notify", casOptions{dialect: "postgres", notifier: true}),
 		cas("casleader/MariaDB+notify", casOptions{dialect: "mariadb", notifier: true}),
-		cas("casleader/SQLite", casOptions{dialect: "sqlite"}),
+		cas("casleader/SQLite+wake (one process, a pool each)", casOptions{dialect: "sqlite", notifier: true}),
+		{"casleader/SQLite+wake (a process each)", func() (system, error) { return newProcSystem("casleader/SQLite+wake (a process each)", d.SQLiteDir) }},
 		cas("casleader/MariaDB (polling)", casOptions{dialect: "mariadb"}),
 	}
 	if d.PgBouncer != "" {
@@ -164,6 +174,9 @@ func main() {
 		for _, m := range latencySystems {
 			if strings.Contains(m.name, "polling") || strings.Contains(m.name, "PgBouncer") {
 				continue // notifications play no part in a crash
+			}
+			if strings.Contains(m.name, "a process each") {
+				continue // a killed child cannot report its last renewal
 			}
 			run(m, func(sys system) {
 				for i := 0; i < *trials && ctx.Err() == nil; i++ {
@@ -353,4 +366,9 @@ func check(err error) {
 	if err != nil {
 		log.Fatal(err)
 	}
+}
+
+// benchTiming is the one setting for everybody (see main).
+func benchTiming() timing {
+	return timing{Lease: 2 * time.Second, Renew: 1400 * time.Millisecond, Heartbeat: 500 * time.Millisecond, Poll: 2 * time.Second}
 }

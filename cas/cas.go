@@ -313,6 +313,26 @@ func (m *Machine) Observed(rec store.Record, found bool, sent time.Time, p Parti
 	return Decision{Action: Wait, Wait: left}
 }
 
+// Woken handles a wake-up that announces the lease as released at row version
+// version (0: a wake-up that carries no version, such as a handover or a file
+// change), for a candidate taking part as p. A follower that campaigns, has no
+// election of its own to settle, and has not seen the row at that version or later
+// campaigns from it at once, without reading the row first (Campaign): the election
+// statement itself requires the row to be at that version and its lease released or
+// expired by the database clock, so a wake-up that is stale, forged or overtaken by
+// another write costs a lost compare-and-set, never safety (docs/SAFETY.md). Anything
+// else asks for a read (Wait with no wait): a leader, a candidate cooling down,
+// paused or observing, an unsettled election of ours (the read may show it won), a
+// version already seen.
+func (m *Machine) Woken(version int64, p Participation) Decision {
+	if m.role != Follower || p != Campaigning || m.unsettled || version <= m.version {
+		return Decision{Action: Wait}
+	}
+	m.role = Candidate
+	m.version, m.from = version, version
+	return Decision{Action: Campaign, Version: version}
+}
+
 // remaining returns how long the lease of rec, read at sent, may still be live, 0
 // when it is released or has certainly expired: the lease has run for at least its
 // age minus the freshest age read of its term (skew.go), which must reach L. On one

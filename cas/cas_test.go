@@ -889,3 +889,81 @@ func TestForeignSightingIsReportedOncePerTerm(t *testing.T) {
 	assert.Zero(t, m2.ForeignSighting(expired), "an expired lease is not reported")
 	assert.Zero(t, New("me", lease, renew).ForeignSighting(row(won, "other", won, fresh)), "no foreign term")
 }
+
+func TestWoken(t *testing.T) {
+	live := row(10, "other", 9, 0)
+	for _, tc := range []struct {
+		name    string
+		machine func(t *testing.T) *Machine
+		version int64
+		p       Participation
+		want    Decision
+	}{
+		{"ReleaseAboveTheVersionSeenIsElectedFromAtOnce", following(live), 11, Campaigning, Decision{Action: Campaign, Version: 11}},
+		{"FirstWakeUpBeforeAnyReadIsElectedFrom", func(*testing.T) *Machine { return New("me", lease, renew) }, 11, Campaigning, Decision{Action: Campaign, Version: 11}},
+		{"WakeUpWithoutAVersionAsksForARead", following(live), 0, Campaigning, Decision{Action: Wait}},
+		{"ReleaseOfAVersionAlreadySeenAsksForARead", following(live), 10, Campaigning, Decision{Action: Wait}},
+		{"StaleReleaseAsksForARead", following(live), 7, Campaigning, Decision{Action: Wait}},
+		{"CoolingDownCandidateReads", following(live), 11, CoolingDown, Decision{Action: Wait}},
+		{"PausedCandidateReads", following(live), 11, Abstaining, Decision{Action: Wait}},
+		{"ObserverReads", following(live), 11, Observing, Decision{Action: Wait}},
+		{"LeaderIgnoresIt", leading, won + 1, Campaigning, Decision{Action: Wait}},
+		{"UnsettledElectionIsSettledByARead", func(t *testing.T) *Machine {
+			m := following(row(10, "", 9, 0))(t)
+			m.Unsettled()
+			return m
+		}, 11, Campaigning, Decision{Action: Wait}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := tc.machine(t)
+			role, version := m.Role(), m.Version()
+			d := m.Woken(tc.version, tc.p)
+			assert.Equal(t, tc.want, d)
+			if d.Action == Campaign {
+				assert.Equal(t, Candidate, m.Role())
+				assert.Equal(t, tc.version, m.Version())
+				return
+			}
+			assert.Equal(t, role, m.Role(), "a read is asked for: the role is unchanged")
+			assert.Equal(t, version, m.Version())
+		})
+	}
+}
+
+func TestWokenElectionIsSettledLikeAnyOther(t *testing.T) {
+	// Won: the term is led from the write's send time.
+	m := following(row(10, "other", 9, 0))(t)
+	require.Equal(t, Decision{Action: Campaign, Version: 11}, m.Woken(11, Campaigning))
+	assert.Equal(t, Decision{Action: Lead, Version: won}, m.Elected(won, true, at(5)))
+	assert.Equal(t, at(605), m.Deadline())
+
+	// Lost (another follower won the race, or the notification was stale): back to
+	// following, and the next read decides.
+	m = following(row(10, "other", 9, 0))(t)
+	m.Woken(11, Campaigning)
+	assert.Equal(t, Decision{Action: Wait}, m.Elected(0, false, at(5)))
+	assert.Equal(t, Follower, m.Role())
+	d := m.Observed(row(12, "rival", 12, 0), true, at(6), Campaigning)
+	assert.Equal(t, Wait, d.Action)
+
+	// A won reply without a term above the woken version is not led.
+	m = following(row(10, "other", 9, 0))(t)
+	m.Woken(11, Campaigning)
+	d = m.Elected(11, true, at(5))
+	assert.ErrorIs(t, d.Err, ErrNoNewTerm)
+	assert.Zero(t, m.Term())
+}
+
+// following returns a machine that has read rec at t0 while campaigning.
+func following(rec store.Record) func(t *testing.T) *Machine {
+	return func(t *testing.T) *Machine {
+		t.Helper()
+		m := New("me", lease, renew)
+		d := m.Observed(rec, true, at(0), Campaigning)
+		require.NotEqual(t, Lead, d.Action)
+		if d.Action == Campaign {
+			m.Elected(0, false, at(0)) // lost: a follower again
+		}
+		return m
+	}
+}

@@ -32,6 +32,10 @@ type Config struct {
 	// Logger receives the watch's lines, which carry no key of their own: the
 	// caller's logger names it (the elector's has key and id). nil means discard.
 	Logger *slog.Logger
+	// Woken, when not nil, is called when a value on wake ends a sleep; if it
+	// returns true, Watch returns at once an Observation with Woken set, without
+	// reading the row (the caller acts on what the wake-up told it).
+	Woken func() bool
 }
 
 // Observation is one read of the row.
@@ -39,6 +43,9 @@ type Observation struct {
 	store.Record
 	Found bool      // false when the row does not exist
 	Sent  time.Time // when the read was sent (monotonic)
+	// Woken: no read was made; Config.Woken ended the watch. The other fields are
+	// zero.
+	Woken bool
 }
 
 // Watch reads the row until decide says stop, and returns that observation. decide
@@ -95,6 +102,9 @@ func Watch(ctx context.Context, r Reader, cfg Config, wake <-chan struct{},
 		case <-timer.C:
 		case <-wake:
 			timer.Stop() // since Go 1.23 no stale tick can be received after Stop
+			if cfg.Woken != nil && cfg.Woken() {
+				return Observation{Woken: true}, nil
+			}
 		}
 	}
 }

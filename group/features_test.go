@@ -10,9 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casleader/casleader/group"
-	"github.com/casleader/casleader/internal/memstore"
+	"github.com/casleader/casleader/internal/testdb"
 	"github.com/casleader/casleader/notify"
 	"github.com/casleader/casleader/store"
+	"github.com/casleader/casleader/store/memstore"
 	"github.com/casleader/casleader/store/postgres"
 )
 
@@ -25,13 +26,13 @@ var (
 // as the release statement's notification does on PostgreSQL.
 type hub struct {
 	mu      sync.Mutex
-	wake    map[string][]func()
+	wake    map[string][]func(int64)
 	leading map[string]bool
 }
 
-func newHub() *hub { return &hub{wake: map[string][]func(){}, leading: map[string]bool{}} }
+func newHub() *hub { return &hub{wake: map[string][]func(int64){}, leading: map[string]bool{}} }
 
-func (h *hub) Subscribe(key string, wake func()) func() {
+func (h *hub) Subscribe(key string, wake func(int64)) func() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.wake[key] = append(h.wake[key], wake)
@@ -47,7 +48,7 @@ func (h *hub) Leading(key string, _ int64, leading bool) {
 	h.mu.Unlock()
 	if !leading {
 		for _, w := range wake {
-			w()
+			w(0)
 		}
 	}
 }
@@ -123,4 +124,50 @@ func TestObserverNeverCampaignsAndReportsLeaders(t *testing.T) {
 		assert.Empty(t, o.Leader(ks[0]))
 		stopO()
 	})
+}
+
+func TestStoreWakeupsWakeFollowedKeysOnRelease(t *testing.T) {
+	// Two groups on separate pools, as in two processes; b would read its keys only
+	// every minute. a's exit releases them, and the release wakes b (LISTEN/NOTIFY,
+	// with the released versions).
+	table := testdb.Name(t)
+	open := func() *postgres.Store {
+		s, err := postgres.New(testdb.Postgres(t), table)
+		require.NoError(t, err)
+		return s
+	}
+	sa, sb := open(), open()
+	require.NoError(t, sa.CreateTable(t.Context()))
+	ks := keys(5)
+	slow := func(c *group.Config) {
+		c.LeaseDuration, c.RenewDeadline, c.HeartbeatInterval, c.PollInterval = time.Minute, 40*time.Second, 200*time.Millisecond, time.Minute
+	}
+	a := newGroup(t, sa, "a", ks, slow)
+	stopA := running(t, a)
+	require.Eventually(t, func() bool { return count(a, ks) == len(ks) }, 10*time.Second, time.Millisecond)
+	b := newGroup(t, sb, "b", ks, slow)
+	stopB := running(t, b)
+	defer stopB()
+	require.Eventually(t, func() bool {
+		for _, k := range ks {
+			if b.Leader(k) != "a" {
+				return false
+			}
+		}
+		return sb.Wakeups().Listening()
+	}, 10*time.Second, time.Millisecond, "b follows every key and listens")
+	stopA()
+	require.Eventually(t, func() bool { return count(b, ks) == len(ks) }, 10*time.Second, time.Millisecond,
+		"b takes every key over long before its next read, a minute away")
+}
+
+func TestNotifierForAnotherTableIsInvalid(t *testing.T) {
+	table := testdb.Name(t)
+	st, err := postgres.New(testdb.Postgres(t), table)
+	require.NoError(t, err)
+	n, err := postgres.NewNotifier(postgres.NotifierConfig{DSN: testdb.PostgresDSN(t), Table: table + "_x"})
+	require.NoError(t, err)
+	_, err = group.New(st, group.Config{ID: "a", Notifier: n})
+	require.ErrorIs(t, err, group.ErrInvalidConfig)
+	assert.Contains(t, err.Error(), table+"_x")
 }

@@ -59,6 +59,7 @@ import (
 
 	"github.com/casleader/casleader/cas"
 	"github.com/casleader/casleader/internal/retry"
+	"github.com/casleader/casleader/notify"
 	"github.com/casleader/casleader/store"
 	"github.com/casleader/casleader/term"
 )
@@ -77,13 +78,16 @@ type Store interface {
 }
 
 // Notifier wakes followers when a lease may have been given up. It has the methods
-// of casleader.Notifier, so the notifiers of package notify serve a group too; it is
-// only a speed-up: followed keys are still read when their lease can expire and at
-// least every PollInterval.
+// of casleader.Notifier, so the same notifiers serve a group too (the dialect
+// stores' built-in wake-ups, which [New] uses when Config.Notifier is nil, and
+// those of package notify and store/postgres); it is only a speed-up: followed keys
+// are still read when their lease can expire and at least every PollInterval.
 type Notifier interface {
 	// Subscribe arranges for wake to be called when the lease of key may have been
-	// given up, until unsubscribe is called.
-	Subscribe(key string, wake func()) (unsubscribe func())
+	// given up, until unsubscribe is called, with the row version at which it was
+	// released (the key's election is then sent from it without a read first), or
+	// 0 when that is not known (the key is read).
+	Subscribe(key string, wake func(version int64)) (unsubscribe func())
 	// Observed is called with every row of a followed key that the group reads.
 	Observed(key string, rec store.Record)
 	// Leading is called with true when the group starts leading key in the term
@@ -133,10 +137,13 @@ type Config struct {
 	// [Group.Members]); higher is preferred. The election does not use it.
 	// Default 0.
 	Priority int
-	// Notifier, when not nil, wakes followed keys as soon as their leader gives the
-	// lease up. postgres.Notifier listens on one connection whatever the number of
-	// keys; notify.MySQL takes a connection per followed key, so it suits groups
-	// of a few keys only. Default nil.
+	// Notifier wakes followed keys as soon as their leader gives the lease up. Leave
+	// it nil to use the wake-ups built into the dialect stores (see
+	// casleader.Config.Notifier): PostgreSQL listens on one connection whatever the
+	// number of keys; MySQL/MariaDB waits on a named lock per followed key, on
+	// connections of the store's pool (at most half of it: the other keys are
+	// woken by their reads); SQLite watches a file. A notifier for another table
+	// than the store's is an error. Default: the store's wake-ups.
 	Notifier Notifier
 	// OnChange is called from Run's goroutine when this candidate starts (leading
 	// true, with the term's fencing token) or stops leading key. It must return
@@ -187,9 +194,9 @@ type Group struct {
 	keys map[string]*shared // every key of the group, for IsLeader and Token
 
 	reqMu   sync.Mutex
-	resigns []op            // terms whose handle asked to resign (key, token)
-	ops     []op            // Add and Remove requests, in order
-	wakeup  map[string]bool // keys woken by the Notifier
+	resigns []op             // terms whose handle asked to resign (key, token)
+	ops     []op             // Add and Remove requests, in order
+	wakeup  map[string]int64 // keys woken by the Notifier, with the released version (0: unknown)
 	poke    chan struct{}
 	paused  atomic.Bool
 
@@ -279,11 +286,31 @@ func New(st Store, cfg Config) (*Group, error) {
 	case cfg.Parallel < 1:
 		return nil, bad("Parallel (%d) must be positive", cfg.Parallel)
 	}
-	g := &Group{cfg: cfg, st: st, keys: map[string]*shared{}, wakeup: map[string]bool{}, poke: make(chan struct{}, 1)}
+	g := &Group{cfg: cfg, st: st, keys: map[string]*shared{}, wakeup: map[string]int64{}, poke: make(chan struct{}, 1)}
 	if err := g.Add(cfg.Keys...); err != nil {
 		return nil, fmt.Errorf("%w: Keys: %w", ErrInvalidConfig, err)
 	}
+	n, err := wakeups(st, cfg.Notifier)
+	if err != nil {
+		return nil, err
+	}
+	g.cfg.Notifier = n
 	return g, nil
+}
+
+// wakeups returns the notifier a group on st uses: n when set (an error when it
+// serves another table than st), else the wake-ups built into st, if any.
+func wakeups(st Store, n Notifier) (Notifier, error) {
+	if n != nil {
+		if err := notify.SameTable(st, n); err != nil {
+			return nil, fmt.Errorf("%w: Notifier %w", ErrInvalidConfig, err)
+		}
+		return n, nil
+	}
+	if w := notify.Of(st); w != nil {
+		return w, nil
+	}
+	return nil, nil
 }
 
 // ID returns the candidate's ID.
@@ -423,8 +450,16 @@ func (g *Group) Resume() {
 func (g *Group) Wake(keys ...string) {
 	g.reqMu.Lock()
 	for _, k := range keys {
-		g.wakeup[k] = true
+		g.wakeup[k] = 0
 	}
+	g.reqMu.Unlock()
+	g.signal()
+}
+
+// wakeAt wakes key with the version at which its lease was released (0: unknown).
+func (g *Group) wakeAt(key string, version int64) {
+	g.reqMu.Lock()
+	g.wakeup[key] = version
 	g.reqMu.Unlock()
 	g.signal()
 }
@@ -501,6 +536,7 @@ type run struct {
 	states   map[string]*state
 	draining []draining     // ends of terms whose work has not returned yet
 	work     sync.WaitGroup // OnStartedLeading goroutines
+	woken    []*state       // keys to elect from the version their wake-up carried (Candidate)
 }
 
 // noteSkew publishes the clock skew shown by one batched read, and warns when it is
@@ -534,7 +570,7 @@ func (r *run) takeRequests(ctx context.Context) {
 	g := r.g
 	g.reqMu.Lock()
 	ops, woken, resigns := g.ops, g.wakeup, g.resigns
-	g.ops, g.wakeup, g.resigns = nil, map[string]bool{}, nil
+	g.ops, g.wakeup, g.resigns = nil, map[string]int64{}, nil
 	g.reqMu.Unlock()
 	now := time.Now()
 	var ends []ending
@@ -562,7 +598,7 @@ func (r *run) takeRequests(ctx context.Context) {
 			g.mu.Unlock()
 			s = &state{key: k, sh: sh, m: cas.New(g.cfg.ID, g.cfg.LeaseDuration, g.cfg.RenewDeadline), nextLook: now}
 			if n := g.cfg.Notifier; n != nil {
-				s.unsubscribe = n.Subscribe(k, func() { g.Wake(k) })
+				s.unsubscribe = n.Subscribe(k, func(v int64) { g.wakeAt(k, v) })
 			}
 			r.states[k] = s
 		case !o.add && s != nil:
@@ -580,10 +616,18 @@ func (r *run) takeRequests(ctx context.Context) {
 			}
 		}
 	}
-	for k := range woken {
-		if s := r.states[k]; s != nil && s.m.Role() != cas.Leader {
-			s.nextLook = now
+	for k, v := range woken {
+		s := r.states[k]
+		if s == nil || s.m.Role() != cas.Follower {
+			continue
 		}
+		// A release that carries its version is elected from at once (the
+		// machine decides); anything else is read now.
+		if s.failures <= 1 && s.m.Woken(v, r.participation(s, now)).Action == cas.Campaign {
+			r.woken = append(r.woken, s)
+			continue
+		}
+		s.nextLook = now
 	}
 	r.end(ctx, ends)
 }
@@ -1003,13 +1047,21 @@ func (r *run) settle(ctx context.Context, ss []*state) error {
 func (r *run) follow(ctx context.Context) error {
 	g := r.g
 	now := time.Now()
+	if len(r.woken) > 0 {
+		// Elected from the version their wake-up carried, without a read.
+		woken := r.woken
+		r.woken = nil
+		if err := r.campaign(ctx, nil, woken); err != nil {
+			return err
+		}
+	}
 	var due []*state
 	ready := false
 	// Keys due within half a heartbeat are read with those due now: per-key jitter
 	// must not split the batches.
 	soon := now.Add(min(g.cfg.HeartbeatInterval, g.cfg.PollInterval) / 2)
 	for _, s := range r.states {
-		if s.m.Role() != cas.Leader && !soon.Before(s.nextLook) {
+		if s.m.Role() == cas.Follower && !soon.Before(s.nextLook) {
 			due = append(due, s)
 			ready = ready || !now.Before(s.nextLook)
 		}

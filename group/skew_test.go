@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/casleader/casleader/internal/memstore"
+	"github.com/casleader/casleader/store/memstore"
 )
 
 // TestGroupOnAServerAheadTakesNoLiveLease: a group whose database server's clock

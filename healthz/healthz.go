@@ -4,23 +4,25 @@
 // unhealthy, so that a supervisor (a Kubernetes liveness probe, a Docker
 // healthcheck) restarts it. Followers are healthy.
 //
-// "Believes it leads" is the lead phase: from OnStartedLeading until
-// OnStoppedLeading. An elector that works stops trusting its leadership at the
-// renew deadline and ends the lead phase at most DrainTimeout later (plus the
-// release write, after a resign). A lead phase that outlives the renew deadline by
-// more than the tolerance means that the elector's goroutine is stuck, or that
-// OnStartedLeading ignores its context: work may still be running as leader after
-// another candidate took over. The time of the last renewal comes from a store
-// decorator that sees every successful compare-and-set.
+// "Believes it leads" is the lead phase: from the start of a term until its end
+// is complete ([casleader.Hooks] Started to Stopped, just before OnStoppedLeading).
+// An elector that works stops trusting its leadership at the renew deadline and
+// ends the lead phase at most DrainTimeout later (plus the release write, after a
+// resign). A lead phase that outlives the renew deadline by more than the
+// tolerance means that the elector's goroutine is stuck, or that OnStartedLeading
+// ignores its context: work may still be running as leader after another
+// candidate took over. The time of the last renewal is the elector's own: the
+// Renewed hook reports every extension of its trust.
 //
 //	hc := healthz.New(0)
-//	st := hc.Instrument(sqlStore, &cfg)
-//	el, err := casleader.New(st, cfg)
+//	cfg.Hooks = append(cfg.Hooks, hc.Hooks())
+//	el, err := casleader.New(sqlStore, cfg)
 //	...
 //	http.Handle("/healthz", hc)
 //
-// The package does not depend on Prometheus; it composes with package metrics
-// (instrument with both, in either order).
+// The package does not depend on Prometheus; its hooks compose with those of
+// package metrics and the user's own, in any order, and the elector's store is not
+// wrapped, so its guards work as without the check.
 package healthz
 
 import (
@@ -32,26 +34,34 @@ import (
 	"time"
 
 	"github.com/casleader/casleader"
-	"github.com/casleader/casleader/internal/tap"
 )
 
 // ErrUnhealthy is returned by [Checker.Check] when an elector's lead phase has
 // outlived its renew deadline by more than the tolerance.
 var ErrUnhealthy = errors.New("healthz: leading without a renewal")
 
-// Checker checks the electors it instrumented. It is an [http.Handler]: 200 "ok"
-// when every elector is healthy, 500 with the reasons otherwise. Its methods are
-// safe for concurrent use.
+// Checker checks the electors that its hooks are attached to. It is an
+// [http.Handler]: 200 "ok" when every elector is healthy, 500 with the reasons
+// otherwise. Its methods are safe for concurrent use.
 type Checker struct {
 	tolerance time.Duration
 
 	mu       sync.Mutex
-	electors []*elector
+	electors map[*casleader.Elector]*elector
+	order    []*casleader.Elector // in the order they were attached
 }
 
+// elector is what the Checker knows of one elector, guarded by Checker.mu.
 type elector struct {
-	state     *tap.State
-	tolerance time.Duration
+	key, id       string
+	renewDeadline time.Duration
+	tolerance     time.Duration
+
+	leading bool      // in the lead phase: Started seen, Stopped not yet
+	token   int64     // the term of the lead phase
+	since   time.Time // when the lead phase started
+	until   time.Time // the last trust deadline reported by Renewed
+	leader  string    // the leader as last observed
 }
 
 // New returns a Checker that reports an elector unhealthy when it is in its lead
@@ -62,28 +72,55 @@ type elector struct {
 // OnStartedLeading functions that are slow to return once their context is
 // cancelled.
 func New(tolerance time.Duration) *Checker {
-	return &Checker{tolerance: max(tolerance, 0)}
+	return &Checker{tolerance: max(tolerance, 0), electors: map[*casleader.Elector]*elector{}}
 }
 
-// Instrument returns st wrapped so that the Checker sees every renewal, and chains
-// cfg's callbacks so that it sees the lead phase; the callbacks cfg had are still
-// called. Call it after setting cfg's callbacks: a callback set afterwards replaces
-// the instrumentation. It gives cfg an ID (casleader.DefaultID) when it has none.
-// Pass the returned store and cfg to casleader.New.
-func (c *Checker) Instrument(st casleader.Store, cfg *casleader.Config) casleader.Store {
-	wrapped, state := tap.Instrument(st, cfg, tap.Hooks{})
+// Hooks returns the hooks that let the Checker follow an elector: put them in
+// [casleader.Config.Hooks], beside any others (metrics', your own), in any order.
+// The Checker covers every elector created with them, from [casleader.New] on.
+func (c *Checker) Hooks() casleader.Hooks {
+	return casleader.Hooks{
+		Attach: c.attach,
+		Started: func(e *casleader.Elector, token int64) {
+			c.update(e, func(s *elector) {
+				s.leading, s.token, s.since = true, token, time.Now()
+			})
+		},
+		Renewed: func(e *casleader.Elector, _ int64, until time.Time) {
+			c.update(e, func(s *elector) { s.until = until })
+		},
+		Stopped: func(e *casleader.Elector, _ int64) {
+			c.update(e, func(s *elector) {
+				s.leading, s.token, s.since = false, 0, time.Time{}
+			})
+		},
+		Leader: func(e *casleader.Elector, id string) {
+			c.update(e, func(s *elector) { s.leader = id })
+		},
+	}
+}
+
+func (c *Checker) attach(e *casleader.Elector) {
+	cfg := e.Config()
 	tol := c.tolerance
 	if tol == 0 {
-		snap := state.Snapshot()
-		tol = max(snap.LeaseDuration-snap.RenewDeadline, 0)
+		tol = max(cfg.LeaseDuration-cfg.RenewDeadline, 0)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.electors = append(c.electors, &elector{state: state, tolerance: tol})
-	return wrapped
+	c.electors[e] = &elector{key: cfg.Key, id: cfg.ID, renewDeadline: cfg.RenewDeadline, tolerance: tol}
+	c.order = append(c.order, e)
 }
 
-// Check returns nil when every instrumented elector is healthy, else an error
+func (c *Checker) update(e *casleader.Elector, change func(*elector)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s := c.electors[e]; s != nil {
+		change(s)
+	}
+}
+
+// Check returns nil when every attached elector is healthy, else an error
 // that wraps [ErrUnhealthy] and says, for each unhealthy elector, how long ago it
 // last renewed.
 func (c *Checker) Check() error {
@@ -96,33 +133,28 @@ func (c *Checker) Check() error {
 	return errors.Join(errs...)
 }
 
-type snapshot struct {
-	tap.Snapshot
-	tolerance time.Duration
-}
-
-func (c *Checker) snapshots() []snapshot {
+func (c *Checker) snapshots() []elector {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]snapshot, len(c.electors))
-	for i, e := range c.electors {
-		out[i] = snapshot{Snapshot: e.state.Snapshot(), tolerance: e.tolerance}
+	out := make([]elector, len(c.order))
+	for i, e := range c.order {
+		out[i] = *c.electors[e]
 	}
 	return out
 }
 
-func check(s snapshot, now time.Time) error {
-	if !s.Leading {
+func check(s elector, now time.Time) error {
+	if !s.leading {
 		return nil
 	}
-	last := s.LastRenewal
-	if last.IsZero() {
-		last = s.LeadingSince // no renewal seen: count from the start of the term
+	last := s.until.Add(-s.renewDeadline) // the send time of the last renewal
+	if s.until.IsZero() {
+		last = s.since // no renewal seen: count from the start of the term
 	}
-	limit := s.RenewDeadline + s.tolerance
+	limit := s.renewDeadline + s.tolerance
 	if age := now.Sub(last); age > limit {
 		return fmt.Errorf("%w: election %q, candidate %q: leading (term %d) but the last renewal was sent %v ago, more than the renew deadline %v plus the tolerance %v",
-			ErrUnhealthy, s.Key, s.ID, s.Token, age.Round(time.Millisecond), s.RenewDeadline, s.tolerance)
+			ErrUnhealthy, s.key, s.id, s.token, age.Round(time.Millisecond), s.renewDeadline, s.tolerance)
 	}
 	return nil
 }
@@ -160,14 +192,14 @@ func (c *Checker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // describe says what a healthy elector is doing.
-func describe(s snapshot, now time.Time) string {
-	who := fmt.Sprintf("election %q, candidate %q: ", s.Key, s.ID)
-	if !s.Leading {
+func describe(s elector, now time.Time) string {
+	who := fmt.Sprintf("election %q, candidate %q: ", s.key, s.id)
+	if !s.leading {
 		leader := "none known"
-		if s.Leader != "" {
-			leader = fmt.Sprintf("%q", s.Leader)
+		if s.leader != "" {
+			leader = fmt.Sprintf("%q", s.leader)
 		}
 		return who + "following, leader " + leader
 	}
-	return who + fmt.Sprintf("leading (term %d), last renewal sent %v ago", s.Token, now.Sub(s.LastRenewal).Round(time.Millisecond))
+	return who + fmt.Sprintf("leading (term %d), last renewal sent %v ago", s.token, now.Sub(s.until.Add(-s.renewDeadline)).Round(time.Millisecond))
 }

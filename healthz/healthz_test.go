@@ -17,7 +17,7 @@ import (
 
 	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/healthz"
-	"github.com/casleader/casleader/internal/memstore"
+	"github.com/casleader/casleader/store/memstore"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -48,7 +48,8 @@ type candidate struct {
 func newCandidate(t *testing.T, st casleader.Store, c casleader.Config, tol time.Duration) *candidate {
 	t.Helper()
 	hc := healthz.New(tol)
-	el, err := casleader.New(hc.Instrument(st, &c), c)
+	c.Hooks = append(c.Hooks, hc.Hooks())
+	el, err := casleader.New(st, c)
 	require.NoError(t, err)
 	return &candidate{hc: hc, el: el}
 }
@@ -204,7 +205,7 @@ func TestWorkThatIgnoresItsContextIsReportedOnlyPastTheTolerance(t *testing.T) {
 	}
 }
 
-func TestCheckerCoversEveryElectorItInstrumented(t *testing.T) {
+func TestCheckerCoversEveryElectorItIsAttachedTo(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		hc := healthz.New(tolerance)
 		healthy := memstore.New()
@@ -214,7 +215,8 @@ func TestCheckerCoversEveryElectorItInstrumented(t *testing.T) {
 			if st == stuck {
 				c.Key = "stuck"
 			}
-			el, err := casleader.New(hc.Instrument(st, &c), c)
+			c.Hooks = []casleader.Hooks{hc.Hooks()}
+			el, err := casleader.New(st, c)
 			require.NoError(t, err)
 			ctx, cancel := context.WithCancel(t.Context())
 			done := make(chan error, 1)
@@ -278,7 +280,7 @@ func TestHealthzOverHTTP(t *testing.T) {
 	assert.Equal(t, http.StatusOK, code)
 }
 
-func TestInstrumentKeepsTheUserCallbacks(t *testing.T) {
+func TestHooksKeepTheUserCallbacks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := memstore.New()
 		c := cfg("a")

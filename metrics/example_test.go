@@ -22,8 +22,8 @@ import (
 )
 
 // Serve /metrics and /healthz for an elector, as `casleader run --listen` does:
-// instrument the store and the Config with both packages before casleader.New,
-// then let the metrics read the elector at every scrape.
+// put the hooks of both packages in the Config; the metrics read the elector at
+// every scrape.
 func Example() {
 	dir, err := os.MkdirTemp("", "casleader-metrics-example")
 	if err != nil {
@@ -43,18 +43,20 @@ func Example() {
 		log.Fatal(err)
 	}
 
-	cfg := casleader.Config{Key: "nightly-report", ID: "replica-1"}
 	reg := prometheus.NewRegistry()
 	m, err := metrics.New(reg)
 	if err != nil {
 		log.Fatal(err)
 	}
 	hc := healthz.New(0) // unhealthy once a lead phase outlives the lease
-	el, err := casleader.New(hc.Instrument(m.Instrument(st, &cfg), &cfg), cfg)
+	cfg := casleader.Config{
+		Key: "nightly-report", ID: "replica-1",
+		Hooks: []casleader.Hooks{m.Hooks(), hc.Hooks()},
+	}
+	el, err := casleader.New(st, cfg)
 	if err != nil {
 		log.Fatal(err)
 	}
-	m.Track(el)
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.Handle("GET /healthz", hc)

@@ -11,7 +11,7 @@ import (
 	"github.com/casleader/casleader/store/sqlite"
 )
 
-func TestMembersGaugeCountsTheLiveCandidatesThroughTheInstrumentedStore(t *testing.T) {
+func TestMembersGaugeCountsTheLiveCandidates(t *testing.T) {
 	db, err := sqlite.Open(filepath.Join(t.TempDir(), "election.db"))
 	require.NoError(t, err)
 	t.Cleanup(func() { db.Close() })
@@ -19,13 +19,13 @@ func TestMembersGaugeCountsTheLiveCandidatesThroughTheInstrumentedStore(t *testi
 	require.NoError(t, err)
 	require.NoError(t, st.CreateTable(t.Context()))
 
-	var ps []*instrumented
+	var ps []*observed
 	for _, id := range []string{"a", "b", "c"} {
 		c := cfg(id)
 		// A 2 s lease: the view shows rows written within two leases, and the
 		// machine may be loaded.
 		c.LeaseDuration, c.RenewDeadline, c.HeartbeatInterval, c.PollInterval = 2*time.Second, 1200*time.Millisecond, 100*time.Millisecond, 500*time.Millisecond
-		p := newInstrumented(t, st, c, true)
+		p := newObserved(t, st, c)
 		p.run(t)
 		ps = append(ps, p)
 	}
@@ -33,7 +33,7 @@ func TestMembersGaugeCountsTheLiveCandidatesThroughTheInstrumentedStore(t *testi
 		s := find(t, ps[0].reg, "casleader_members", "key", "k")
 		return s != nil && s.GetGauge().GetValue() == 3
 	}, 20*time.Second, 20*time.Millisecond,
-		"the gauge counts the three candidates, recorded through the instrumented store")
+		"the gauge counts the three candidates, read from the members view")
 	ms, err := ps[1].el.Members(t.Context())
 	require.NoError(t, err)
 	assert.Len(t, ms, 3)

@@ -1,20 +1,22 @@
 // Package metrics exports Prometheus metrics for casleader electors, so that the
 // core library does not depend on Prometheus.
 //
-// [Metrics.Instrument] wraps an elector's store and chains its Config callbacks
-// before the elector is created; [Metrics.Track] then lets the is-leader gauge read
-// [casleader.Elector.IsLeader] at every scrape, so the gauge turns 0 the moment the
-// elector stops trusting its leadership, even in a process whose elector goroutine
-// is stuck and sends no event:
+// The metrics are fed from inside the elector: [Metrics.Hooks] goes into
+// [casleader.Config.Hooks], beside healthz's hooks and the user's own, in any
+// order. The elector's store is not wrapped (so [casleader.Elector.Guard] works
+// as without metrics), and the gauges read the elector at every scrape, so the
+// is-leader gauge turns 0 the moment the elector stops trusting its leadership,
+// even in a process whose elector goroutine is stuck and reports nothing:
 //
 //	reg := prometheus.NewRegistry()
 //	m, err := metrics.New(reg)
 //	...
-//	st := m.Instrument(sqlStore, &cfg)
-//	el, err := casleader.New(st, cfg)
+//	hc := healthz.New(0)
+//	cfg.Hooks = []casleader.Hooks{m.Hooks(), hc.Hooks()}
+//	el, err := casleader.New(sqlStore, cfg)
 //	...
-//	m.Track(el)
 //	http.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+//	http.Handle("/healthz", hc)
 //
 // # Metrics
 //
@@ -27,7 +29,7 @@
 //	casleader_renewal_failures_total           counter, label kind: why a renewal did not succeed
 //	casleader_store_errors_total               counter, labels op and kind: every failed store call
 //	casleader_leader_changes_total             counter: changes of the observed leader (a release counts)
-//	casleader_clock_skew_seconds               gauge: clock skew between database servers seen by tracked electors
+//	casleader_clock_skew_seconds               gauge: clock skew between database servers seen by the electors
 //	casleader_members                          gauge: live members of the election (the members view), read at scrape time
 //
 // The kinds are those of package store's error sentinels ([KindTransient],
@@ -53,7 +55,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/casleader/casleader"
-	"github.com/casleader/casleader/internal/tap"
 	"github.com/casleader/casleader/store"
 )
 
@@ -91,37 +92,6 @@ func ErrorKind(err error) string {
 	return KindOther
 }
 
-// Elector is what [Metrics.Track] reads at every scrape. [*casleader.Elector]
-// implements it.
-type Elector interface {
-	Key() string
-	ID() string
-	IsLeader() bool
-	Token() int64
-}
-
-var _ Elector = (*casleader.Elector)(nil)
-
-// SkewReporter is implemented by electors that measure the clock skew between
-// database servers ([casleader.Elector.ClockSkew]); a tracked elector that does
-// feeds casleader_clock_skew_seconds.
-type SkewReporter interface {
-	ClockSkew() time.Duration
-}
-
-var _ SkewReporter = (*casleader.Elector)(nil)
-
-// MembersLister is implemented by electors that read the members view of their
-// election ([casleader.Elector.Members]); for a tracked elector that does,
-// casleader_members is read from the database at every scrape (one statement per
-// key, bounded by [MembersTimeout]). The series is absent while the members table
-// cannot be read.
-type MembersLister interface {
-	Members(ctx context.Context) ([]store.Member, error)
-}
-
-var _ MembersLister = (*casleader.Elector)(nil)
-
 // MembersTimeout bounds the read of the members view at a scrape.
 const MembersTimeout = 2 * time.Second
 
@@ -139,14 +109,7 @@ type Metrics struct {
 	members       *prometheus.Desc
 
 	mu       sync.Mutex
-	electors []*entry
-}
-
-// entry is one elector: instrumented (state), tracked (el), or both.
-type entry struct {
-	key, id string
-	state   *tap.State
-	el      Elector
+	electors []*casleader.Elector
 }
 
 // RenewalBuckets are the buckets of casleader_renewal_duration_seconds, in seconds:
@@ -200,47 +163,38 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
-// Instrument returns st wrapped so that its calls are measured, and chains cfg's
-// callbacks (OnStartedLeading, OnStoppedLeading, OnNewLeader) so that transitions
-// and leader changes are counted; the callbacks cfg had are still called, after the
-// metrics are updated. Call it after setting cfg's callbacks: a callback set
-// afterwards replaces the instrumentation. It gives cfg an ID (casleader.DefaultID)
-// when it has none. Pass the returned store and cfg to casleader.New, then the
-// elector to [Metrics.Track].
+// Hooks returns the hooks that feed the metrics from an elector: put them in
+// [casleader.Config.Hooks], beside any others (healthz's, your own), in any order.
+// The elector's store is not wrapped, so its guards work as without metrics.
 //
-// Without Track the is-leader gauge is derived from the events: 1 from
-// OnStartedLeading until OnStoppedLeading or until RenewDeadline after the last
-// successful renewal, whichever comes first.
-func (m *Metrics) Instrument(st casleader.Store, cfg *casleader.Config) casleader.Store {
-	key := cfg.Key
-	m.init(key)
-	wrapped, state := tap.Instrument(st, cfg, tap.Hooks{
-		Call:      func(c tap.Call) { m.call(c) },
-		Started:   func(int64) { m.transitions.WithLabelValues(key, "started").Inc() },
-		Stopped:   func() { m.transitions.WithLabelValues(key, "stopped").Inc() },
-		NewLeader: func(string) { m.leaderChanges.WithLabelValues(key).Inc() },
-	})
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.electors = append(m.electors, &entry{key: key, id: cfg.ID, state: state})
-	return wrapped
+// [casleader.New] attaches the elector: from then on the gauges read it at every
+// scrape ([casleader.Elector.IsLeader], Token, ClockSkew, Members), so the
+// is-leader gauge turns 0 the moment the elector stops trusting its leadership,
+// even in a process whose elector goroutine is stuck and reports nothing. The
+// counters and the histogram are fed by the hooks as the elector works. One
+// Hooks value serves any number of electors.
+func (m *Metrics) Hooks() casleader.Hooks {
+	return casleader.Hooks{
+		Attach: m.attach,
+		Call:   func(e *casleader.Elector, c casleader.Call) { m.call(e.Key(), c) },
+		Started: func(e *casleader.Elector, _ int64) {
+			m.transitions.WithLabelValues(e.Key(), "started").Inc()
+		},
+		Stopped: func(e *casleader.Elector, _ int64) {
+			m.transitions.WithLabelValues(e.Key(), "stopped").Inc()
+		},
+		Leader: func(e *casleader.Elector, _ string) {
+			m.leaderChanges.WithLabelValues(e.Key()).Inc()
+		},
+	}
 }
 
-// Track makes the is-leader and token gauges read el at every scrape. el is
-// matched with the instrumented elector of the same key and ID; an elector that
-// was not instrumented gets the gauges alone.
-func (m *Metrics) Track(el Elector) {
-	key, id := el.Key(), el.ID()
-	m.init(key)
+// attach makes the gauges read el at every scrape.
+func (m *Metrics) attach(el *casleader.Elector) {
+	m.init(el.Key())
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for _, e := range m.electors {
-		if e.key == key && e.id == id && e.el == nil {
-			e.el = el
-			return
-		}
-	}
-	m.electors = append(m.electors, &entry{key: key, id: id, el: el})
+	m.electors = append(m.electors, el)
 }
 
 // init creates the counters of key at zero, so that rates and increases work from
@@ -254,24 +208,24 @@ func (m *Metrics) init(key string) {
 	}
 }
 
-// call accounts for one store call.
-func (m *Metrics) call(c tap.Call) {
+// call accounts for one store call of an elector of key.
+func (m *Metrics) call(key string, c casleader.Call) {
 	if c.Cancelled {
 		return // the elector stopped it: not the database's doing
 	}
 	kind := ErrorKind(c.Err)
 	if kind != "" {
-		m.storeErrors.WithLabelValues(c.Key, c.Op, kind).Inc()
+		m.storeErrors.WithLabelValues(key, string(c.Op), kind).Inc()
 	}
-	if c.Op != tap.OpRenew {
+	if c.Op != casleader.OpRenew {
 		return
 	}
-	m.renewals.WithLabelValues(c.Key).Observe(c.Duration.Seconds())
+	m.renewals.WithLabelValues(key).Observe(c.Duration.Seconds())
 	if kind == "" && !c.Swapped {
 		kind = KindLost
 	}
 	if kind != "" {
-		m.renewFailures.WithLabelValues(c.Key, kind).Inc()
+		m.renewFailures.WithLabelValues(key, kind).Inc()
 	}
 }
 
@@ -288,8 +242,8 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.members
 }
 
-// Collect implements [prometheus.Collector]. The gauges are read now: from the
-// tracked elector, or derived from the events.
+// Collect implements [prometheus.Collector]. The gauges are read now, from the
+// attached electors.
 func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.transitions.Collect(ch)
 	m.renewals.Collect(ch)
@@ -299,42 +253,33 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 
 	type gauges struct {
 		leader, token, skew float64
-		skewed              bool // a tracked elector reports the skew
 	}
 	byKey := map[string]gauges{}
-	listers := map[string]MembersLister{} // one per key
-	now := time.Now()
+	listers := map[string]*casleader.Elector{} // one per key, for the members view
 	m.mu.Lock()
-	for _, e := range m.electors {
-		if l, ok := e.el.(MembersLister); ok && listers[e.key] == nil {
-			listers[e.key] = l
+	electors := slices.Clone(m.electors)
+	m.mu.Unlock()
+	for _, e := range electors {
+		key := e.Key()
+		if listers[key] == nil {
+			listers[key] = e
 		}
-		var leading bool
 		var token int64
-		if e.el != nil {
-			token = e.el.Token()
-			leading = e.el.IsLeader()
-			if !leading {
-				token = 0
-			}
-		} else if snap := e.state.Snapshot(); snap.Trusted(now) {
-			leading, token = true, snap.Token
+		leading := e.IsLeader()
+		if leading {
+			token = e.Token()
 		}
-		g := byKey[e.key]
+		g := byKey[key]
 		if leading {
 			g.leader = 1
 		}
-		if r, ok := e.el.(SkewReporter); ok {
-			// The largest in magnitude, keeping its sign.
-			if v := r.ClockSkew().Seconds(); !g.skewed || max(v, -v) > max(g.skew, -g.skew) {
-				g.skew = v
-			}
-			g.skewed = true
+		// The largest skew in magnitude, keeping its sign.
+		if v := e.ClockSkew().Seconds(); max(v, -v) > max(g.skew, -g.skew) {
+			g.skew = v
 		}
 		g.token = max(g.token, float64(token))
-		byKey[e.key] = g
+		byKey[key] = g
 	}
-	m.mu.Unlock()
 	keys := make([]string, 0, len(byKey))
 	for k := range byKey {
 		keys = append(keys, k)
@@ -344,9 +289,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		g := byKey[k]
 		ch <- prometheus.MustNewConstMetric(m.isLeader, prometheus.GaugeValue, g.leader, k)
 		ch <- prometheus.MustNewConstMetric(m.token, prometheus.GaugeValue, g.token, k)
-		if g.skewed {
-			ch <- prometheus.MustNewConstMetric(m.skew, prometheus.GaugeValue, g.skew, k)
-		}
+		ch <- prometheus.MustNewConstMetric(m.skew, prometheus.GaugeValue, g.skew, k)
 		if l := listers[k]; l != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), MembersTimeout)
 			ms, err := l.Members(ctx)

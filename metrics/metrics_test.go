@@ -25,9 +25,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/casleader/casleader"
-	"github.com/casleader/casleader/internal/memstore"
 	"github.com/casleader/casleader/metrics"
 	"github.com/casleader/casleader/store"
+	"github.com/casleader/casleader/store/memstore"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -48,28 +48,26 @@ func cfg(id string) casleader.Config {
 	}
 }
 
-// instrumented is one process: an elector on st with its own registry.
-type instrumented struct {
+// observed is one process: an elector on st with its own registry.
+type observed struct {
 	reg *prometheus.Registry
 	m   *metrics.Metrics
 	el  *casleader.Elector
 }
 
-func newInstrumented(t *testing.T, st casleader.Store, c casleader.Config, track bool) *instrumented {
+func newObserved(t *testing.T, st casleader.Store, c casleader.Config) *observed {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	m, err := metrics.New(reg)
 	require.NoError(t, err)
-	el, err := casleader.New(m.Instrument(st, &c), c)
+	c.Hooks = append(c.Hooks, m.Hooks())
+	el, err := casleader.New(st, c)
 	require.NoError(t, err)
-	if track {
-		m.Track(el)
-	}
-	return &instrumented{reg: reg, m: m, el: el}
+	return &observed{reg: reg, m: m, el: el}
 }
 
 // run starts Run and returns a function that ends it and returns its error.
-func (p *instrumented) run(t *testing.T) (stop func() error) {
+func (p *observed) run(t *testing.T) (stop func() error) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- p.el.Run(ctx) }()
@@ -158,7 +156,7 @@ func TestLeadershipIsCountedAndGaugedFromElectionToResign(t *testing.T) {
 		var userStarted, userStopped atomic.Int64
 		c.OnStartedLeading = func(ctx context.Context, token int64) { userStarted.Store(token) }
 		c.OnStoppedLeading = func() { userStopped.Add(1) }
-		p := newInstrumented(t, st, c, true)
+		p := newObserved(t, st, c)
 
 		assert.Zero(t, value(t, p.reg, "casleader_is_leader", "key", "k"), "a gauge from the start")
 		assert.Zero(t, value(t, p.reg, "casleader_leadership_transitions_total", "key", "k", "transition", "started"))
@@ -188,7 +186,7 @@ func TestLeadershipIsCountedAndGaugedFromElectionToResign(t *testing.T) {
 func TestRenewalFailuresAreCountedByKind(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := memstore.New()
-		p := newInstrumented(t, st, cfg("a"), true)
+		p := newObserved(t, st, cfg("a"))
 		stop := p.run(t)
 		time.Sleep(time.Millisecond)
 		require.True(t, p.el.IsLeader())
@@ -237,7 +235,7 @@ func TestRenewalFailuresAreCountedByKind(t *testing.T) {
 func TestRenewalInFlightAtResignCompletesAndIsNotAFailure(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := memstore.New()
-		p := newInstrumented(t, st, cfg("a"), true)
+		p := newObserved(t, st, cfg("a"))
 		stop := p.run(t)
 		time.Sleep(time.Millisecond)
 		require.True(t, p.el.IsLeader())
@@ -259,8 +257,7 @@ func TestRenewalInFlightAtResignCompletesAndIsNotAFailure(t *testing.T) {
 
 func TestIsLeaderGaugeTurnsZeroAtTheDeadlineWithoutAnyEvent(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		track bool
+		name string
 		// stall makes leadership end at the renew deadline with no event before
 		// the check; release undoes it.
 		stall func(st *memstore.Store, c *casleader.Config) (release func())
@@ -269,7 +266,7 @@ func TestIsLeaderGaugeTurnsZeroAtTheDeadlineWithoutAnyEvent(t *testing.T) {
 			// The elector's goroutine blocks right after it became leader: no
 			// renewal, no callback, like a frozen process. Only IsLeader knows.
 			// (User callbacks never run on that goroutine; the notifier does.)
-			name: "FrozenElectorTracked", track: true,
+			name: "FrozenElector",
 			stall: func(st *memstore.Store, c *casleader.Config) func() {
 				frozen := make(chan struct{})
 				c.Notifier = &freezingNotifier{frozen: frozen}
@@ -279,16 +276,15 @@ func TestIsLeaderGaugeTurnsZeroAtTheDeadlineWithoutAnyEvent(t *testing.T) {
 		{
 			// Renewals hang until the deadline, and the work ignores its context,
 			// so OnStoppedLeading comes only after DrainTimeout.
-			name: "HangingRenewalsTracked", track: true, stall: hangRenewals,
+			name: "HangingRenewals", stall: hangRenewals,
 		},
-		{name: "HangingRenewalsDerivedFromEvents", track: false, stall: hangRenewals},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				st := memstore.New()
 				c := cfg("a")
 				release := tc.stall(st, &c)
-				p := newInstrumented(t, st, c, tc.track)
+				p := newObserved(t, st, c)
 				stop := p.run(t)
 				start := time.Now()
 				time.Sleep(time.Millisecond)
@@ -318,18 +314,18 @@ func hangRenewals(st *memstore.Store, c *casleader.Config) func() {
 	return func() { close(done) }
 }
 
-func TestObservedLeaderChangesAreCountedAndCallbacksChained(t *testing.T) {
+func TestObservedLeaderChangesAreCountedAndCallbacksStillCalled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := memstore.New()
 		var seenA, seenB atomic.Int64
 		ca, cb := cfg("a"), cfg("b")
 		ca.OnNewLeader = func(string) { seenA.Add(1) }
 		cb.OnNewLeader = func(string) { seenB.Add(1) }
-		a := newInstrumented(t, st, ca, true)
+		a := newObserved(t, st, ca)
 		stopA := a.run(t)
 		time.Sleep(time.Millisecond)
 		require.True(t, a.el.IsLeader())
-		b := newInstrumented(t, st, cb, true)
+		b := newObserved(t, st, cb)
 		b.run(t)
 		time.Sleep(time.Millisecond)
 		synctest.Wait()
@@ -359,9 +355,9 @@ func TestElectorsWithOneKeyShareTheirSeries(t *testing.T) {
 		var els []*casleader.Elector
 		for _, id := range []string{"a", "b"} {
 			c := cfg(id)
-			el, err := casleader.New(m.Instrument(st, &c), c)
+			c.Hooks = []casleader.Hooks{m.Hooks()}
+			el, err := casleader.New(st, c)
 			require.NoError(t, err)
-			m.Track(el)
 			els = append(els, el)
 			ctx, cancel := context.WithCancel(t.Context())
 			done := make(chan error, 1)
@@ -396,21 +392,44 @@ func TestMetricsPassTheLinter(t *testing.T) {
 	m, err := metrics.New(nil)
 	require.NoError(t, err)
 	c := cfg("a")
-	m.Instrument(memstore.New(), &c)
+	c.Hooks = []casleader.Hooks{m.Hooks()}
+	_, err = casleader.New(memstore.New(), c)
+	require.NoError(t, err)
 	problems, err := testutil.CollectAndLint(m)
 	require.NoError(t, err)
 	assert.Empty(t, problems)
 }
 
-func TestInstrumentGivesTheConfigAnID(t *testing.T) {
-	m, err := metrics.New(nil)
-	require.NoError(t, err)
-	c := casleader.Config{Key: "k"}
-	m.Instrument(memstore.New(), &c)
-	assert.NotEmpty(t, c.ID, "the decorator must know the candidate before New defaults it")
-	el, err := casleader.New(memstore.New(), c)
-	require.NoError(t, err)
-	assert.Equal(t, c.ID, el.ID())
+// The hooks go into the Config in any order, beside others: the elector's store
+// is the one given to New, so its optional methods (the guard, the members view)
+// are found as without metrics.
+func TestHooksComposeInAnyOrderWithoutWrappingTheStore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		m, err := metrics.New(nil)
+		require.NoError(t, err)
+		var mine []string
+		user := casleader.Hooks{
+			Started: func(e *casleader.Elector, token int64) { mine = append(mine, fmt.Sprint("started ", token)) },
+			Stopped: func(e *casleader.Elector, token int64) { mine = append(mine, fmt.Sprint("stopped ", token)) },
+		}
+		for i, hooks := range [][]casleader.Hooks{{m.Hooks(), user}, {user, m.Hooks()}} {
+			c := cfg("a")
+			c.Hooks = hooks
+			el, err := casleader.New(st, c)
+			require.NoError(t, err)
+			p := &observed{m: m, el: el}
+			stop := p.run(t)
+			time.Sleep(time.Millisecond)
+			require.True(t, el.IsLeader())
+			token := el.Token()
+			require.NoError(t, stop())
+			reg := prometheus.NewPedanticRegistry()
+			require.NoError(t, reg.Register(m))
+			assert.Equal(t, float64(i+1), value(t, reg, "casleader_leadership_transitions_total", "key", "k", "transition", "stopped"), "order %d", i)
+			assert.Equal(t, []string{fmt.Sprint("started ", token), fmt.Sprint("stopped ", token)}, mine[2*i:], "order %d", i)
+		}
+	})
 }
 
 func TestErrorKind(t *testing.T) {
@@ -457,9 +476,9 @@ func TestMetricsAreServedOverHTTP(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m, err := metrics.New(reg)
 	require.NoError(t, err)
-	el, err := casleader.New(m.Instrument(st, &c), c)
+	c.Hooks = []casleader.Hooks{m.Hooks()}
+	el, err := casleader.New(st, c)
 	require.NoError(t, err)
-	m.Track(el)
 	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	defer srv.Close()
 
@@ -504,26 +523,26 @@ type freezingNotifier struct {
 	frozen chan struct{}
 }
 
-func (f *freezingNotifier) Subscribe(string, func()) func() { return func() {} }
-func (f *freezingNotifier) Observed(string, store.Record)   {}
+func (f *freezingNotifier) Subscribe(string, func(int64)) func() { return func() {} }
+func (f *freezingNotifier) Observed(string, store.Record)        {}
 func (f *freezingNotifier) Leading(_ string, _ int64, leading bool) {
 	if leading {
 		f.once.Do(func() { <-f.frozen })
 	}
 }
 
-// TestClockSkewGaugeShowsTheSkewBetweenDatabaseServers: a tracked elector reading
+// TestClockSkewGaugeShowsTheSkewBetweenDatabaseServers: an elector reading
 // from a server whose clock runs 2 s behind the leader's reports -2 s (within a
 // heartbeat: the freshest tick it read); one on the leader's server reports 0.
 func TestClockSkewGaugeShowsTheSkewBetweenDatabaseServers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := memstore.New()
-		leader := newInstrumented(t, st, cfg("a"), true)
+		leader := newObserved(t, st, cfg("a"))
 		leader.run(t)
 		time.Sleep(time.Millisecond)
 		require.True(t, leader.el.IsLeader())
-		behind := newInstrumented(t, st.Node(-2*time.Second), cfg("b"), true)
-		same := newInstrumented(t, st, cfg("c"), true)
+		behind := newObserved(t, st.Node(-2*time.Second), cfg("b"))
+		same := newObserved(t, st, cfg("c"))
 		behind.run(t)
 		same.run(t)
 		time.Sleep(5 * poll)

@@ -5,26 +5,30 @@ import (
 )
 
 // Hub is the set of subscribers of a notifier, per election key: the part every
-// notifier shares ([MySQL] here, the PostgreSQL one in package store/postgres).
+// notifier shares ([MySQL] and [Wakeups] here, the PostgreSQL listener in package
+// store/postgres).
 type Hub struct {
 	mu   sync.Mutex
-	subs map[string]map[*func()]struct{}
+	subs map[string]map[*func(int64)]struct{}
+	last map[string]int64 // the last released version woken per key (duplicates are dropped)
 	// added is signalled (latest only) when a key gets its first subscriber.
 	added chan struct{}
 }
 
 // NewHub returns an empty hub.
 func NewHub() *Hub {
-	return &Hub{subs: map[string]map[*func()]struct{}{}, added: make(chan struct{}, 1)}
+	return &Hub{subs: map[string]map[*func(int64)]struct{}{}, last: map[string]int64{}, added: make(chan struct{}, 1)}
 }
 
-// Subscribe calls wake on every notification for key until unsubscribe is called.
-func (h *Hub) Subscribe(key string, wake func()) (unsubscribe func()) {
+// Subscribe calls wake on every notification for key until unsubscribe is called,
+// with the row version at which the lease was released, or 0 when the notification
+// carries none (a handover, a reconnection, a file change).
+func (h *Hub) Subscribe(key string, wake func(version int64)) (unsubscribe func()) {
 	p := &wake
 	h.mu.Lock()
 	m := h.subs[key]
 	if m == nil {
-		m = map[*func()]struct{}{}
+		m = map[*func(int64)]struct{}{}
 		h.subs[key] = m
 		select {
 		case h.added <- struct{}{}:
@@ -40,30 +44,41 @@ func (h *Hub) Subscribe(key string, wake func()) (unsubscribe func()) {
 			delete(h.subs[key], p)
 			if len(h.subs[key]) == 0 {
 				delete(h.subs, key)
+				delete(h.last, key)
 			}
 			h.mu.Unlock()
 		})
 	}
 }
 
-// Wake calls the subscribers of key. It returns whether there were any.
-func (h *Hub) Wake(key string) bool {
+// Wake calls the subscribers of key with version (see [Hub.Subscribe]). A release
+// announced twice (by the releasing process itself and by the database) wakes once.
+// It returns whether there were any subscribers.
+func (h *Hub) Wake(key string, version int64) bool {
 	h.mu.Lock()
-	fs := make([]func(), 0, len(h.subs[key]))
-	for p := range h.subs[key] {
+	subs := h.subs[key]
+	if version != 0 && len(subs) > 0 {
+		if h.last[key] == version {
+			h.mu.Unlock()
+			return true
+		}
+		h.last[key] = version
+	}
+	fs := make([]func(int64), 0, len(subs))
+	for p := range subs {
 		fs = append(fs, *p)
 	}
 	h.mu.Unlock()
 	for _, f := range fs {
-		f()
+		f(version)
 	}
 	return len(fs) > 0
 }
 
-// WakeAll calls every subscriber: notifications may have been missed.
+// WakeAll calls every subscriber with version 0: notifications may have been missed.
 func (h *Hub) WakeAll() {
 	for _, k := range h.Keys() {
-		h.Wake(k)
+		h.Wake(k, 0)
 	}
 }
 

@@ -37,6 +37,13 @@ type MySQLConfig struct {
 	GaleraCheckInterval time.Duration
 	// Logger receives connection failures. nil means discard.
 	Logger *slog.Logger
+	// Hub receives the wake-ups. nil means a hub of the notifier's own; a store's
+	// built-in wake-ups pass theirs.
+	Hub *Hub
+	// MaxWaiters bounds the followed keys waited on at once, each on a connection of
+	// DB: the keys above it are woken by their followers' polls only. 0 means no
+	// bound.
+	MaxWaiters int
 }
 
 // MySQL wakes followers through named locks (see the package doc). It implements
@@ -86,7 +93,7 @@ func NewMySQL(cfg MySQLConfig) (*MySQL, error) {
 	}
 	return &MySQL{
 		cfg:    cfg,
-		hub:    NewHub(),
+		hub:    cmp.Or(cfg.Hub, NewHub()),
 		tbl:    quoted,
 		armed:  map[string]int64{},
 		rearm:  map[string]chan struct{}{},
@@ -95,6 +102,9 @@ func NewMySQL(cfg MySQLConfig) (*MySQL, error) {
 	}, nil
 }
 
+// Table returns the election table whose locks the notifier holds and waits on.
+func (m *MySQL) Table() string { return m.cfg.Table }
+
 // LockName returns the name of the lock that the leader of key in term holds.
 func (m *MySQL) LockName(key string, term int64) string {
 	h := sha256.Sum256([]byte(m.cfg.Table + "\x00" + key))
@@ -102,7 +112,8 @@ func (m *MySQL) LockName(key string, term int64) string {
 }
 
 // Subscribe calls wake when the leader of key releases its lock.
-func (m *MySQL) Subscribe(key string, wake func()) (unsubscribe func()) {
+// The wake-up carries no version (0): the follower reads the row.
+func (m *MySQL) Subscribe(key string, wake func(version int64)) (unsubscribe func()) {
 	return m.hub.Subscribe(key, wake)
 }
 
@@ -214,8 +225,18 @@ func (m *MySQL) Run(ctx context.Context) error {
 	waiting := map[string]context.CancelFunc{}
 	for {
 		// Start a waiter per subscribed key, stop those of keys no longer subscribed.
+		// Keys waited on already keep their waiter; new ones get one up to MaxWaiters.
 		live := map[string]bool{}
-		for _, k := range m.hub.Keys() {
+		keys := m.hub.Keys()
+		for _, k := range keys {
+			if waiting[k] != nil {
+				live[k] = true
+			}
+		}
+		for _, k := range keys {
+			if !live[k] && m.cfg.MaxWaiters > 0 && len(live) >= m.cfg.MaxWaiters {
+				continue
+			}
 			live[k] = true
 			if waiting[k] == nil {
 				wctx, wcancel := context.WithCancel(ctx)
@@ -437,7 +458,7 @@ func (m *MySQL) follow(ctx context.Context, key string, rearm <-chan struct{}) {
 			}
 			m.mu.Unlock()
 			m.woken.Add(1)
-			m.hub.Wake(key)
+			m.hub.Wake(key, 0)
 			continue
 		}
 		if got.Int64 != 1 {
@@ -454,7 +475,7 @@ func (m *MySQL) follow(ctx context.Context, key string, rearm <-chan struct{}) {
 			// dropped. Wake the follower to read the row.
 			quick, quickTerm = 0, 0
 			m.woken.Add(1)
-			m.hub.Wake(key)
+			m.hub.Wake(key, 0)
 			continue
 		}
 		if galera {
@@ -473,7 +494,7 @@ func (m *MySQL) follow(ctx context.Context, key string, rearm <-chan struct{}) {
 				}
 				m.mu.Unlock()
 				m.woken.Add(1)
-				m.hub.Wake(key)
+				m.hub.Wake(key, 0)
 				continue
 			}
 			t := time.NewTimer(m.cfg.GaleraCheckInterval)
@@ -494,7 +515,7 @@ func (m *MySQL) follow(ctx context.Context, key string, rearm <-chan struct{}) {
 		quick++
 		if quick >= 3 {
 			m.woken.Add(1)
-			m.hub.Wake(key)
+			m.hub.Wake(key, 0)
 			continue
 		}
 		sleep(ctx, 25*time.Millisecond<<quick)

@@ -113,7 +113,7 @@ func TestPostgresThroughPgBouncerFallsBackToPolling(t *testing.T) {
 	n, err := postgres.NewNotifier(postgres.NotifierConfig{DSN: dsn, Table: testdb.Name(t), SelfTestTimeout: 500 * time.Millisecond})
 	require.NoError(t, err)
 	woken := make(chan struct{}, 10)
-	defer n.Subscribe("k", func() { woken <- struct{}{} })()
+	defer n.Subscribe("k", func(int64) { woken <- struct{}{} })()
 	start(t, n.Run)
 	// The self-test fails; the notifier says so and wakes its subscribers, which
 	// then rely on polling.

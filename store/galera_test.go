@@ -122,7 +122,7 @@ func TestGaleraConformance(t *testing.T) {
 	db := testdb.Galera(t)[1]
 	runBoth(t, sqlHarness{
 		dialect: schema.MySQL,
-		exec:    dbExec(db),
+		exec:    storetest.DBExec(db),
 		open:    func(table string) (storetest.Store, error) { return mysql.New(db, table) },
 	})
 }

@@ -84,7 +84,7 @@ func TestMembersTableRecordsWhoTakesPartAndExpiresTheSilent(t *testing.T) {
 	for name, open := range membersCases(t) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			s, _ := open(t)
+			s, exec := open(t)
 			ctx := t.Context()
 			require.NoError(t, s.CreateTable(ctx))
 			require.NoError(t, s.CreateTable(ctx), "CreateTable is idempotent with the members table")
@@ -129,13 +129,23 @@ func TestMembersTableRecordsWhoTakesPartAndExpiresTheSilent(t *testing.T) {
 			assert.Equal(t, []string{"a"}, ids(ms))
 
 			// Rows that stop being written drop out of the view by their age, and
-			// the prune deletes them.
-			time.Sleep(50 * time.Millisecond)
+			// the prune deletes them. a's rows were last written an hour ago (set
+			// back by hand, so that no amount of load between two statements can
+			// blur the bound of one minute).
+			d := map[string]schema.Dialect{"mysql": schema.MySQL, "postgres": schema.Postgres, "sqlite": schema.SQLite}[name]
+			quoted, err := schema.Quote(d, s.MembersTable())
+			require.NoError(t, err)
+			back := map[string]string{
+				"mysql":    "seen_at - INTERVAL 1 HOUR",
+				"postgres": "seen_at - interval '1 hour'",
+				"sqlite":   "seen_at - 3600000000",
+			}[name]
+			require.NoError(t, exec(ctx, "UPDATE "+quoted+" SET seen_at = "+back+" WHERE member_id = 'a'"))
 			require.NoError(t, s.PutMembers(ctx, []store.Member{{Key: "k", ID: "c", Role: store.RoleObserver}}))
-			ms, err = s.Members(ctx, "k", 40*time.Millisecond)
+			ms, err = s.Members(ctx, "k", time.Minute)
 			require.NoError(t, err)
 			assert.Equal(t, []string{"c"}, ids(ms), "a is older than the bound: only c is shown")
-			n, err := s.PruneMembers(ctx, 40*time.Millisecond)
+			n, err := s.PruneMembers(ctx, time.Minute)
 			require.NoError(t, err)
 			assert.Equal(t, int64(2), n, "a's rows of k and k2 are pruned")
 			ms, err = s.Members(ctx, "k", hour)

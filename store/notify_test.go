@@ -75,7 +75,7 @@ func TestPostgresReleaseAndHandoverNotifyOnlyWhenTheyWin(t *testing.T) {
 	require.True(t, ok, "rows affected counts the SELECT's row")
 	p, got := next(settle)
 	require.True(t, got, "a winning release notifies")
-	assert.Equal(t, postgres.NotifyPayload(table, key), p)
+	assert.Equal(t, postgres.NotifyPayload(table, v+2, key), p, "with the released version")
 
 	term, ok, err := s.Elect(ctx, key, "b", v+2, time.Hour)
 	require.NoError(t, err)
@@ -92,7 +92,7 @@ func TestPostgresReleaseAndHandoverNotifyOnlyWhenTheyWin(t *testing.T) {
 	require.True(t, ok)
 	p, got = next(settle)
 	require.True(t, got, "a winning handover notifies")
-	assert.Equal(t, postgres.NotifyPayload(table, key), p)
+	assert.Equal(t, postgres.NotifyPayload(table, 0, key), p, "without a version: the target reads the row")
 
 	// The batched release notifies once per released key.
 	ins, err := s.InsertMany(ctx, "m", []string{"x", "y"})
@@ -111,5 +111,5 @@ func TestPostgresReleaseAndHandoverNotifyOnlyWhenTheyWin(t *testing.T) {
 		require.True(t, got, "ReleaseMany notifies each key")
 		payloads = append(payloads, p)
 	}
-	assert.ElementsMatch(t, []string{postgres.NotifyPayload(table, "x"), postgres.NotifyPayload(table, "y")}, payloads)
+	assert.ElementsMatch(t, []string{postgres.NotifyPayload(table, 0, "x"), postgres.NotifyPayload(table, 0, "y")}, payloads)
 }

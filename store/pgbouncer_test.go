@@ -35,7 +35,7 @@ func TestPostgresDatabaseSQLThroughPgBouncer(t *testing.T) {
 	t.Cleanup(func() { db.Close() })
 	storetest.Run(t, sqlHarness{
 		dialect: schema.Postgres,
-		exec:    dbExec(db),
+		exec:    storetest.DBExec(db),
 		open:    func(table string) (storetest.Store, error) { return postgres.NewDB(db, table) },
 	}.harness())
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -18,11 +17,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/casleader/casleader/internal/memstore"
 	"github.com/casleader/casleader/internal/secret"
 	"github.com/casleader/casleader/internal/testdb"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
+	"github.com/casleader/casleader/store/memstore"
 	"github.com/casleader/casleader/store/mysql"
 	"github.com/casleader/casleader/store/postgres"
 	"github.com/casleader/casleader/store/sqlite"
@@ -47,7 +46,7 @@ func TestMySQL(t *testing.T) {
 	db := testdb.MySQL(t)
 	runBoth(t, sqlHarness{
 		dialect: schema.MySQL,
-		exec:    dbExec(db),
+		exec:    storetest.DBExec(db),
 		open:    func(table string) (storetest.Store, error) { return mysql.New(db, table) },
 	})
 }
@@ -70,7 +69,7 @@ func TestPostgresDatabaseSQL(t *testing.T) {
 	t.Cleanup(func() { db.Close() })
 	runBoth(t, sqlHarness{
 		dialect: schema.Postgres,
-		exec:    dbExec(db),
+		exec:    storetest.DBExec(db),
 		open:    func(table string) (storetest.Store, error) { return postgres.NewDB(db, table) },
 	})
 }
@@ -79,10 +78,9 @@ func TestSQLite(t *testing.T) {
 	t.Parallel()
 	db := testdb.SQLite(t) // one file shared by all subtests, as candidates share one
 	runBoth(t, sqlHarness{
-		dialect:     schema.SQLite,
-		exec:        dbExec(db),
-		open:        func(table string) (storetest.Store, error) { return sqlite.New(db, table) },
-		dropNotNull: func(ctx context.Context, table string) error { return sqliteDropNotNull(ctx, db, table) },
+		dialect: schema.SQLite,
+		exec:    storetest.DBExec(db),
+		open:    func(table string) (storetest.Store, error) { return sqlite.New(db, table) },
 	})
 }
 
@@ -115,142 +113,15 @@ type plain storetest.Harness
 
 func (p plain) harness() storetest.Harness { return storetest.Harness(p) }
 
-// sqlHarness adapts one SQL store to the conformance suite.
+// sqlHarness adapts one SQL store to the conformance suite (storetest.SQL).
 type sqlHarness struct {
 	dialect schema.Dialect
 	exec    func(ctx context.Context, query string, args ...any) (rowsAffected int64, err error)
 	open    func(table string) (storetest.Store, error)
-	// dropNotNull makes leader_id nullable, where ALTER TABLE cannot.
-	dropNotNull func(ctx context.Context, table string) error
 }
 
 func (h sqlHarness) harness() storetest.Harness {
-	return storetest.Harness{Open: h.openStore, Corrupt: h.corrupt}
-}
-
-func (h sqlHarness) openStore(t *testing.T, table string) storetest.Store {
-	t.Helper()
-	s, err := h.open(table)
-	require.NoError(t, err)
-	quoted, err := schema.Quote(h.dialect, table)
-	require.NoError(t, err)
-	members, err := schema.MembersTable(table)
-	require.NoError(t, err)
-	membersQuoted, err := schema.Quote(h.dialect, members)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if _, err := h.exec(ctx, "DROP TABLE IF EXISTS "+quoted); err != nil {
-			t.Errorf("drop table %s: %v", quoted, err)
-		}
-		if _, err := h.exec(ctx, "DROP TABLE IF EXISTS "+membersQuoted); err != nil {
-			t.Errorf("drop table %s: %v", membersQuoted, err)
-		}
-	})
-	return s
-}
-
-// corrupt writes a row casleader never writes, with raw SQL.
-func (h sqlHarness) corrupt(t *testing.T, table, key, what string) {
-	t.Helper()
-	ctx := t.Context()
-	quoted, err := schema.Quote(h.dialect, table)
-	require.NoError(t, err)
-	param := "?"
-	if h.dialect == schema.Postgres {
-		param = "$1"
-	}
-	var set string
-	switch what {
-	case storetest.NegativeVersion:
-		set = "version = -1"
-	case storetest.FutureTick:
-		set = "tick_time = " + map[schema.Dialect]string{
-			schema.MySQL:    "NOW(6) + INTERVAL 1 HOUR",
-			schema.Postgres: "clock_timestamp() + interval '1 hour'",
-			schema.SQLite:   "CAST(unixepoch('subsec') * 1000000 AS INTEGER) + 3600000000",
-		}[h.dialect]
-	case storetest.SkewedTick:
-		set = "tick_time = " + map[schema.Dialect]string{
-			schema.MySQL:    "NOW(6) + INTERVAL 2 SECOND",
-			schema.Postgres: "clock_timestamp() + interval '2 seconds'",
-			schema.SQLite:   "CAST(unixepoch('subsec') * 1000000 AS INTEGER) + 2000000",
-		}[h.dialect]
-	case storetest.RolledBack:
-		set = "version = 1, term = 1, tick_time = " + map[schema.Dialect]string{
-			schema.MySQL:    "NOW(6) - INTERVAL 1 HOUR",
-			schema.Postgres: "clock_timestamp() - interval '1 hour'",
-			schema.SQLite:   "CAST(unixepoch('subsec') * 1000000 AS INTEGER) - 3600000000",
-		}[h.dialect]
-	case storetest.FarFutureTick:
-		set = "tick_time = " + map[schema.Dialect]string{
-			schema.MySQL:    "'2038-01-19 03:14:07.999999'",
-			schema.Postgres: "'3000-01-01 00:00:00+00'",
-			schema.SQLite:   "32503680000000000", // 3000-01-01 in microseconds
-		}[h.dialect]
-	case storetest.TopVersion:
-		set = "version = 9223372036854775807, term = 9223372036854775807"
-	case storetest.NearVersionLimit:
-		set = fmt.Sprintf("version = %d, term = %d", store.VersionLimit-2, store.VersionLimit-2)
-	case storetest.NullLeader:
-		switch h.dialect {
-		case schema.MySQL:
-			_, err = h.exec(ctx, "ALTER TABLE "+quoted+" MODIFY leader_id VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL DEFAULT ''")
-		case schema.Postgres:
-			_, err = h.exec(ctx, "ALTER TABLE "+quoted+" ALTER COLUMN leader_id DROP NOT NULL")
-		default:
-			require.NotNil(t, h.dropNotNull, "dropNotNull for %s", h.dialect)
-			err = h.dropNotNull(ctx, table)
-		}
-		require.NoError(t, err, "make leader_id nullable")
-		set = "leader_id = NULL"
-	default:
-		t.Fatalf("unknown corruption %q", what)
-	}
-	n, err := h.exec(ctx, "UPDATE "+quoted+" SET "+set+" WHERE elect_key = "+param, key)
-	require.NoError(t, err, "corrupt %s", what)
-	require.EqualValues(t, 1, n, "corrupt %s: rows affected", what)
-}
-
-// sqliteDropNotNull rebuilds table with a nullable leader_id: SQLite's ALTER TABLE
-// cannot change a column's constraints.
-func sqliteDropNotNull(ctx context.Context, db *sql.DB, table string) error {
-	ddl, err := schema.DDL(schema.SQLite, table+"_new")
-	if err != nil {
-		return err
-	}
-	re := regexp.MustCompile(`leader_id\s+TEXT NOT NULL`)
-	if !re.MatchString(ddl) {
-		return fmt.Errorf("SQLite DDL has no %q: update the test", re)
-	}
-	ddl = re.ReplaceAllString(ddl, "leader_id TEXT")
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-	for _, q := range []string{
-		ddl,
-		`INSERT INTO "` + table + `_new" SELECT * FROM "` + table + `"`,
-		`DROP TABLE "` + table + `"`,
-		`ALTER TABLE "` + table + `_new" RENAME TO "` + table + `"`,
-	} {
-		if _, err := tx.ExecContext(ctx, q); err != nil {
-			return fmt.Errorf("%s: %w", q, err)
-		}
-	}
-	return tx.Commit()
-}
-
-func dbExec(db *sql.DB) func(ctx context.Context, query string, args ...any) (int64, error) {
-	return func(ctx context.Context, query string, args ...any) (int64, error) {
-		res, err := db.ExecContext(ctx, query, args...)
-		if err != nil {
-			return 0, err
-		}
-		return res.RowsAffected()
-	}
+	return storetest.SQL{Dialect: h.dialect, Exec: h.exec, Open: h.open}.Harness()
 }
 
 func poolExec(pool *pgxpool.Pool) func(ctx context.Context, query string, args ...any) (int64, error) {
@@ -403,7 +274,7 @@ func TestWrongTableIsRefused(t *testing.T) {
 	dbs := map[schema.Dialect]func(t *testing.T) sqlHarness{
 		schema.MySQL: func(t *testing.T) sqlHarness {
 			db := testdb.MySQL(t)
-			return sqlHarness{dialect: schema.MySQL, exec: dbExec(db),
+			return sqlHarness{dialect: schema.MySQL, exec: storetest.DBExec(db),
 				open: func(table string) (storetest.Store, error) { return mysql.New(db, table) }}
 		},
 		schema.Postgres: func(t *testing.T) sqlHarness {
@@ -413,7 +284,7 @@ func TestWrongTableIsRefused(t *testing.T) {
 		},
 		schema.SQLite: func(t *testing.T) sqlHarness {
 			db := testdb.SQLite(t)
-			return sqlHarness{dialect: schema.SQLite, exec: dbExec(db),
+			return sqlHarness{dialect: schema.SQLite, exec: storetest.DBExec(db),
 				open: func(table string) (storetest.Store, error) { return sqlite.New(db, table) }}
 		},
 	}
@@ -425,7 +296,7 @@ func TestWrongTableIsRefused(t *testing.T) {
 				t.Run(tc.name, func(t *testing.T) {
 					ctx := t.Context()
 					table := testdb.Name(t)
-					s := h.openStore(t, table) // drops the table at the end
+					s := h.harness().Open(t, table) // drops the table at the end
 					_, err := h.exec(ctx, tc.ddl(t, table))
 					require.NoError(t, err, "create the wrong table")
 

@@ -673,7 +673,7 @@ func TestRunFrozenLeaderLosesItsChildBeforeTheTakeover(t *testing.T) {
 		}
 		// Freeze the leading casleader (not its child): it can neither renew nor stop
 		// the child. Its supervisor must kill the child before the lease can pass.
-		frozen.signal(syscall.SIGSTOP)
+		frozen.freezeOutsideWrite()
 		second := waitChildLines(t, log, "start", 2)[1]
 		if second.id != other || second.token <= first.token {
 			t.Fatalf("after freezing %s: child %+v, first %+v", first.id, second, first)

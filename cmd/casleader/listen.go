@@ -21,7 +21,8 @@ import (
 // observer is run's --listen server: Prometheus metrics at /metrics and the health
 // check at /healthz, for the elector of this run. Its life: newObserver (before
 // casleader.New), listen (before campaigning: an address that cannot be listened on
-// is reported at once), serve (just before Run), close (after Run).
+// is reported at once), serve (just before Run), close (after Run). Its hooks
+// go into the elector's Config.
 type observer struct {
 	reg *prometheus.Registry
 	m   *metrics.Metrics
@@ -42,10 +43,9 @@ const (
 	httpShutdownTimeout   = 2 * time.Second
 )
 
-// newObserver returns the metrics and the health check of one elector, and st
-// instrumented for both. It chains cfg's callbacks: call it after they are set, and
-// pass the returned store and cfg to casleader.New.
-func newObserver(st casleader.Store, cfg *casleader.Config) (*observer, casleader.Store, error) {
+// newObserver returns the metrics and the health check of one elector; put its
+// hooks in the elector's Config.
+func newObserver() (*observer, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
 		collectors.NewGoCollector(),
@@ -53,11 +53,15 @@ func newObserver(st casleader.Store, cfg *casleader.Config) (*observer, casleade
 	)
 	m, err := metrics.New(reg)
 	if err != nil {
-		return nil, nil, fmt.Errorf("register the metrics: %w", err)
+		return nil, fmt.Errorf("register the metrics: %w", err)
 	}
 	hc := healthz.New(0) // unhealthy once a lead phase outlives the lease
-	st = hc.Instrument(m.Instrument(st, cfg), cfg)
-	return &observer{reg: reg, m: m, hc: hc}, st, nil
+	return &observer{reg: reg, m: m, hc: hc}, nil
+}
+
+// hooks returns the hooks that feed the metrics and the health check.
+func (o *observer) hooks() []casleader.Hooks {
+	return []casleader.Hooks{o.m.Hooks(), o.hc.Hooks()}
 }
 
 // listen opens the listening socket on addr, so that a port that is taken is a
@@ -78,10 +82,9 @@ func (o *observer) listen(addr string) error {
 // addr returns the address the server listens on (the port chosen for port 0).
 func (o *observer) addr() string { return o.ln.Addr().String() }
 
-// serve makes the gauges read el at every scrape and serves GET (and HEAD)
-// /metrics and /healthz in the background until close.
-func (o *observer) serve(el *casleader.Elector, log *slog.Logger) {
-	o.m.Track(el)
+// serve serves GET (and HEAD) /metrics and /healthz in the background until
+// close.
+func (o *observer) serve(log *slog.Logger) {
 	errLog := slog.NewLogLogger(log.Handler(), slog.LevelWarn)
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.InstrumentMetricHandler(o.reg, promhttp.HandlerFor(o.reg, promhttp.HandlerOpts{

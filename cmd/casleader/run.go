@@ -140,15 +140,14 @@ func cmdRun(a *app, args []string) error {
 		Logger:            a.log,
 		OnStartedLeading:  r.lead,
 	}
-	var st casleader.Store = d.st
 	var obs *observer
 	if *listen != "" {
-		// After cfg's callbacks are set: the instrumentation chains them.
-		if obs, st, err = newObserver(st, &cfg); err != nil {
+		if obs, err = newObserver(); err != nil {
 			return failf("%v", err)
 		}
+		cfg.Hooks = obs.hooks()
 	}
-	el, err := casleader.New(st, cfg)
+	el, err := casleader.New(d.st, cfg)
 	if errors.Is(err, casleader.ErrInvalidConfig) {
 		return usageError("run", errors.New(flagNames.Replace(err.Error())))
 	}
@@ -184,7 +183,7 @@ func cmdRun(a *app, args []string) error {
 		return err
 	}
 	if obs != nil {
-		obs.serve(el, a.log)
+		obs.serve(a.log)
 	}
 
 	sigc := make(chan os.Signal, 8)

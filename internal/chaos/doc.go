@@ -1,6 +1,10 @@
-// Package chaos is casleader's fault-injection harness and history checker.
+// Package chaos is casleader's fault suite: the scenarios (its tests) that run
+// the fault-injection harness and the history checker of package casleadertest,
+// the race-test kit that users test their own leader code with, so that the kit
+// is proven by the suite that proves the library. This package keeps the names
+// the scenarios use ([Cluster], [Config], [Check], ...) as aliases of the kit's.
 //
-// A [Cluster] runs candidates as separate OS processes (the test binary re-executed
+// A [Cluster] (casleadertest.ProcessCluster) runs candidates as separate OS processes (the test binary re-executed
 // with [EnvChild] set; its TestMain calls [Child]), each talking to the database
 // through its own TCP proxy (github.com/Shopify/toxiproxy/v2, in the parent process,
 // on 127.0.0.1), so that a candidate can be killed (SIGKILL), frozen (SIGSTOP, then

@@ -15,7 +15,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -23,18 +22,20 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/casleader/casleader/store"
+	"github.com/casleader/casleader/store/memstore"
 )
 
-// Operation names; AnyOp matches them all.
+// Operation names (those of package memstore, and the guard's); AnyOp matches them
+// all.
 const (
-	OpObserve  = "observe"
-	OpInsert   = "insert"
-	OpElect    = "elect"
-	OpRenew    = "renew"
-	OpRelease  = "release"
-	OpHandover = "handover"
+	OpObserve  = memstore.OpObserve
+	OpInsert   = memstore.OpInsert
+	OpElect    = memstore.OpElect
+	OpRenew    = memstore.OpRenew
+	OpRelease  = memstore.OpRelease
+	OpHandover = memstore.OpHandover
 	OpGuard    = "guard"
-	AnyOp      = "*"
+	AnyOp      = memstore.AnyOp
 )
 
 // Inner is the store being decorated: the methods of casleader.Store.
@@ -47,113 +48,27 @@ type Inner interface {
 	Handover(ctx context.Context, key, id string, version int64, to string) (term int64, ok bool, err error)
 }
 
-// Store decorates an [Inner] store with fault hooks. Its methods are safe for
+// Store decorates an [Inner] store with fault hooks: those of the in-memory store
+// ([memstore.Faults]), one implementation for both. Its methods are safe for
 // concurrent use.
 type Store struct {
+	memstore.Faults
 	inner Inner
-
-	mu    sync.Mutex
-	next  map[string][]fault
-	fail  map[string]error
-	delay map[string]time.Duration
-	calls map[string]int
-}
-
-type fault struct {
-	err    error
-	commit bool
 }
 
 // New decorates inner.
 func New(inner Inner) *Store {
-	return &Store{inner: inner, next: map[string][]fault{}, fail: map[string]error{}, delay: map[string]time.Duration{}, calls: map[string]int{}}
+	return &Store{inner: inner}
 }
 
-// FailNext makes the next call of op (or of any operation, for AnyOp) return err
-// without reaching the database.
-func (s *Store) FailNext(op string, err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.next[op] = append(s.next[op], fault{err: err})
-}
-
-// CommitThenFail makes the next write op (or any, for AnyOp) reach the database and
-// commit, then return err and swapped == false: the reply was lost.
-func (s *Store) CommitThenFail(op string, err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.next[op] = append(s.next[op], fault{err: err, commit: true})
-}
-
-// Fail makes every call of op (or of every operation, for AnyOp) return err until
-// Fail(op, nil).
-func (s *Store) Fail(op string, err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err == nil {
-		delete(s.fail, op)
-	} else {
-		s.fail[op] = err
+// before runs the hooks of op: the error to return now (nil: go on), and the one
+// to return once the inner store's write is done.
+func (s *Store) before(ctx context.Context, op string) (now, after error) {
+	now, after = s.Before(ctx, op)
+	if now != nil {
+		return fmt.Errorf("faultstore: %s: %w", op, now), nil
 	}
-}
-
-// SetDelay makes every call of op (or of every operation) wait d before it is sent;
-// a context that ends first ends the call with a transient error. Zero removes it.
-func (s *Store) SetDelay(op string, d time.Duration) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.delay[op] = d
-}
-
-// Calls returns how many calls of op (or of all operations, for AnyOp) were made.
-func (s *Store) Calls(op string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if op != AnyOp {
-		return s.calls[op]
-	}
-	n := 0
-	for _, c := range s.calls {
-		n += c
-	}
-	return n
-}
-
-// before runs the hooks of op. It returns the error to return now (nil: go on) and
-// whether the call must commit first and then return that error.
-func (s *Store) before(ctx context.Context, op string) (err error, commitThen bool) {
-	s.mu.Lock()
-	s.calls[op]++
-	d := max(s.delay[op], s.delay[AnyOp])
-	var f *fault
-	for _, k := range []string{op, AnyOp} {
-		if q := s.next[k]; len(q) > 0 {
-			f = &q[0]
-			s.next[k] = q[1:]
-			break
-		}
-	}
-	persistent := s.fail[op]
-	if persistent == nil {
-		persistent = s.fail[AnyOp]
-	}
-	s.mu.Unlock()
-	if d > 0 {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("faultstore: %s: %w: %w", op, store.ErrTransient, ctx.Err()), false
-		case <-t.C:
-		}
-	}
-	switch {
-	case f != nil:
-		return f.err, f.commit
-	case persistent != nil:
-		return persistent, false
-	}
-	return nil, false
+	return nil, after
 }
 
 func (s *Store) write(ctx context.Context, op string, do func() (bool, error)) (bool, error) {
@@ -166,13 +81,13 @@ func (s *Store) write(ctx context.Context, op string, do func() (bool, error)) (
 
 // writeTerm is write for the writes that start a term and report it.
 func (s *Store) writeTerm(ctx context.Context, op string, do func() (int64, bool, error)) (int64, bool, error) {
-	err, commit := s.before(ctx, op)
-	if err != nil && !commit {
-		return 0, false, err
+	now, after := s.before(ctx, op)
+	if now != nil {
+		return 0, false, now
 	}
 	term, ok, werr := do()
-	if commit {
-		return 0, false, err
+	if after != nil {
+		return 0, false, after
 	}
 	return term, ok, werr
 }

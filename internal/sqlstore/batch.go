@@ -108,9 +108,11 @@ func (c *Core) ElectMany(ctx context.Context, id string, from []store.KeyVersion
 // ReleaseMany gives up id's lease on each key held at its version, like Release per
 // key, and returns the keys released.
 func (c *Core) ReleaseMany(ctx context.Context, id string, held []store.KeyVersion) (released []store.Won, err error) {
-	return c.batchCAS(ctx, "release many", id, held, c.bq.releaseMany, nil, false, true, func(r readBack, kv store.KeyVersion) bool {
+	released, err = c.batchCAS(ctx, "release many", id, held, c.bq.releaseMany, nil, false, true, func(r readBack, kv store.KeyVersion) bool {
 		return r.version == kv.Version+1 && r.leader == ""
 	})
+	c.wakeReleased(held, released)
+	return released, err
 }
 
 // InsertMany creates the missing rows among keys with id as their first leader,

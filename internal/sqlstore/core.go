@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/casleader/casleader/notify"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
 )
@@ -55,6 +56,8 @@ type Core struct {
 	bq       batchQueries
 	wsrep    *atomic.Int32 // guard.go: whether the server is a Galera node (0: not known yet)
 	checked  *atomic.Bool  // the table passed Check
+	hub      *notify.Hub
+	wakeups  *notify.Wakeups // see Wakeups
 }
 
 // New returns the engine of a store for dialect d on b, for the election table
@@ -75,14 +78,29 @@ func New(d schema.Dialect, table string, b Backend, classify func(error) error) 
 	case schema.MySQL:
 		bq, build = mysqlBatch{quoted}, mysqlQueries
 	case schema.Postgres:
-		bq, build = postgresBatch{t: quoted, notify: pgNotify(table, "elect_key")}, postgresQueries
+		bq, build = postgresBatch{t: quoted, notify: pgNotify(table, "elect_key", "0")}, postgresQueries
 	case schema.SQLite:
 		bq, build = sqliteBatch{quoted}, sqliteQueries
 	default:
 		return Core{}, fmt.Errorf("%w: unknown dialect %q", store.ErrInvalidArgument, d)
 	}
-	return Core{dialect: d, table: table, q: build(quoted, table), b: b, classify: classify, bq: bq, wsrep: new(atomic.Int32), checked: new(atomic.Bool)}, nil
+	hub := notify.NewHub()
+	return Core{dialect: d, table: table, q: build(quoted, table), b: b, classify: classify, bq: bq, wsrep: new(atomic.Int32), checked: new(atomic.Bool),
+		hub: hub, wakeups: notify.NewWakeups(table, hub, nil)}, nil
 }
+
+// Listen makes lis (built on [Core.Hub]) the cross-process part of the store's
+// wake-ups. The dialect stores call it once, in their constructor.
+func (c *Core) Listen(lis notify.Listener) { c.wakeups = notify.NewWakeups(c.table, c.hub, lis) }
+
+// Hub returns the hub that the store's wake-ups deliver to.
+func (c *Core) Hub() *notify.Hub { return c.hub }
+
+// Wakeups returns the store's wake-ups: the electors and groups on the store
+// subscribe to them by themselves. This store's own releases and handovers wake
+// the subscribers in this process directly; writes by other processes reach them
+// through the dialect's listener, which runs while anybody subscribes.
+func (c *Core) Wakeups() *notify.Wakeups { return c.wakeups }
 
 // Dialect returns the store's SQL dialect.
 func (c *Core) Dialect() schema.Dialect { return c.dialect }
@@ -310,6 +328,9 @@ func (c *Core) Release(ctx context.Context, key, id string, version int64) (swap
 		return false, err
 	}
 	n, err := c.b.Exec(ctx, c.q.release, version+1, key, version, id)
+	if n == 1 && err == nil {
+		c.wakeups.Released(key, version+1)
+	}
 	return n == 1, c.wrap("release", key, err)
 }
 
@@ -335,6 +356,9 @@ func (c *Core) Handover(ctx context.Context, key, id string, version int64, to s
 		args = []any{to, to, key, version, id}
 	}
 	term, ok, err = c.writeTerm(ctx, c.q.handover, args...)
+	if ok && err == nil {
+		c.wakeups.Released(key, 0) // the target reads the row and adopts the lease
+	}
 	return term, ok, c.wrap("handover", key, err)
 }
 
@@ -404,4 +428,19 @@ func (b sqlBackend) execLastID(ctx context.Context, query string, args ...any) (
 	}
 	lastID, err = res.LastInsertId()
 	return affected, lastID, err
+}
+
+// wakeReleased wakes the subscribers in this process of the keys of held that
+// were released (each at its version + 1).
+func (c *Core) wakeReleased(held []store.KeyVersion, released []store.Won) {
+	if len(released) == 0 {
+		return
+	}
+	from := make(map[string]int64, len(held))
+	for _, kv := range held {
+		from[kv.Key] = kv.Version
+	}
+	for _, w := range released {
+		c.wakeups.Released(w.Key, from[w.Key]+1)
+	}
 }

@@ -69,3 +69,28 @@ func FuzzDecode(f *testing.F) {
 }
 
 // FuzzValidateName: what validateName accepts every database stores and compares
+
+func TestNotifyPayloadRoundTrips(t *testing.T) {
+	for _, tc := range []struct {
+		table, payload string
+		version        int64
+		key            string
+		ok             bool
+	}{
+		{"t", NotifyPayload("t", 42, "k"), 42, "k", true},
+		{"t", NotifyPayload("t", 0, "a key with spaces"), 0, "a key with spaces", true},
+		{"s.t", NotifyPayload("s.t", 7, "k"), 7, "k", true},
+		{"t", NotifyPayload("other", 42, "k"), 0, "", false},
+		{"t", "t k", 0, "", false},    // no version
+		{"t", "t x k", 0, "", false},  // not a number
+		{"t", "t -1 k", 0, "", false}, // negative
+		{"t", "t 5 ", 0, "", false},   // no key
+		{"t", "tt 5 k", 0, "", false}, // another table with the same prefix
+		{"t", "casleader-selftest 0123", 0, "", false},
+	} {
+		v, k, ok := ParseNotifyPayload(tc.table, tc.payload)
+		if v != tc.version || k != tc.key || ok != tc.ok {
+			t.Errorf("ParseNotifyPayload(%q, %q) = %d, %q, %v; want %d, %q, %v", tc.table, tc.payload, v, k, ok, tc.version, tc.key, tc.ok)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/casleader/casleader/schema"
@@ -12,17 +13,39 @@ import (
 const NotifyChannel = "casleader"
 
 // NotifyPayload returns the payload of the notification sent when the lease of key in
-// table is released or handed over: the table name as configured, a space, the key.
-// Table names hold no space, so the first space separates the two.
-func NotifyPayload(table, key string) string { return table + " " + key }
+// table is released at row version version, or handed over (version 0): the table
+// name as configured, the version, and the key, separated by single spaces. Table
+// names and versions hold no space, so the first two spaces separate the three.
+func NotifyPayload(table string, version int64, key string) string {
+	return table + " " + strconv.FormatInt(version, 10) + " " + key
+}
+
+// ParseNotifyPayload splits a payload of [NotifyPayload] for table into the version
+// and the key; ok is false for a payload of another table or not of that form.
+func ParseNotifyPayload(table, payload string) (version int64, key string, ok bool) {
+	rest, ok := strings.CutPrefix(payload, table+" ")
+	if !ok {
+		return 0, "", false
+	}
+	v, key, ok := strings.Cut(rest, " ")
+	if !ok {
+		return 0, "", false
+	}
+	version, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || version < 0 || key == "" {
+		return 0, "", false
+	}
+	return version, key, true
+}
 
 // pgNotify is the SELECT that follows a release or handover's CTE u: one
-// notification per row u returns, and one result row per notification, holding the
-// columns cols of u (u must return elect_key too).
-func pgNotify(table, cols string) string {
+// notification per row u returns, with the released version given by the SQL
+// expression version (a column of u, or 0), and one result row per notification,
+// holding the columns cols of u (u must return elect_key too).
+func pgNotify(table, cols, version string) string {
 	// table passed schema.ValidateTable: letters, digits, underscores and one dot,
 	// safe inside a string literal.
-	return `SELECT ` + cols + ` FROM (SELECT ` + cols + `, pg_notify('` + NotifyChannel + `', '` + table + ` ' || elect_key) FROM u) AS n`
+	return `SELECT ` + cols + ` FROM (SELECT ` + cols + `, pg_notify('` + NotifyChannel + `', '` + table + ` ' || ` + version + ` || ' ' || elect_key) FROM u) AS n`
 }
 
 const (
@@ -49,10 +72,10 @@ func postgresQueries(t, table string) queries {
 		renew: `UPDATE ` + t + ` SET version = $1, tick_time = ` + now + `, update_time = ` + now +
 			` WHERE elect_key = $2 AND version = $3 AND leader_id = $4`,
 		release: `WITH u AS (UPDATE ` + t + ` SET version = $1, leader_id = '', tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +
-			` WHERE elect_key = $2 AND version = $3 AND leader_id = $4 RETURNING elect_key) ` + pgNotify(table, "elect_key"),
+			` WHERE elect_key = $2 AND version = $3 AND leader_id = $4 RETURNING elect_key, version) ` + pgNotify(table, "elect_key", "version"),
 		handover: `WITH u AS (UPDATE ` + t + ` SET version = ` + pgNewTerm + `, term = ` + pgNewTerm +
 			`, leader_id = $1, tick_time = ` + now + `, handover_to = $1, stepdown = 0, update_time = ` + now +
-			` WHERE elect_key = $2 AND version = $3 AND leader_id = $4 RETURNING elect_key, term) ` + pgNotify(table, "term"),
+			` WHERE elect_key = $2 AND version = $3 AND leader_id = $4 RETURNING elect_key, term) ` + pgNotify(table, "term", "0"),
 		request: `UPDATE ` + t + ` SET version = $1, handover_to = $2, stepdown = 1, update_time = ` + now +
 			` WHERE elect_key = $3 AND version = $4 AND leader_id <> ''`,
 		check: `SELECT ` + strings.Join(schema.Columns, ", ") + ` FROM ` + t + ` WHERE false`,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/casleader/casleader/internal/secret"
 	"github.com/casleader/casleader/internal/sqlstore"
+	"github.com/casleader/casleader/notify"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
 )
@@ -24,7 +25,10 @@ import (
 // time_zone='+00:00', as [Open] does) to keep ages exact across daylight-saving
 // changes. Open the pool with interpolateParams=true (as [Open] does): otherwise
 // the driver spends three round trips on each parameterised statement.
-type Store struct{ sqlstore.Core }
+type Store struct{ core }
+
+// core is the engine every dialect store shares; its methods are the store's.
+type core = sqlstore.Core
 
 // New returns a store on db for the election table (empty means
 // [schema.DefaultTable]).
@@ -36,6 +40,17 @@ func New(db *sql.DB, table string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The named-lock waiters take connections of db: leave half of them to the
+	// elections (a pool of [Open] has sqlstore.DefaultPoolSize).
+	waiters := max(db.Stats().MaxOpenConnections/2-1, 1)
+	if db.Stats().MaxOpenConnections == 0 {
+		waiters = sqlstore.DefaultPoolSize
+	}
+	n, err := notify.NewMySQL(notify.MySQLConfig{DB: db, Table: c.Table(), Hub: c.Hub(), MaxWaiters: waiters})
+	if err != nil {
+		return nil, err
+	}
+	c.Listen(n)
 	return &Store{c}, nil
 }
 

@@ -20,7 +20,7 @@ func (s *Store) GuardPgx(ctx context.Context, tx pgx.Tx, key, id string, token i
 	if tx != nil {
 		q = pgxTx{tx}
 	}
-	return sqlstore.GuardRow(ctx, &s.Core, q, key, id, token, lease)
+	return sqlstore.GuardRow(ctx, &s.core, q, key, id, token, lease)
 }
 
 // pgxTx reads through a pgx transaction in exec mode.

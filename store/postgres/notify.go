@@ -9,13 +9,14 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/casleader/casleader/internal/secret"
+	"github.com/casleader/casleader/internal/sqlstore"
 	"github.com/casleader/casleader/notify"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
@@ -24,7 +25,7 @@ import (
 // NotifierConfig configures [NewNotifier]. Zero values get the defaults given per field.
 type NotifierConfig struct {
 	// DSN reaches PostgreSQL directly or through a session-pooling proxy: LISTEN
-	// needs a session of its own. Required.
+	// needs a session of its own. Required by [NewNotifier].
 	DSN string
 	// Table is the election table, spelled as the stores are given it. Default
 	// schema.DefaultTable.
@@ -40,12 +41,16 @@ type NotifierConfig struct {
 	Logger *slog.Logger
 }
 
-// Postgres listens for release and handover notifications on one dedicated
-// connection and wakes the subscribed electors. It implements casleader.Notifier.
-// Create it with [NewNotifier] and run [Notifier.Run].
+// Notifier listens for release and handover notifications on one dedicated
+// connection and wakes the subscribed electors. A [Store] on a pool has one built in
+// (see [Store]); build one with [NewNotifier] only to listen through another DSN than
+// the pool's (the pool goes through PgBouncer in transaction pooling mode, where
+// LISTEN does not work), set it as Config.Notifier and run [Notifier.Run] next to
+// the elector. It implements casleader.Notifier.
 type Notifier struct {
 	cfg       NotifierConfig
-	conn      *pgx.ConnConfig
+	connect   func(ctx context.Context) (*pgx.Conn, func(), error) // a dedicated connection and how to close it
+	send      func(ctx context.Context, payload string) error      // a notification through another connection
 	hub       *notify.Hub
 	listening atomic.Bool
 	warned    atomic.Bool
@@ -73,11 +78,63 @@ func NewNotifier(cfg NotifierConfig) (*Notifier, error) {
 	}
 	// No statement cache: the listener runs only LISTEN, pg_notify and SELECT 1.
 	cc.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
-	return &Notifier{cfg: cfg, conn: cc, hub: notify.NewHub()}, nil
+	p := &Notifier{cfg: cfg, hub: notify.NewHub()}
+	p.connect = func(ctx context.Context) (*pgx.Conn, func(), error) {
+		conn, err := pgx.ConnectConfig(ctx, cc)
+		if err != nil {
+			return nil, nil, err
+		}
+		return conn, func() { closeConn(ctx, conn) }, nil
+	}
+	p.send = func(ctx context.Context, payload string) error {
+		other, err := pgx.ConnectConfig(ctx, cc)
+		if err != nil {
+			return err
+		}
+		defer closeConn(ctx, other)
+		_, err = other.Exec(ctx, `SELECT pg_notify($1, $2)`, NotifyChannel, payload)
+		return err
+	}
+	return p, nil
 }
 
-// Subscribe calls wake whenever the lease of key is released or handed over.
-func (p *Notifier) Subscribe(key string, wake func()) (unsubscribe func()) {
+// poolListener returns the listener built into a store on pool: it takes its
+// dedicated connection from the pool (which then no longer counts it) and sends its
+// self-test through the pool.
+func poolListener(pool *pgxpool.Pool, table string, hub *notify.Hub) *Notifier {
+	cfg := NotifierConfig{Table: table, SelfTestTimeout: 2 * time.Second, RetestInterval: time.Minute, PingInterval: 30 * time.Second,
+		Logger: slog.New(slog.DiscardHandler)}
+	p := &Notifier{cfg: cfg, hub: hub}
+	p.connect = func(ctx context.Context) (*pgx.Conn, func(), error) {
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		conn := c.Hijack()
+		return conn, func() { closeConn(ctx, conn) }, nil
+	}
+	p.send = func(ctx context.Context, payload string) error {
+		// Through the store's wire layer (pgconn, text values): pgx's typed Exec
+		// would link its type map into every program that uses a store.
+		_, err := pgxBackend{pool}.Exec(ctx, `SELECT pg_notify($1::text, $2::text)`, NotifyChannel, payload)
+		return err
+	}
+	return p
+}
+
+// closeConn closes conn within a second, even after ctx ended.
+func closeConn(ctx context.Context, conn *pgx.Conn) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	_ = conn.Close(cctx)
+}
+
+// Table returns the election table whose notifications wake the subscribers.
+func (p *Notifier) Table() string { return p.cfg.Table }
+
+// Subscribe calls wake whenever the lease of key is released (with the released
+// version) or handed over (with 0).
+func (p *Notifier) Subscribe(key string, wake func(version int64)) (unsubscribe func()) {
 	return p.hub.Subscribe(key, wake)
 }
 
@@ -136,41 +193,37 @@ var errSelfTest = errors.New("postgres: notify: self-test notification did not a
 
 // session connects, listens, self-tests and dispatches until an error or ctx ends.
 func (p *Notifier) session(ctx context.Context) error {
-	conn, err := pgx.ConnectConfig(ctx, p.conn)
+	conn, closeIt, err := p.connect(ctx)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		defer cancel()
-		_ = conn.Close(cctx)
-	}()
-	if _, err := conn.Exec(ctx, `LISTEN `+pgx.Identifier{NotifyChannel}.Sanitize()); err != nil {
+	defer closeIt()
+	// pgconn's simple protocol: no statement cache, no type map.
+	if _, err := conn.PgConn().Exec(ctx, `LISTEN `+pgx.Identifier{NotifyChannel}.Sanitize()).ReadAll(); err != nil {
 		return err
 	}
 	if err := p.selfTest(ctx, conn); err != nil {
 		return err
 	}
+	p.hub.WakeAll() // a release may have come before the LISTEN
 	p.listening.Store(true)
 	p.cfg.Logger.Info("casleader notify: listening", "table", p.cfg.Table, "channel", NotifyChannel)
-	p.hub.WakeAll()
-	prefix := p.cfg.Table + " "
 	for {
 		wctx, cancel := context.WithTimeout(ctx, p.cfg.PingInterval)
 		n, err := conn.WaitForNotification(wctx)
 		cancel()
 		switch {
 		case err == nil:
-			if key, ok := strings.CutPrefix(n.Payload, prefix); ok {
+			if version, key, ok := sqlstore.ParseNotifyPayload(p.cfg.Table, n.Payload); ok {
 				p.received.Add(1)
-				p.hub.Wake(key)
+				p.hub.Wake(key, version)
 			}
 		case ctx.Err() != nil:
 			return ctx.Err()
 		case errors.Is(err, context.DeadlineExceeded) || pgconnTimeout(err):
 			// Idle: make sure the connection is still alive.
 			pctx, pcancel := context.WithTimeout(ctx, p.cfg.SelfTestTimeout)
-			err := conn.Ping(pctx)
+			err := conn.PgConn().Ping(pctx)
 			pcancel()
 			if err != nil {
 				return err
@@ -188,15 +241,7 @@ func (p *Notifier) selfTest(ctx context.Context, conn *pgx.Conn) error {
 	b := make([]byte, 8)
 	_, _ = crand.Read(b)
 	payload := "casleader-selftest " + hex.EncodeToString(b)
-	other, err := pgx.ConnectConfig(ctx, p.conn)
-	if err != nil {
-		return err
-	}
-	_, err = other.Exec(ctx, `SELECT pg_notify($1, $2)`, NotifyChannel, payload)
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-	_ = other.Close(cctx)
-	cancel()
-	if err != nil {
+	if err := p.send(ctx, payload); err != nil {
 		return err
 	}
 	deadline := time.Now().Add(p.cfg.SelfTestTimeout)

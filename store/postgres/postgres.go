@@ -30,7 +30,10 @@ import (
 // the store works through PgBouncer in transaction pooling mode. On a pool the
 // statements go through pgconn, pgx's wire layer, with text-format values. tick_time
 // is a timestamptz written with clock_timestamp().
-type Store struct{ sqlstore.Core }
+type Store struct{ core }
+
+// core is the engine every dialect store shares; its methods are the store's.
+type core = sqlstore.Core
 
 // New returns a store on pool for the election table (empty means
 // [schema.DefaultTable]).
@@ -42,6 +45,7 @@ func New(pool *pgxpool.Pool, table string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.Listen(poolListener(pool, c.Table(), c.Hub()))
 	return &Store{c}, nil
 }
 
@@ -111,8 +115,11 @@ func shouldPing(_ context.Context, p pgxpool.ShouldPingParams) bool {
 const NotifyChannel = sqlstore.NotifyChannel
 
 // NotifyPayload returns the payload of the notification sent when the lease of key in
-// table is released or handed over: the table name as configured, a space, the key.
-func NotifyPayload(table, key string) string { return sqlstore.NotifyPayload(table, key) }
+// table is released at row version version, or handed over (version 0): the table
+// name as configured, the version and the key, separated by single spaces.
+func NotifyPayload(table string, version int64, key string) string {
+	return sqlstore.NotifyPayload(table, version, key)
+}
 
 // classify marks pgx's and the server's errors with the kinds of package store.
 func classify(err error) error {

@@ -22,7 +22,10 @@ import (
 // Store is the store for SQLite 3.42+ through the pure-Go driver modernc.org/sqlite,
 // for candidates on one host and for zero-setup use. The "database clock" is the host's
 // clock; tick_time holds microseconds since the Unix epoch.
-type Store struct{ sqlstore.Core }
+type Store struct{ core }
+
+// core is the engine every dialect store shares; its methods are the store's.
+type core = sqlstore.Core
 
 // New returns a store on db for the election table (empty means
 // [schema.DefaultTable]). Open db with [Open], or set a busy timeout and WAL
@@ -35,6 +38,7 @@ func New(db *sql.DB, table string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.Listen(&fileWake{db: db, table: c.Table(), hub: c.Hub()})
 	return &Store{c}, nil
 }
 

@@ -1,6 +1,6 @@
 //go:build linux
 
-package chaos
+package casleadertest
 
 import (
 	"context"
@@ -23,7 +23,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"golang.org/x/sys/unix"
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/group"
@@ -37,7 +37,8 @@ import (
 
 // Environment of a candidate process.
 const (
-	// EnvChild set to "1" makes the test binary's TestMain run [Child] instead of the tests.
+	// EnvChild set to "1" makes the test binary's TestMain run [RunChild] instead of the tests
+	// (see [Main]).
 	EnvChild   = "CASLEADER_CHAOS_CHILD"
 	envDialect = "CASLEADER_CHAOS_DIALECT"
 	envDSN     = "CASLEADER_CHAOS_DSN"  // the database's DSN
@@ -52,6 +53,7 @@ const (
 	envTimings = "CASLEADER_CHAOS_TIMINGS" // lease,renew,heartbeat,poll
 	envIdle    = "CASLEADER_CHAOS_IDLE"    // MySQL session variable that aborts idle transactions
 	envDebug   = "CASLEADER_CHAOS_DEBUG"   // log at Debug level
+	envLead    = "CASLEADER_CHAOS_LEAD"    // the name of the Lead function to run (see Main), if any
 	// envMonoOffset is how far (in nanoseconds) the candidate's CLOCK_MONOTONIC is
 	// ahead of the host's: the candidate runs in a time namespace of its own.
 	envMonoOffset = "CASLEADER_CHAOS_MONO_OFFSET"
@@ -59,21 +61,6 @@ const (
 	// <dialect>-<candidate>.log (<dialect>-group-<candidate>.log for a group's).
 	EnvLogDir = "CASLEADER_CHAOS_LOGDIR"
 )
-
-// Mono returns the host's CLOCK_MONOTONIC in nanoseconds: one timeline for every
-// process on the host. A candidate whose clocks are offset (see
-// [Config.ClockOffsets]) subtracts its offset, which only the harness's own stamps
-// use: the elector in that process sees the offset clock.
-func Mono() int64 {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
-		panic(err) // cannot happen on Linux
-	}
-	return ts.Nano() - monoOffset
-}
-
-// monoOffset is this process's envMonoOffset (0 in the parent).
-var monoOffset, _ = strconv.ParseInt(os.Getenv(envMonoOffset), 10, 64)
 
 // events writes the lines a candidate reports to the parent (file descriptor 3).
 type events struct {
@@ -98,6 +85,8 @@ type childTx interface {
 
 // child is one candidate: an Elector on one key, or a group over many (g != nil).
 type child struct {
+	app     *DB                                     // the database through the proxy, for a Lead function
+	user    func(ctx context.Context, c *Candidate) // the Lead function (nil: the suite's own actions)
 	id      string
 	keys    []string // the Elector's one key, or the group's keys
 	dialect schema.Dialect
@@ -127,9 +116,9 @@ type target struct {
 	until time.Time
 }
 
-// Child runs one candidate until SIGTERM and returns the process's exit code. The
+// RunChild runs one candidate until SIGTERM and returns the process's exit code. The
 // parent (a [Cluster]) sets its environment.
-func Child() int {
+func RunChild() int {
 	level := slog.LevelInfo
 	if os.Getenv(envDebug) != "" {
 		level = slog.LevelDebug
@@ -137,7 +126,7 @@ func Child() int {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	c, closeAll, err := newChild(log)
 	if err != nil {
-		log.Error("chaos child: setup", "error", err)
+		log.Error("casleadertest candidate: setup", "error", err)
 		return 2
 	}
 	defer closeAll()
@@ -158,7 +147,7 @@ func Child() int {
 	<-pollDone
 	c.stale.Wait()
 	if err != nil {
-		log.Error("chaos child: Run", "error", err)
+		log.Error("casleadertest candidate: Run", "error", err)
 		return 3
 	}
 	c.ev.emit("X")
@@ -242,6 +231,7 @@ func newChild(log *slog.Logger) (*child, func(), error) {
 			return nil, nil, err
 		}
 		c.st = st
+		c.app = &DB{Dialect: MySQL, DSN: cfg.FormatDSN(), SQL: adb, Table: table, Store: st}
 		c.begin = func(ctx context.Context) (childTx, error) {
 			tx, err := adb.BeginTx(ctx, nil)
 			return &sqlChildTx{c: c, tx: tx, st: st}, err
@@ -265,12 +255,33 @@ func newChild(log *slog.Logger) (*child, func(), error) {
 			return nil, nil, err
 		}
 		c.st = st
+		sqlDB := stdlib.OpenDBFromPool(apool)
+		closers = append(closers, func() { sqlDB.Close() })
+		c.app = &DB{Dialect: Postgres, DSN: dsn, SQL: sqlDB, Table: table, Store: st}
 		c.begin = func(ctx context.Context) (childTx, error) {
 			tx, err := apool.Begin(ctx)
 			return &pgxChildTx{c: c, tx: tx, st: st}, err
 		}
 	default:
 		return nil, nil, fmt.Errorf("%s=%q: want mysql or postgres", envDialect, c.dialect)
+	}
+	if name := os.Getenv(envLead); name != "" {
+		if c.user = leads[name]; c.user == nil || nkeys > 0 {
+			closeAll()
+			return nil, nil, fmt.Errorf("%s=%q: not a Lead function that TestMain passed to casleadertest.Main (or a group's candidate, which runs none)", envLead, name)
+		}
+	}
+	lead := c.lead
+	if c.user != nil {
+		lead = func(ctx context.Context, token int64) {
+			c.user(ctx, &Candidate{ID: c.id, Token: token, Elector: c.el, DB: c.app, record: func(check, done int64, err error) {
+				if err != nil {
+					c.reject(err)
+					return
+				}
+				c.ev.emit("A %d %d %d %s", check, done, token, c.keys[0])
+			}})
+		}
 	}
 	if nkeys > 0 {
 		c.g, err = group.New(c.st, group.Config{
@@ -283,7 +294,7 @@ func newChild(log *slog.Logger) (*child, func(), error) {
 			Key: c.keys[0], ID: c.id,
 			LeaseDuration: lease, RenewDeadline: renew, HeartbeatInterval: beat, PollInterval: poll,
 			Logger:           log,
-			OnStartedLeading: c.lead,
+			OnStartedLeading: lead,
 		})
 	}
 	if err != nil {

@@ -1,6 +1,7 @@
-package chaos
+package casleadertest
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"sort"
@@ -10,20 +11,19 @@ import (
 
 // Fault kinds. A trial injects one or two at once.
 const (
-	KillLeader      = "kill-leader"      // SIGKILL of the leader
-	StopLeader      = "stop-leader"      // SIGSTOP of the leader for longer than the lease, then SIGCONT
-	CutLeader       = "cut-leader"       // the leader's link drops every byte (black hole); followers reach the database
-	RefuseLeader    = "refuse-leader"    // the leader's link is closed and refuses connections
-	CutAll          = "cut-all"          // every candidate's link drops every byte, then heals
-	SlowLeader      = "slow-leader"      // latency beyond the renew deadline on the leader's link
-	ResetLeader     = "reset-leader"     // connections reset when a reply comes back: the write committed, the reply is lost
-	RollbackRow     = "rollback-row"     // the row is set back to an older version and tick_time (direct SQL)
-	KillFollower    = "kill-follower"    // SIGKILL of a follower
-	StopFollower    = "stop-follower"    // SIGSTOP of a follower, then SIGCONT
-	CutFollower     = "cut-follower"     // a follower's link drops every byte
-	SlowFollower    = "slow-follower"    // latency beyond the renew deadline on a follower's link
-	ResetFollower   = "reset-follower"   // a follower's connections reset on replies
-	leaderlessFault = "leaderless-trial" // internal: a trial that found no leader to hit
+	KillLeader    = "kill-leader"    // SIGKILL of the leader
+	StopLeader    = "stop-leader"    // SIGSTOP of the leader for longer than the lease, then SIGCONT
+	CutLeader     = "cut-leader"     // the leader's link drops every byte (black hole); followers reach the database
+	RefuseLeader  = "refuse-leader"  // the leader's link is closed and refuses connections
+	CutAll        = "cut-all"        // every candidate's link drops every byte, then heals
+	SlowLeader    = "slow-leader"    // latency beyond the renew deadline on the leader's link
+	ResetLeader   = "reset-leader"   // connections reset when a reply comes back: the write committed, the reply is lost
+	RollbackRow   = "rollback-row"   // the row is set back to an older version and tick_time (direct SQL)
+	KillFollower  = "kill-follower"  // SIGKILL of a follower
+	StopFollower  = "stop-follower"  // SIGSTOP of a follower, then SIGCONT
+	CutFollower   = "cut-follower"   // a follower's link drops every byte
+	SlowFollower  = "slow-follower"  // latency beyond the renew deadline on a follower's link
+	ResetFollower = "reset-follower" // a follower's connections reset on replies
 )
 
 // Interval is one belief interval: candidate Cand believed it led election Key, in
@@ -38,15 +38,20 @@ type Interval struct {
 	Key        string
 }
 
-// Action is one fenced action found in the action table, in the table's id order
-// (the database's order of the inserts), on election Key. Check is when its candidate
-// checked IsLeader() before the transaction (CLOCK_MONOTONIC).
+// Action is one action that took effect, on election Key, by candidate Cand in the
+// term of Token. ID orders the actions: the database's order of the inserts (the
+// fault suite reads them from its action table), or the order in which a
+// [Recorder] saw them complete. Check is when its candidate decided to act (it
+// checked IsLeader(), or called the action), Done when it saw it complete
+// (CLOCK_MONOTONIC, see [Mono]; 0 when unknown): with both, ID order counts only
+// for actions that did not run at the same time.
 type Action struct {
 	ID    int64
 	Token int64
 	Cand  string
 	Check int64
 	Key   string
+	Done  int64 `json:",omitempty"`
 }
 
 // Fault is one injected fault: Kinds applied to Targets from Start until Heal
@@ -66,7 +71,7 @@ func (f Fault) Has(kind string) bool { return slices.Contains(f.Kinds, kind) }
 // Name is the fault's kinds joined by "+".
 func (f Fault) Name() string { return strings.Join(f.Kinds, "+") }
 
-// History is what a chaos run observed.
+// History is what a run observed: beliefs, actions and faults.
 type History struct {
 	// Keys are the elections of the run: one for candidates that run an Elector,
 	// many for candidates that run a group. Empty means the keys the beliefs name.
@@ -98,9 +103,12 @@ func (b Bounds) Liveness() time.Duration { return b.Lease + b.Poll + b.Slack }
 
 // Violation is one broken property.
 type Violation struct {
-	Property string // "token-order", "belief-overlap", "liveness"
+	Property string // "token-order", "stale-action", "belief-overlap", "liveness"
 	Key      string // the election it was found on
 	Detail   string
+	// Interleaving lists the beliefs, actions and faults of Key around the
+	// violation, in time order: the interleaving that broke the property.
+	Interleaving string `json:",omitempty"`
 	// Excused names the fault kind under which DESIGN.md says only fencing (or
 	// nothing) protects: StopLeader/StopFollower for a frozen process, RollbackRow for a
 	// rolled-back row. Empty for a real violation.
@@ -150,11 +158,16 @@ func (r Report) OK() bool { return len(r.Violations) == 0 }
 
 // Check verifies a history, on each key by itself:
 //
-//  1. Fenced actions never go backwards in token: in the action table's order, each
-//     token is at least the largest before it, and one token is never used by two
-//     candidates.
-//  2. Belief intervals of different candidates never overlap.
-//  3. After every fault heals, some candidate believes it leads within b.Liveness().
+//  1. Actions never go backwards in token: in ID order, each token is at least the
+//     largest before it (when both stamps of the actions are known: of the actions
+//     that began after it completed), and one token is never used by two
+//     candidates ("token-order").
+//  2. No action begins after another candidate began to believe it leads in a
+//     newer term ("stale-action"): an action of an old term, once a newer term
+//     is known to have begun, is one that a fence should have refused.
+//  3. Belief intervals of different candidates never overlap ("belief-overlap").
+//  4. After every fault heals, some candidate believes it leads within b.Liveness()
+//     ("liveness").
 //
 // Keys are independent elections: a token below another key's, or two candidates
 // leading two different keys at once, is no violation.
@@ -198,7 +211,8 @@ func Check(h History, b Bounds) Report {
 	sort.Strings(keys)
 	r.Keys = len(keys)
 	for _, key := range keys {
-		checkTokens(key, actions[key], &r)
+		checkTokens(key, actions[key], beliefs[key], h.Faults, &r)
+		checkStale(key, actions[key], beliefs[key], h.Faults, &r)
 		checkOverlaps(key, beliefs[key], h.Faults, &r)
 	}
 	checkLiveness(h, keys, beliefs, b, &r)
@@ -224,7 +238,7 @@ func rollbackBetween(faults []Fault, from, to int64) bool {
 }
 
 // checkTokens checks the token order of one key's actions.
-func checkTokens(key string, actions []Action, r *Report) {
+func checkTokens(key string, actions []Action, beliefs []Interval, faults []Fault, r *Report) {
 	acts := slices.Clone(actions)
 	sort.SliceStable(acts, func(i, j int) bool { return acts[i].ID < acts[j].ID })
 	var top Action // the action with the largest token so far (its first occurrence)
@@ -235,6 +249,8 @@ func checkTokens(key string, actions []Action, r *Report) {
 		}
 		var detail string
 		switch {
+		case a.Token < top.Token && top.Done != 0 && a.Check != 0 && a.Check < top.Done:
+			continue // they ran at the same time: their order is not known
 		case a.Token < top.Token:
 			detail = fmt.Sprintf("action %d of %s with token %d after action %d of %s with token %d", a.ID, a.Cand, a.Token, top.ID, top.Cand, top.Token)
 		case a.Cand != top.Cand:
@@ -242,8 +258,80 @@ func checkTokens(key string, actions []Action, r *Report) {
 		default:
 			continue
 		}
-		r.add(Violation{Property: "token-order", Key: key, Detail: detail})
+		r.add(Violation{Property: "token-order", Key: key, Detail: detail,
+			Interleaving: interleave(beliefs, []Action{top, a}, faults, top.Check, max(a.Done, a.Check))})
 	}
+}
+
+// checkStale checks that no action of one key began after another candidate began
+// to believe it leads the key in a newer term. Rolled-back rows excuse it.
+func checkStale(key string, actions []Action, beliefs []Interval, faults []Fault, r *Report) {
+	for _, a := range actions {
+		if a.Check == 0 {
+			continue
+		}
+		for _, b := range beliefs {
+			if b.Cand == a.Cand || b.Token <= a.Token || b.Start >= a.Check {
+				continue
+			}
+			v := Violation{Property: "stale-action", Key: key, Detail: fmt.Sprintf(
+				"action %d of %s with token %d began %v after %s began to lead with token %d",
+				a.ID, a.Cand, a.Token, time.Duration(a.Check-b.Start).Round(time.Microsecond), b.Cand, b.Token)}
+			if rollbackBetween(faults, b.Start-int64(10*time.Second), a.Check) {
+				v.Excused = RollbackRow
+			}
+			v.Interleaving = interleave(beliefs, []Action{a}, faults, b.Start, max(a.Done, a.Check))
+			r.add(v)
+			break
+		}
+	}
+}
+
+// interleave renders the beliefs, actions and faults that touch [from, to], in
+// time order, with times relative to from. At most 40 lines.
+func interleave(beliefs []Interval, actions []Action, faults []Fault, from, to int64) string {
+	type event struct {
+		at   int64
+		line string
+	}
+	var evs []event
+	in := func(at int64) bool { return at >= from && at <= to }
+	tokens := map[int64]bool{} // the beliefs of the actions' terms are shown too
+	for _, a := range actions {
+		tokens[a.Token] = true
+	}
+	for _, b := range beliefs {
+		if b.End >= from && b.Start <= to || tokens[b.Token] && b.Start <= to {
+			evs = append(evs, event{b.Start, fmt.Sprintf("%s begins to lead, token %d", b.Cand, b.Token)},
+				event{b.End, fmt.Sprintf("%s stops leading, token %d", b.Cand, b.Token)})
+		}
+	}
+	for _, a := range actions {
+		if in(a.Check) || in(a.Done) {
+			if a.Check != 0 {
+				evs = append(evs, event{a.Check, fmt.Sprintf("%s begins action %d, token %d", a.Cand, a.ID, a.Token)})
+			}
+			if a.Done != 0 {
+				evs = append(evs, event{a.Done, fmt.Sprintf("%s completed action %d, token %d", a.Cand, a.ID, a.Token)})
+			}
+		}
+	}
+	for _, f := range faults {
+		if f.Heal >= from && f.Start <= to {
+			evs = append(evs, event{f.Start, fmt.Sprintf("fault %s on %v begins", f.Name(), f.Targets)},
+				event{f.Heal, fmt.Sprintf("fault %s healed", f.Name())})
+		}
+	}
+	slices.SortStableFunc(evs, func(x, y event) int { return cmp.Compare(x.at, y.at) })
+	var b strings.Builder
+	for i, e := range evs {
+		if i == 40 {
+			fmt.Fprintf(&b, "  ... %d more\n", len(evs)-40)
+			break
+		}
+		fmt.Fprintf(&b, "  at %v: %s\n", time.Duration(e.at-from).Round(time.Microsecond), e.line)
+	}
+	return b.String()
 }
 
 // checkOverlaps checks that the beliefs of one key's candidates never overlap.
@@ -265,6 +353,7 @@ func checkOverlaps(key string, beliefs []Interval, faults []Fault, r *Report) {
 			v := Violation{Property: "belief-overlap", Key: key, Detail: fmt.Sprintf(
 				"%s (token %d) and %s (token %d) both believed they led for %v", x.Cand, x.Token, y.Cand, y.Token, ov)}
 			v.Excused = overlapExcuse(faults, x, y)
+			v.Interleaving = interleave(bs, nil, faults, y.Start, min(x.End, y.End))
 			if v.Excused == "" {
 				r.MaxOverlap = max(r.MaxOverlap, ov)
 			} else {
@@ -409,13 +498,15 @@ func (r Report) String() string {
 			shifted = append(shifted, o)
 		}
 	}
-	if len(shifted) > 0 {
+	if len(r.ClockOffsets) == 0 {
+		// candidates in one process (casleadertest.Cluster): one clock
+	} else if len(shifted) > 0 {
 		fmt.Fprintf(&b, "clock offsets: %d of %d candidates ran with CLOCK_MONOTONIC and CLOCK_BOOTTIME %v to %v ahead of the host's\n",
 			len(shifted), len(r.ClockOffsets), slices.Min(shifted), slices.Max(shifted))
 	} else {
 		fmt.Fprintf(&b, "clock offsets: none of %d candidates\n", len(r.ClockOffsets))
 	}
-	fmt.Fprintf(&b, "fenced actions checked: %d (rejected: local=%d database=%d error=%d)\n",
+	fmt.Fprintf(&b, "actions checked: %d (rejected: local=%d database=%d error=%d)\n",
 		r.ActionsChecked, r.Rejected["local"], r.Rejected["database"], r.Rejected["error"])
 	count := func(vs []Violation, prop string) int {
 		n := 0
@@ -426,11 +517,13 @@ func (r Report) String() string {
 		}
 		return n
 	}
-	fmt.Fprintf(&b, "violations: token-order=%d belief-overlap=%d liveness=%d\n",
-		count(r.Violations, "token-order"), count(r.Violations, "belief-overlap"), count(r.Violations, "liveness"))
+	fmt.Fprintf(&b, "violations: token-order=%d stale-action=%d belief-overlap=%d liveness=%d\n",
+		count(r.Violations, "token-order"), count(r.Violations, "stale-action"), count(r.Violations, "belief-overlap"), count(r.Violations, "liveness"))
 	fmt.Fprintf(&b, "max belief overlap: %v\n", r.MaxOverlap)
-	fmt.Fprintf(&b, "excused belief overlaps (frozen process / rolled-back row; fencing still held): %d, max overlap stop=%v rollback=%v\n",
-		count(r.Excused, "belief-overlap"), r.MaxOverlapExcused[StopLeader], r.MaxOverlapExcused[RollbackRow])
+	if len(r.Excused) > 0 || len(r.ClockOffsets) > 0 {
+		fmt.Fprintf(&b, "excused belief overlaps (frozen process / rolled-back row; fencing still held): %d, max overlap stop=%v rollback=%v\n",
+			count(r.Excused, "belief-overlap"), r.MaxOverlapExcused[StopLeader], r.MaxOverlapExcused[RollbackRow])
+	}
 	if r.Keys > 1 {
 		fmt.Fprintf(&b, "keys failed over: %d\n", r.FailedOverKeys)
 	}
@@ -447,8 +540,13 @@ func (r Report) String() string {
 	}
 	fmt.Fprintf(&b, "leader after heal (%d): p50=%v p99=%v max=%v\n", len(r.Liveness),
 		Percentile(r.Liveness, 50).Round(time.Millisecond), Percentile(r.Liveness, 99).Round(time.Millisecond), Percentile(r.Liveness, 100).Round(time.Millisecond))
+	shown := map[string]bool{} // the interleaving of the first violation of each property
 	for _, v := range r.Violations {
 		fmt.Fprintf(&b, "VIOLATION %s%s: %s\n", v.Property, v.onKey(), v.Detail)
+		if !shown[v.Property] && v.Interleaving != "" {
+			shown[v.Property] = true
+			b.WriteString(v.Interleaving)
+		}
 	}
 	for i, v := range r.Excused {
 		if i == 10 {

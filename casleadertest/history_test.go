@@ -1,4 +1,4 @@
-package chaos
+package casleadertest
 
 import (
 	"testing"
@@ -23,7 +23,7 @@ func props(vs []Violation) []string {
 func TestCheckAcceptsAHealthyHistory(t *testing.T) {
 	h := History{
 		Beliefs: []Interval{{"a", 1, 0, 10 * s, ""}, {"b", 12, 11 * s, 20 * s, ""}},
-		Actions: []Action{{1, 1, "a", 1 * s, ""}, {2, 1, "a", 2 * s, ""}, {3, 12, "b", 12 * s, ""}, {4, 12, "b", 13 * s, ""}},
+		Actions: []Action{{1, 1, "a", 1 * s, "", 0}, {2, 1, "a", 2 * s, "", 0}, {3, 12, "b", 12 * s, "", 0}, {4, 12, "b", 13 * s, "", 0}},
 		Faults:  []Fault{{Kinds: []string{KillLeader}, Targets: []string{"a"}, Leader: "a", Start: 10 * s, Heal: 10 * s}},
 		End:     20 * s,
 	}
@@ -37,14 +37,14 @@ func TestCheckAcceptsAHealthyHistory(t *testing.T) {
 }
 
 func TestCheckFindsTokensGoingBackwards(t *testing.T) {
-	h := History{Actions: []Action{{1, 5, "a", 1 * s, ""}, {2, 7, "b", 2 * s, ""}, {3, 5, "a", 3 * s, ""}}}
+	h := History{Actions: []Action{{1, 5, "a", 1 * s, "", 0}, {2, 7, "b", 2 * s, "", 0}, {3, 5, "a", 3 * s, "", 0}}}
 	r := Check(h, bounds)
 	require.Equal(t, []string{"token-order"}, props(r.Violations))
 	assert.Contains(t, r.Violations[0].Detail, "token 5 after action 2")
 }
 
 func TestCheckFindsOneTokenUsedByTwoCandidates(t *testing.T) {
-	h := History{Actions: []Action{{1, 5, "a", 1 * s, ""}, {2, 5, "b", 2 * s, ""}}}
+	h := History{Actions: []Action{{1, 5, "a", 1 * s, "", 0}, {2, 5, "b", 2 * s, "", 0}}}
 	r := Check(h, bounds)
 	require.Equal(t, []string{"token-order"}, props(r.Violations))
 	assert.Contains(t, r.Violations[0].Detail, "used by a")
@@ -53,13 +53,37 @@ func TestCheckFindsOneTokenUsedByTwoCandidates(t *testing.T) {
 func TestCheckExcusesNoTokenRegressionEvenAfterARollback(t *testing.T) {
 	h := History{
 		Beliefs: []Interval{{"a", 9, 0, 2 * s, ""}, {"b", 4, 2*s + 1, 4 * s, ""}},
-		Actions: []Action{{1, 9, "a", 1 * s, ""}, {2, 4, "b", 3 * s, ""}},
+		Actions: []Action{{1, 9, "a", 1 * s, "", 0}, {2, 4, "b", 3 * s, "", 0}},
 		Faults:  []Fault{{Kinds: []string{RollbackRow}, Start: 2 * s, Heal: 2 * s}},
 	}
 	r := Check(h, bounds)
 	assert.False(t, r.OK())
 	require.Equal(t, []string{"token-order"}, props(r.Violations))
-	assert.Empty(t, r.Excused)
+	assert.Equal(t, []string{"stale-action"}, props(r.Excused), "an old term acting after a rollback is excused, its token order is not")
+}
+
+func TestCheckFindsAnActionThatBeganAfterANewerTermBegan(t *testing.T) {
+	// a decided at 1 s, before b's term began at 2 s: no violation whenever it
+	// completed. a began another action at 3 s with its old token: a violation.
+	h := History{
+		Beliefs: []Interval{{"a", 5, 0, 1500 * time.Millisecond.Nanoseconds(), ""}, {"b", 6, 2 * s, 9 * s, ""}},
+		Actions: []Action{{1, 5, "a", 1 * s, "", 4 * s}, {2, 6, "b", 2*s + 1, "", 2*s + 2}, {3, 5, "a", 3 * s, "", 3*s + 1}},
+	}
+	r := Check(h, bounds)
+	require.Equal(t, []string{"token-order", "stale-action"}, props(r.Violations))
+	assert.Contains(t, r.Violations[1].Detail, "action 3 of a with token 5 began 1s after b began to lead with token 6")
+	assert.Contains(t, r.Violations[1].Interleaving, "b begins to lead, token 6")
+	assert.Contains(t, r.Violations[1].Interleaving, "a begins action 3, token 5")
+	assert.Contains(t, r.String(), "a begins action 3, token 5", "the report prints the interleaving")
+}
+
+func TestCheckOrdersOnlyActionsThatDidNotRunAtTheSameTime(t *testing.T) {
+	// Action 2 began before action 1 completed: seen complete after it, it may
+	// have committed first. Action 3 began after action 1 completed.
+	h := History{Actions: []Action{{1, 6, "b", 1 * s, "", 3 * s}, {2, 5, "a", 2 * s, "", 4 * s}, {3, 5, "a", 5 * s, "", 6 * s}}}
+	r := Check(h, bounds)
+	require.Equal(t, []string{"token-order"}, props(r.Violations))
+	assert.Contains(t, r.Violations[0].Detail, "action 3 of a with token 5 after action 1 of b with token 6")
 }
 
 func TestCheckFindsOverlappingBeliefs(t *testing.T) {
@@ -146,14 +170,15 @@ func TestCheckJudgesEachKeyOnItsOwn(t *testing.T) {
 			{"a", 90, 0, 10 * s, "x"}, {"b", 7, 0, 10 * s, "y"},
 			{"a", 8, 9 * s, 12 * s, "y"},
 		},
-		Actions: []Action{{1, 90, "a", 1 * s, "x"}, {2, 7, "b", 2 * s, "y"}, {3, 91, "b", 3 * s, "x"}, {4, 6, "a", 4 * s, "y"}},
+		Actions: []Action{{1, 90, "a", 1 * s, "x", 0}, {2, 7, "b", 2 * s, "y", 0}, {3, 91, "b", 3 * s, "x", 0}, {4, 6, "a", 4 * s, "y", 0}},
 	}
 	r := Check(h, bounds)
 	assert.Equal(t, 2, r.Keys)
-	require.Equal(t, []string{"token-order", "belief-overlap"}, props(r.Violations))
+	require.Equal(t, []string{"token-order", "stale-action", "belief-overlap"}, props(r.Violations))
 	assert.Equal(t, "y", r.Violations[0].Key)
 	assert.Contains(t, r.Violations[0].Detail, "token 6 after action 2")
 	assert.Equal(t, "y", r.Violations[1].Key)
+	assert.Equal(t, "y", r.Violations[2].Key)
 	assert.Equal(t, time.Second, r.MaxOverlap)
 	assert.Contains(t, r.String(), "VIOLATION belief-overlap on key y")
 }

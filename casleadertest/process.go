@@ -1,6 +1,6 @@
 //go:build linux
 
-package chaos
+package casleadertest
 
 import (
 	"bufio"
@@ -34,8 +34,8 @@ import (
 	mysqlstore "github.com/casleader/casleader/store/mysql"
 )
 
-// Config configures a [Cluster].
-type Config struct {
+// ProcessConfig configures a [ProcessCluster].
+type ProcessConfig struct {
 	Dialect schema.Dialect // schema.MySQL or schema.Postgres
 	// DSN is an account that may create tables. A PostgreSQL DSN may list several
 	// hosts (postgres://u@h1:p1,h2:p2/db?target_session_attrs=read-write, a
@@ -72,13 +72,20 @@ type Config struct {
 	// host's clocks and the report says so.
 	ClockOffsets bool
 
+	// Lead, when set, is what each candidate runs while it leads instead of the
+	// suite's own fenced actions: the application's code, as in [Cluster.Lead],
+	// with [Candidate.DB] reached through the candidate's proxy. It must be a
+	// function that the binary's TestMain passes to [Main], which finds it by name
+	// in the candidate process. Not with Keys.
+	Lead func(ctx context.Context, c *Candidate)
+
 	// Logf receives progress lines (nil: none).
 	Logf func(format string, args ...any)
 }
 
-// Cluster is a set of candidate processes, their proxies and the fault schedule.
-type Cluster struct {
-	cfg     Config
+// ProcessCluster is a set of candidate processes, their proxies and the fault schedule.
+type ProcessCluster struct {
+	cfg     ProcessConfig
 	rng     *rand.Rand
 	key     string
 	keys    []string // the elections: key alone, or the group's keys
@@ -94,7 +101,9 @@ type Cluster struct {
 	snaps    []snapSet
 	failures []string // unexpected exits of candidates
 	nextID   int
-	timens   bool // candidates may be started with offset clocks
+	timens   bool   // candidates may be started with offset clocks
+	lead     string // the name of cfg.Lead ("" for the suite's own actions)
+	recorded int64  // actions reported by Lead functions
 
 	// History is what the last Run observed, for a closer look when a check fails.
 	History History
@@ -130,19 +139,28 @@ type snapSet struct {
 	rows []snapshot
 }
 
-// New prepares a cluster: tables, proxies. It starts no process.
-func New(cfg Config) (*Cluster, error) {
+// NewProcessCluster prepares a cluster of candidate processes: tables, proxies.
+// It starts no process.
+func NewProcessCluster(cfg ProcessConfig) (*ProcessCluster, error) {
 	cfg.Candidates = max(cfg.Candidates, 2)
 	if cfg.Lease == 0 || cfg.Renew == 0 || cfg.Heartbeat == 0 || cfg.Poll == 0 {
-		return nil, errors.New("chaos: Lease, Renew, Heartbeat and Poll are required")
+		return nil, errors.New("casleadertest: Lease, Renew, Heartbeat and Poll are required")
 	}
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
-	if cfg.Keys < 0 {
-		return nil, fmt.Errorf("chaos: Keys (%d) must not be negative", cfg.Keys)
+	for _, name := range []string{cfg.Table, cfg.Table + "_actions"} {
+		if _, err := schema.Quote(cfg.Dialect, name); err != nil {
+			return nil, fmt.Errorf("casleadertest: Table %q (and its action table %q): %w", cfg.Table, cfg.Table+"_actions", err)
+		}
 	}
-	c := &Cluster{
+	if cfg.Lead != nil && cfg.Keys > 0 {
+		return nil, errors.New("casleadertest: Lead is for candidates of one Elector: leave Keys at 0")
+	}
+	if cfg.Keys < 0 {
+		return nil, fmt.Errorf("casleadertest: Keys (%d) must not be negative", cfg.Keys)
+	}
+	c := &ProcessCluster{
 		cfg:     cfg,
 		rng:     rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
 		key:     "chaos",
@@ -154,6 +172,9 @@ func New(cfg Config) (*Cluster, error) {
 		c.keys = GroupKeys(c.key, cfg.Keys)
 	}
 	c.hist = History{Keys: c.keys, Rejected: map[string]int{}}
+	if cfg.Lead != nil {
+		c.lead = funcName(cfg.Lead)
+	}
 	if cfg.ClockOffsets {
 		c.timens = timeNamespaces()
 		if !c.timens {
@@ -184,7 +205,7 @@ func New(cfg Config) (*Cluster, error) {
 		c.db, err = mysqlstore.Open(cfg.DSN)
 	case schema.Postgres:
 		if len(cfg.Nodes) > 0 {
-			return nil, errors.New("chaos: Nodes is for MySQL multi-primary clusters: list PostgreSQL hosts in the DSN")
+			return nil, errors.New("casleadertest: Nodes is for MySQL multi-primary clusters: list PostgreSQL hosts in the DSN")
 		}
 		var hosts []string
 		if hosts, err = PgHosts(cfg.DSN); err != nil {
@@ -195,7 +216,7 @@ func New(cfg Config) (*Cluster, error) {
 		}
 		c.db, err = sql.Open("pgx", cfg.DSN)
 	default:
-		return nil, fmt.Errorf("chaos: dialect %q: want mysql or postgres", cfg.Dialect)
+		return nil, fmt.Errorf("casleadertest: dialect %q: want mysql or postgres", cfg.Dialect)
 	}
 	if err != nil {
 		return nil, err
@@ -214,7 +235,7 @@ func New(cfg Config) (*Cluster, error) {
 			p := toxiproxy.NewProxy(c.server, fmt.Sprintf("slot%d-host%d", i, j), "127.0.0.1:0", up)
 			if err := c.server.Collection.Add(p, true); err != nil {
 				c.Close()
-				return nil, fmt.Errorf("chaos: proxy: %w", err)
+				return nil, fmt.Errorf("casleadertest: proxy: %w", err)
 			}
 			sp.proxies = append(sp.proxies, p)
 		}
@@ -247,15 +268,15 @@ func (p *proc) listens() string {
 	return strings.Join(out, ",")
 }
 
-func (c *Cluster) quote(name string) string {
+func (c *ProcessCluster) quote(name string) string {
 	q, err := schema.Quote(c.cfg.Dialect, name)
 	if err != nil {
-		panic(err) // names come from testdb.Name
+		panic(err) // NewProcessCluster checked both names
 	}
 	return q
 }
 
-func (c *Cluster) createTables(ctx context.Context) error {
+func (c *ProcessCluster) createTables(ctx context.Context) error {
 	if err := schema.Apply(ctx, c.db, c.cfg.Dialect, c.cfg.Table); err != nil {
 		return err
 	}
@@ -269,7 +290,7 @@ func (c *Cluster) createTables(ctx context.Context) error {
 }
 
 // Close stops every process and proxy and drops the tables.
-func (c *Cluster) Close() {
+func (c *ProcessCluster) Close() {
 	c.stopAll()
 	for _, p := range c.slots {
 		for _, x := range p.proxies {
@@ -285,7 +306,7 @@ func (c *Cluster) Close() {
 }
 
 // idleVariable is the MySQL session variable that aborts idle transactions.
-func (c *Cluster) idleVariable(ctx context.Context) string {
+func (c *ProcessCluster) idleVariable(ctx context.Context) string {
 	var v string
 	if err := c.db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&v); err == nil && strings.Contains(strings.ToLower(v), "mariadb") {
 		return "idle_transaction_timeout"
@@ -294,7 +315,7 @@ func (c *Cluster) idleVariable(ctx context.Context) string {
 }
 
 // start launches a candidate in slot.
-func (c *Cluster) start(slot int) error {
+func (c *ProcessCluster) start(slot int) error {
 	c.mu.Lock()
 	c.nextID++
 	id := fmt.Sprintf("c%d.%d", slot, c.nextID)
@@ -326,6 +347,7 @@ func (c *Cluster) start(slot int) error {
 		envActions+"="+c.actions,
 		envKey+"="+c.key,
 		envKeys+"="+strconv.Itoa(cfg.Keys),
+		envLead+"="+c.lead,
 		envID+"="+id,
 		envTimings+"="+strings.Join([]string{cfg.Lease.String(), cfg.Renew.String(), cfg.Heartbeat.String(), cfg.Poll.String()}, ","),
 		envIdle+"="+c.idleVariable(context.Background()),
@@ -386,7 +408,7 @@ func timeNamespaces() bool {
 }
 
 // read consumes a candidate's event lines until it exits.
-func (c *Cluster) read(p *proc, r *os.File) {
+func (c *ProcessCluster) read(p *proc, r *os.File) {
 	defer r.Close()
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
@@ -411,6 +433,14 @@ func (c *Cluster) read(p *proc, r *os.File) {
 			if len(f) == 2 {
 				c.hist.Rejected[f[1]]++
 			}
+		case "A": // an action of a Lead function: A <check> <done> <token> <key>
+			if len(f) == 5 {
+				check, _ := strconv.ParseInt(f[1], 10, 64)
+				done, _ := strconv.ParseInt(f[2], 10, 64)
+				tok, _ := strconv.ParseInt(f[3], 10, 64)
+				c.recorded++
+				c.hist.Actions = append(c.hist.Actions, Action{ID: c.recorded, Token: tok, Cand: p.id, Check: check, Done: done, Key: f[4]})
+			}
 		}
 		c.mu.Unlock()
 	}
@@ -430,7 +460,7 @@ func (c *Cluster) read(p *proc, r *os.File) {
 	close(p.exited)
 }
 
-func (c *Cluster) closeBelief(k belief, end int64) {
+func (c *ProcessCluster) closeBelief(k belief, end int64) {
 	b, ok := c.open[k]
 	if !ok {
 		return
@@ -441,7 +471,7 @@ func (c *Cluster) closeBelief(k belief, end int64) {
 }
 
 // closeBeliefs ends every open belief of candidate id at end.
-func (c *Cluster) closeBeliefs(id string, end int64) {
+func (c *ProcessCluster) closeBeliefs(id string, end int64) {
 	for k := range c.open {
 		if k.cand == id {
 			c.closeBelief(k, end)
@@ -451,7 +481,7 @@ func (c *Cluster) closeBeliefs(id string, end int64) {
 
 // leader returns the candidate that believes it leads the most keys now (of those,
 // the one whose latest belief began last), or nil if some key has no leader.
-func (c *Cluster) leader() *proc {
+func (c *ProcessCluster) leader() *proc {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	led := map[string]bool{}
@@ -481,7 +511,7 @@ func (c *Cluster) leader() *proc {
 
 // waitLeader waits up to d until every key has a leader and returns the candidate
 // that leads the most, or nil.
-func (c *Cluster) waitLeader(ctx context.Context, d time.Duration) *proc {
+func (c *ProcessCluster) waitLeader(ctx context.Context, d time.Duration) *proc {
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		if l := c.leader(); l != nil {
@@ -493,7 +523,7 @@ func (c *Cluster) waitLeader(ctx context.Context, d time.Duration) *proc {
 }
 
 // snapshotLoop reads the election rows every 200 ms for rollback faults.
-func (c *Cluster) snapshotLoop(ctx context.Context) {
+func (c *ProcessCluster) snapshotLoop(ctx context.Context) {
 	q := "SELECT elect_key, version, term, leader_id, TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', tick_time) FROM " + c.quote(c.cfg.Table)
 	if c.cfg.Dialect == schema.Postgres {
 		q = "SELECT elect_key, version, term, leader_id, (EXTRACT(EPOCH FROM tick_time) * 1000000)::bigint FROM " + c.quote(c.cfg.Table)
@@ -521,7 +551,7 @@ func (c *Cluster) snapshotLoop(ctx context.Context) {
 	}
 }
 
-func (c *Cluster) readRows(ctx context.Context, q string) (snapSet, error) {
+func (c *ProcessCluster) readRows(ctx context.Context, q string) (snapSet, error) {
 	rows, err := c.db.QueryContext(ctx, q)
 	if err != nil {
 		return snapSet{}, err
@@ -541,7 +571,7 @@ func (c *Cluster) readRows(ctx context.Context, q string) (snapSet, error) {
 
 // rollback writes back the rows of a snapshot between 1 and 8 seconds old, all in
 // one transaction: a failover that lost the writes of the last seconds.
-func (c *Cluster) rollback(ctx context.Context) (string, error) {
+func (c *ProcessCluster) rollback(ctx context.Context) (string, error) {
 	now := Mono()
 	c.mu.Lock()
 	var cands []snapSet
@@ -599,13 +629,13 @@ type plan struct {
 	heal   func() error
 }
 
-func (c *Cluster) dur(lo, hi float64) time.Duration {
+func (c *ProcessCluster) dur(lo, hi float64) time.Duration {
 	return time.Duration((lo + c.rng.Float64()*(hi-lo)) * float64(c.cfg.Lease))
 }
 
 // pick chooses the trial's faults: one on the leader (or the row, or everyone), and
 // sometimes one on a follower.
-func (c *Cluster) pick(leader *proc) []*plan {
+func (c *ProcessCluster) pick(leader *proc) []*plan {
 	primary := []struct {
 		kind   string
 		weight int
@@ -654,7 +684,7 @@ func (c *Cluster) pick(leader *proc) []*plan {
 }
 
 // apply starts one planned fault. It sets p.dur (how long to keep it) and p.heal.
-func (c *Cluster) apply(ctx context.Context, p *plan) (string, error) {
+func (c *ProcessCluster) apply(ctx context.Context, p *plan) (string, error) {
 	cfg := c.cfg
 	noop := func() error { return nil }
 	t := p.target
@@ -731,21 +761,21 @@ func (c *Cluster) apply(ctx context.Context, p *plan) (string, error) {
 	return "", nil
 }
 
-func (c *Cluster) cut(p *proc) error {
+func (c *ProcessCluster) cut(p *proc) error {
 	if err := toxic(p, "cut_up", "timeout", "upstream", `"timeout":0`); err != nil {
 		return err
 	}
 	return toxic(p, "cut_down", "timeout", "downstream", `"timeout":0`)
 }
 
-func (c *Cluster) clear(p *proc) error {
+func (c *ProcessCluster) clear(p *proc) error {
 	for _, x := range p.proxies {
 		x.Toxics.ResetToxics(context.Background())
 	}
 	return nil
 }
 
-func (c *Cluster) liveSlots() []*proc {
+func (c *ProcessCluster) liveSlots() []*proc {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []*proc
@@ -758,7 +788,7 @@ func (c *Cluster) liveSlots() []*proc {
 }
 
 // kill sends SIGKILL to p and closes its belief at the moment of death.
-func (c *Cluster) kill(p *proc) error {
+func (c *ProcessCluster) kill(p *proc) error {
 	c.mu.Lock()
 	p.killed = true
 	c.mu.Unlock()
@@ -772,7 +802,7 @@ func (c *Cluster) kill(p *proc) error {
 }
 
 // stopAll ends every process: SIGCONT (in case), SIGTERM, then SIGKILL after 20 s.
-func (c *Cluster) stopAll() {
+func (c *ProcessCluster) stopAll() {
 	c.mu.Lock()
 	procs := slices.Clone(c.all)
 	c.mu.Unlock()
@@ -802,7 +832,7 @@ func (c *Cluster) stopAll() {
 // Run starts the candidates, injects the trials, stops everything and checks the
 // history. The error reports a harness failure (a candidate that crashed, a leader
 // that never came back); the report says whether the protocol held.
-func (c *Cluster) Run(ctx context.Context) (Report, error) {
+func (c *ProcessCluster) Run(ctx context.Context) (Report, error) {
 	cfg := c.cfg
 	sctx, stopSnaps := context.WithCancel(ctx)
 	defer stopSnaps()
@@ -906,7 +936,7 @@ func (c *Cluster) Run(ctx context.Context) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	h.Actions = acts
+	h.Actions = append(acts, h.Actions...) // the suite's (the table's), or a Lead function's
 	c.History = h
 	return Check(h, Bounds{Lease: cfg.Lease, Renew: cfg.Renew, Poll: cfg.Poll, Slack: cfg.Slack}), nil
 }
@@ -918,7 +948,7 @@ func procID(p *proc) string {
 	return p.id
 }
 
-func (c *Cluster) failure() error {
+func (c *ProcessCluster) failure() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.failures) > 0 {
@@ -927,7 +957,7 @@ func (c *Cluster) failure() error {
 	return nil
 }
 
-func (c *Cluster) harnessError(msg string) error {
+func (c *ProcessCluster) harnessError(msg string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var b strings.Builder
@@ -940,7 +970,7 @@ func (c *Cluster) harnessError(msg string) error {
 	return errors.New(b.String())
 }
 
-func (c *Cluster) readActions(ctx context.Context) ([]Action, error) {
+func (c *ProcessCluster) readActions(ctx context.Context) ([]Action, error) {
 	rows, err := c.db.QueryContext(ctx, "SELECT id, ekey, token, cand, chk FROM "+c.quote(c.actions)+" ORDER BY id")
 	if err != nil {
 		return nil, err

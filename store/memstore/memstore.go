@@ -1,16 +1,20 @@
-// Package memstore is an in-memory election store for unit tests of the election
-// logic. It has the methods and semantics of package store's SQL stores and passes
-// the same conformance suite (store/storetest), which is why it can be trusted.
+// Package memstore is an in-memory election store for unit tests: of the election
+// logic, and of an application's callbacks (the code that runs while leading),
+// under testing/synctest and with faults injected. It has the methods and
+// semantics of package store's SQL stores and passes the same conformance suite
+// (store/storetest), which is why it can be trusted.
 //
 // Its "database clock" is [time.Now], so inside a testing/synctest bubble leases
 // expire in the bubble's fake time. Ages are computed from the stored tick_time at
 // microsecond resolution, as the SQL stores do.
 //
-// Fault hooks make the store misbehave the way a database or network does:
-// [Store.FailNext] (an error before the table is touched), [Store.CommitThenFail] (the
-// write commits, its reply is lost), [Store.Fail] (every call fails until cleared) and
-// [Store.SetDelay] (a slow round trip that honours the context). [Store.Put] writes an
-// arbitrary row, for instance an older version after a failover that lost writes.
+// Fault hooks ([Faults], which a decorator of a real store can use too) make the
+// store misbehave the way a database or network does: [Faults.FailNext] (an error
+// before the table is touched), [Faults.CommitThenFail] (the write commits, its
+// reply is lost), [Faults.Fail] (every call fails until cleared) and
+// [Faults.SetDelay] (a slow round trip that honours the context). [Store.Put]
+// writes an arbitrary row, for instance an older version after a failover that
+// lost writes.
 package memstore
 
 import (
@@ -51,13 +55,11 @@ type Store struct {
 type table struct {
 	name string
 
+	Faults // the fault hooks, shared by every node
+
 	mu      sync.Mutex
 	created bool
 	rows    map[string]*row
-	next    map[string][]fault // one-shot faults, in order, per operation
-	fail    map[string]error   // persistent failures per operation
-	delay   map[string]time.Duration
-	calls   map[string]int
 }
 
 type row struct {
@@ -66,11 +68,6 @@ type row struct {
 	stepdown         bool
 	tick             time.Time
 	null             string // a column that Corrupt set to NULL
-}
-
-type fault struct {
-	err    error
-	commit bool // apply the write, then return err
 }
 
 // New returns a store whose table exists and is empty.
@@ -88,12 +85,8 @@ var errNoTable = errors.New("memstore: no such table")
 // `casleader migrate`.
 func NewWithoutTable(name string) *Store {
 	return &Store{table: &table{
-		name:  name,
-		rows:  map[string]*row{},
-		next:  map[string][]fault{},
-		fail:  map[string]error{},
-		delay: map[string]time.Duration{},
-		calls: map[string]int{},
+		name: name,
+		rows: map[string]*row{},
 	}}
 }
 
@@ -110,60 +103,6 @@ func (s *Store) now() time.Time { return time.Now().Add(s.skew) }
 
 // Table returns the table's name.
 func (s *Store) Table() string { return s.name }
-
-// FailNext makes the next call of op (or of any operation, for [AnyOp]) return err
-// without touching the table, as when a request never reaches the database. Calls
-// queue: two FailNext make the next two calls fail.
-func (s *Store) FailNext(op string, err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.next[op] = append(s.next[op], fault{err: err})
-}
-
-// CommitThenFail makes the next call of op (or of any operation, for [AnyOp]) apply
-// its write and then return err and swapped == false: an ambiguous commit, as when
-// the connection drops before the reply.
-func (s *Store) CommitThenFail(op string, err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.next[op] = append(s.next[op], fault{err: err, commit: true})
-}
-
-// Fail makes every call of op (or of every operation, for [AnyOp]) return err without
-// touching the table, until Fail(op, nil): a database that is unreachable or down.
-func (s *Store) Fail(op string, err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err == nil {
-		delete(s.fail, op)
-	} else {
-		s.fail[op] = err
-	}
-}
-
-// SetDelay makes every call of op (or of every operation, for [AnyOp]) wait d before
-// it reaches the table; zero removes the delay. A call whose context ends during the
-// wait returns an [store.ErrTransient] error and writes nothing.
-func (s *Store) SetDelay(op string, d time.Duration) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.delay[op] = d
-}
-
-// Calls returns how many calls of op (or of all operations, for [AnyOp]) were made,
-// including those that failed.
-func (s *Store) Calls(op string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if op != AnyOp {
-		return s.calls[op]
-	}
-	n := 0
-	for _, c := range s.calls {
-		n += c
-	}
-	return n
-}
 
 // Put writes rec as the row of rec.Key, whatever the row held, with a tick_time
 // rec.Age before now. It bypasses every check: use it to set up rows that no
@@ -423,37 +362,10 @@ func (s *Store) write(ctx context.Context, op, key string, apply func(now time.T
 // say, then apply runs under the lock with the clock's time. apply's error is
 // returned as it is; the hooks' errors are wrapped with the operation, table and key.
 func (s *Store) do(ctx context.Context, op, key string, apply func(now time.Time) (bool, error)) error {
-	s.mu.Lock()
-	s.calls[op]++
-	delay := max(s.delay[op], s.delay[AnyOp])
-	failure := s.fail[op]
-	if failure == nil {
-		failure = s.fail[AnyOp]
+	now, after := s.Before(ctx, op)
+	if now != nil {
+		return s.wrap(op, key, now)
 	}
-	var f fault
-	if failure == nil {
-		f = s.pop(op)
-	}
-	s.mu.Unlock()
-
-	if delay > 0 {
-		t := time.NewTimer(delay)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-		}
-	}
-	if err := ctx.Err(); err != nil {
-		return s.wrap(op, key, fmt.Errorf("%w: %w", store.ErrTransient, err))
-	}
-	if failure != nil {
-		return s.wrap(op, key, failure)
-	}
-	if f.err != nil && !f.commit {
-		return s.wrap(op, key, f.err)
-	}
-
 	s.mu.Lock()
 	if op == OpCreateTable {
 		s.created = true
@@ -467,21 +379,10 @@ func (s *Store) do(ctx context.Context, op, key string, apply func(now time.Time
 	if err != nil {
 		return err
 	}
-	if f.err != nil {
-		return s.wrap(op, key, f.err)
+	if after != nil {
+		return s.wrap(op, key, after)
 	}
 	return nil
-}
-
-// pop removes and returns the next one-shot fault for op. The caller holds s.mu.
-func (s *Store) pop(op string) fault {
-	for _, k := range []string{op, AnyOp} {
-		if q := s.next[k]; len(q) > 0 {
-			s.next[k] = q[1:]
-			return q[0]
-		}
-	}
-	return fault{}
 }
 
 func (s *Store) wrap(op, key string, err error) error {

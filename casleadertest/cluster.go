@@ -1,0 +1,398 @@
+package casleadertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/casleader/casleader"
+	"github.com/casleader/casleader/internal/faultstore"
+	"github.com/casleader/casleader/store"
+)
+
+// PauseLeader is the fault of a [Cluster] that holds the leader for 2 to 3 leases,
+// as a GC pause, a frozen VM or SIGSTOP would: its election store's calls fail,
+// and its next [Candidate.Act] waits before it runs the action, until the pause
+// heals. The action then runs with the decision the leader took before the pause.
+// (A Cluster injects [KillLeader] and [RefuseLeader] too, in this process; a
+// [ProcessCluster] injects the other kinds, on real processes.)
+const PauseLeader = "pause-leader"
+
+// ErrKilled is what [Candidate.Act] returns, without running the action, once the
+// candidate was killed by a [KillLeader] fault.
+var ErrKilled = errors.New("casleadertest: the candidate was killed")
+
+// Cluster runs candidates of the application's leader code in this process, on one
+// election of a real database, injects faults on the leader and checks the
+// history. Its zero value but DB and Lead is usable.
+type Cluster struct {
+	// DB is the database the election and the application run on ([NewDB]).
+	DB *DB
+	// Lead is the application's code that runs while a candidate leads: it is
+	// OnStartedLeading (see casleader.Config), handed the candidate, whose Token
+	// is the term's fencing token. It must call [Candidate.Act] around each action
+	// it takes, and should return once ctx ends.
+	Lead func(ctx context.Context, c *Candidate)
+	// Candidates is how many candidates run at any time. Default 3.
+	Candidates int
+	// Key is the election key. Default "casleadertest".
+	Key string
+	// Lease is the lease duration. The renew deadline is 3/5 of it, the
+	// heartbeat 1/6 and the poll interval 1/5. Default 500 ms.
+	Lease time.Duration
+	// Trials is how many faults to inject, one after the other. Default 3.
+	Trials int
+	// Kinds are the fault kinds to choose from: [PauseLeader]; [KillLeader], which
+	// in this process ends the leader without releasing its lease (its store's
+	// calls fail, its actions are refused from then on, and a fresh candidate
+	// takes its place); [RefuseLeader], which makes the leader's election store and
+	// guard fail for longer than its lease (a database it cannot reach). Default
+	// all three.
+	Kinds []string
+	// Slack is added to Lease + poll interval for the bound within which a leader
+	// must be back after each fault heals. Default 2 × Lease.
+	Slack time.Duration
+	// Seed fixes the fault schedule. Default: from the clock (logged).
+	Seed uint64
+}
+
+// Candidate is one candidate of a [Cluster], as its Lead function sees it.
+type Candidate struct {
+	ID      string
+	Token   int64              // the fencing token of the term it leads in
+	Elector *casleader.Elector // for Guard, Fence, IsLeader
+	// DB is the database: the Cluster's, or in a candidate process of a
+	// [ProcessCluster] the same database reached through the candidate's proxy
+	// (SQL, on which faults cut, slow or refuse the link).
+	DB *DB
+
+	node   *node                              // in-process: pauses and kills
+	record func(check, done int64, err error) // reports an action
+}
+
+// node is a candidate's elector and its fault state.
+type node struct {
+	id     string
+	rec    *recorder
+	faults *faultstore.Store
+	el     *casleader.Elector
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu     sync.Mutex
+	held   chan struct{} // closed when a pause heals; nil when not paused
+	killed bool
+}
+
+// recorder keeps the history of a run.
+type recorder struct {
+	mu    sync.Mutex
+	key   string
+	hist  History
+	open  map[term]Interval // beliefs not ended yet
+	seq   int64
+	lives sync.WaitGroup // beliefs not closed yet
+}
+
+// Act runs do, one action of the leader, and records it: when do returns nil, the
+// action took effect in the term of c.Token, between the moment Act called do and
+// the moment do returned. do's error is returned as it is; a refused action (an
+// error matching casleader.ErrNotLeader or store.ErrFenced) is counted as such.
+// During a [PauseLeader] fault, Act waits before it calls do until the pause heals;
+// after a [KillLeader] fault it returns [ErrKilled].
+func (c *Candidate) Act(ctx context.Context, do func(ctx context.Context) error) error {
+	if n := c.node; n != nil {
+		n.mu.Lock()
+		held, killed := n.held, n.killed
+		n.mu.Unlock()
+		if held != nil {
+			<-held
+			killed = n.isKilled()
+		}
+		if killed {
+			return ErrKilled
+		}
+	}
+	check := Mono()
+	err := do(ctx)
+	c.record(check, Mono(), err)
+	return err
+}
+
+// rejection names the reason of a refused action for [History.Rejected].
+func rejection(err error) string {
+	switch {
+	case errors.Is(err, store.ErrFenced):
+		return "database"
+	case errors.Is(err, casleader.ErrNotLeader):
+		return "local"
+	}
+	return "error"
+}
+
+// act records an action of candidate id in the term of token.
+func (r *recorder) act(id string, token, check, done int64, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil {
+		r.hist.Rejected[rejection(err)]++
+		return
+	}
+	r.seq++
+	r.hist.Actions = append(r.hist.Actions, Action{ID: r.seq, Token: token, Cand: id, Check: check, Done: done, Key: r.key})
+}
+
+// term names a belief: candidate id in the term of token.
+type term struct {
+	id    string
+	token int64
+}
+
+func (r *recorder) begin(id string, token int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lives.Add(1)
+	r.open[term{id, token}] = Interval{Cand: id, Token: token, Start: Mono(), Key: r.key}
+}
+
+// end ends the beliefs of candidate id (in the term of token; every term for 0).
+func (r *recorder) end(id string, token int64, at int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, b := range r.open {
+		if k.id != id || token != 0 && k.token != token {
+			continue
+		}
+		delete(r.open, k)
+		b.End = max(at, b.Start)
+		r.hist.Beliefs = append(r.hist.Beliefs, b)
+		r.lives.Done()
+	}
+}
+
+// leader returns the id of the candidate that believes it leads, or "".
+func (r *recorder) leader() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var id string
+	var at int64
+	for k, b := range r.open {
+		if id == "" || b.Start > at {
+			id, at = k.id, b.Start
+		}
+	}
+	return id
+}
+
+// Run starts the candidates, injects the trials, stops every candidate and
+// checks the history. It fails t when the cluster cannot run (bad configuration,
+// no leader at all); the report says whether the application's actions held.
+func (cl Cluster) Run(t testing.TB) Report {
+	t.Helper()
+	if cl.DB == nil || cl.Lead == nil {
+		t.Fatal("casleadertest: Cluster needs DB (see NewDB) and Lead")
+	}
+	if cl.Candidates < 0 || cl.Lease < 0 || cl.Trials < 0 || cl.Slack < 0 {
+		t.Fatalf("casleadertest: Cluster: Candidates (%d), Lease (%v), Trials (%d) and Slack (%v) must not be negative", cl.Candidates, cl.Lease, cl.Trials, cl.Slack)
+	}
+	if cl.Candidates == 0 {
+		cl.Candidates = 3
+	}
+	if cl.Key == "" {
+		cl.Key = "casleadertest"
+	}
+	if cl.Lease == 0 {
+		cl.Lease = 500 * time.Millisecond
+	}
+	if cl.Trials == 0 {
+		cl.Trials = 3
+	}
+	if len(cl.Kinds) == 0 {
+		cl.Kinds = []string{PauseLeader, KillLeader, RefuseLeader}
+	}
+	for _, k := range cl.Kinds {
+		if !slices.Contains([]string{PauseLeader, KillLeader, RefuseLeader}, k) {
+			t.Fatalf("casleadertest: fault kind %q: want %s, %s or %s", k, PauseLeader, KillLeader, RefuseLeader)
+		}
+	}
+	if cl.Slack == 0 {
+		cl.Slack = 2 * cl.Lease
+	}
+	if cl.Seed == 0 {
+		cl.Seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("casleadertest: seed %d", cl.Seed)
+	renew, beat, poll := cl.Lease*3/5, cl.Lease/6, cl.Lease/5
+	bounds := Bounds{Lease: cl.Lease, Renew: renew, Poll: poll, Slack: cl.Slack}
+	rng := rand.New(rand.NewPCG(cl.Seed, cl.Seed^0x9e3779b97f4a7c15))
+	rec := &recorder{key: cl.Key, open: map[term]Interval{}, hist: History{Keys: []string{cl.Key}, Rejected: map[string]int{}}}
+
+	var mu sync.Mutex
+	var failures []error
+	started := 0
+	start := func(slot int) *node {
+		started++
+		n := &node{id: fmt.Sprintf("c%d.%d", slot, started), rec: rec, faults: faultstore.New(cl.DB.Store), done: make(chan struct{})}
+		el, err := casleader.New(n.faults, casleader.Config{
+			Key: cl.Key, ID: n.id,
+			LeaseDuration: cl.Lease, RenewDeadline: renew, HeartbeatInterval: beat, PollInterval: poll,
+			OnStartedLeading: func(ctx context.Context, token int64) {
+				rec.begin(n.id, token)
+				context.AfterFunc(ctx, func() { rec.end(n.id, token, Mono()) })
+				cl.Lead(ctx, &Candidate{ID: n.id, Token: token, Elector: n.el, DB: cl.DB, node: n,
+					record: func(check, done int64, err error) { rec.act(n.id, token, check, done, err) }})
+			},
+		})
+		if err != nil {
+			t.Fatalf("casleadertest: candidate: %v", err)
+		}
+		n.el = el
+		ctx, cancel := context.WithCancel(context.Background())
+		n.cancel = cancel
+		go func() {
+			defer close(n.done)
+			if err := el.Run(ctx); err != nil && !n.isKilled() {
+				mu.Lock()
+				failures = append(failures, fmt.Errorf("candidate %s: Run: %w", n.id, err))
+				mu.Unlock()
+			}
+		}()
+		return n
+	}
+	nodes := make([]*node, cl.Candidates)
+	for i := range nodes {
+		nodes[i] = start(i)
+	}
+	defer func() {
+		for _, n := range nodes {
+			n.resume()
+			n.cancel()
+			<-n.done
+		}
+	}()
+	waitLeader := func(d time.Duration) *node {
+		for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+			if id := rec.leader(); id != "" {
+				for _, n := range nodes {
+					if n.id == id {
+						return n
+					}
+				}
+			}
+		}
+		return nil
+	}
+	harness := bounds.Liveness() + 30*time.Second // a leader that does not come back at all
+	if waitLeader(harness) == nil {
+		t.Fatalf("casleadertest: no leader within %v of the start", harness)
+	}
+	errDown := fmt.Errorf("casleadertest: database unreachable: %w", store.ErrTransient)
+	for trial := range cl.Trials {
+		time.Sleep(time.Duration(3+rng.IntN(6)) * beat) // let the leader work
+		leader := waitLeader(harness)
+		if leader == nil {
+			t.Fatalf("casleadertest: trial %d: no leader to hit within %v", trial, harness)
+		}
+		kind := cl.Kinds[rng.IntN(len(cl.Kinds))]
+		f := Fault{Kinds: []string{kind}, Targets: []string{leader.id}, Leader: leader.id, Start: Mono()}
+		d := cl.Lease + time.Duration((0.2+rng.Float64())*float64(cl.Lease))
+		switch kind {
+		case PauseLeader:
+			// Long enough for another candidate to be elected and to act.
+			d = 2*cl.Lease + time.Duration(rng.Float64()*float64(cl.Lease))
+			leader.pause()
+			leader.faults.Fail(faultstore.AnyOp, errDown)
+			time.Sleep(d)
+			leader.faults.Fail(faultstore.AnyOp, nil)
+			leader.resume()
+		case RefuseLeader:
+			leader.faults.Fail(faultstore.AnyOp, errDown)
+			time.Sleep(d)
+			leader.faults.Fail(faultstore.AnyOp, nil)
+		case KillLeader:
+			d = 0
+			leader.kill()
+			rec.end(leader.id, 0, Mono())
+			for i, n := range nodes {
+				if n == leader {
+					nodes[i] = start(i)
+				}
+			}
+			<-leader.done
+		}
+		f.Heal = Mono()
+		rec.mu.Lock()
+		rec.hist.Faults = append(rec.hist.Faults, f)
+		rec.mu.Unlock()
+		after := waitLeader(harness)
+		t.Logf("casleadertest: trial %d: %s on %s for %v; leader %s %v after the heal", trial, kind, leader.id,
+			d.Round(time.Millisecond), nodeID(after), time.Duration(Mono()-f.Heal).Round(time.Millisecond))
+		if after == nil {
+			t.Fatalf("casleadertest: trial %d: no leader within %v of healing %s", trial, harness, kind)
+		}
+	}
+	time.Sleep(cl.Lease) // a last stretch of history after the last heal
+	rec.mu.Lock()
+	rec.hist.End = Mono()
+	rec.mu.Unlock()
+	for _, n := range nodes {
+		n.cancel()
+		<-n.done
+	}
+	rec.lives.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if err := errors.Join(failures...); err != nil {
+		t.Fatal(err)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return Check(rec.hist, bounds)
+}
+
+func nodeID(n *node) string {
+	if n == nil {
+		return "none"
+	}
+	return n.id
+}
+
+func (n *node) isKilled() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.killed
+}
+
+// pause makes the node's next actions wait until resume.
+func (n *node) pause() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.held == nil {
+		n.held = make(chan struct{})
+	}
+}
+
+func (n *node) resume() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.held != nil {
+		close(n.held)
+		n.held = nil
+	}
+}
+
+// kill ends the node without a release: its store fails from now on, its actions
+// are refused, its elector is stopped.
+func (n *node) kill() {
+	n.faults.Fail(faultstore.AnyOp, errors.New("casleadertest: the candidate was killed"))
+	n.mu.Lock()
+	n.killed = true
+	n.mu.Unlock()
+	n.resume()
+	n.cancel()
+}

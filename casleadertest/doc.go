@@ -1,0 +1,85 @@
+// Package casleadertest is a race-test kit for the code an application runs while
+// it leads: the nightly job, the consumer, the reconciler. It proves, in the
+// application's own tests, that this code never acts twice: it runs several
+// candidates of it on a real database, injects faults on the leader, records what
+// each candidate did and checks the history.
+//
+// It is a module of its own (github.com/casleader/casleader/casleadertest), so that
+// what it needs for its tests stays out of what a user of the library downloads.
+// Its in-memory store for unit tests under testing/synctest is in the library
+// itself: package store/memstore, with fault hooks (FailNext, CommitThenFail,
+// Fail, SetDelay).
+//
+// # A database for a test
+//
+// [NewDB] returns a database for one test, with a fresh election table: MySQL or
+// MariaDB from CASLEADER_MYSQL_DSN, PostgreSQL from CASLEADER_POSTGRES_DSN, SQLite
+// in a file of the test's temporary directory. Where a DSN is not set the test is
+// skipped with a message naming the variable, or fails under
+// CASLEADER_REQUIRE_DB=1 (set it in CI, so that CI never goes green by skipping).
+//
+// # A cluster of the application's leader code
+//
+// A [Cluster] runs [Cluster.Candidates] electors of one key, each calling the
+// application's [Cluster.Lead] while it leads, with a [Candidate] that carries the
+// term's fencing token. Lead calls [Candidate.Act] around each action it takes:
+// Act records when the action began and completed, in which term, or that it was
+// refused. Faults hit the leader, one at a time ([Cluster.Trials]):
+//
+//   - [PauseLeader]: the leader is held for two to three leases, as a GC pause or a
+//     frozen VM would hold it, between its decision to act and the action itself;
+//     its election store's calls fail meanwhile;
+//   - [KillLeader]: the leader ends without releasing its lease, and a fresh
+//     candidate takes its place;
+//   - [RefuseLeader]: the leader cannot reach the election table for longer than
+//     its lease.
+//
+// # Candidates in processes of their own
+//
+// A [ProcessCluster] (Linux) runs candidates as processes of their own: the test
+// binary re-executed, whose TestMain is [Main]. Each reaches the database through a
+// TCP proxy of its own (toxiproxy, in the test's process), so that faults are real:
+// SIGKILL ([KillLeader]), SIGSTOP for longer than the lease ([StopLeader]), a link
+// that drops every byte ([CutLeader]), refuses connections, is slowed beyond the
+// renew deadline or resets replies, a row set back to an older version
+// ([RollbackRow]). With [ProcessConfig.Lead] each candidate runs the application's
+// function, which [Main] must be given (a candidate process finds it by name), with
+// [Candidate.DB] reached through its proxy:
+//
+//	func TestMain(m *testing.M) { casleadertest.Main(m, sendInvoices) }
+//
+// Without Lead, candidates run the library's own fenced actions: that is the
+// library's fault suite (internal/chaos), which records its history in the same
+// [History] and judges it with the same [Check].
+//
+// # The checker
+//
+// [Check] verifies a [History], per election key: actions never go backwards in
+// token, one token is never used by two candidates, no action begins after another
+// candidate began to lead in a newer term (an action a fence should have refused),
+// beliefs of leadership never overlap, and a leader is back within
+// [Bounds.Liveness] of each fault's heal. [Report.String] prints the violations,
+// each with the interleaving of beliefs, actions and faults that broke it.
+//
+// # Test your leader code
+//
+// The test of a job that sends each night's invoice, guarded by the elector's
+// fence, on each database (see the Cluster example for the job):
+//
+//	func TestNightlyInvoiceIsSentOnce(t *testing.T) {
+//		for _, d := range []casleadertest.Dialect{casleadertest.MySQL, casleadertest.Postgres, casleadertest.SQLite} {
+//			t.Run(string(d), func(t *testing.T) {
+//				db := casleadertest.NewDB(t, d)
+//				inv := newInvoices(t, db)
+//				rep := casleadertest.Cluster{DB: db, Lead: inv.job, Trials: 4}.Run(t)
+//				if !rep.OK() {
+//					t.Fatalf("the nightly invoice job acted twice:\n%s", rep)
+//				}
+//			})
+//		}
+//	}
+//
+// Without the guard, the same test fails with a stale-action violation: a leader
+// paused between its decision and its send sent a night's invoice again, after
+// the next leader had sent it.
+package casleadertest

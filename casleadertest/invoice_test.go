@@ -1,0 +1,143 @@
+package casleadertest_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/casleader/casleader"
+	"github.com/casleader/casleader/casleadertest"
+)
+
+// invoices is the application of the example: a nightly job that sends each
+// night's invoice, and the table that records what was sent.
+type invoices struct {
+	db    *casleadertest.DB
+	table string
+}
+
+func newInvoices(t *testing.T, db *casleadertest.DB) *invoices {
+	inv := &invoices{db: db, table: db.Table + "_invoices"}
+	_, err := db.SQL.ExecContext(t.Context(), "CREATE TABLE "+inv.table+" (night BIGINT NOT NULL, token BIGINT NOT NULL, sender VARCHAR(64) NOT NULL)")
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = db.SQL.ExecContext(ctx, "DROP TABLE "+inv.table)
+	})
+	return inv
+}
+
+// job returns the nightly job: while leading, it sends the invoice of the next
+// night not invoiced yet (a night lasts 10 ms here). The send runs to its end once
+// begun (its context is not the leadership's), so only a guard in the send's own
+// transaction keeps a leader that was paused between its decision and its send
+// from sending an invoice again. guarded says whether it checks one.
+func (inv *invoices) job(guarded bool) func(ctx context.Context, c *casleadertest.Candidate) {
+	insert := "INSERT INTO " + inv.table + " (night, token, sender) VALUES (?, ?, ?)"
+	if inv.db.Dialect == casleadertest.Postgres {
+		insert = "INSERT INTO " + inv.table + " (night, token, sender) VALUES ($1, $2, $3)"
+	}
+	return func(ctx context.Context, c *casleadertest.Candidate) {
+		for ctx.Err() == nil {
+			var night int64
+			err := inv.db.SQL.QueryRowContext(ctx, "SELECT COALESCE(MAX(night), 0) + 1 FROM "+inv.table).Scan(&night)
+			if err == nil {
+				err = c.Act(ctx, func(ctx context.Context) error {
+					ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+					defer cancel()
+					tx, err := inv.db.SQL.BeginTx(ctx, nil)
+					if err != nil {
+						return err
+					}
+					defer func() { _ = tx.Rollback() }()
+					if guarded {
+						if err := c.Elector.Guard(ctx, tx, c.Token); err != nil {
+							return err
+						}
+					}
+					if _, err := tx.ExecContext(ctx, insert, night, c.Token, c.ID); err != nil {
+						return err
+					}
+					return tx.Commit()
+				})
+			}
+			if errors.Is(err, casleader.ErrNotLeader) || errors.Is(err, casleadertest.ErrKilled) {
+				return
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// sentTwice returns the nights whose invoice was sent more than once, and how many
+// invoices were sent.
+func (inv *invoices) sentTwice(t *testing.T) (twice []string, sent int) {
+	rows, err := inv.db.SQL.QueryContext(t.Context(), "SELECT night, COUNT(*) FROM "+inv.table+" GROUP BY night ORDER BY night")
+	require.NoError(t, err)
+	defer rows.Close()
+	for rows.Next() {
+		var night, n int
+		require.NoError(t, rows.Scan(&night, &n))
+		sent += n
+		if n > 1 {
+			twice = append(twice, fmt.Sprintf("night %d: %d invoices", night, n))
+		}
+	}
+	require.NoError(t, rows.Err())
+	return twice, sent
+}
+
+var dialects = []casleadertest.Dialect{casleadertest.MySQL, casleadertest.Postgres, casleadertest.SQLite}
+
+// The user's test: about 20 lines.
+func TestNightlyInvoiceIsSentOnce(t *testing.T) {
+	for _, d := range dialects {
+		t.Run(string(d), func(t *testing.T) {
+			t.Parallel()
+			db := casleadertest.NewDB(t, d)
+			inv := newInvoices(t, db)
+			rep := casleadertest.Cluster{DB: db, Lead: inv.job(true), Trials: 4}.Run(t)
+			if !rep.OK() {
+				t.Fatalf("the nightly invoice job acted twice:\n%s", rep)
+			}
+			twice, sent := inv.sentTwice(t)
+			assert.Empty(t, twice, "invoices sent twice")
+			assert.Positive(t, sent, "no invoice was sent")
+			assert.Positive(t, rep.ActionsChecked)
+		})
+	}
+}
+
+// Without the guard, a leader paused between its decision and its send sends a
+// night's invoice again: the kit must catch it, on every database.
+func TestNightlyInvoiceWithoutTheGuardIsCaught(t *testing.T) {
+	for _, d := range dialects {
+		t.Run(string(d), func(t *testing.T) {
+			t.Parallel()
+			db := casleadertest.NewDB(t, d)
+			inv := newInvoices(t, db)
+			rep := casleadertest.Cluster{DB: db, Lead: inv.job(false), Trials: 3, Kinds: []string{casleadertest.PauseLeader}}.Run(t)
+			require.False(t, rep.OK(), "the checker found nothing wrong in the unguarded job:\n%s", rep)
+			t.Logf("caught:\n%s", rep)
+			props := map[string]bool{}
+			for _, v := range rep.Violations {
+				props[v.Property] = true
+			}
+			assert.True(t, props["stale-action"], "no stale action reported:\n%s", rep)
+			assert.Contains(t, rep.String(), "begins action", "the report prints the interleaving")
+			twice, _ := inv.sentTwice(t)
+			assert.NotEmpty(t, twice, "the violations the checker reports are real: an invoice was sent twice")
+			assert.False(t, strings.Contains(rep.String(), "VIOLATION liveness"), "the leader came back in time:\n%s", rep)
+		})
+	}
+}

@@ -1,0 +1,142 @@
+package casleader_test
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/casleader/casleader"
+	"github.com/casleader/casleader/store"
+	"github.com/casleader/casleader/store/memstore"
+)
+
+// events records what hooks report, one line per event.
+type events struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (ev *events) add(format string, args ...any) {
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	ev.lines = append(ev.lines, fmt.Sprintf(format, args...))
+}
+
+func (ev *events) all() []string {
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	return append([]string(nil), ev.lines...)
+}
+
+// hooks records every event except renewals, which depend on timing.
+func (ev *events) hooks(renewDeadline time.Duration) casleader.Hooks {
+	var sent time.Time // of the last write that won, to check Renewed's deadline
+	return casleader.Hooks{
+		Attach: func(e *casleader.Elector) { ev.add("attach %s", e.ID()) },
+		Call: func(e *casleader.Elector, c casleader.Call) {
+			if c.Swapped {
+				sent = c.Sent
+			}
+			if c.Op == casleader.OpRenew {
+				return
+			}
+			ev.add("call %s found=%v swapped=%v term=%d err=%v", c.Op, c.Found, c.Swapped, c.Term, c.Err)
+		},
+		Started: func(e *casleader.Elector, token int64) {
+			ev.add("started %d leader=%v", token, e.IsLeader())
+		},
+		Renewed: func(e *casleader.Elector, token int64, until time.Time) {
+			if until.Sub(sent) != renewDeadline {
+				ev.add("renewed %d until %v after the write, want %v", token, until.Sub(sent), renewDeadline)
+			}
+		},
+		Stopped: func(e *casleader.Elector, token int64) {
+			ev.add("stopped %d leader=%v", token, e.IsLeader())
+		},
+		Leader: func(e *casleader.Elector, id string) { ev.add("leader %q", id) },
+	}
+}
+
+func TestHooksSeeEveryStoreCallAndTermInOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		var ev events
+		var renewals, cancelled int
+		c := cfg("a")
+		c.Hooks = []casleader.Hooks{ev.hooks(renewDL), {
+			Call: func(_ *casleader.Elector, c casleader.Call) {
+				if c.Op == casleader.OpRenew && c.Swapped && c.Err == nil {
+					renewals++
+				}
+				if c.Cancelled {
+					cancelled++
+				}
+			},
+		}}
+		c.OnStoppedLeading = func() { ev.add("OnStoppedLeading") }
+		el := newElector(t, st, c)
+		assert.Equal(t, []string{"attach a"}, ev.all(), "New attaches the elector")
+		stop := running(t, el)
+		time.Sleep(time.Millisecond)
+		require.True(t, el.IsLeader())
+		token := el.Token()
+		time.Sleep(5 * heartbeat)
+		require.NoError(t, stop())
+		assert.Equal(t, []string{
+			"attach a",
+			"call observe found=false swapped=false term=0 err=<nil>",
+			fmt.Sprintf("call insert found=false swapped=true term=%d err=<nil>", token),
+			fmt.Sprintf("started %d leader=true", token),
+			`leader "a"`,
+			"call release found=false swapped=true term=0 err=<nil>",
+			`leader ""`,
+			fmt.Sprintf("stopped %d leader=false", token),
+			"OnStoppedLeading",
+		}, ev.all())
+		assert.Equal(t, 5, renewals, "one renewal per heartbeat")
+		assert.Zero(t, cancelled, "no call was cancelled")
+	})
+}
+
+// A call that the elector cancels itself (to exit, pause or resign) is told apart
+// from one that reached its deadline: only the latter is the database's doing.
+func TestHookCallsTellCancellationFromATimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		st.SetDelay(memstore.OpObserve, time.Hour) // reads hang until their context ends
+		var mu sync.Mutex
+		var calls []casleader.Call
+		c := cfg("a")
+		c.Hooks = []casleader.Hooks{{Call: func(_ *casleader.Elector, c casleader.Call) {
+			mu.Lock()
+			defer mu.Unlock()
+			calls = append(calls, c)
+		}}}
+		el := newElector(t, st, c)
+		stop := running(t, el)
+		time.Sleep(renewDL + time.Millisecond) // the first read times out at RenewDeadline
+		synctest.Wait()
+		mu.Lock()
+		require.NotEmpty(t, calls)
+		first := calls[0]
+		mu.Unlock()
+		assert.Equal(t, casleader.OpObserve, first.Op)
+		assert.ErrorIs(t, first.Err, store.ErrTransient)
+		assert.False(t, first.Cancelled, "a read that reached its deadline is a timeout")
+		assert.Equal(t, renewDL, first.Duration)
+
+		time.Sleep(poll) // a later read is in flight
+		require.NoError(t, stop())
+		mu.Lock()
+		last := calls[len(calls)-1]
+		mu.Unlock()
+		assert.Equal(t, casleader.OpObserve, last.Op)
+		require.Error(t, last.Err)
+		assert.True(t, last.Cancelled, "the read that Run's end cancelled")
+	})
+}

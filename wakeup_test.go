@@ -1,0 +1,232 @@
+package casleader_test
+
+import (
+	"context"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/casleader/casleader"
+	"github.com/casleader/casleader/internal/testdb"
+	"github.com/casleader/casleader/notify"
+	"github.com/casleader/casleader/store"
+	mysqlstore "github.com/casleader/casleader/store/mysql"
+	"github.com/casleader/casleader/store/postgres"
+	"github.com/casleader/casleader/store/sqlite"
+)
+
+// wakeStore is a dialect store with its built-in wake-ups.
+type wakeStore interface {
+	tableStore
+	Wakeups() *notify.Wakeups
+}
+
+// readCounter counts a store's reads of the row. It hides the store's wake-ups, so
+// an elector on it is given them as Config.Notifier.
+type readCounter struct {
+	casleader.Store
+	reads atomic.Int64
+}
+
+func (r *readCounter) Observe(ctx context.Context, key string) (store.Record, bool, error) {
+	r.reads.Add(1)
+	return r.Store.Observe(ctx, key)
+}
+
+// slowPolls are timings under which a follower that is not woken reads the row
+// again only after about a minute: a takeover within settle can only come from a
+// wake-up.
+func slowPolls(id string) casleader.Config {
+	return casleader.Config{Key: "k", ID: id, LeaseDuration: time.Minute, RenewDeadline: 40 * time.Second,
+		HeartbeatInterval: 200 * time.Millisecond, PollInterval: time.Minute}
+}
+
+// handoverByWakeup runs leader a on sa and follower b on sb (given sb's wake-ups
+// explicitly, to count its reads), has a resign, and returns how many rows b read
+// between the release and its win.
+func handoverByWakeup(t *testing.T, sa wakeStore, sb wakeStore) (readsAfterRelease int64) {
+	t.Helper()
+	ca, cb := slowPolls("a"), slowPolls("b")
+	require.Less(t, settle, cb.LeaseDuration/2, "a takeover within settle must be impossible without a wake-up")
+	a := newElector(t, sa, ca)
+	assert.Same(t, sa.Wakeups(), a.Config().Notifier, "the store's wake-ups are what runs, and Config says so")
+	assert.Equal(t, time.Minute, a.Config().PollInterval)
+	stopA := running(t, a)
+	defer func() { require.NoError(t, stopA()) }()
+	require.Eventually(t, a.IsLeader, settle, time.Millisecond)
+
+	rb := &readCounter{Store: sb}
+	cb.Notifier = sb.Wakeups()
+	b := newElector(t, rb, cb)
+	stopB := running(t, b)
+	defer func() { require.NoError(t, stopB()) }()
+	require.Eventually(t, func() bool { return b.Leader() == "a" && sb.Wakeups().Listening() }, settle, time.Millisecond,
+		"b follows a and its wake-ups listen")
+
+	// The wake-up that every listener sends when it starts (a release may have
+	// come before it listened) makes b read once: count from after that read.
+	reads := quiet(t, &rb.reads)
+	require.NoError(t, a.ResignFor(t.Context(), time.Hour))
+	require.Eventually(t, b.IsLeader, settle, time.Millisecond,
+		"b is woken by the release and takes over long before its next read (a minute away)")
+	return rb.reads.Load() - reads
+}
+
+func TestStoreWakeupsHandOverWithoutWaitingForAPoll(t *testing.T) {
+	t.Run("PostgreSQL", func(t *testing.T) {
+		t.Parallel()
+		table := testdb.Name(t)
+		sa := newPostgres(t, table)
+		require.NoError(t, sa.CreateTable(t.Context()))
+		n := handoverByWakeup(t, sa, newPostgres(t, table))
+		assert.Zero(t, n, "the notification carries the released version: b elects without reading")
+	})
+	t.Run("MariaDB", func(t *testing.T) {
+		t.Parallel()
+		table := testdb.Name(t)
+		sa := newMySQL(t, table)
+		require.NoError(t, sa.CreateTable(t.Context()))
+		n := handoverByWakeup(t, sa, newMySQL(t, table))
+		assert.LessOrEqual(t, n, int64(1), "a lock grant carries no version: b reads once, then elects")
+	})
+	t.Run("SQLiteSecondDatabaseHandle", func(t *testing.T) {
+		t.Parallel()
+		// Two *sql.DB on one file, as two processes would have: the release reaches
+		// the other one through the watched wake-up file.
+		path := filepath.Join(t.TempDir(), "wake.db")
+		table := testdb.Name(t)
+		sa, sb := newSQLite(t, path, table), newSQLite(t, path, table)
+		require.NoError(t, sa.CreateTable(t.Context()))
+		n := handoverByWakeup(t, sa, sb)
+		assert.Zero(t, n, "the wake-up file carries the released version: b elects without reading")
+	})
+	t.Run("MariaDBOneStoreWakesInProcess", func(t *testing.T) {
+		t.Parallel()
+		// Electors on one store wake each other directly, with the version, whatever
+		// the dialect's cross-process path (here named locks, which carry none).
+		table := testdb.Name(t)
+		st := newMySQL(t, table)
+		require.NoError(t, st.CreateTable(t.Context()))
+		n := handoverByWakeup(t, st, st)
+		assert.Zero(t, n, "woken in-process with the released version: b elects without reading")
+	})
+}
+
+func TestOneListenerPerStoreWhateverTheNumberOfElectors(t *testing.T) {
+	table := testdb.Name(t)
+	cfg, err := pgxpool.ParseConfig(testdb.PostgresDSN(t))
+	require.NoError(t, err)
+	cfg.MaxConns = 8
+	cfg.ConnConfig.RuntimeParams["application_name"] = table
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	st, err := postgres.New(pool, table)
+	require.NoError(t, err)
+	require.NoError(t, st.CreateTable(t.Context()))
+	admin := testdb.Postgres(t)
+	listeners := func() int {
+		var n int
+		require.NoError(t, admin.QueryRow(t.Context(),
+			`SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN %'`, table).Scan(&n))
+		return n
+	}
+
+	var stops []func() error
+	for i := range 10 {
+		c := cfg10(i)
+		stops = append(stops, running(t, newElector(t, st, c)))
+	}
+	require.Eventually(t, st.Wakeups().Listening, settle, time.Millisecond)
+	assert.Equal(t, 1, listeners(), "10 electors on one store share one LISTEN connection")
+	for _, stop := range stops {
+		require.NoError(t, stop())
+	}
+	assert.False(t, st.Wakeups().Running(), "the last elector to stop stops the listener")
+	require.Eventually(t, func() bool { return listeners() == 0 }, settle, 10*time.Millisecond, "its connection is closed")
+}
+
+func cfg10(i int) casleader.Config {
+	c := slowPolls(string(rune('a' + i)))
+	c.Key = "k" + string(rune('0'+i%3)) // three elections among ten electors
+	return c
+}
+
+func TestNotifierForAnotherTableIsAConfigError(t *testing.T) {
+	table := testdb.Name(t)
+	st := newPostgres(t, table)
+	n, err := postgres.NewNotifier(postgres.NotifierConfig{DSN: testdb.PostgresDSN(t), Table: table + "_other"})
+	require.NoError(t, err)
+	_, err = casleader.New(st, casleader.Config{Key: "k", ID: "a", Notifier: n})
+	var ce *casleader.ConfigError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, "Notifier", ce.Field)
+	assert.Contains(t, err.Error(), table+"_other")
+
+	// The same table is accepted, and used instead of the store's own wake-ups.
+	n, err = postgres.NewNotifier(postgres.NotifierConfig{DSN: testdb.PostgresDSN(t), Table: table})
+	require.NoError(t, err)
+	el, err := casleader.New(st, casleader.Config{Key: "k", ID: "a", Notifier: n})
+	require.NoError(t, err)
+	assert.Same(t, n, el.Config().Notifier)
+	assert.Equal(t, el.Config().LeaseDuration, el.Config().PollInterval, "a notifier set by the user makes the poll a fallback")
+
+	db := testdb.MySQL(t)
+	ms, err := mysqlstore.New(db, table)
+	require.NoError(t, err)
+	mn, err := notify.NewMySQL(notify.MySQLConfig{DB: db, Table: "elsewhere"})
+	require.NoError(t, err)
+	_, err = casleader.New(ms, casleader.Config{Key: "k", ID: "a", Notifier: mn})
+	require.ErrorAs(t, err, &ce)
+}
+
+func newPostgres(t *testing.T, table string) *postgres.Store {
+	cfg, err := pgxpool.ParseConfig(testdb.PostgresDSN(t))
+	require.NoError(t, err)
+	cfg.MaxConns = 4
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	s, err := postgres.New(pool, table)
+	require.NoError(t, err)
+	return s
+}
+
+func newMySQL(t *testing.T, table string) *mysqlstore.Store {
+	db, err := mysqlstore.Open(testdb.MySQLDSN(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	s, err := mysqlstore.New(db, table)
+	require.NoError(t, err)
+	return s
+}
+
+func newSQLite(t *testing.T, path, table string) *sqlite.Store {
+	db, err := sqlite.Open(path)
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	s, err := sqlite.New(db, table)
+	require.NoError(t, err)
+	return s
+}
+
+// quiet waits until n has not moved for a while and returns it.
+func quiet(t *testing.T, n *atomic.Int64) int64 {
+	t.Helper()
+	last := n.Load()
+	for deadline := time.Now().Add(settle); time.Now().Before(deadline); {
+		time.Sleep(250 * time.Millisecond)
+		now := n.Load()
+		if now == last {
+			return now
+		}
+		last = now
+	}
+	t.Fatal("the count kept moving")
+	return 0
+}
