@@ -102,6 +102,7 @@ func (s *casSystem) open(ctx context.Context, n int) (casleader.Store, func(), e
 			return nil, nil, err
 		}
 		cfg.MaxConns = int32(n)
+		cfg.ConnConfig.RuntimeParams["application_name"] = appName
 		pool, err := pgxpool.NewWithConfig(ctx, cfg)
 		if err != nil {
 			return nil, nil, err

@@ -12,8 +12,10 @@ import (
 	"github.com/casleader/casleader/store"
 )
 
-// groupStore counts the statements of a group's batched calls (a MySQL write is an
-// UPDATE and a read-back) and records RenewMany latencies.
+// groupStore counts the statements of a group's batched calls and records RenewMany
+// latencies. A MySQL write is an UPDATE and a read-back, except a renewal or release
+// whose count of changed rows settles every key (all won or none): the store then
+// skips the read-back, and so does the count here.
 type groupStore struct {
 	group.Store
 	mysql bool
@@ -28,6 +30,16 @@ func (g *groupStore) write(kind string) {
 		n = 2
 	}
 	g.count.add(kind, n)
+}
+
+// settled counts a MySQL renewal or release: one statement when the UPDATE's count
+// settled it (no error, every key or none won), else two.
+func (g *groupStore) settled(kind string, n, won int, err error) {
+	if g.mysql && err == nil && (won == n || won == 0) {
+		g.count.add(kind, 1)
+		return
+	}
+	g.write(kind)
 }
 
 func (g *groupStore) ObserveMany(ctx context.Context, keys []string) (map[string]store.Record, error) {
@@ -46,10 +58,10 @@ func (g *groupStore) ElectMany(ctx context.Context, id string, from []store.KeyV
 }
 
 func (g *groupStore) RenewMany(ctx context.Context, id string, held []store.KeyVersion) ([]store.Won, error) {
-	g.write("renew_many")
 	start := time.Now()
 	w, err := g.Store.RenewMany(ctx, id, held)
 	took := time.Since(start)
+	g.settled("renew_many", len(held), len(w), err)
 	g.mu.Lock()
 	g.lat = append(g.lat, took)
 	g.mu.Unlock()
@@ -60,8 +72,9 @@ func (g *groupStore) RenewMany(ctx context.Context, id string, held []store.KeyV
 }
 
 func (g *groupStore) ReleaseMany(ctx context.Context, id string, held []store.KeyVersion) ([]store.Won, error) {
-	g.write("release_many")
-	return g.Store.ReleaseMany(ctx, id, held)
+	w, err := g.Store.ReleaseMany(ctx, id, held)
+	g.settled("release_many", len(held), len(w), err)
+	return w, err
 }
 
 func cpuTime() time.Duration {

@@ -2,9 +2,13 @@
 // election design and with etcd's concurrency.Election, in one process run with the
 // same lease and heartbeat: crash failover, graceful handover, steady-state load, a
 // herd of 64 candidates and one process leading up to 10,000 keys (the last two for
-// casleader only).
+// casleader only). casleader alone also runs: scale (100,000 keys led by this process
+// and followed by a second process it starts, -scale-keys, -scale-for), electors
+// (10,000 single-key Electors over one pool, -electors) and, only when asked,
+// saturate (the election under pgbench on PostgreSQL and sysbench on MariaDB, which
+// must be installed and their databases initialised: see BENCHMARKS.md).
 //
-//	cd bench && go run . [-trials N] [-smoke] [-out DIR] [-only failover,handover,steady,herd,keys]
+//	cd bench && go run . [-trials N] [-smoke] [-out DIR] [-only failover,handover,steady,herd,keys,scale,electors,saturate]
 //
 // It prints markdown tables, and writes (by default into results/) DIR/results.jsonl (one JSON object per
 // measurement), DIR/summary.md, DIR/failover.svg and DIR/handover.svg. Databases
@@ -37,10 +41,19 @@ func main() {
 	trials := flag.Int("trials", 20, "trials per failover/handover/herd measurement")
 	smoke := flag.Bool("smoke", false, "one quick trial of everything (CI); never asserts timings")
 	out := flag.String("out", "", "directory for results.jsonl, summary.md and the SVG timelines (default results, or a temporary directory with -smoke)")
-	only := flag.String("only", "failover,handover,steady,herd,keys", "scenarios to run")
+	only := flag.String("only", "failover,handover,steady,herd,keys,scale,electors", "scenarios to run (also: saturate, which needs pgbench and sysbench and their databases)")
 	systems := flag.String("systems", "", "run only the systems whose name contains one of these comma-separated words")
 	steadyFor := flag.Duration("steady", 20*time.Second, "measuring window of each steady-state run")
 	keysFor := flag.Duration("keys-for", 30*time.Second, "measuring window of each key-scaling run (10,000 keys: at least 2 min)")
+	scaleKeysN := flag.Int("scale-keys", 100000, "keys of the scale run (one process leads them, another follows them)")
+	scaleFor := flag.Duration("scale-for", 10*time.Minute, "measuring window of the scale run")
+	satFor := flag.Duration("saturate-for", 10*time.Minute, "how long the election runs under the saturating load")
+	satBase := flag.Duration("saturate-baseline", 5*time.Minute, "how long the load runs alone first, for its rate without the election")
+	pgbenchDB := flag.String("pgbench-db", "pgbench", "database initialised with pgbench -i -s 50 for the saturation run")
+	sysbenchDB := flag.String("sysbench-db", "sbtest", "MariaDB database prepared with sysbench oltp_write_only --tables=4 --table-size=250000 for the saturation run")
+	electorsN := flag.Int("electors", 10000, "single-key electors of the electors run, over one pool")
+	electorsFor := flag.Duration("electors-for", time.Minute, "measuring window of the electors run")
+	followJSON := flag.String("follow", "", "internal: run as the follower process of the scale run")
 	verbose := flag.String("v", "", "log the casleader candidates at this level (debug, info, warn)")
 	child := flag.Bool("child", false, "run as a SQLite candidate process of another run (internal)")
 	childDB := flag.String("child-db", "", "with -child: the SQLite database file")
@@ -60,6 +73,8 @@ func main() {
 	log.SetFlags(log.Ltime | log.Lmicroseconds)
 	if *smoke {
 		*trials, *steadyFor, *keysFor = 1, 3*time.Second, 3*time.Second
+		*scaleKeysN, *scaleFor = 2000, 3*time.Second
+		*electorsN, *electorsFor = 50, 3*time.Second
 	}
 	if *out == "" {
 		*out = "results"
@@ -74,6 +89,10 @@ func main() {
 		MySQL:     cmp.Or(os.Getenv("CASLEADER_MYSQL_DSN"), "root@tcp(127.0.0.1:3306)/test"),
 		Postgres:  cmp.Or(os.Getenv("CASLEADER_POSTGRES_DSN"), "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"),
 		PgBouncer: os.Getenv("CASLEADER_PGBOUNCER_DSN"),
+	}
+	if *followJSON != "" {
+		check(follow(ctx, d, *followJSON))
+		return
 	}
 	dir, err := os.MkdirTemp("", "casleader-bench-sqlite-")
 	if err != nil {
@@ -231,6 +250,52 @@ func main() {
 					}
 					record(keyScale(ctx, sys.(*casSystem), k, dur))
 				}
+			})
+		}
+	}
+
+	if want["scale"] {
+		for _, m := range []struct {
+			name string
+			o    casOptions
+		}{
+			{"casleader-group/PostgreSQL", casOptions{dialect: "postgres"}},
+			{"casleader-group/MariaDB", casOptions{dialect: "mariadb"}},
+			{"casleader-group/SQLite", casOptions{dialect: "sqlite"}},
+		} {
+			run(cas(m.name, m.o), func(sys system) {
+				for _, r := range scale(ctx, sys.(*casSystem), *scaleKeysN, *scaleFor) {
+					record(r)
+				}
+			})
+		}
+	}
+
+	if want["electors"] {
+		for _, m := range []struct {
+			name string
+			o    casOptions
+		}{
+			{"casleader/PostgreSQL", casOptions{dialect: "postgres"}},
+			{"casleader/MariaDB", casOptions{dialect: "mariadb"}},
+			{"casleader/SQLite", casOptions{dialect: "sqlite"}},
+		} {
+			run(cas(m.name, m.o), func(sys system) {
+				record(electors(ctx, sys.(*casSystem), *electorsN, *electorsFor))
+			})
+		}
+	}
+	if want["saturate"] {
+		for _, m := range []struct {
+			name string
+			o    casOptions
+			load loadTool
+		}{
+			{"casleader-group/PostgreSQL", casOptions{dialect: "postgres"}, pgbenchTool(*pgbenchDB, 16)},
+			{"casleader-group/MariaDB", casOptions{dialect: "mariadb"}, sysbenchTool(*sysbenchDB, 4, 250000, 16)},
+		} {
+			run(cas(m.name, m.o), func(sys system) {
+				record(saturate(ctx, sys.(*casSystem), m.load, *satBase, *satFor))
 			})
 		}
 	}

@@ -167,6 +167,47 @@ func markdown(w io.Writer, rs []result, ref map[string]string) {
 				f1(v["per_s"]), f1(v["cpu_percent"]), f1(v["renew_p50_ms"]), f1(v["renew_p99_ms"]), f1(v["renew_max_ms"]), v["lost_leases"]+v["not_led_at_end"], f1(v["acquire_all_ms"]))
 		}
 	}
+	generic(w, rs, "scale", "Scale: one process leads the keys, another process follows them (pool of 8 each, heartbeat 1 s)")
+	generic(w, rs, "electors", "Many single-key electors in one process over one pool")
+	generic(w, rs, "saturate", "Election under a saturating load on the same server (default timings)")
+}
+
+// generic renders the runs of a scenario as one row each, with every value they
+// recorded as a column (sorted by name).
+func generic(w io.Writer, rs []result, sc, title string) {
+	var rows []result
+	cols := map[string]bool{}
+	for _, r := range rs {
+		if r.Scenario == sc {
+			rows = append(rows, r)
+			for k := range r.Values {
+				cols[k] = true
+			}
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	names := make([]string, 0, len(cols))
+	for k := range cols {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	fmt.Fprintf(w, "\n### %s\n\n| system | params | %s | error |\n|---|---|%s---|\n", title, strings.Join(names, " | "), strings.Repeat("---|", len(names)))
+	for _, r := range rows {
+		ps := make([]string, 0, len(r.Params))
+		for k, v := range r.Params {
+			ps = append(ps, fmt.Sprintf("%s=%v", k, v))
+		}
+		sort.Strings(ps)
+		vals := make([]string, len(names))
+		for i, k := range names {
+			if v, ok := r.Values[k]; ok {
+				vals[i] = f1(v)
+			}
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", r.System, strings.Join(ps, " "), strings.Join(vals, " | "), r.Error)
+	}
 }
 
 func total(vs []float64) float64 {

@@ -27,7 +27,8 @@ type batchQueries interface {
 	// returns one row per key it won: (key) for renew and release, (key, term) for
 	// elect and insert, which start a term. When readBack is not empty, the write
 	// returns no rows instead and readBack (args: keys...) returns (key, version,
-	// leader, term, fresh, age) to tell the outcome per key.
+	// leader, term, fresh, age) to tell the outcome per key, when the count of rows
+	// the write changed does not tell it already (see countSettles).
 	renewMany(n int) (write, readBack string)
 	electMany(n int) (write, readBack string)
 	releaseMany(n int) (write, readBack string)
@@ -89,7 +90,7 @@ func (c *Core) ObserveMany(ctx context.Context, keys []string) (map[string]store
 // and returns the keys whose compare-and-set won: their version is now Version+1.
 // An error means the outcome of every key is unknown: settle with ObserveMany.
 func (c *Core) RenewMany(ctx context.Context, id string, held []store.KeyVersion) (renewed []store.Won, err error) {
-	return c.batchCAS(ctx, "renew many", id, held, c.bq.renewMany, nil, false, func(r readBack, kv store.KeyVersion) bool {
+	return c.batchCAS(ctx, "renew many", id, held, c.bq.renewMany, nil, false, true, func(r readBack, kv store.KeyVersion) bool {
 		return r.version == kv.Version+1 && r.leader == id && r.fresh
 	})
 }
@@ -99,7 +100,7 @@ func (c *Core) RenewMany(ctx context.Context, id string, held []store.KeyVersion
 // key. It returns the keys won, each with its new term (chosen as [Core.Elect]
 // chooses it), which is also the row's new version.
 func (c *Core) ElectMany(ctx context.Context, id string, from []store.KeyVersion, lease time.Duration) (won []store.Won, err error) {
-	return c.batchCAS(ctx, "elect many", id, from, c.bq.electMany, []any{lease.Microseconds()}, true, func(r readBack, kv store.KeyVersion) bool {
+	return c.batchCAS(ctx, "elect many", id, from, c.bq.electMany, []any{lease.Microseconds()}, true, false, func(r readBack, kv store.KeyVersion) bool {
 		return r.startedTerm(id, kv.Version)
 	})
 }
@@ -107,7 +108,7 @@ func (c *Core) ElectMany(ctx context.Context, id string, from []store.KeyVersion
 // ReleaseMany gives up id's lease on each key held at its version, like Release per
 // key, and returns the keys released.
 func (c *Core) ReleaseMany(ctx context.Context, id string, held []store.KeyVersion) (released []store.Won, err error) {
-	released, err = c.batchCAS(ctx, "release many", id, held, c.bq.releaseMany, nil, false, func(r readBack, kv store.KeyVersion) bool {
+	released, err = c.batchCAS(ctx, "release many", id, held, c.bq.releaseMany, nil, false, true, func(r readBack, kv store.KeyVersion) bool {
 		return r.version == kv.Version+1 && r.leader == ""
 	})
 	c.wakeReleased(held, released)
@@ -122,7 +123,7 @@ func (c *Core) InsertMany(ctx context.Context, id string, keys []string) (insert
 	for i, k := range keys {
 		kvs[i] = store.KeyVersion{Key: k}
 	}
-	return c.batchCAS(ctx, "insert many", id, kvs, c.bq.insertMany, nil, true, func(r readBack, kv store.KeyVersion) bool {
+	return c.batchCAS(ctx, "insert many", id, kvs, c.bq.insertMany, nil, true, false, func(r readBack, kv store.KeyVersion) bool {
 		return r.startedTerm(id, kv.Version)
 	})
 }
@@ -149,8 +150,10 @@ func (r readBack) startedTerm(id string, version int64) bool {
 // RETURNING), won decides per key from the row read after the write, and the row's
 // tick_time must be younger than the time since the write was sent: a row that
 // looks right but was written earlier (by an earlier attempt) does not count.
+// byCount says that the write's count of changed rows decides the outcome when it is
+// 0 or every key (see countSettles): the read-back then is skipped.
 func (c *Core) batchCAS(ctx context.Context, op, id string, kvs []store.KeyVersion, build func(int) (string, string),
-	extra []any, startsTerm bool, won func(readBack, store.KeyVersion) bool) ([]store.Won, error) {
+	extra []any, startsTerm, byCount bool, won func(readBack, store.KeyVersion) bool) ([]store.Won, error) {
 	if err := checkBatch(id, len(kvs)); err != nil {
 		return nil, err
 	}
@@ -192,8 +195,21 @@ func (c *Core) batchCAS(ctx context.Context, op, id string, kvs []store.KeyVersi
 		}
 		return out, nil
 	}
-	if _, err := c.b.Exec(ctx, write, args...); err != nil {
+	changed, err := c.b.Exec(ctx, write, args...)
+	if err != nil {
 		return nil, c.wrap(op, uniq[0].Key, err)
+	}
+	if byCount {
+		if all, settled := countSettles(changed, len(uniq)); settled {
+			if !all {
+				return nil, nil
+			}
+			out := make([]store.Won, len(uniq))
+			for i, kv := range uniq {
+				out[i] = store.Won{Key: kv.Key, Since: sent}
+			}
+			return out, nil
+		}
 	}
 	keys := make([]string, len(uniq))
 	for i, kv := range uniq {
@@ -231,6 +247,22 @@ func (c *Core) batchCAS(ctx context.Context, op, id string, kvs []store.KeyVersi
 		}
 	}
 	return out, nil
+}
+
+// countSettles decides a batched renewal or release of n distinct keys from the
+// number of rows its UPDATE changed, when the count alone tells every key's outcome.
+// The write matches a row only by (elect_key, version) and leader_id, and changes
+// each row it matches (its version moves up), at most once: changed = n means every
+// key's compare-and-set won, and 0 that none did. In between, the count does not say
+// which keys won (settled false): read the rows back.
+func countSettles(changed int64, n int) (all, settled bool) {
+	switch {
+	case changed == int64(n):
+		return true, true
+	case changed == 0:
+		return false, true
+	}
+	return false, false
 }
 
 func uniqueKeys(keys []string) ([]string, error) {

@@ -1,0 +1,385 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"fmt"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/casleader/casleader/group"
+	"github.com/casleader/casleader/store/mysql"
+)
+
+// appName names the election's PostgreSQL sessions, so that the saturation run can
+// tell them apart in pg_stat_activity.
+const appName = "casleader-bench"
+
+// loadTool is an external load generator run against the election's server.
+type loadTool struct {
+	name  string
+	args  func(secs int) []string
+	parse func(out []byte) (tps float64, ok bool)
+}
+
+var (
+	pgbenchTPS  = regexp.MustCompile(`(?m)^tps = ([0-9.]+)`)
+	sysbenchTPS = regexp.MustCompile(`transactions:\s+\d+\s+\(([0-9.]+) per sec\.\)`)
+)
+
+func pgbenchTool(db string, clients int) loadTool {
+	return loadTool{
+		name: fmt.Sprintf("pgbench -c %d (database %s)", clients, db),
+		args: func(secs int) []string {
+			return []string{"pgbench", "-h", "127.0.0.1", "-U", "postgres", "-c", strconv.Itoa(clients), "-j", "2", "-T", strconv.Itoa(secs), db}
+		},
+		parse: func(out []byte) (float64, bool) { return firstFloat(pgbenchTPS, out) },
+	}
+}
+
+func sysbenchTool(db string, tables, size, threads int) loadTool {
+	return loadTool{
+		name: fmt.Sprintf("sysbench oltp_write_only --threads=%d (database %s, %d tables × %d rows)", threads, db, tables, size),
+		args: func(secs int) []string {
+			return []string{"sysbench", "oltp_write_only", "--db-driver=mysql", "--mysql-host=127.0.0.1", "--mysql-user=root", "--mysql-db=" + db,
+				"--tables=" + strconv.Itoa(tables), "--table-size=" + strconv.Itoa(size), "--threads=" + strconv.Itoa(threads), "--time=" + strconv.Itoa(secs), "run"}
+		},
+		parse: func(out []byte) (float64, bool) { return firstFloat(sysbenchTPS, out) },
+	}
+}
+
+func firstFloat(re *regexp.Regexp, out []byte) (float64, bool) {
+	m := re.FindSubmatch(out)
+	if m == nil {
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(string(m[1]), 64)
+	return v, err == nil
+}
+
+// runLoad runs the load tool for dur and returns its transactions per second.
+func runLoad(ctx context.Context, t loadTool, dur time.Duration) (float64, error) {
+	a := t.args(int(dur.Seconds()))
+	out, err := exec.CommandContext(ctx, a[0], a[1:]...).CombinedOutput()
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w: %s", t.name, err, tail(out))
+	}
+	tps, ok := t.parse(out)
+	if !ok {
+		return 0, fmt.Errorf("%s: no transaction rate in its output: %s", t.name, tail(out))
+	}
+	return tps, nil
+}
+
+func tail(b []byte) string {
+	b = bytes.TrimSpace(b)
+	if len(b) > 400 {
+		b = b[len(b)-400:]
+	}
+	return string(b)
+}
+
+// satCandidate is one group of the saturation run, on its own pool.
+type satCandidate struct {
+	id     string
+	g      *group.Group
+	gs     *groupStore
+	cancel context.CancelFunc
+	done   chan struct{}
+	lost   int64 // leases lost, read before a crash
+}
+
+func startSat(ctx context.Context, sys *casSystem, id string, keys []string) (*satCandidate, error) {
+	st, closeFn, err := sys.open(ctx, 4)
+	if err != nil {
+		return nil, err
+	}
+	gs := &groupStore{Store: st.(group.Store), mysql: sys.opt.dialect == "mariadb"}
+	// Default timings: lease 15 s, renew deadline 10 s, heartbeat 2 s, poll 5 s.
+	g, err := group.New(gs, group.Config{ID: id, Keys: keys, KeepLeaseOnExit: true, Logger: candidateLog.With("id", id)})
+	if err != nil {
+		closeFn()
+		return nil, err
+	}
+	rctx, cancel := context.WithCancel(context.Background())
+	c := &satCandidate{id: id, g: g, gs: gs, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		defer closeFn()
+		_ = g.Run(rctx)
+	}()
+	return c, nil
+}
+
+// crash stops the candidate without releasing its leases, like kill -9.
+func (c *satCandidate) crash() {
+	c.lost = c.g.Stats().LostLeases
+	c.cancel()
+	<-c.done
+}
+
+func (c *satCandidate) led(keys []string) []string {
+	var out []string
+	for _, k := range keys {
+		if c.g.IsLeader(k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// waitSampler counts, every 20 ms, what the election's statements in the server wait
+// on (PostgreSQL: wait_event_type/wait_event of its active sessions, none meaning on
+// CPU; MariaDB: the processlist state of its running statements).
+type waitSampler struct {
+	mu      sync.Mutex
+	counts  map[string]int
+	samples int
+}
+
+func sampleWaits(ctx context.Context, sys *casSystem) (*waitSampler, func(), error) {
+	w := &waitSampler{counts: map[string]int{}}
+	var query func(context.Context) (map[string]int, error)
+	var closeFn func()
+	switch sys.opt.dialect {
+	case "postgres":
+		pool, err := pgxpool.New(ctx, sys.dsn.Postgres)
+		if err != nil {
+			return nil, nil, err
+		}
+		closeFn = pool.Close
+		query = func(ctx context.Context) (map[string]int, error) {
+			rows, err := pool.Query(ctx, `SELECT coalesce(wait_event_type, 'CPU') || ':' || coalesce(wait_event, 'running'), count(*) FROM pg_stat_activity
+				WHERE application_name = $1 AND state = 'active' GROUP BY 1`, appName)
+			if err != nil {
+				return nil, err
+			}
+			defer rows.Close()
+			out := map[string]int{}
+			for rows.Next() {
+				var k string
+				var n int
+				if err := rows.Scan(&k, &n); err != nil {
+					return nil, err
+				}
+				out[k] = n
+			}
+			return out, rows.Err()
+		}
+	case "mariadb":
+		db, err := mysql.Open(sys.dsn.MySQL)
+		if err != nil {
+			return nil, nil, err
+		}
+		db.SetMaxOpenConns(1)
+		closeFn = func() { db.Close() }
+		query = func(ctx context.Context) (map[string]int, error) {
+			return groupCount(ctx, db, `SELECT COALESCE(NULLIF(state, ''), '(none)'), COUNT(*) FROM information_schema.processlist
+				WHERE command = 'Query' AND id <> CONNECTION_ID() AND info LIKE ? GROUP BY 1`, "%"+sys.table+"%")
+		}
+	default:
+		return nil, nil, fmt.Errorf("no wait sampler for %s", sys.opt.dialect)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-sctx.Done():
+				return
+			case <-t.C:
+			}
+			m, err := query(sctx)
+			if err != nil {
+				continue
+			}
+			w.mu.Lock()
+			w.samples++
+			for k, n := range m {
+				w.counts[k] += n
+			}
+			w.mu.Unlock()
+		}
+	})
+	return w, func() { cancel(); wg.Wait(); closeFn() }, nil
+}
+
+func groupCount(ctx context.Context, db *sql.DB, q string, args ...any) (map[string]int, error) {
+	rows, err := db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var k string
+		var n int
+		if err := rows.Scan(&k, &n); err != nil {
+			return nil, err
+		}
+		out[k] = n
+	}
+	return out, rows.Err()
+}
+
+// saturate runs the load alone for base, then 3 candidates (groups of 10 keys, default
+// timings, each on its own pool of 4) alone for a minute and under the load for dur,
+// crashing the leader over and over during the load: leases lost, renewal latency
+// (alone and under load), failover from the crash to the next leader's win, what the
+// election's statements wait on in the server, and the load's rate without and with
+// the election.
+func saturate(ctx context.Context, sys *casSystem, load loadTool, base, dur time.Duration) result {
+	r := result{Scenario: "saturate", System: sys.Name(), Params: map[string]any{"load": load.name, "seconds": dur.Seconds(), "baseline_seconds": base.Seconds(),
+		"candidates": 3, "keys": 10}, Values: map[string]float64{}}
+	tpsAlone, err := runLoad(ctx, load, base)
+	if err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	r.Values["load_tps_alone"] = tpsAlone
+	r.Values["load_avg_alone"], _ = loadavg()
+
+	keys := scaleKeys(randName("sat"), 10)
+	var cands []*satCandidate
+	var gone []*satCandidate
+	defer func() {
+		for _, c := range cands {
+			c.crash()
+		}
+	}()
+	for i := range 3 {
+		c, err := startSat(ctx, sys, fmt.Sprintf("c%d", i+1), keys)
+		if err != nil {
+			r.Error = err.Error()
+			return r
+		}
+		cands = append(cands, c)
+	}
+	lats := func() []time.Duration {
+		var out []time.Duration
+		for _, c := range append(append([]*satCandidate(nil), cands...), gone...) {
+			c.gs.mu.Lock()
+			out = append(out, c.gs.lat...)
+			c.gs.lat = nil
+			c.gs.mu.Unlock()
+		}
+		return out
+	}
+	time.Sleep(time.Minute)
+	quiet := lats()
+	r.Values["renew_quiet_p50_ms"] = ms(percentile(quiet, 0.5))
+	r.Values["renew_quiet_p99_ms"] = ms(percentile(quiet, 0.99))
+
+	waits, stopWaits, err := sampleWaits(ctx, sys)
+	if err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	lctx, lcancel := context.WithCancel(ctx)
+	defer lcancel()
+	type loadReply struct {
+		tps float64
+		err error
+	}
+	loadDone := make(chan loadReply, 1)
+	go func() {
+		tps, err := runLoad(lctx, load, dur)
+		loadDone <- loadReply{tps, err}
+	}()
+	start := time.Now()
+	lease := 15 * time.Second
+	var failovers []time.Duration
+	failed, restarts := 0, 0
+	for time.Since(start) < dur-2*lease && ctx.Err() == nil {
+		// The candidate leading the most keys, once it has led them for a heartbeat.
+		time.Sleep(3 * time.Second)
+		var victim *satCandidate
+		var held []string
+		for _, c := range cands {
+			if l := c.led(keys); len(l) > len(held) {
+				victim, held = c, l
+			}
+		}
+		if victim == nil {
+			continue
+		}
+		t0 := time.Now()
+		victim.crash()
+		var rest []*satCandidate
+		for _, c := range cands {
+			if c != victim {
+				rest = append(rest, c)
+			}
+		}
+		cands, gone = rest, append(gone, victim)
+		pending := map[string]bool{}
+		for _, k := range held {
+			pending[k] = true
+		}
+		for len(pending) > 0 && time.Since(t0) < 2*lease {
+			for k := range pending {
+				for _, c := range cands {
+					if c.g.IsLeader(k) {
+						failovers = append(failovers, time.Since(t0))
+						delete(pending, k)
+						break
+					}
+				}
+			}
+			time.Sleep(time.Millisecond)
+		}
+		failed += len(pending)
+		restarts++
+		c, err := startSat(ctx, sys, fmt.Sprintf("c%d", 3+restarts), keys)
+		if err != nil {
+			r.Error = err.Error()
+			break
+		}
+		cands = append(cands, c)
+	}
+	reply := <-loadDone
+	stopWaits()
+	r.Values["load_avg_with_election"], _ = loadavg()
+	under := lats()
+	if reply.err != nil && r.Error == "" {
+		r.Error = reply.err.Error()
+	}
+	r.Values["load_tps_with_election"] = reply.tps
+	if tpsAlone > 0 && reply.tps > 0 {
+		r.Values["load_slowdown_percent"] = 100 * (tpsAlone - reply.tps) / tpsAlone
+	}
+	r.Values["renew_p50_ms"] = ms(percentile(under, 0.5))
+	r.Values["renew_p99_ms"] = ms(percentile(under, 0.99))
+	r.Values["renew_max_ms"] = ms(percentile(under, 1))
+	r.Values["renewals"] = float64(len(under))
+	var lost int64
+	for _, c := range gone {
+		lost += c.lost
+	}
+	for _, c := range cands {
+		lost += c.g.Stats().LostLeases
+	}
+	r.Values["lost_leases"] = float64(lost)
+	r.Values["failover_trials"] = float64(restarts)
+	r.Values["failover_keys"] = float64(len(failovers))
+	r.Values["failover_missing"] = float64(failed)
+	r.Values["failover_p50_ms"] = ms(percentile(failovers, 0.5))
+	r.Values["failover_p99_ms"] = ms(percentile(failovers, 0.99))
+	r.Values["failover_max_ms"] = ms(percentile(failovers, 1))
+	r.Values["lease_ms"] = ms(lease)
+	waits.mu.Lock()
+	r.Values["wait_samples"] = float64(waits.samples)
+	for k, n := range waits.counts {
+		r.Values["wait "+k] = float64(n)
+	}
+	waits.mu.Unlock()
+	return r
+}
