@@ -220,4 +220,3 @@ func TestMySQLLockHolderSurvivesALostConnection(t *testing.T) {
 	assert.NotEqual(t, first, second)
 	assert.Zero(t, holder(n.LockName(key, 1)), "the first term's lock went with its connection")
 }
-
