@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -24,8 +25,10 @@ import (
 
 // NotifierConfig configures [NewNotifier]. Zero values get the defaults given per field.
 type NotifierConfig struct {
-	// DSN reaches PostgreSQL directly or through a session-pooling proxy: LISTEN
-	// needs a session of its own. Required by [NewNotifier].
+	// DSN reaches PostgreSQL directly: LISTEN needs a server session of its own.
+	// Through a pooling proxy (PgBouncer, in any pool mode) the notifier finds
+	// that its connection does not reach the backend it opened, never listens,
+	// and followers poll. Required by [NewNotifier].
 	DSN string
 	// Table is the election table, spelled as the stores are given it. Default
 	// schema.DefaultTable.
@@ -198,6 +201,9 @@ func (p *Notifier) session(ctx context.Context) error {
 		return err
 	}
 	defer closeIt()
+	if err := ownBackend(ctx, conn); err != nil {
+		return err
+	}
 	// pgconn's simple protocol: no statement cache, no type map.
 	if _, err := conn.PgConn().Exec(ctx, `LISTEN `+pgx.Identifier{NotifyChannel}.Sanitize()).ReadAll(); err != nil {
 		return err
@@ -232,6 +238,34 @@ func (p *Notifier) session(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// ownBackend checks, before any LISTEN, that conn talks to the server backend it
+// started (the process ID of the server's BackendKeyData is pg_backend_pid()). A
+// pooling proxy such as PgBouncer gives its clients keys of its own and hands their
+// statements to backends of its pool: a LISTEN sent through it would stay on a
+// pooled server connection that other clients then share, and the notifications
+// that arrive on that connection between two clients' transactions make
+// PgBouncer 1.18 close it and exit ("server in bad state"). Through a proxy the
+// listener therefore never listens; followers poll, and a [Notifier] with a DSN
+// that reaches PostgreSQL directly restores the wake-ups.
+func ownBackend(ctx context.Context, conn *pgx.Conn) error {
+	rs, err := conn.PgConn().Exec(ctx, `SELECT pg_backend_pid()`).ReadAll()
+	if err != nil {
+		return err
+	}
+	if len(rs) != 1 || len(rs[0].Rows) != 1 || len(rs[0].Rows[0]) != 1 {
+		return fmt.Errorf("postgres: notify: SELECT pg_backend_pid() returned no row")
+	}
+	pid, err := strconv.ParseUint(string(rs[0].Rows[0][0]), 10, 32)
+	if err != nil {
+		return fmt.Errorf("postgres: notify: SELECT pg_backend_pid() returned %q: %w", rs[0].Rows[0][0], err)
+	}
+	if uint32(pid) != conn.PgConn().PID() {
+		return fmt.Errorf("%w: the connection reaches backend %d, not the backend %d it was opened with (a pooling proxy such as PgBouncer): LISTEN would stay on a pooled server connection, so followers poll",
+			errSelfTest, pid, conn.PgConn().PID())
+	}
+	return nil
 }
 
 // selfTest sends a notification through a second connection and waits for it on
