@@ -150,8 +150,10 @@ func (r readBack) startedTerm(id string, version int64) bool {
 // RETURNING), won decides per key from the row read after the write, and the row's
 // tick_time must be younger than the time since the write was sent: a row that
 // looks right but was written earlier (by an earlier attempt) does not count.
-// byCount says that the write's count of changed rows decides the outcome when it is
-// 0 or every key (see countSettles): the read-back then is skipped.
+// A write that changed no row won no key: the read-back is skipped (a row that
+// looks won there was written by an earlier write). byCount says that a count of
+// every key decides the outcome too (see countSettles): writes that start a term
+// read back anyway, for the term.
 func (c *Core) batchCAS(ctx context.Context, op, id string, kvs []store.KeyVersion, build func(int) (string, string),
 	extra []any, startsTerm, byCount bool, won func(readBack, store.KeyVersion) bool) ([]store.Won, error) {
 	if err := checkBatch(id, len(kvs)); err != nil {
@@ -199,17 +201,18 @@ func (c *Core) batchCAS(ctx context.Context, op, id string, kvs []store.KeyVersi
 	if err != nil {
 		return nil, c.wrap(op, uniq[0].Key, err)
 	}
-	if byCount {
-		if all, settled := countSettles(changed, len(uniq)); settled {
-			if !all {
-				return nil, nil
-			}
-			out := make([]store.Won, len(uniq))
-			for i, kv := range uniq {
-				out[i] = store.Won{Key: kv.Key, Since: sent}
-			}
-			return out, nil
+	if all, settled := countSettles(changed, len(uniq)); settled && (!all || byCount) {
+		// No row changed: no key won, whatever a read would show (a row that
+		// looks won was written by an earlier write). Every row changed: every
+		// key won, and the write does not start a term that a read must tell.
+		if !all {
+			return nil, nil
 		}
+		out := make([]store.Won, len(uniq))
+		for i, kv := range uniq {
+			out[i] = store.Won{Key: kv.Key, Since: sent}
+		}
+		return out, nil
 	}
 	keys := make([]string, len(uniq))
 	for i, kv := range uniq {
