@@ -658,10 +658,7 @@ func (r *run) follow(ctx context.Context) (cas.Decision, time.Time, error) {
 	var dup error
 	cfg := detector.Config{Key: e.cfg.Key, Poll: e.cfg.PollInterval, Timeout: e.cfg.RenewDeadline, Logger: e.log,
 		Woken: func() bool {
-			if busy != nil || r.failures > 1 {
-				return false // read first: work still runs, or writes keep losing
-			}
-			d = r.m.Woken(e.released.Swap(0), part)
+			d = r.m.Woken(e.released.Swap(0), part, r.failures)
 			return d.Action == cas.Campaign
 		}}
 	obs, err := detector.Watch(pctx, e.calls, cfg, e.wake, func(o detector.Observation) (time.Duration, bool) {

@@ -323,9 +323,10 @@ func (m *Machine) Observed(rec store.Record, found bool, sent time.Time, p Parti
 // another write costs a lost compare-and-set, never safety (docs/SAFETY.md). Anything
 // else asks for a read (Wait with no wait): a leader, a candidate cooling down,
 // paused or observing, an unsettled election of ours (the read may show it won), a
-// version already seen.
-func (m *Machine) Woken(version int64, p Participation) Decision {
-	if m.role != Follower || p != Campaigning || m.unsettled || version <= m.version {
+// version already seen, and election writes that keep failing or losing (failures:
+// more than one in a row), whose next write waits for its backoff and a read.
+func (m *Machine) Woken(version int64, p Participation, failures int) Decision {
+	if m.role != Follower || p != Campaigning || m.unsettled || version <= m.version || failures > 1 {
 		return Decision{Action: Wait}
 	}
 	m.role = Candidate

@@ -898,26 +898,31 @@ func TestWoken(t *testing.T) {
 		version int64
 		p       Participation
 		want    Decision
+		// failures counts the candidate's election writes in a row that failed
+		// or lost.
+		failures int
 	}{
-		{"ReleaseAboveTheVersionSeenIsElectedFromAtOnce", following(live), 11, Campaigning, Decision{Action: Campaign, Version: 11}},
-		{"FirstWakeUpBeforeAnyReadIsElectedFrom", func(*testing.T) *Machine { return New("me", lease, renew) }, 11, Campaigning, Decision{Action: Campaign, Version: 11}},
-		{"WakeUpWithoutAVersionAsksForARead", following(live), 0, Campaigning, Decision{Action: Wait}},
-		{"ReleaseOfAVersionAlreadySeenAsksForARead", following(live), 10, Campaigning, Decision{Action: Wait}},
-		{"StaleReleaseAsksForARead", following(live), 7, Campaigning, Decision{Action: Wait}},
-		{"CoolingDownCandidateReads", following(live), 11, CoolingDown, Decision{Action: Wait}},
-		{"PausedCandidateReads", following(live), 11, Abstaining, Decision{Action: Wait}},
-		{"ObserverReads", following(live), 11, Observing, Decision{Action: Wait}},
-		{"LeaderIgnoresIt", leading, won + 1, Campaigning, Decision{Action: Wait}},
+		{"ReleaseAboveTheVersionSeenIsElectedFromAtOnce", following(live), 11, Campaigning, Decision{Action: Campaign, Version: 11}, 0},
+		{"FirstWakeUpBeforeAnyReadIsElectedFrom", func(*testing.T) *Machine { return New("me", lease, renew) }, 11, Campaigning, Decision{Action: Campaign, Version: 11}, 0},
+		{"WakeUpWithoutAVersionAsksForARead", following(live), 0, Campaigning, Decision{Action: Wait}, 0},
+		{"ReleaseOfAVersionAlreadySeenAsksForARead", following(live), 10, Campaigning, Decision{Action: Wait}, 0},
+		{"StaleReleaseAsksForARead", following(live), 7, Campaigning, Decision{Action: Wait}, 0},
+		{"CoolingDownCandidateReads", following(live), 11, CoolingDown, Decision{Action: Wait}, 0},
+		{"PausedCandidateReads", following(live), 11, Abstaining, Decision{Action: Wait}, 0},
+		{"ObserverReads", following(live), 11, Observing, Decision{Action: Wait}, 0},
+		{"LeaderIgnoresIt", leading, won + 1, Campaigning, Decision{Action: Wait}, 0},
+		{"OneLostWriteStillElectsFromTheRelease", following(live), 11, Campaigning, Decision{Action: Campaign, Version: 11}, 1},
+		{"WritesThatKeepLosingReadFirst", following(live), 11, Campaigning, Decision{Action: Wait}, 2},
 		{"UnsettledElectionIsSettledByARead", func(t *testing.T) *Machine {
 			m := following(row(10, "", 9, 0))(t)
 			m.Unsettled()
 			return m
-		}, 11, Campaigning, Decision{Action: Wait}},
+		}, 11, Campaigning, Decision{Action: Wait}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := tc.machine(t)
 			role, version := m.Role(), m.Version()
-			d := m.Woken(tc.version, tc.p)
+			d := m.Woken(tc.version, tc.p, tc.failures)
 			assert.Equal(t, tc.want, d)
 			if d.Action == Campaign {
 				assert.Equal(t, Candidate, m.Role())
@@ -933,14 +938,14 @@ func TestWoken(t *testing.T) {
 func TestWokenElectionIsSettledLikeAnyOther(t *testing.T) {
 	// Won: the term is led from the write's send time.
 	m := following(row(10, "other", 9, 0))(t)
-	require.Equal(t, Decision{Action: Campaign, Version: 11}, m.Woken(11, Campaigning))
+	require.Equal(t, Decision{Action: Campaign, Version: 11}, m.Woken(11, Campaigning, 0))
 	assert.Equal(t, Decision{Action: Lead, Version: won}, m.Elected(won, true, at(5)))
 	assert.Equal(t, at(605), m.Deadline())
 
 	// Lost (another follower won the race, or the notification was stale): back to
 	// following, and the next read decides.
 	m = following(row(10, "other", 9, 0))(t)
-	m.Woken(11, Campaigning)
+	m.Woken(11, Campaigning, 0)
 	assert.Equal(t, Decision{Action: Wait}, m.Elected(0, false, at(5)))
 	assert.Equal(t, Follower, m.Role())
 	d := m.Observed(row(12, "rival", 12, 0), true, at(6), Campaigning)
@@ -948,7 +953,7 @@ func TestWokenElectionIsSettledLikeAnyOther(t *testing.T) {
 
 	// A won reply without a term above the woken version is not led.
 	m = following(row(10, "other", 9, 0))(t)
-	m.Woken(11, Campaigning)
+	m.Woken(11, Campaigning, 0)
 	d = m.Elected(11, true, at(5))
 	assert.ErrorIs(t, d.Err, ErrNoNewTerm)
 	assert.Zero(t, m.Term())

@@ -633,7 +633,7 @@ func (r *run) takeRequests(ctx context.Context) {
 		}
 		// A release that carries its version is elected from at once (the
 		// machine decides); anything else is read now.
-		if s.failures <= 1 && s.m.Woken(v, r.participation(s, now)).Action == cas.Campaign {
+		if s.m.Woken(v, r.participation(s, now), s.failures).Action == cas.Campaign {
 			r.woken = append(r.woken, s)
 			continue
 		}
