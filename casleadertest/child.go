@@ -126,14 +126,16 @@ func RunChild() int {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	// Before the setup, which takes a while under load: the harness may stop a
+	// candidate it has just started.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
 	c, closeAll, err := newChild(log)
 	if err != nil {
 		log.Error("casleadertest candidate: setup", "error", err)
 		return 2
 	}
 	defer closeAll()
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
 
 	pollDone := make(chan struct{})
 	go func() { defer close(pollDone); c.pollBelief(ctx) }()

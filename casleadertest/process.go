@@ -152,7 +152,10 @@ type proc struct {
 	stderr  *tail
 	exited  chan struct{}
 	killed  bool // by the harness: its exit is expected
-	err     error
+	// stopping: the harness sent SIGTERM; ending by that signal is expected too (a
+	// candidate that has not installed its handler yet, just started).
+	stopping bool
+	err      error
 	// logFile keeps the whole log under EnvLogDir; closed when the process has exited.
 	logFile *os.File
 }
@@ -512,10 +515,20 @@ func (c *ProcessCluster) read(p *proc, r *os.File) {
 	// Killed while leading: its beliefs ended when it died (the harness closed them
 	// already at the kill). An unexpected death is closed here.
 	c.closeBeliefs(p.id, Mono())
-	if !p.killed && err != nil {
+	if !p.killed && err != nil && !(p.stopping && endedBy(err, syscall.SIGTERM)) {
 		c.failures = append(c.failures, fmt.Sprintf("candidate %s exited: %v\n%s", p.id, err, p.stderr.String()))
 	}
 	close(p.exited)
+}
+
+// endedBy reports whether err says that the process ended by signal sig.
+func endedBy(err error, sig syscall.Signal) bool {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return false
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == sig
 }
 
 func (c *ProcessCluster) closeBelief(k belief, end int64) {
@@ -917,6 +930,9 @@ func (c *ProcessCluster) stopAll() {
 			continue
 		default:
 		}
+		c.mu.Lock()
+		p.stopping = true
+		c.mu.Unlock()
 		_ = p.cmd.Process.Signal(syscall.SIGCONT)
 		_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	}
