@@ -39,10 +39,11 @@ func newInvoices(t *testing.T, db *casleadertest.DB) *invoices {
 }
 
 // job returns the nightly job: while leading, it sends the invoice of the next
-// night not invoiced yet (a night lasts 10 ms here, or inv.prepare). The send runs
-// to its end once begun (its context is not the leadership's), so only a guard in
-// the send's own transaction keeps a leader that was paused between its decision
-// and its send from sending an invoice again. guarded says whether it checks one.
+// night not invoiced yet (a night lasts 10 ms here, or inv.prepare). A round (the
+// decision, the rendering, the send) runs to its end once begun: its context is
+// not the leadership's. So only a guard in the send's own transaction keeps a
+// leader that was paused between its decision and its send from sending an
+// invoice again. guarded says whether it checks one.
 func (inv *invoices) job(guarded bool) func(ctx context.Context, c *casleadertest.Candidate) {
 	insert := "INSERT INTO " + inv.table + " (night, token, sender) VALUES (?, ?, ?)"
 	if inv.db.Dialect == casleadertest.Postgres {
@@ -51,7 +52,9 @@ func (inv *invoices) job(guarded bool) func(ctx context.Context, c *casleadertes
 	return func(ctx context.Context, c *casleadertest.Candidate) {
 		for ctx.Err() == nil {
 			var night int64
-			err := inv.db.SQL.QueryRowContext(ctx, "SELECT COALESCE(MAX(night), 0) + 1 FROM "+inv.table).Scan(&night)
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			err := inv.db.SQL.QueryRowContext(rctx, "SELECT COALESCE(MAX(night), 0) + 1 FROM "+inv.table).Scan(&night)
+			cancel()
 			rendered := err == nil && inv.prepare > 0
 			if err == nil {
 				time.Sleep(inv.prepare) // render the invoice

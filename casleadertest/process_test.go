@@ -4,7 +4,6 @@ package casleadertest_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -32,23 +31,30 @@ func processConfig(t *testing.T, db *casleadertest.DB, lead func(context.Context
 }
 
 // sendInvoices is the guarded nightly job as a candidate process runs it: its
-// database (through the candidate's proxy) and tables come from c.DB. It renders
-// each invoice for half a lease between its decision and its send, so that a
-// freeze of the leader most likely lands there.
+// database (through the candidate's proxy) and tables come from c.DB.
 func sendInvoices(ctx context.Context, c *casleadertest.Candidate) {
+	inv := &invoices{db: c.DB, table: c.DB.Table + "_invoices"}
+	inv.job(true)(ctx, c)
+}
+
+// renderAndSendInvoices is sendInvoices that renders each invoice for half a
+// lease between its decision and its send, so that a freeze of the leader most
+// likely lands there.
+func renderAndSendInvoices(ctx context.Context, c *casleadertest.Candidate) {
 	inv := &invoices{db: c.DB, table: c.DB.Table + "_invoices", prepare: processLease / 2}
 	inv.job(true)(ctx, c)
 }
 
-// sendInvoicesUnguarded is sendInvoices without the guard: deliberately wrong.
+// sendInvoicesUnguarded is renderAndSendInvoices without the guard: deliberately
+// wrong.
 func sendInvoicesUnguarded(ctx context.Context, c *casleadertest.Candidate) {
 	inv := &invoices{db: c.DB, table: c.DB.Table + "_invoices", prepare: processLease / 2}
 	inv.job(false)(ctx, c)
 }
 
 // The nightly job in candidate processes of their own, on each database. Three
-// clusters run, each on a table of its own (the second and the third side by
-// side: the tests mostly wait for leases to pass), and the subtests judge their
+// clusters run one after the other, each on a table of its own (side by side,
+// they overload a machine shared with other tests), and the subtests judge their
 // reports:
 //
 //   - the guarded job under kills (SIGKILL), freezes (SIGSTOP past the lease) and,
@@ -79,14 +85,10 @@ func TestNightlyInvoiceInProcesses(t *testing.T) {
 			runs := []*processRun{
 				{name: "guarded", lead: sendInvoices, kinds: faults},
 				{name: "unguarded-frozen", lead: sendInvoicesUnguarded, kinds: []string{casleadertest.StopLeader}, seed: freezes},
-				{name: "guarded-frozen", lead: sendInvoices, kinds: []string{casleadertest.StopLeader}, seed: freezes},
+				{name: "guarded-frozen", lead: renderAndSendInvoices, kinds: []string{casleadertest.StopLeader}, seed: freezes},
 			}
-			for _, wave := range [][]*processRun{runs[:1], runs[1:]} {
-				var wg sync.WaitGroup
-				for _, r := range wave {
-					r.start(t, d, &wg)
-				}
-				wg.Wait()
+			for _, r := range runs {
+				r.run(t, d)
 			}
 			for _, r := range runs {
 				require.NoError(t, r.err, r.name)
@@ -139,8 +141,8 @@ type processRun struct {
 	err error
 }
 
-// start prepares the run's database and cluster and starts it in a goroutine of wg.
-func (r *processRun) start(t *testing.T, d casleadertest.Dialect, wg *sync.WaitGroup) {
+// run prepares the run's database and cluster and runs it.
+func (r *processRun) run(t *testing.T, d casleadertest.Dialect) {
 	db := casleadertest.NewDB(t, d)
 	r.inv = newInvoices(t, db)
 	cfg := processConfig(t, db, r.lead, 4, r.kinds...)
@@ -152,7 +154,7 @@ func (r *processRun) start(t *testing.T, d casleadertest.Dialect, wg *sync.WaitG
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 	r.c = c
-	wg.Go(func() { r.rep, r.err = c.Run(t.Context()) })
+	r.rep, r.err = c.Run(t.Context())
 }
 
 // The TestMain of a test binary whose tests run a ProcessCluster with a Lead
