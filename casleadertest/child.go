@@ -34,6 +34,7 @@ import (
 	"github.com/casleader/casleader/store"
 	mysqlstore "github.com/casleader/casleader/store/mysql"
 	"github.com/casleader/casleader/store/postgres"
+	"github.com/casleader/casleader/store/sqlite"
 )
 
 // Environment of a candidate process.
@@ -125,14 +126,16 @@ func RunChild() int {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	// Before the setup, which takes a while under load: the harness may stop a
+	// candidate it has just started.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
 	c, closeAll, err := newChild(log)
 	if err != nil {
 		log.Error("casleadertest candidate: setup", "error", err)
 		return 2
 	}
 	defer closeAll()
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
 
 	pollDone := make(chan struct{})
 	go func() { defer close(pollDone); c.pollBelief(ctx) }()
@@ -263,8 +266,36 @@ func newChild(log *slog.Logger) (*child, func(), error) {
 			tx, err := apool.Begin(ctx)
 			return &pgxChildTx{c: c, tx: tx, st: st}, err
 		}
+	case schema.SQLite:
+		// The file itself, in two pools as on a server: the election's and the
+		// application's. No proxy, no idle-transaction timeout: a frozen candidate
+		// is stopped outside its writes (see ProcessCluster), and a killed one's
+		// locks go with it.
+		c.insertQuery = "INSERT INTO " + qa + " (ekey, token, cand, seq, chk) VALUES (?, ?, ?, ?, ?)"
+		edb, err := sqlite.Open(dsn)
+		if err != nil {
+			return nil, nil, err
+		}
+		closers = append(closers, func() { edb.Close() })
+		adb, err := sqlite.Open(dsn)
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		closers = append(closers, func() { adb.Close() })
+		st, err := sqlite.New(edb, table)
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		c.st = st
+		c.app = &DB{Dialect: SQLite, DSN: dsn, SQL: adb, Table: table, Store: st}
+		c.begin = func(ctx context.Context) (childTx, error) {
+			tx, err := adb.BeginTx(ctx, nil)
+			return &sqlChildTx{c: c, tx: tx, st: st}, err
+		}
 	default:
-		return nil, nil, fmt.Errorf("%s=%q: want mysql or postgres", envDialect, c.dialect)
+		return nil, nil, fmt.Errorf("%s=%q: want mysql, postgres or sqlite", envDialect, c.dialect)
 	}
 	if name := os.Getenv(envLead); name != "" {
 		if c.user = leads[name]; c.user == nil || nkeys > 0 {
@@ -565,7 +596,13 @@ func (c *child) reject(err error) {
 type sqlChildTx struct {
 	c  *child
 	tx *sql.Tx
-	st *mysqlstore.Store
+	st sqlGuarder
+}
+
+// sqlGuarder is the store's guard in a database/sql transaction (store/mysql,
+// store/sqlite).
+type sqlGuarder interface {
+	Guard(ctx context.Context, tx *sql.Tx, key, id string, token int64, lease time.Duration) error
 }
 
 func (x *sqlChildTx) guard(ctx context.Context, key string, token int64) error {

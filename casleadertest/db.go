@@ -75,7 +75,7 @@ const poolSize = 20
 // DB is a database for one test: a fresh, empty election table on it.
 type DB struct {
 	Dialect Dialect
-	DSN     string          // "" for SQLite
+	DSN     string          // the server's DSN; for SQLite the database file's path
 	SQL     *sql.DB         // open pool; closed by t.Cleanup
 	Table   string          // a table name unique to the test, created, dropped at cleanup
 	Store   casleader.Store // a store for Table on SQL (store/mysql, store/postgres, store/sqlite)
@@ -122,7 +122,8 @@ func NewDB(t testing.TB, d Dialect) *DB {
 			t.Fatalf("casleadertest: %v", secret.RedactError(err, db.DSN))
 		}
 	case SQLite:
-		db.SQL, err = sqlite.Open(filepath.Join(t.TempDir(), "casleader.db"))
+		db.DSN = filepath.Join(t.TempDir(), "casleader.db")
+		db.SQL, err = sqlite.Open(db.DSN)
 		if err != nil {
 			t.Fatalf("casleadertest: open SQLite: %v", err)
 		}

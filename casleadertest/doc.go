@@ -14,7 +14,7 @@
 //
 // [NewDB] returns a database for one test, with a fresh election table: MySQL or
 // MariaDB from CASLEADER_MYSQL_DSN, PostgreSQL from CASLEADER_POSTGRES_DSN, SQLite
-// in a file of the test's temporary directory. Where a DSN is not set the test is
+// in a file of the test's temporary directory ([DB.DSN] is then its path). Where a DSN is not set the test is
 // skipped with a message naming the variable, or fails under
 // CASLEADER_REQUIRE_DB=1 (set it in CI, so that CI never goes green by skipping).
 //
@@ -39,14 +39,21 @@
 // A [ProcessCluster] (Linux) runs candidates as processes of their own: the test
 // binary re-executed, whose TestMain is [Main]. Each reaches the database through a
 // TCP proxy of its own (toxiproxy, in the test's process), so that faults are real:
-// SIGKILL ([KillLeader]), SIGSTOP for longer than the lease ([StopLeader]), a link
-// that drops every byte ([CutLeader]), refuses connections, is slowed beyond the
-// renew deadline or resets replies, a row set back to an older version
-// ([RollbackRow]). With [ProcessConfig.Lead] each candidate runs the application's
-// function, which [Main] must be given (a candidate process finds it by name), with
-// [Candidate.DB] reached through its proxy:
+// SIGKILL ([KillLeader]), SIGSTOP for longer than the lease and until another
+// candidate leads ([StopLeader]), a link that drops every byte ([CutLeader]),
+// refuses connections, is slowed beyond the renew deadline or resets replies, a row
+// set back to an older version ([RollbackRow]). With [ProcessConfig.Lead] each
+// candidate runs the application's function, which [Main] must be given (a
+// candidate process finds it by name), with [Candidate.DB] reached through its
+// proxy:
 //
 //	func TestMain(m *testing.M) { casleadertest.Main(m, sendInvoices) }
+//
+// On SQLite the candidates share the database file on this host and open it
+// directly: kills, freezes and rolled-back rows apply, faults of the network do not
+// (the schedule leaves them out). A freeze never lands while the process holds
+// SQLite's write lock, which would block every writer for as long as it stays
+// frozen: the harness stops it between two writes (see [ProcessCluster]).
 //
 // Without Lead, candidates run the library's own fenced actions: that is the
 // library's fault suite (internal/chaos), which records its history in the same
@@ -81,5 +88,7 @@
 //
 // Without the guard, the same test fails with a stale-action violation: a leader
 // paused between its decision and its send sent a night's invoice again, after
-// the next leader had sent it.
+// the next leader had sent it. So does a [ProcessCluster] of candidate processes
+// whose leader is frozen (SIGSTOP) between its decision and its send, on the three
+// databases (casleadertest's TestNightlyInvoiceInProcesses).
 package casleadertest

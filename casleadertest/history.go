@@ -12,7 +12,7 @@ import (
 // Fault kinds. A trial injects one or two at once.
 const (
 	KillLeader    = "kill-leader"    // SIGKILL of the leader
-	StopLeader    = "stop-leader"    // SIGSTOP of the leader for longer than the lease, then SIGCONT
+	StopLeader    = "stop-leader"    // SIGSTOP of the leader for longer than the lease and until another candidate leads, then SIGCONT
 	CutLeader     = "cut-leader"     // the leader's link drops every byte (black hole); followers reach the database
 	RefuseLeader  = "refuse-leader"  // the leader's link is closed and refuses connections
 	CutAll        = "cut-all"        // every candidate's link drops every byte, then heals

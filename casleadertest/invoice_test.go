@@ -20,6 +20,10 @@ import (
 type invoices struct {
 	db    *casleadertest.DB
 	table string
+	// prepare is how long rendering an invoice takes, between the decision which
+	// night to invoice and the send. The rendering does not watch the leadership,
+	// and paces the job (without it, the job waits 10 ms between two sends).
+	prepare time.Duration
 }
 
 func newInvoices(t *testing.T, db *casleadertest.DB) *invoices {
@@ -35,10 +39,11 @@ func newInvoices(t *testing.T, db *casleadertest.DB) *invoices {
 }
 
 // job returns the nightly job: while leading, it sends the invoice of the next
-// night not invoiced yet (a night lasts 10 ms here). The send runs to its end once
-// begun (its context is not the leadership's), so only a guard in the send's own
-// transaction keeps a leader that was paused between its decision and its send
-// from sending an invoice again. guarded says whether it checks one.
+// night not invoiced yet (a night lasts 10 ms here, or inv.prepare). A round (the
+// decision, the rendering, the send) runs to its end once begun: its context is
+// not the leadership's. So only a guard in the send's own transaction keeps a
+// leader that was paused between its decision and its send from sending an
+// invoice again. guarded says whether it checks one.
 func (inv *invoices) job(guarded bool) func(ctx context.Context, c *casleadertest.Candidate) {
 	insert := "INSERT INTO " + inv.table + " (night, token, sender) VALUES (?, ?, ?)"
 	if inv.db.Dialect == casleadertest.Postgres {
@@ -47,8 +52,12 @@ func (inv *invoices) job(guarded bool) func(ctx context.Context, c *casleadertes
 	return func(ctx context.Context, c *casleadertest.Candidate) {
 		for ctx.Err() == nil {
 			var night int64
-			err := inv.db.SQL.QueryRowContext(ctx, "SELECT COALESCE(MAX(night), 0) + 1 FROM "+inv.table).Scan(&night)
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			err := inv.db.SQL.QueryRowContext(rctx, "SELECT COALESCE(MAX(night), 0) + 1 FROM "+inv.table).Scan(&night)
+			cancel()
+			rendered := err == nil && inv.prepare > 0
 			if err == nil {
+				time.Sleep(inv.prepare) // render the invoice
 				err = c.Act(ctx, func(ctx context.Context) error {
 					ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 					defer cancel()
@@ -70,6 +79,9 @@ func (inv *invoices) job(guarded bool) func(ctx context.Context, c *casleadertes
 			}
 			if errors.Is(err, casleader.ErrNotLeader) || errors.Is(err, casleadertest.ErrKilled) {
 				return
+			}
+			if rendered {
+				continue // the rendering paced the job
 			}
 			select {
 			case <-ctx.Done():

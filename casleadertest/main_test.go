@@ -13,7 +13,7 @@ import (
 
 func TestMain(m *testing.M) {
 	if os.Getenv(casleadertest.EnvChild) == "1" {
-		casleadertest.Main(m, sendInvoices) // a candidate process of TestNightlyInvoiceUnderProcessFaults
+		casleadertest.Main(m, sendInvoices, renderAndSendInvoices, sendInvoicesUnguarded) // a candidate process of the process tests
 	}
 	// toxiproxy (the candidates' proxies of a ProcessCluster) leaves the goroutine
 	// of a link's last stub blocked on its channel once the proxy stopped: its

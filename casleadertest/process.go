@@ -29,18 +29,29 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/casleader/casleader/internal/freeze"
 	"github.com/casleader/casleader/internal/secret"
 	"github.com/casleader/casleader/schema"
 	mysqlstore "github.com/casleader/casleader/store/mysql"
+	"github.com/casleader/casleader/store/sqlite"
 )
+
+// networkFaults are the fault kinds that act on a candidate's link to the
+// database: none applies to SQLite, whose candidates open the file directly.
+var networkFaults = map[string]bool{
+	CutLeader: true, RefuseLeader: true, CutAll: true, SlowLeader: true, ResetLeader: true,
+	CutFollower: true, SlowFollower: true, ResetFollower: true,
+}
 
 // ProcessConfig configures a [ProcessCluster].
 type ProcessConfig struct {
-	Dialect schema.Dialect // schema.MySQL or schema.Postgres
+	Dialect schema.Dialect // schema.MySQL, schema.Postgres or schema.SQLite
 	// DSN is an account that may create tables. A PostgreSQL DSN may list several
 	// hosts (postgres://u@h1:p1,h2:p2/db?target_session_attrs=read-write, a
 	// primary and its standbys): every candidate then reaches each host through
-	// a proxy of its own, and connects to whichever is the primary.
+	// a proxy of its own, and connects to whichever is the primary. For SQLite it
+	// is the path of the database file that the candidates share ([DB.DSN] of
+	// [NewDB]); they open it directly, without a proxy.
 	DSN string
 	// Nodes, for MySQL, are the DSNs of the nodes of a multi-primary cluster
 	// (Galera), the same account: the candidate in slot i connects to node
@@ -63,7 +74,11 @@ type ProcessConfig struct {
 	Duration time.Duration
 	Seed     uint64
 	// Kinds restricts the faults injected on the leader (or the row) to these kinds;
-	// empty means all of them.
+	// empty means all of them. On SQLite only the faults on processes and rows
+	// apply ([KillLeader], [StopLeader], [RollbackRow], and on followers
+	// [KillFollower], [StopFollower]): the candidates open the file, there is no
+	// link to cut, slow or reset. The schedule leaves the network faults out there,
+	// and naming one in Kinds is an error.
 	Kinds []string
 	// ClockOffsets starts every candidate but the one in slot 0 in a time namespace
 	// of its own (`unshare --time`), with CLOCK_MONOTONIC and CLOCK_BOOTTIME offset
@@ -88,6 +103,21 @@ type ProcessConfig struct {
 }
 
 // ProcessCluster is a set of candidate processes, their proxies and the fault schedule.
+//
+// # SQLite
+//
+// On SQLite the candidates are processes on this host that share the database file.
+// Kills and freezes apply; faults of the network do not (see [ProcessConfig.Kinds]).
+// A process frozen while it holds SQLite's write lock would block every writer,
+// the next leader's election included, for as long as it stays frozen (README,
+// "Assumptions"). So a freeze ([StopLeader], [StopFollower]) never lands inside a
+// write: the harness stops the process, looks in /proc/locks, and while the
+// process holds a write lock resumes it and stops it again a few milliseconds
+// later. Frozen between two writes, it blocks nobody, and the next leader takes
+// over as on a server: the liveness bound ([Bounds.Liveness], counted from the
+// heal) is the same, and the freeze lasts its full time from the moment the
+// process was stopped outside its write. A candidate that holds a write lock each
+// of 100 times it is stopped (about a second) fails the run.
 type ProcessCluster struct {
 	cfg     ProcessConfig
 	rng     *rand.Rand
@@ -122,7 +152,10 @@ type proc struct {
 	stderr  *tail
 	exited  chan struct{}
 	killed  bool // by the harness: its exit is expected
-	err     error
+	// stopping: the harness sent SIGTERM; ending by that signal is expected too (a
+	// candidate that has not installed its handler yet, just started).
+	stopping bool
+	err      error
 	// logFile keeps the whole log under EnvLogDir; closed when the process has exited.
 	logFile *os.File
 }
@@ -163,6 +196,20 @@ func NewProcessCluster(cfg ProcessConfig) (*ProcessCluster, error) {
 	}
 	if cfg.Keys < 0 {
 		return nil, fmt.Errorf("casleadertest: Keys (%d) must not be negative", cfg.Keys)
+	}
+	if cfg.Dialect == schema.SQLite {
+		var net []string
+		for _, k := range cfg.Kinds {
+			if networkFaults[k] {
+				net = append(net, k)
+			}
+		}
+		if len(net) > 0 {
+			return nil, fmt.Errorf("casleadertest: Kinds %v: faults of the network do not apply to SQLite, whose candidates open the file directly: leave them out", net)
+		}
+		if len(cfg.Nodes) > 0 {
+			return nil, errors.New("casleadertest: Nodes is for MySQL multi-primary clusters, not SQLite")
+		}
 	}
 	c := &ProcessCluster{
 		cfg:     cfg,
@@ -219,8 +266,13 @@ func NewProcessCluster(cfg ProcessConfig) (*ProcessCluster, error) {
 			dsns[i], ups[i] = cfg.DSN, hosts
 		}
 		c.db, err = sql.Open("pgx", cfg.DSN)
+	case schema.SQLite:
+		for i := range dsns {
+			dsns[i] = cfg.DSN // no proxy: the file is opened directly
+		}
+		c.db, err = sqlite.Open(cfg.DSN)
 	default:
-		return nil, fmt.Errorf("casleadertest: dialect %q: want mysql or postgres", cfg.Dialect)
+		return nil, fmt.Errorf("casleadertest: dialect %q: want mysql, postgres or sqlite", cfg.Dialect)
 	}
 	if err != nil {
 		return nil, err
@@ -285,8 +337,11 @@ func (c *ProcessCluster) createTables(ctx context.Context) error {
 		return err
 	}
 	id := "id BIGINT AUTO_INCREMENT PRIMARY KEY"
-	if c.cfg.Dialect == schema.Postgres {
+	switch c.cfg.Dialect {
+	case schema.Postgres:
 		id = "id BIGSERIAL PRIMARY KEY"
+	case schema.SQLite:
+		id = "id INTEGER PRIMARY KEY AUTOINCREMENT"
 	}
 	_, err := c.db.ExecContext(ctx, "CREATE TABLE "+c.quote(c.actions)+" ("+id+
 		", ekey VARCHAR(255) NOT NULL, token BIGINT NOT NULL, cand VARCHAR(64) NOT NULL, seq BIGINT NOT NULL, chk BIGINT NOT NULL)")
@@ -460,10 +515,20 @@ func (c *ProcessCluster) read(p *proc, r *os.File) {
 	// Killed while leading: its beliefs ended when it died (the harness closed them
 	// already at the kill). An unexpected death is closed here.
 	c.closeBeliefs(p.id, Mono())
-	if !p.killed && err != nil {
+	if !p.killed && err != nil && !(p.stopping && endedBy(err, syscall.SIGTERM)) {
 		c.failures = append(c.failures, fmt.Sprintf("candidate %s exited: %v\n%s", p.id, err, p.stderr.String()))
 	}
 	close(p.exited)
+}
+
+// endedBy reports whether err says that the process ended by signal sig.
+func endedBy(err error, sig syscall.Signal) bool {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return false
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == sig
 }
 
 func (c *ProcessCluster) closeBelief(k belief, end int64) {
@@ -515,6 +580,34 @@ func (c *ProcessCluster) leader() *proc {
 	return best
 }
 
+// waitTakeover waits up to d until every key has a leader other than frozen (whose
+// own belief stays open while it is frozen), and reports whether it came.
+func (c *ProcessCluster) waitTakeover(ctx context.Context, frozen *proc, d time.Duration) bool {
+	taken := func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, key := range c.keys {
+			led := false
+			for b := range c.open {
+				if b.key == key && b.cand != frozen.id {
+					led = true
+					break
+				}
+			}
+			if !led {
+				return false
+			}
+		}
+		return true
+	}
+	for deadline := time.Now().Add(d); time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(5 * time.Millisecond) {
+		if taken() {
+			return true
+		}
+	}
+	return taken()
+}
+
 // waitLeader waits up to d until every key has a leader and returns the candidate
 // that leads the most, or nil.
 func (c *ProcessCluster) waitLeader(ctx context.Context, d time.Duration) *proc {
@@ -531,8 +624,11 @@ func (c *ProcessCluster) waitLeader(ctx context.Context, d time.Duration) *proc 
 // snapshotLoop reads the election rows every 200 ms for rollback faults.
 func (c *ProcessCluster) snapshotLoop(ctx context.Context) {
 	q := "SELECT elect_key, version, term, leader_id, TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', tick_time) FROM " + c.quote(c.cfg.Table)
-	if c.cfg.Dialect == schema.Postgres {
+	switch c.cfg.Dialect {
+	case schema.Postgres:
 		q = "SELECT elect_key, version, term, leader_id, (EXTRACT(EPOCH FROM tick_time) * 1000000)::bigint FROM " + c.quote(c.cfg.Table)
+	case schema.SQLite:
+		q = "SELECT elect_key, version, term, leader_id, tick_time FROM " + c.quote(c.cfg.Table) // microseconds already
 	}
 	t := time.NewTicker(200 * time.Millisecond)
 	defer t.Stop()
@@ -592,8 +688,11 @@ func (c *ProcessCluster) rollback(ctx context.Context) (string, error) {
 	}
 	set := cands[c.rng.IntN(len(cands))]
 	q := "UPDATE " + c.quote(c.cfg.Table) + " SET version = ?, term = ?, leader_id = ?, tick_time = TIMESTAMPADD(MICROSECOND, ?, '1970-01-01 00:00:00'), handover_to = '', stepdown = 0 WHERE elect_key = ?"
-	if c.cfg.Dialect == schema.Postgres {
+	switch c.cfg.Dialect {
+	case schema.Postgres:
 		q = "UPDATE " + c.quote(c.cfg.Table) + " SET version = $1, term = $2, leader_id = $3, tick_time = timestamptz 'epoch' + $4::bigint * interval '1 microsecond', handover_to = '', stepdown = 0 WHERE elect_key = $5"
+	case schema.SQLite:
+		q = "UPDATE " + c.quote(c.cfg.Table) + " SET version = ?, term = ?, leader_id = ?, tick_time = ?, handover_to = '', stepdown = 0 WHERE elect_key = ?"
 	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -649,15 +748,14 @@ func (c *ProcessCluster) pick(leader *proc) []*plan {
 		{KillLeader, 2}, {StopLeader, 2}, {CutLeader, 2}, {RefuseLeader, 1}, {CutAll, 1},
 		{SlowLeader, 1}, {ResetLeader, 2}, {RollbackRow, 1},
 	}
-	if len(c.cfg.Kinds) > 0 {
-		kept := primary[:0]
-		for _, k := range primary {
-			if slices.Contains(c.cfg.Kinds, k.kind) {
-				kept = append(kept, k)
-			}
+	onSQLite := c.cfg.Dialect == schema.SQLite
+	kept := primary[:0]
+	for _, k := range primary {
+		if (len(c.cfg.Kinds) == 0 || slices.Contains(c.cfg.Kinds, k.kind)) && !(onSQLite && networkFaults[k.kind]) {
+			kept = append(kept, k)
 		}
-		primary = kept
 	}
+	primary = kept
 	total := 0
 	for _, k := range primary {
 		total += k.weight
@@ -682,7 +780,11 @@ func (c *ProcessCluster) pick(leader *proc) []*plan {
 		c.mu.Unlock()
 		if len(followers) > 0 {
 			f := followers[c.rng.IntN(len(followers))]
-			fk := []string{KillFollower, StopFollower, CutFollower, SlowFollower, ResetFollower}[c.rng.IntN(5)]
+			kinds := []string{KillFollower, StopFollower, CutFollower, SlowFollower, ResetFollower}
+			if onSQLite {
+				kinds = []string{KillFollower, StopFollower}
+			}
+			fk := kinds[c.rng.IntN(len(kinds))]
 			plans = append(plans, &plan{kind: fk, target: f})
 		}
 	}
@@ -700,10 +802,20 @@ func (c *ProcessCluster) apply(ctx context.Context, p *plan) (string, error) {
 		return "", c.kill(t)
 	case StopLeader, StopFollower:
 		p.dur = cfg.Lease + c.dur(0.2, 1.2)
-		if err := t.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		p.heal = func() error { return t.cmd.Process.Signal(syscall.SIGCONT) }
+		if cfg.Dialect != schema.SQLite {
+			return "", t.cmd.Process.Signal(syscall.SIGSTOP)
+		}
+		// Never inside a write: the process would keep SQLite's write lock and
+		// block every writer while it stays frozen.
+		n, err := freeze.OutsideWrite(t.cmd.Process)
+		if err != nil {
+			p.heal = nil
 			return "", err
 		}
-		p.heal = func() error { return t.cmd.Process.Signal(syscall.SIGCONT) }
+		if n > 1 {
+			return fmt.Sprintf("stopped outside a write at attempt %d", n), nil
+		}
 	case CutLeader, CutFollower:
 		p.dur = cfg.Lease + c.dur(0.2, 1.0)
 		if err := c.cut(t); err != nil {
@@ -818,6 +930,9 @@ func (c *ProcessCluster) stopAll() {
 			continue
 		default:
 		}
+		c.mu.Lock()
+		p.stopping = true
+		c.mu.Unlock()
 		_ = p.cmd.Process.Signal(syscall.SIGCONT)
 		_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	}
@@ -889,14 +1004,16 @@ func (c *ProcessCluster) Run(ctx context.Context) (Report, error) {
 		if len(f.Kinds) == 0 {
 			continue
 		}
-		f.Note = strings.Join(notes, "; ")
 		// Each fault is healed when its own duration has passed.
 		slices.SortFunc(plans, func(a, b *plan) int { return int(a.dur - b.dur) })
 		began := time.Now()
 		var longest time.Duration
 		for _, p := range plans {
 			time.Sleep(time.Until(began.Add(p.dur)))
-			longest = max(longest, p.dur)
+			if p.kind == StopLeader && !c.waitTakeover(ctx, p.target, bound) {
+				notes = append(notes, fmt.Sprintf("no takeover within %v while frozen", bound))
+			}
+			longest = max(longest, time.Since(began))
 			if p.heal != nil {
 				if err := p.heal(); err != nil {
 					return Report{}, fmt.Errorf("trial %d: heal %s: %w", trial, p.kind, err)
@@ -904,6 +1021,7 @@ func (c *ProcessCluster) Run(ctx context.Context) (Report, error) {
 			}
 		}
 		f.Heal = Mono()
+		f.Note = strings.Join(notes, "; ")
 		c.mu.Lock()
 		c.hist.Faults = append(c.hist.Faults, f)
 		c.mu.Unlock()

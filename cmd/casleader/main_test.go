@@ -35,6 +35,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/casleader/casleader/internal/freeze"
 	"github.com/casleader/casleader/internal/testdb"
 )
 
@@ -499,65 +500,11 @@ func readFile(path string) string {
 }
 
 // freezeOutsideWrite stops p with SIGSTOP at a moment when it holds no write lock on
-// any file. SQLite admits one writer at a time: a process frozen inside a write
-// statement blocks every other writer, the next leader's election included, until
-// it is resumed or killed (README, "Assumptions"). A test of what a frozen leader's
-// peers do therefore freezes it between two statements: it stops the process, looks
-// in /proc/locks, and resumes and stops it again a little later while the process
-// holds a write lock. Clients of a database server hold no such lock, so there the
-// first stop counts. Where /proc/locks cannot be read, the first stop counts too.
+// any file (package internal/freeze): a process frozen inside a SQLite write would
+// block every other writer, the next leader's election included.
 func (p *proc) freezeOutsideWrite() {
 	p.t.Helper()
-	pid := p.cmd.Process.Pid
-	for attempt := 1; ; attempt++ {
-		p.signal(syscall.SIGSTOP)
-		waitStopped(p.t, pid)
-		held, err := writeLockHeld(pid)
-		if err != nil || !held {
-			return
-		}
-		if attempt == 100 {
-			p.t.Fatalf("%s held a write lock each of the %d times it was stopped", p.name, attempt)
-		}
-		p.signal(syscall.SIGCONT)
-		time.Sleep(time.Duration(attempt%7) * 3 * time.Millisecond)
+	if _, err := freeze.OutsideWrite(p.cmd.Process); err != nil {
+		p.t.Fatalf("freeze %s: %v", p.name, err)
 	}
-}
-
-// waitStopped waits until the process pid is in the stopped state ('T' in
-// /proc/PID/stat): SIGSTOP is delivered asynchronously.
-func waitStopped(t *testing.T, pid int) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			return // no procfs: nothing to wait on
-		}
-		// The state follows the command name, which is in parentheses.
-		if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) && b[i+2] == 'T' {
-			return
-		}
-		time.Sleep(time.Millisecond)
-	}
-	t.Fatalf("process %d is not stopped 10s after SIGSTOP", pid)
-}
-
-// writeLockHeld reports whether pid holds a write (exclusive) POSIX lock on any file,
-// from /proc/locks. Lines with "->" are waiters, not holders.
-func writeLockHeld(pid int) (bool, error) {
-	b, err := os.ReadFile("/proc/locks")
-	if err != nil {
-		return false, err
-	}
-	for line := range strings.Lines(string(b)) {
-		f := strings.Fields(line)
-		if len(f) < 5 || f[1] == "->" {
-			continue
-		}
-		if f[3] == "WRITE" && f[4] == strconv.Itoa(pid) {
-			return true, nil
-		}
-	}
-	return false, nil
 }
