@@ -246,10 +246,13 @@ func open(d Dialect, dsn string) (*sql.DB, error) {
 }
 
 // Restart restarts the database server under whoever uses it: it stops the server
-// with its fast shutdown, which drops every connection (clients see errors such as
-// MySQL's 2013 "lost connection" or 2006 "server has gone away", PostgreSQL's
-// 57P01 "terminating connection due to administrator command", refused or closed
-// connections), keeps it down for down from the moment it no longer answers,
+// with its fast shutdown, which drops every connection (a statement in flight
+// gets MySQL's 1053 "server shutdown in progress" or PostgreSQL's 57P01
+// "terminating connection due to administrator command"; then connections are
+// lost, which MySQL's C clients report as 2013 or 2006 and go-sql-driver as
+// "invalid connection" or EOF, and new ones are refused or closed, or get
+// PostgreSQL's 57P03 while it starts), keeps it down for down from the moment it
+// no longer answers,
 // starts it again on the same data and port, and returns once it answers. The
 // data committed before the restart is kept. [DB.SQL] stays usable: its broken
 // connections are replaced as they are found.
