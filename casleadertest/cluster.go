@@ -23,6 +23,15 @@ import (
 // [ProcessCluster] injects the other kinds, on real processes.)
 const PauseLeader = "pause-leader"
 
+// RestartDatabase is the fault of a [Cluster] that restarts the database server
+// under the running candidates: the server is stopped (its fast shutdown drops
+// every connection), kept down for [Cluster.Down] and started again on the same
+// data (see [DB.Restart]); the fault heals when the server answers again, and a
+// leader must be back within the liveness bound from then on. It needs a database
+// of [NewRestartableDB]: the kit restarts only a server it started for the test
+// alone.
+const RestartDatabase = "restart-database"
+
 // ErrKilled is what [Candidate.Act] returns, without running the action, once the
 // candidate was killed by a [KillLeader] fault.
 var ErrKilled = errors.New("casleadertest: the candidate was killed")
@@ -52,8 +61,13 @@ type Cluster struct {
 	// calls fail, its actions are refused from then on, and a fresh candidate
 	// takes its place); [RefuseLeader], which makes the leader's election store and
 	// guard fail for longer than its lease (a database it cannot reach). Default
-	// all three.
+	// all three. [RestartDatabase], which restarts the database server under every
+	// candidate, only when asked for, on a database of [NewRestartableDB].
 	Kinds []string
+	// Down is how long a [RestartDatabase] fault keeps the server down, from the
+	// moment it no longer answers until it is started again (its start takes a
+	// while more). Default: from Lease/2 to 2 × Lease, at random.
+	Down time.Duration
 	// Slack is added to Lease + poll interval for the bound within which a leader
 	// must be back after each fault heals. Default 2 × Lease.
 	Slack time.Duration
@@ -197,8 +211,8 @@ func (cl Cluster) Run(t testing.TB) Report {
 	if cl.DB == nil || cl.Lead == nil {
 		t.Fatal("casleadertest: Cluster needs DB (see NewDB) and Lead")
 	}
-	if cl.Candidates < 0 || cl.Lease < 0 || cl.Trials < 0 || cl.Slack < 0 {
-		t.Fatalf("casleadertest: Cluster: Candidates (%d), Lease (%v), Trials (%d) and Slack (%v) must not be negative", cl.Candidates, cl.Lease, cl.Trials, cl.Slack)
+	if cl.Candidates < 0 || cl.Lease < 0 || cl.Trials < 0 || cl.Slack < 0 || cl.Down < 0 {
+		t.Fatalf("casleadertest: Cluster: Candidates (%d), Lease (%v), Trials (%d), Slack (%v) and Down (%v) must not be negative", cl.Candidates, cl.Lease, cl.Trials, cl.Slack, cl.Down)
 	}
 	if cl.Candidates == 0 {
 		cl.Candidates = 3
@@ -216,8 +230,11 @@ func (cl Cluster) Run(t testing.TB) Report {
 		cl.Kinds = []string{PauseLeader, KillLeader, RefuseLeader}
 	}
 	for _, k := range cl.Kinds {
-		if !slices.Contains([]string{PauseLeader, KillLeader, RefuseLeader}, k) {
-			t.Fatalf("casleadertest: fault kind %q: want %s, %s or %s", k, PauseLeader, KillLeader, RefuseLeader)
+		if !slices.Contains([]string{PauseLeader, KillLeader, RefuseLeader, RestartDatabase}, k) {
+			t.Fatalf("casleadertest: fault kind %q: want %s, %s, %s or %s", k, PauseLeader, KillLeader, RefuseLeader, RestartDatabase)
+		}
+		if k == RestartDatabase && cl.DB.server == nil {
+			t.Fatalf("casleadertest: Cluster: the %s fault needs a database of NewRestartableDB, a server the kit started for the test alone; this database is %s", RestartDatabase, cl.DB.from)
 		}
 	}
 	if cl.Slack == 0 {
@@ -314,6 +331,21 @@ func (cl Cluster) Run(t testing.TB) Report {
 			leader.faults.Fail(faultstore.AnyOp, errDown)
 			time.Sleep(d)
 			leader.faults.Fail(faultstore.AnyOp, nil)
+		case RestartDatabase:
+			f.Targets = nil // every candidate
+			for _, n := range nodes {
+				f.Targets = append(f.Targets, n.id)
+			}
+			d = cl.Down
+			if d == 0 {
+				d = cl.Lease/2 + time.Duration(rng.Float64()*float64(3*cl.Lease/2))
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), d+2*startTimeout+stopTimeout)
+			err := cl.DB.Restart(ctx, d)
+			cancel()
+			if err != nil {
+				t.Fatalf("casleadertest: trial %d: %v", trial, err)
+			}
 		case KillLeader:
 			d = 0
 			leader.kill()
@@ -326,12 +358,17 @@ func (cl Cluster) Run(t testing.TB) Report {
 			<-leader.done
 		}
 		f.Heal = Mono()
+		what := fmt.Sprintf("%s on %s for %v", kind, leader.id, d.Round(time.Millisecond))
+		if kind == RestartDatabase {
+			f.Note = fmt.Sprintf("down %v, answering again %v after the stop", d.Round(time.Millisecond), time.Duration(f.Heal-f.Start).Round(time.Millisecond))
+			what = fmt.Sprintf("%s (leader %s), %s", kind, leader.id, f.Note)
+		}
 		rec.mu.Lock()
 		rec.hist.Faults = append(rec.hist.Faults, f)
 		rec.mu.Unlock()
 		after := waitLeader(harness)
-		t.Logf("casleadertest: trial %d: %s on %s for %v; leader %s %v after the heal", trial, kind, leader.id,
-			d.Round(time.Millisecond), nodeID(after), time.Duration(Mono()-f.Heal).Round(time.Millisecond))
+		t.Logf("casleadertest: trial %d: %s; leader %s %v after the heal", trial, what,
+			nodeID(after), time.Duration(Mono()-f.Heal).Round(time.Millisecond))
 		if after == nil {
 			t.Fatalf("casleadertest: trial %d: no leader within %v of healing %s", trial, harness, kind)
 		}

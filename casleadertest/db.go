@@ -79,6 +79,9 @@ type DB struct {
 	SQL     *sql.DB         // open pool; closed by t.Cleanup
 	Table   string          // a table name unique to the test, created, dropped at cleanup
 	Store   casleader.Store // a store for Table on SQL (store/mysql, store/postgres, store/sqlite)
+
+	from   string  // where the server came from, for Restart's error
+	server *server // the test's own server ([NewRestartableDB]); nil otherwise
 }
 
 // NewDB returns a database for t of dialect d: from the DSN variable
@@ -112,16 +115,51 @@ type DB struct {
 // docker rm -f $(docker ps -aq --filter label=casleadertest).
 func NewDB(t testing.TB, d Dialect) *DB {
 	t.Helper()
+	return newDB(t, d, false)
+}
+
+// NewRestartableDB is [NewDB] on a database server of t's own, which [DB.Restart]
+// and the [RestartDatabase] fault of a [Cluster] stop and start again under the
+// running candidates: a container started through dockertest for t alone, from
+// the image NewDB uses, removed at t's cleanup (kept with [EnvKeep]=1). NewDB's
+// container is shared by every test of the run, also of other test binaries,
+// and a restart of it would break them: a restart needs a server of its own. It
+// costs a container start (seconds) per call.
+//
+// The kit restarts only a server it started. Where the dialect's DSN variable
+// (CASLEADER_MYSQL_DSN, CASLEADER_POSTGRES_DSN) is set, NewRestartableDB skips t,
+// also under CASLEADER_REQUIRE_DB=1, with a message that says so: unset the
+// variable, with a Docker engine and the image at hand, to run t on a container.
+// Without a Docker engine or the image it skips t as NewDB does (or fails it under
+// CASLEADER_REQUIRE_DB=1). SQLite has no server to restart (its database is a
+// file, opened by each connection): NewRestartableDB fails t for SQLite.
+func NewRestartableDB(t testing.TB, d Dialect) *DB {
+	t.Helper()
+	return newDB(t, d, true)
+}
+
+// newDB is NewDB, on a server of t's own when own is set.
+func newDB(t testing.TB, d Dialect, own bool) *DB {
+	t.Helper()
 	db := &DB{Dialect: d, Table: testname.Name(t)}
 	var err error
 	switch d {
 	case MySQL, Postgres:
-		db.DSN = dsn(t, d)
+		if own {
+			db.server = ownServer(t, d)
+			db.DSN, db.from = db.server.dsn, "container "+db.server.name+", of this test alone"
+		} else {
+			db.DSN, db.from = dsn(t, d)
+		}
 		db.SQL, err = open(d, db.DSN)
 		if err != nil {
 			t.Fatalf("casleadertest: %v", secret.RedactError(err, db.DSN))
 		}
 	case SQLite:
+		if own {
+			t.Fatalf("casleadertest: NewRestartableDB: SQLite has no server to restart (its database is a file that each connection opens): restart a MySQL or PostgreSQL server (casleadertest.MySQL, casleadertest.Postgres)")
+		}
+		db.from = "a SQLite file, which has no server"
 		db.DSN = filepath.Join(t.TempDir(), "casleader.db")
 		db.SQL, err = sqlite.Open(db.DSN)
 		if err != nil {
@@ -208,15 +246,70 @@ func open(d Dialect, dsn string) (*sql.DB, error) {
 	return db, nil
 }
 
-// dsn returns the DSN of a server of dialect d: the variable's, else a container's.
-func dsn(t testing.TB, d Dialect) string {
-	t.Helper()
-	env := EnvMySQL
-	if d == Postgres {
-		env = EnvPostgres
+// Restart restarts the database server under whoever uses it: it stops the server
+// with its fast shutdown, which drops every connection (a statement in flight
+// gets MySQL's 1053 "server shutdown in progress" or PostgreSQL's 57P01
+// "terminating connection due to administrator command"; then connections are
+// lost, which MySQL's C clients report as 2013 or 2006 and go-sql-driver as
+// "invalid connection" or EOF, and new ones are refused or closed, or get
+// PostgreSQL's 57P03 while it starts), keeps it down for down from the moment it
+// no longer answers,
+// starts it again on the same data and port, and returns once it answers. The
+// data committed before the restart is kept. [DB.SQL] stays usable: its broken
+// connections are replaced as they are found.
+//
+// Only a database of [NewRestartableDB] has a server the kit may restart; for any
+// other, Restart returns an error matching [ErrNotRestartable] that says where
+// the database came from.
+func (db *DB) Restart(ctx context.Context, down time.Duration) error {
+	if db.server == nil {
+		return fmt.Errorf("%w: this database is %s", ErrNotRestartable, db.from)
 	}
+	if down < 0 {
+		return fmt.Errorf("casleadertest: Restart: down (%v) must not be negative", down)
+	}
+	return db.server.restart(ctx, down)
+}
+
+// ownServer starts a container for t alone and removes it at t's cleanup.
+func ownServer(t testing.TB, d Dialect) *server {
+	t.Helper()
+	env := envOfDSN(d)
+	if os.Getenv(env) != "" {
+		t.Skipf("casleadertest: NewRestartableDB: %s is set, and the kit restarts only a server it started itself, never one given by DSN: unset %s (with a Docker engine and the image %s at hand) to run this test on a container of its own", env, env, engineFor(d).image)
+	}
+	if os.Getenv(EnvDocker) == "0" {
+		unavailable(t, fmt.Sprintf("NewRestartableDB needs a container of its own, and %s=0 turns the Docker path off", EnvDocker))
+	}
+	dsn, name, err := startContainer(d, true)
+	if err != nil {
+		unavailable(t, fmt.Sprintf("NewRestartableDB needs a %s container of its own: %v", d, err))
+	}
+	t.Cleanup(func() {
+		if os.Getenv(EnvKeep) == "1" {
+			return
+		}
+		if err := removeContainer(name); err != nil {
+			t.Errorf("casleadertest: %v", err)
+		}
+	})
+	return &server{d: d, name: name, dsn: dsn, host: dockerHost{}}
+}
+
+func envOfDSN(d Dialect) string {
+	if d == Postgres {
+		return EnvPostgres
+	}
+	return EnvMySQL
+}
+
+// dsn returns the DSN of a server of dialect d: the variable's, else a container's,
+// and where it came from.
+func dsn(t testing.TB, d Dialect) (dsn, from string) {
+	t.Helper()
+	env := envOfDSN(d)
 	if v := os.Getenv(env); v != "" {
-		return v
+		return v, "the server of " + env
 	}
 	if os.Getenv(EnvDocker) == "0" {
 		unavailable(t, fmt.Sprintf("%s is not set and %s=0 turns the Docker path off: set %s to the DSN of a test server", env, EnvDocker, env))
@@ -225,7 +318,7 @@ func dsn(t testing.TB, d Dialect) string {
 	if err != nil {
 		unavailable(t, fmt.Sprintf("%s is not set, and no %s container: %v; set %s to the DSN of a test server instead", env, d, err, env))
 	}
-	return v
+	return v, "the container that the run's tests share"
 }
 
 // unavailable skips t with msg, or fails it under CASLEADER_REQUIRE_DB=1.

@@ -115,17 +115,46 @@ func TestNewDBUnknownDialectFails(t *testing.T) {
 	assert.Contains(t, r.msg, `unknown dialect "oracle"`)
 }
 
-// recorder records a fatal failure instead of failing the test.
+// recorder records a fatal failure or a skip instead of failing or skipping the
+// test. Call what fails or skips on a goroutine of its own: both end it.
 type recorder struct {
 	testing.TB
-	failed bool
-	msg    string
+	failed, skipped bool
+	msg             string
 }
 
 func (r *recorder) Fatalf(format string, args ...any) {
 	r.failed = true
 	r.msg = fmt.Sprintf(format, args...)
 	runtime.Goexit()
+}
+
+func (r *recorder) Fatal(args ...any) {
+	r.failed = true
+	r.msg = fmt.Sprint(args...)
+	runtime.Goexit()
+}
+
+func (r *recorder) Skipf(format string, args ...any) {
+	r.skipped = true
+	r.msg = fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+
+func (r *recorder) Skip(args ...any) {
+	r.skipped = true
+	r.msg = fmt.Sprint(args...)
+	runtime.Goexit()
+}
+
+// run calls f with r on a goroutine of its own and waits for it to end.
+func (r *recorder) run(f func(t testing.TB)) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f(r)
+	}()
+	<-done
 }
 
 // TestStoreConformance runs the stores' conformance suite on the servers NewDB

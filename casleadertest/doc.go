@@ -32,7 +32,21 @@
 //   - [KillLeader]: the leader ends without releasing its lease, and a fresh
 //     candidate takes its place;
 //   - [RefuseLeader]: the leader cannot reach the election table for longer than
-//     its lease.
+//     its lease;
+//   - [RestartDatabase], only when asked for: the database server is restarted
+//     under every candidate (stopped with its fast shutdown, which drops their
+//     connections, kept down for [Cluster.Down], started again on the same data);
+//     a leader must be back within the bound once the server answers again.
+//
+// # A database the kit may restart
+//
+// [NewRestartableDB] is [NewDB] on a container started for the test alone and
+// removed at its cleanup: [NewDB]'s container is shared by every test of the run,
+// and a restart of it would break them. [DB.Restart] restarts it, and so does the
+// RestartDatabase fault. The kit never restarts a server given by
+// CASLEADER_MYSQL_DSN or CASLEADER_POSTGRES_DSN: with the variable set,
+// NewRestartableDB skips the test (also under CASLEADER_REQUIRE_DB=1) and says to
+// unset it. SQLite has no server to restart: NewRestartableDB fails the test.
 //
 // # Candidates in processes of their own
 //

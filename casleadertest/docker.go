@@ -2,6 +2,7 @@ package casleadertest
 
 import (
 	"context"
+	crand "crypto/rand"
 	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
@@ -89,14 +90,44 @@ func idleSeconds() (int, error) {
 // has been connected to its port for the idle time ($2 seconds, 0 for never). It
 // reads /proc/net/tcp{,6}, so it needs nothing but a POSIX shell and grep in the
 // image. Arguments: port, idle seconds, stop signal, then the server command.
+//
+// It also restarts the server for [DB.Restart]: SIGUSR1 stops the server (with the
+// stop signal) and keeps the container running; SIGUSR2 starts the server again,
+// with the same command and data directory, once it has stopped. SIGTERM, SIGINT
+// and SIGWINCH stop the server and the container.
 const watchdog = `port=$1 idle=$2 sig=$3
 shift 3
+quit=0 stopped=0 start=0
+trap 'quit=1; kill -s "$sig" "$pid" 2>/dev/null' TERM INT WINCH
+trap 'stopped=1; start=0; kill -s "$sig" "$pid" 2>/dev/null' USR1
+trap 'start=1' USR2
 "$@" &
 pid=$!
-trap 'kill -s "$sig" "$pid" 2>/dev/null' TERM INT WINCH
 hex=$(printf '%04X' "$port")
 quiet=0
-while kill -0 "$pid" 2>/dev/null; do
+while :; do
+	if ! kill -0 "$pid" 2>/dev/null; then
+		wait "$pid"
+		rc=$?
+		if [ "$quit" = 1 ] || [ "$stopped" = 0 ]; then
+			exit "$rc"
+		fi
+		echo "casleadertest: the server stopped for a restart (exit $rc)" >&2
+		while [ "$start" = 0 ] && [ "$quit" = 0 ]; do
+			sleep 1 & wait $!
+		done
+		[ "$quit" = 0 ] || exit 0
+		echo "casleadertest: starting the server again" >&2
+		stopped=0 start=0 quiet=0
+		"$@" &
+		pid=$!
+		continue
+	fi
+	if [ "$stopped" = 1 ] || [ "$quit" = 1 ]; then
+		# Stopping: notice the exit soon.
+		{ sleep 0.1 2>/dev/null || sleep 1; } & wait $!
+		continue
+	fi
 	sleep 5 & wait $!
 	[ "$idle" -gt 0 ] || continue
 	if grep -qE "^ *[0-9]+: [0-9A-F]+:$hex [0-9A-F]+:[0-9A-F]+ 01 " /proc/net/tcp /proc/net/tcp6 2>/dev/null; then
@@ -106,11 +137,11 @@ while kill -0 "$pid" 2>/dev/null; do
 	fi
 	if [ "$quiet" -ge "$idle" ]; then
 		echo "casleadertest: no client for ${idle}s: stopping the server" >&2
+		quit=1
 		kill -s "$sig" "$pid" 2>/dev/null
 		quiet=0
 	fi
 done
-wait "$pid"
 `
 
 // startTimeout bounds the wait for a container's server to answer.
@@ -134,7 +165,7 @@ func containerDSN(d Dialect) (string, error) {
 	if err, ok := containers.err[d]; ok {
 		return "", err
 	}
-	v, err := startContainer(d)
+	v, _, err := startContainer(d, false)
 	if containers.dsn == nil {
 		containers.dsn, containers.err = map[Dialect]string{}, map[Dialect]error{}
 	}
@@ -146,41 +177,48 @@ func containerDSN(d Dialect) (string, error) {
 	return v, nil
 }
 
-func startContainer(d Dialect) (string, error) {
+// startContainer finds the dialect's container, or starts it, and returns the DSN
+// of its server and the container's name. own asks for a container of the caller's
+// alone (a name nobody else finds), whose server [DB.Restart] may restart; the
+// caller removes it ([removeContainer]).
+func startContainer(d Dialect, own bool) (dsn, name string, err error) {
 	e := engineFor(d)
 	idle, err := idleSeconds()
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
-	pool, err := dockertest.NewPool("")
+	pool, err := newPool()
 	if err != nil {
-		return "", fmt.Errorf("no Docker client: %w", err)
+		return "", "", err
 	}
 	// The client's idle keep-alive connections each hold two goroutines: close them,
 	// so that goleak finds none when the test binary ends.
 	defer pool.Client.HTTPClient.CloseIdleConnections()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := pool.Client.PingWithContext(ctx); err != nil {
-		return "", fmt.Errorf("no Docker engine answers at %s (start one, or point DOCKER_HOST at one): %w", pool.Client.Endpoint(), err)
-	}
 
 	img, err := pool.Client.InspectImage(e.image)
 	if errors.Is(err, dc.ErrNoSuchImage) {
-		return "", fmt.Errorf("the Docker image %s is not present, and casleadertest never pulls: run `docker pull %s` (or, in casleader's repository without a registry, `bash .ci/docker up`, which builds a stand-in), or name an image you have in %s", e.image, e.image, envOfImage(d))
+		return "", "", fmt.Errorf("the Docker image %s is not present, and casleadertest never pulls: run `docker pull %s` (or, in casleader's repository without a registry, `bash .ci/docker up`, which builds a stand-in), or name an image you have in %s", e.image, e.image, envOfImage(d))
 	}
 	if err != nil {
-		return "", fmt.Errorf("inspect image %s: %w", e.image, err)
+		return "", "", fmt.Errorf("inspect image %s: %w", e.image, err)
 	}
 
 	if img.Config == nil || len(img.Config.Entrypoint)+len(img.Config.Cmd) == 0 {
-		return "", fmt.Errorf("the Docker image %s has no entrypoint or command to start the server with: name an image that has (in %s)", e.image, envOfImage(d))
+		return "", "", fmt.Errorf("the Docker image %s has no entrypoint or command to start the server with: name an image that has (in %s)", e.image, envOfImage(d))
 	}
 	cmd := append(append(append([]string{}, img.Config.Entrypoint...), img.Config.Cmd...), e.args...)
 	port := strings.TrimSuffix(e.port, "/tcp")
 	entrypoint := append([]string{"/bin/sh", "-c", watchdog, "casleadertest-watchdog", port, strconv.Itoa(idle), e.stopWith}, cmd...)
 	sum := sha256.Sum256([]byte(strings.Join(append([]string{img.ID}, append(entrypoint, e.env...)...), "\x00")))
-	name := "casleadertest-" + string(d) + "-" + hex.EncodeToString(sum[:6])
+	name = "casleadertest-" + string(d) + "-" + hex.EncodeToString(sum[:6])
+	labels := map[string]string{"casleadertest": string(d), "casleadertest.image": e.image}
+	if own {
+		// A server of the caller's alone: a name nobody else finds.
+		var r [6]byte
+		_, _ = crand.Read(r[:])
+		name += "-own-" + hex.EncodeToString(r[:])
+		labels["casleadertest.own"] = "1"
+	}
 
 	// Find the container, or create it. Where several test binaries start at once,
 	// the engine lets one create the name and refuses the others, which then find
@@ -192,7 +230,7 @@ func startContainer(d Dialect) (string, error) {
 			break
 		}
 		if time.Now().After(give) {
-			return "", fmt.Errorf("container %s of %s does not run within 30s: see `docker logs %s` (with %s=1 it is not removed)", name, e.image, name, EnvKeep)
+			return "", "", fmt.Errorf("container %s of %s does not run within 30s: see `docker logs %s` (with %s=1 it is not removed)", name, e.image, name, EnvKeep)
 		}
 		repo, tag := splitImage(e.image)
 		_, err = pool.RunWithOptions(&dockertest.RunOptions{
@@ -203,7 +241,7 @@ func startContainer(d Dialect) (string, error) {
 			Entrypoint:   entrypoint,
 			ExposedPorts: []string{e.port},
 			PortBindings: map[dc.Port][]dc.PortBinding{dc.Port(e.port): {{HostIP: "127.0.0.1", HostPort: ""}}},
-			Labels:       map[string]string{"casleadertest": string(d), "casleadertest.image": e.image},
+			Labels:       labels,
 		}, func(hc *dc.HostConfig) {
 			hc.AutoRemove = idle > 0 // kept with CASLEADERTEST_KEEP=1, for its logs too
 			hc.PublishAllPorts = false
@@ -211,21 +249,40 @@ func startContainer(d Dialect) (string, error) {
 		if errors.Is(err, dc.ErrContainerAlreadyExists) {
 			time.Sleep(retry.Backoff(attempt, 100*time.Millisecond, time.Second))
 		} else if err != nil {
-			return "", fmt.Errorf("start a container of %s: %w", e.image, err)
+			return "", "", fmt.Errorf("start a container of %s: %w", e.image, err)
 		}
 	}
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	b := c.NetworkSettings.Ports[dc.Port(e.port)]
 	if len(b) == 0 || b[0].HostPort == "" {
-		return "", fmt.Errorf("container %s publishes no host port for %s", name, e.port)
+		return "", "", fmt.Errorf("container %s publishes no host port for %s", name, e.port)
 	}
-	dsn := e.dsn("127.0.0.1:" + b[0].HostPort)
-	if err := awaitServer(pool, d, name, dsn); err != nil {
-		return "", err
+	dsn = e.dsn("127.0.0.1:" + b[0].HostPort)
+	if err := awaitServer(d, name, dsn, 2*time.Second, func() bool { return containerGone(pool, name) }); err != nil {
+		if own {
+			_ = removeContainer(name)
+		}
+		return "", "", err
 	}
-	return dsn, nil
+	return dsn, name, nil
+}
+
+// newPool returns a client of the Docker engine of DOCKER_HOST (or the default
+// socket), once the engine answers. The caller closes its idle connections.
+func newPool() (*dockertest.Pool, error) {
+	pool, err := dockertest.NewPool("")
+	if err != nil {
+		return nil, fmt.Errorf("no Docker client: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := pool.Client.PingWithContext(ctx); err != nil {
+		pool.Client.HTTPClient.CloseIdleConnections()
+		return nil, fmt.Errorf("no Docker engine answers at %s (start one, or point DOCKER_HOST at one): %w", pool.Client.Endpoint(), err)
+	}
+	return pool, nil
 }
 
 func envOfImage(d Dialect) string {
@@ -263,8 +320,15 @@ func runningContainer(pool *dockertest.Pool, name string) (*dc.Container, error)
 	return nil, nil
 }
 
-// awaitServer waits until the server of container name answers on dsn.
-func awaitServer(pool *dockertest.Pool, d Dialect, name, dsn string) error {
+// containerGone reports whether the container name is known not to run.
+func containerGone(pool *dockertest.Pool, name string) bool {
+	c, err := runningContainer(pool, name)
+	return err == nil && c == nil
+}
+
+// awaitServer waits until the server of container name answers on dsn, or the
+// container stopped (gone). It tries again at most every (it backs off up to it).
+func awaitServer(d Dialect, name, dsn string, every time.Duration, gone func() bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	var last error
@@ -274,10 +338,10 @@ func awaitServer(pool *dockertest.Pool, d Dialect, name, dsn string) error {
 			return nil
 		}
 		last = err
-		if c, err := runningContainer(pool, name); err == nil && c == nil {
+		if gone() {
 			return fmt.Errorf("container %s stopped before its server answered (%v): see `docker logs %s`, kept with %s=1", name, last, name, EnvKeep)
 		}
-		if retry.Sleep(ctx, retry.Backoff(attempt, 100*time.Millisecond, 2*time.Second)) != nil {
+		if retry.Sleep(ctx, retry.Backoff(attempt, min(100*time.Millisecond, every), every)) != nil {
 			return fmt.Errorf("the server in container %s did not answer within %s: %w", name, startTimeout, last)
 		}
 	}

@@ -153,3 +153,39 @@ func TestNightlyInvoiceWithoutTheGuardIsCaught(t *testing.T) {
 		})
 	}
 }
+
+// The job under database restarts: the kit stops the server under the running
+// candidates, keeps it down for a lease and starts it again, twice. The electors
+// come back by themselves, a leader is back within the bound after each restart,
+// and no night is sent twice. On a server of the test's own: with the DSN
+// variables set (the kit never restarts a server it did not start), it skips.
+func TestNightlyInvoiceSurvivesDatabaseRestarts(t *testing.T) {
+	for _, d := range []casleadertest.Dialect{casleadertest.MySQL, casleadertest.Postgres} {
+		t.Run(string(d), func(t *testing.T) {
+			t.Parallel()
+			db := casleadertest.NewRestartableDB(t, d)
+			inv := newInvoices(t, db)
+			const lease, restarts = time.Second, 2
+			rep := casleadertest.Cluster{DB: db, Lead: inv.job(true), Lease: lease, Down: lease, Trials: restarts,
+				Kinds: []string{casleadertest.RestartDatabase}}.Run(t)
+			t.Logf("under %d restarts:\n%s", restarts, rep)
+			require.True(t, rep.OK(), "the nightly invoice job under database restarts:\n%s", rep)
+			assert.Equal(t, restarts, rep.FaultsByKind[casleadertest.RestartDatabase], "restarts")
+			assert.Len(t, rep.Liveness, restarts, "a leader came back after each restart")
+			twice, sent := inv.sentTwice(t)
+			assert.Empty(t, twice, "invoices sent twice")
+			assert.Positive(t, sent, "no invoice was sent")
+			// The server was down for longer than the renew deadline, so the leader
+			// of before the first restart lost its term: invoices of a later term
+			// were sent after a restart.
+			assert.GreaterOrEqual(t, inv.terms(t), 2, "invoices were sent in a term begun after a restart")
+		})
+	}
+}
+
+// terms returns how many terms sent invoices.
+func (inv *invoices) terms(t *testing.T) int {
+	var n int
+	require.NoError(t, inv.db.SQL.QueryRowContext(t.Context(), "SELECT COUNT(DISTINCT token) FROM "+inv.table).Scan(&n))
+	return n
+}

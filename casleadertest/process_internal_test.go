@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -55,4 +56,14 @@ func TestSQLiteRefusesNetworkFaults(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "[cut-leader slow-follower]")
 	assert.Contains(t, err.Error(), "do not apply to SQLite")
+}
+
+// TestEndedByTellsADeathBySIGTERM: the exit of a candidate that the end of a
+// run's SIGTERM reached before it set up its handler is expected; any other is not.
+func TestEndedByTellsADeathBySIGTERM(t *testing.T) {
+	t.Parallel()
+	assert.True(t, endedBy(exec.Command("/bin/sh", "-c", "kill -TERM $$").Run(), syscall.SIGTERM), "killed by SIGTERM")
+	assert.False(t, endedBy(exec.Command("/bin/sh", "-c", "kill -KILL $$").Run(), syscall.SIGTERM), "killed by SIGKILL")
+	assert.False(t, endedBy(exec.Command("/bin/sh", "-c", "exit 1").Run(), syscall.SIGTERM), "exit status 1")
+	assert.False(t, endedBy(nil, syscall.SIGTERM), "no error")
 }
