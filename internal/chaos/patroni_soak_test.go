@@ -36,13 +36,15 @@ const (
 	dbCrash      = "crash-primary"
 )
 
-// dbEvent is one event on the Patroni cluster: Kind started at Start and the
-// database had a writable primary again (node New, the old one was Old) at
-// Promoted, CLOCK_MONOTONIC as the history's.
+// dbEvent is one event on the Patroni cluster: Kind began at Start (the command
+// started), the old primary (node Old) was last seen writable at Lost, and the
+// database had a writable primary again (node New) at Promoted; CLOCK_MONOTONIC,
+// as the history's.
 type dbEvent struct {
-	Kind            string
-	Old, New        string
-	Start, Promoted int64
+	Kind                  string
+	Old, New              string
+	Start, Lost, Promoted int64
+	Output                string // what .ci/patroni printed
 }
 
 // TestPatroniSoak is a soak on .ci/patroni's cluster (CASLEADER_PATRONI_DSN, three
@@ -110,8 +112,8 @@ func TestPatroniSoak(t *testing.T) {
 				return
 			}
 			events = append(events, ev)
-			t.Logf("%s %s: node %s -> %s, primary again after %v", time.Now().Format("15:04:05.000"), ev.Kind, ev.Old, ev.New,
-				time.Duration(ev.Promoted-ev.Start).Round(time.Millisecond))
+			t.Logf("%s %s: node %s -> %s, no writable primary for %v (%v after the command began)\n%s", time.Now().Format("15:04:05.000"), ev.Kind, ev.Old, ev.New,
+				time.Duration(ev.Promoted-ev.Lost).Round(time.Millisecond), time.Duration(ev.Promoted-ev.Start).Round(time.Millisecond), ev.Output)
 		}
 	})
 	start := time.Now()
@@ -132,7 +134,7 @@ func TestPatroniSoak(t *testing.T) {
 	kept := 0
 	var lines []string
 	for _, ev := range events {
-		promo := time.Duration(ev.Promoted - ev.Start)
+		promo := time.Duration(ev.Promoted - ev.Lost)
 		promos = append(promos, promo)
 		byKind[ev.Kind] = append(byKind[ev.Kind], promo)
 		line := fmt.Sprintf("  %s node %s -> %s: no primary for %v", ev.Kind, ev.Old, ev.New, promo.Round(time.Millisecond))
@@ -167,7 +169,7 @@ func TestPatroniSoak(t *testing.T) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Patroni soak: %v, seed %d, L=%v R=%v H=%v P=%v slack=%v, leader faults %v\n",
 		time.Since(start).Round(time.Second), seed, tm.lease, tm.renew, tm.heartbeat, tm.poll, tm.slack, kinds)
-	fmt.Fprintf(&b, "database events: %d; no writable primary (event to promotion) %s\n", len(events), ps(promos))
+	fmt.Fprintf(&b, "database events: %d; no writable primary (the old primary last seen writable to the new one writable) %s\n", len(events), ps(promos))
 	for _, k := range []string{dbSwitchover, dbKill, dbCrash} {
 		if len(byKind[k]) > 0 {
 			fmt.Fprintf(&b, "  %s (%d): %s\n", k, len(byKind[k]), ps(byKind[k]))
@@ -215,6 +217,7 @@ func patroniEvent(pc *pgconn.Config, hosts []string, kind string, rng *rand.Rand
 	node := fmt.Sprint(old + 1)
 	args := map[string][]string{dbSwitchover: {"switchover"}, dbKill: {"kill", node}, dbCrash: {"crash", node}}[kind]
 	ev := dbEvent{Kind: kind, Old: node, Start: chaos.Mono()}
+	ev.Lost = ev.Start
 	cmd := exec.Command("bash", append([]string{"../../.ci/patroni"}, args...)...)
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -224,12 +227,22 @@ func patroniEvent(pc *pgconn.Config, hosts []string, kind string, rng *rand.Rand
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	deadline := time.Now().Add(3 * time.Minute)
+	down := false // the old primary has been seen not writable since the command began
 	for ev.New == "" {
 		for i := range hosts {
-			if i == old && kind != dbCrash {
-				continue
+			at := chaos.Mono()
+			ok, _ := writable(pc, i)
+			if i == old && !down {
+				if ok {
+					ev.Lost = at // still the primary: the event has not reached it yet
+					continue
+				}
+				down = true
 			}
-			if ok, _ := writable(pc, i); ok {
+			if i == old && kind != dbCrash {
+				continue // after a crash, its Patroni restarts it as the primary
+			}
+			if ok {
 				ev.Promoted, ev.New = chaos.Mono(), fmt.Sprint(i+1)
 				break
 			}
@@ -243,6 +256,7 @@ func patroniEvent(pc *pgconn.Config, hosts []string, kind string, rng *rand.Rand
 	if err := <-done; err != nil {
 		return dbEvent{}, fmt.Errorf("bash .ci/patroni %s: %v\n%s", strings.Join(args, " "), err, out.String())
 	}
+	ev.Output = strings.TrimSpace(out.String())
 	if kind == dbKill {
 		time.Sleep(2*time.Second + time.Duration(rng.Int64N(int64(5*time.Second))))
 		if b, err := exec.Command("bash", "../../.ci/patroni", "join", node).CombinedOutput(); err != nil {
