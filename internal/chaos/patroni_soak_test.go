@@ -4,11 +4,11 @@ package chaos_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -124,11 +124,7 @@ func TestPatroniSoak(t *testing.T) {
 	require.NoError(t, eventErr)
 
 	// Per event: the time the database had no writable primary, and casleader's
-	// time from the promotion to a leader (a belief that began after it; a belief
-	// that began before and outlived the promotion by more than R renewed its lease
-	// on the new primary).
-	beliefs := slices.Clone(c.History.Beliefs)
-	slices.SortFunc(beliefs, func(a, b chaos.Interval) int { return int(a.Start - b.Start) })
+	// time from the promotion to a leader.
 	byKind := map[string][]time.Duration{}
 	var promos, toLeader []time.Duration
 	kept := 0
@@ -138,25 +134,16 @@ func TestPatroniSoak(t *testing.T) {
 		promos = append(promos, promo)
 		byKind[ev.Kind] = append(byKind[ev.Kind], promo)
 		line := fmt.Sprintf("  %s node %s -> %s: no primary for %v", ev.Kind, ev.Old, ev.New, promo.Round(time.Millisecond))
-		next := int64(-1)
-		for _, b := range beliefs {
-			if b.Start < ev.Promoted && b.End > ev.Promoted+int64(tm.renew+50*time.Millisecond) {
-				next = ev.Promoted // kept its lease through the failover
-				break
-			}
-			if b.Start >= ev.Promoted {
-				next = b.Start
-				break
-			}
-		}
-		switch {
-		case next == ev.Promoted:
+		switch d, k, ok := leaderAfterPromotion(c.History.Beliefs, ev, tm.renew); {
+		case k:
 			kept++
 			line += ", the leader kept its lease"
-		case next > 0:
-			d := time.Duration(next - ev.Promoted)
-			toLeader = append(toLeader, d)
+		case ok:
+			toLeader = append(toLeader, max(d, 0))
 			line += fmt.Sprintf(", a leader %v after the promotion", d.Round(time.Millisecond))
+			if d < 0 {
+				line += " (the probe saw the promotion after the candidates did)"
+			}
 		default:
 			line += ", no leader after it before the end"
 		}
@@ -175,7 +162,7 @@ func TestPatroniSoak(t *testing.T) {
 			fmt.Fprintf(&b, "  %s (%d): %s\n", k, len(byKind[k]), ps(byKind[k]))
 		}
 	}
-	fmt.Fprintf(&b, "casleader leader after the promotion (%d; %d more kept their lease): %s\n", len(toLeader), kept, ps(toLeader))
+	fmt.Fprintf(&b, "casleader leader after the promotion (%d, negative as 0; %d more kept their lease): %s\n", len(toLeader), kept, ps(toLeader))
 	b.WriteString(strings.Join(lines, "\n"))
 	fmt.Fprintf(&b, "\n%s", rep)
 	t.Log(b.String())
@@ -188,6 +175,9 @@ func TestPatroniSoak(t *testing.T) {
 	}
 	if !rep.OK() || os.Getenv(envDump) != "" {
 		dumpHistory(t, c.History)
+		if b, err := json.Marshal(events); err == nil {
+			t.Logf("database events (CLOCK_MONOTONIC, as the history's): %s", b)
+		}
 	}
 	byProperty := map[string]int{}
 	for _, v := range rep.Violations {
@@ -198,6 +188,28 @@ func TestPatroniSoak(t *testing.T) {
 	require.Zero(t, byProperty["token-order"], "fenced writes went back in token")
 	require.Zero(t, byProperty["belief-overlap"], "two leaders at once")
 	require.Zero(t, byProperty["stale-action"], "an action of an old term after a newer term began")
+}
+
+// leaderAfterPromotion returns how long after ev's promotion a candidate began to
+// lead (negative when it began before the probe saw the promotion: the probe reads
+// the nodes one after another), from the first belief that began after the old
+// primary was last seen writable and lasted past the promotion; or kept, when a
+// belief began before and outlived the promotion by more than renew: its leader
+// renewed its lease on the new primary. ok is false if no candidate led after.
+func leaderAfterPromotion(beliefs []chaos.Interval, ev dbEvent, renew time.Duration) (d time.Duration, kept, ok bool) {
+	first := int64(-1)
+	for _, b := range beliefs {
+		if b.Start < ev.Lost && b.End > ev.Promoted+int64(renew) {
+			return 0, true, true
+		}
+		if b.Start >= ev.Lost && b.End > ev.Promoted && (first < 0 || b.Start < first) {
+			first = b.Start
+		}
+	}
+	if first < 0 {
+		return 0, false, false
+	}
+	return time.Duration(first - ev.Promoted), false, true
 }
 
 // patroniEvent makes one event of kind on .ci/patroni's cluster and waits until a
@@ -285,4 +297,30 @@ func writable(pc *pgconn.Config, i int) (bool, error) {
 		return false, err
 	}
 	return len(res) == 1 && len(res[0].Rows) == 1 && string(res[0].Rows[0][0]) == "f", nil
+}
+
+func TestLeaderAfterPromotion(t *testing.T) {
+	ms := int64(time.Millisecond)
+	ev := dbEvent{Kind: dbKill, Lost: 1000 * ms, Promoted: 12000 * ms}
+	renew := 900 * time.Millisecond
+	for _, tc := range []struct {
+		name     string
+		beliefs  []chaos.Interval
+		d        time.Duration
+		kept, ok bool
+	}{
+		{"ALeaderAfterThePromotion", []chaos.Interval{{Start: 0, End: 1500 * ms}, {Start: 12400 * ms, End: 20000 * ms}}, 400 * time.Millisecond, false, true},
+		{"ALeaderTheProbeHadNotSeenYet", []chaos.Interval{{Start: 0, End: 1500 * ms}, {Start: 11900 * ms, End: 20000 * ms}}, -100 * time.Millisecond, false, true},
+		{"ALeaseRenewedOnTheNewPrimary", []chaos.Interval{{Start: 0, End: 20000 * ms}}, 0, true, true},
+		{"AnOldBeliefEndingWithinRIsNoLeader", []chaos.Interval{{Start: 0, End: 12500 * ms}, {Start: 13000 * ms, End: 14000 * ms}}, time.Second, false, true},
+		{"ABeliefOnTheOldPrimaryThatEndedBeforeThePromotionIsNoLeader", []chaos.Interval{{Start: 1100 * ms, End: 1900 * ms}, {Start: 12100 * ms, End: 12200 * ms}}, 100 * time.Millisecond, false, true},
+		{"NoLeader", []chaos.Interval{{Start: 0, End: 1500 * ms}}, 0, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, kept, ok := leaderAfterPromotion(tc.beliefs, ev, renew)
+			require.Equal(t, tc.ok, ok, "ok")
+			require.Equal(t, tc.kept, kept, "kept")
+			require.Equal(t, tc.d, d)
+		})
+	}
 }
