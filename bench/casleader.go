@@ -188,7 +188,8 @@ func (s *casSystem) Start(ctx context.Context, key, id string) (candidate, error
 			cancel()
 			return nil, fmt.Errorf("the %s store has no wake-ups", s.opt.dialect)
 		}
-		cfg.Notifier = w.Wakeups()
+		c.wakeups = w.Wakeups()
+		cfg.Notifier = wakeMarker{c.wakeups, &c.marks}
 	}
 	el, err := casleader.New(c.rec, cfg)
 	if err != nil {
@@ -215,24 +216,40 @@ func (s *casSystem) Start(ctx context.Context, key, id string) (candidate, error
 	return c, nil
 }
 
+// wakeMarker is a candidate's notifier: the store's wake-ups, recording when each
+// wake-up reaches the elector.
+type wakeMarker struct {
+	*notify.Wakeups
+	marks *markBox
+}
+
+func (w wakeMarker) Subscribe(key string, wake func(version int64)) (unsubscribe func()) {
+	return w.Wakeups.Subscribe(key, func(version int64) {
+		now := time.Now()
+		w.marks.set(func(m *marks) { m.wake(now) })
+		wake(version)
+	})
+}
+
 type casCandidate struct {
-	id     string
-	sys    *casSystem
-	el     *casleader.Elector
-	rec    *recorder
-	marks  markBox
-	cancel context.CancelFunc
-	done   chan struct{}
-	err    error
-	once   sync.Once
+	wakeups *notify.Wakeups // the store's wake-ups, when the system has a notifier
+	id      string
+	sys     *casSystem
+	el      *casleader.Elector
+	rec     *recorder
+	marks   markBox
+	cancel  context.CancelFunc
+	done    chan struct{}
+	err     error
+	once    sync.Once
 }
 
 func (c *casCandidate) ID() string { return c.id }
 
 // Ready reports whether the candidate's wake-ups, if any, listen.
 func (c *casCandidate) Ready() bool {
-	if w, ok := c.el.Config().Notifier.(*notify.Wakeups); ok {
-		return w.Listening()
+	if c.wakeups != nil {
+		return c.wakeups.Listening()
 	}
 	return true
 }
@@ -268,10 +285,17 @@ type recorder struct {
 	log   *slog.Logger
 }
 
+// called records a store call in the candidate's marks.
+func (r *recorder) called(op string, sent time.Time, ok bool) {
+	done := time.Now()
+	r.marks.set(func(m *marks) { m.call(call{Op: op, Sent: sent, Done: done, OK: ok}) })
+}
+
 func (r *recorder) Observe(ctx context.Context, key string) (store.Record, bool, error) {
 	r.count.add("observe", 1)
 	sent := time.Now()
 	rec, found, err := r.Store.Observe(ctx, key)
+	r.called("observe", sent, false)
 	if r.log != nil {
 		r.log.Debug("bench: observe", "version", rec.Version, "leader", rec.LeaderID, "age", rec.Age, "took", time.Since(sent), "error", err)
 	}
@@ -293,8 +317,27 @@ func (r *recorder) Elect(ctx context.Context, key, id string, v int64, l time.Du
 	r.count.add("elect", 1)
 	sent := time.Now()
 	term, ok, err := r.Store.Elect(ctx, key, id, v, l)
+	r.called("elect", sent, ok && err == nil)
 	if r.log != nil {
 		r.log.Debug("bench: elect", "from", v, "ok", ok, "took", time.Since(sent), "error", err)
+	}
+	if ok && err == nil {
+		now := time.Now()
+		r.marks.set(func(m *marks) { m.Won = now })
+	}
+	r.errs(err)
+	return term, ok, err
+}
+
+// ElectReleased passes the store's election of a released row through (every
+// casleader store has one): without it the elector would read, then elect.
+func (r *recorder) ElectReleased(ctx context.Context, key, id string) (int64, bool, error) {
+	r.count.add("elect", 1)
+	sent := time.Now()
+	term, ok, err := r.Store.(casleader.ReleasedElector).ElectReleased(ctx, key, id)
+	r.called("elect released", sent, ok && err == nil)
+	if r.log != nil {
+		r.log.Debug("bench: elect released", "ok", ok, "took", time.Since(sent), "error", err)
 	}
 	if ok && err == nil {
 		now := time.Now()
@@ -320,10 +363,12 @@ func (r *recorder) Renew(ctx context.Context, key, id string, v int64) (bool, er
 
 func (r *recorder) Release(ctx context.Context, key, id string, v int64) (bool, error) {
 	r.count.add("release", 1)
+	sent := time.Now()
 	ok, err := r.Store.Release(ctx, key, id, v)
+	r.called("release", sent, ok && err == nil)
 	if ok && err == nil {
 		now := time.Now()
-		r.marks.set(func(m *marks) { m.Released = now })
+		r.marks.set(func(m *marks) { m.Released, m.ReleaseSent = now, sent })
 	}
 	r.errs(err)
 	return ok, err
