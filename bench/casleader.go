@@ -49,11 +49,15 @@ type casSystem struct {
 	dsn   dbs
 	table string
 
-	admin   func(ctx context.Context, q string) error
-	closers []func()
-	shared  casleader.Store
-	count   counter
-	sqlite  string
+	admin func(ctx context.Context, q string) error
+	// executed returns when the database executed the last write of key: its
+	// tick_time, by the database clock (the host's clock: the databases run on this
+	// machine). nil for SQLite.
+	executed func(ctx context.Context, key string) (time.Time, error)
+	closers  []func()
+	shared   casleader.Store
+	count    counter
+	sqlite   string
 }
 
 func newCasSystem(ctx context.Context, name string, t timing, d dbs, opt casOptions) (*casSystem, error) {
@@ -90,6 +94,11 @@ func (s *casSystem) open(ctx context.Context, n int) (casleader.Store, func(), e
 		}
 		if s.admin == nil {
 			s.admin = func(ctx context.Context, q string) error { _, err := db.ExecContext(ctx, q); return err }
+			s.executed = func(ctx context.Context, key string) (time.Time, error) {
+				var us int64
+				err := db.QueryRowContext(ctx, `SELECT CAST(UNIX_TIMESTAMP(tick_time) * 1000000 AS SIGNED) FROM `+s.table+` WHERE elect_key = ?`, key).Scan(&us)
+				return time.UnixMicro(us), err
+			}
 		}
 		return st, func() { db.Close() }, nil
 	case "postgres", "pgbouncer":
@@ -103,6 +112,11 @@ func (s *casSystem) open(ctx context.Context, n int) (casleader.Store, func(), e
 		}
 		cfg.MaxConns = int32(n)
 		cfg.ConnConfig.RuntimeParams["application_name"] = appName
+		// As postgres.Open configures its pools: pgxpool's default pings a
+		// connection idle for more than a second before handing it out, a round
+		// trip before a woken follower's election (its connection has been idle
+		// since its last read, up to a lease ago) and before many reads.
+		cfg.ShouldPing = func(_ context.Context, p pgxpool.ShouldPingParams) bool { return p.IdleDuration >= postgres.PingIdle }
 		pool, err := pgxpool.NewWithConfig(ctx, cfg)
 		if err != nil {
 			return nil, nil, err
@@ -114,6 +128,11 @@ func (s *casSystem) open(ctx context.Context, n int) (casleader.Store, func(), e
 		}
 		if s.admin == nil {
 			s.admin = func(ctx context.Context, q string) error { _, err := pool.Exec(ctx, q); return err }
+			s.executed = func(ctx context.Context, key string) (time.Time, error) {
+				var us int64
+				err := pool.QueryRow(ctx, `SELECT (EXTRACT(EPOCH FROM tick_time) * 1000000)::bigint FROM `+s.table+` WHERE elect_key = $1`, key).Scan(&us)
+				return time.UnixMicro(us), err
+			}
 		}
 		return st, pool.Close, nil
 	case "sqlite":

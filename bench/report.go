@@ -322,6 +322,8 @@ func handoverBreakdown(w io.Writer, rs []result) {
 		{"read_ms", "reads ms"},
 		{"elections_after_wake", "elections after wake-up"},
 		{"elect_rtt_ms", "winning election round trip ms"},
+		{"elect_executed_after_send_ms", "of which: send → executed (database clock) ms"},
+		{"elect_reply_after_executed_ms", "executed → reply (commit, reply) ms"},
 		{"release_rtt_ms", "release round trip ms (leader)"},
 	}
 	order, _, _ := values(rs, "handover", "elect_rtt_ms")

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/casleader/casleader"
@@ -33,7 +34,10 @@ import (
 //
 // On PostgreSQL it also samples pg_stat_activity for the measuring connection every
 // millisecond: while a statement runs, which wait event (or none: on CPU, or not
-// scheduled) the backend shows.
+// scheduled) the backend shows. The second half of the PostgreSQL run has three
+// more connections LISTENing on the stores' channel (a handover trial's three
+// listeners), so that each release's NOTIFY wakes them: the statements of that half
+// are marked ", 3 listeners".
 func roundtrips(ctx context.Context, d dbs, n int) []result {
 	var out []result
 	for _, dialect := range []string{"postgres", "mariadb"} {
@@ -70,6 +74,7 @@ func roundtripsOn(ctx context.Context, d dbs, dialect string, n int) ([]result, 
 				return nil, err
 			}
 			cfg.MaxConns, cfg.MinConns = 1, 1
+			cfg.ShouldPing = func(_ context.Context, p pgxpool.ShouldPingParams) bool { return p.IdleDuration >= postgres.PingIdle }
 			cfg.ConnConfig.RuntimeParams["application_name"] = app
 			for k, v := range params {
 				cfg.ConnConfig.RuntimeParams[k] = v
@@ -178,6 +183,46 @@ func roundtripsOn(ctx context.Context, d dbs, dialect string, n int) ([]result, 
 		stop = func() { cancel(); <-done }
 	}
 
+	// With listeners (PostgreSQL): as many connections LISTENing on the stores'
+	// channel as a handover trial has candidates, each read by a goroutine as a
+	// store's listener does, for the second half of the run: a release's NOTIFY
+	// then wakes them all at its commit.
+	var listeners []func()
+	listen := func() error {
+		for range 3 {
+			cfg, err := pgxpool.ParseConfig(d.Postgres)
+			if err != nil {
+				return err
+			}
+			conn, err := pgx.ConnectConfig(ctx, cfg.ConnConfig)
+			if err != nil {
+				return err
+			}
+			if _, err := conn.Exec(ctx, `LISTEN `+postgres.NotifyChannel); err != nil {
+				conn.Close(ctx)
+				return err
+			}
+			lctx, cancel := context.WithCancel(ctx)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				for {
+					if _, err := conn.WaitForNotification(lctx); err != nil {
+						return
+					}
+				}
+			}()
+			listeners = append(listeners, func() { cancel(); <-done; conn.Close(context.Background()) })
+		}
+		return nil
+	}
+	defer func() {
+		for _, f := range listeners {
+			f()
+		}
+	}()
+	suffix := ""
+
 	took := map[string][]float64{}
 	timed := func(kind string, f func(ctx context.Context) error) error {
 		mu.Lock()
@@ -198,6 +243,13 @@ func roundtripsOn(ctx context.Context, d dbs, dialect string, n int) ([]result, 
 		return nil
 	}
 	for i := 0; i < n && ctx.Err() == nil; i++ {
+		if dialect == "postgres" && i == n/2 {
+			if err := listen(); err != nil {
+				stop()
+				return nil, fmt.Errorf("listen: %w", err)
+			}
+			suffix = ", 3 listeners"
+		}
 		steps := []struct {
 			kind string
 			f    func(ctx context.Context) error
@@ -243,7 +295,7 @@ func roundtripsOn(ctx context.Context, d dbs, dialect string, n int) ([]result, 
 			}})
 		}
 		for _, s := range steps {
-			if err := timed(s.kind, s.f); err != nil {
+			if err := timed(s.kind+suffix, s.f); err != nil {
 				stop()
 				return nil, err
 			}

@@ -187,7 +187,8 @@ func failover(ctx context.Context, sys system, t timing, trial int) (result, *ti
 // committed (its reply) does the next leader win (its write's reply)?
 func handover(ctx context.Context, sys system, t timing, trial int) (result, *timeline) {
 	r := result{Scenario: "handover", System: sys.Name(), Trial: trial, Values: map[string]float64{}}
-	cs, err := startN(ctx, sys, randName("handover"), 3)
+	key := randName("handover")
+	cs, err := startN(ctx, sys, key, 3)
 	if err != nil {
 		r.Error = err.Error()
 		return r, nil
@@ -237,6 +238,25 @@ func handover(ctx context.Context, sys system, t timing, trial int) (result, *ti
 	r.Values["after_release_ms"] = ms(won.Sub(released))
 	r.Values["after_resign_call_ms"] = ms(won.Sub(resignAt))
 	breakdown(r.Values, lm, wm)
+	// Split the winning election's round trip at its execution: the row's tick_time
+	// is the database clock when the statement ran, and the database runs on this
+	// host, so its clock is the one time.Now reads (wall clock). Read before the
+	// new leader's first renewal (a heartbeat away) moves it.
+	if cas, ok := sys.(*casSystem); ok && cas.executed != nil && r.Values["elect_rtt_ms"] > 0 {
+		xctx, cancel := context.WithTimeout(ctx, time.Second)
+		at, err := cas.executed(xctx, key)
+		cancel()
+		var win call
+		for _, c := range wm.Calls {
+			if c.OK && !c.Done.After(won) && (c.Op == "elect" || c.Op == "elect released") {
+				win = c
+			}
+		}
+		if err == nil && !win.Sent.IsZero() && !at.Before(win.Sent.Round(0).Add(-time.Second)) && !at.After(win.Done.Round(0).Add(time.Second)) {
+			r.Values["elect_executed_after_send_ms"] = ms(at.Sub(win.Sent.Round(0)))
+			r.Values["elect_reply_after_executed_ms"] = ms(win.Done.Round(0).Sub(at))
+		}
+	}
 	tl := &timeline{System: sys.Name(), Spans: spans,
 		Events: []event{{resignAt, "resign called"}, {released, "release committed"}, {won, "next leader won"}}}
 	for _, c := range cs {
