@@ -336,6 +336,10 @@ func handoverBreakdown(w io.Writer, rs []result) {
 		row := fmt.Sprintf("| %s | %d |", sys, len(woken[sys]))
 		for _, c := range cols {
 			_, vals, _ := values(rs, "handover", c.key)
+			if len(vals[sys]) == 0 {
+				row += " – |"
+				continue
+			}
 			row += " " + f1(summarize(vals[sys]).P50) + " |"
 		}
 		rows = append(rows, row)
