@@ -31,6 +31,18 @@ type Store interface {
 	Handover(ctx context.Context, key, id string, version int64, to string) (term int64, ok bool, err error)
 }
 
+// ReleasedElector is a [Store] that can also elect a released row without naming its
+// version: ElectReleased makes id the leader of key, in a new term that it returns
+// (also the row's new version), only if the row has no leader, and reports won ==
+// false otherwise. The stores of packages store/mysql, store/postgres and
+// store/sqlite (and store/memstore) implement it. An elector whose store does is
+// woken by a wake-up that carries no version (a MySQL named lock) straight into this
+// election, one round trip, instead of a read and then [Store.Elect]. A store that
+// wraps another should implement it only when the wrapped store does.
+type ReleasedElector interface {
+	ElectReleased(ctx context.Context, key, id string) (term int64, won bool, err error)
+}
+
 // Notifier is a wake-up path between the candidates of an election (see
 // [Config.Notifier]). The dialect stores have one built in (their Wakeups method,
 // a *[notify.Wakeups]), which [New] uses when Config.Notifier is nil. The elector
@@ -179,12 +191,14 @@ func (e *Elector) ClockSkew() time.Duration { return time.Duration(e.skew.Load()
 // Leader returns the ID of the leader as last observed, "" when none is known.
 func (e *Elector) Leader() string { return *e.leader.Load() }
 
-// Wake makes a sleeping follower read the row now. Notification listeners call it
-// when a lease is released; it never blocks.
+// Wake makes a sleeping follower read the row now (or, when its store is a
+// [ReleasedElector], try at once to win a released lease, then read if that did
+// not win). Notification listeners call it when a lease is released; it never
+// blocks.
 func (e *Elector) Wake() { e.wakeAt(0) }
 
 // wakeAt wakes a sleeping follower with the version at which the lease was
-// released (0: unknown, read the row).
+// released (0: unknown; see cas.Machine.Woken).
 func (e *Elector) wakeAt(version int64) {
 	e.released.Store(version)
 	select {
@@ -486,6 +500,8 @@ func (e *Elector) Run(ctx context.Context) error {
 	e.runCancel, e.runDone = cancel, done
 	e.mu.Unlock()
 	r := &run{e: e, m: cas.New(e.cfg.ID, e.cfg.LeaseDuration, e.cfg.RenewDeadline), cb: startCallbacks()}
+	_, canElectReleased := e.store.(ReleasedElector)
+	r.m.ElectsReleased(canElectReleased)
 	if e.cfg.ResumeTerm != 0 {
 		r.m.Resume(e.cfg.ResumeTerm)
 	}
@@ -659,7 +675,7 @@ func (r *run) follow(ctx context.Context) (cas.Decision, time.Time, error) {
 	cfg := detector.Config{Key: e.cfg.Key, Poll: e.cfg.PollInterval, Timeout: e.cfg.RenewDeadline, Logger: e.log,
 		Woken: func() bool {
 			d = r.m.Woken(e.released.Swap(0), part, r.failures)
-			return d.Action == cas.Campaign
+			return d.Action == cas.Campaign || d.Action == cas.CampaignReleased
 		}}
 	obs, err := detector.Watch(pctx, e.calls, cfg, e.wake, func(o detector.Observation) (time.Duration, bool) {
 		if o.Found {
@@ -717,6 +733,18 @@ func (r *run) follow(ctx context.Context) (cas.Decision, time.Time, error) {
 		wcancel()
 		if err != nil {
 			return r.unsettled("elect", err)
+		}
+		r.outcome(ok, d.Version)
+		return r.decided(r.m.Elected(term, ok, sent)), sent, nil
+	case cas.CampaignReleased:
+		// Woken without a version: an election that wins only a released row
+		// (the machine asks for it only when the store has one).
+		sent := time.Now()
+		wctx, wcancel := context.WithTimeout(ctx, e.cfg.RenewDeadline)
+		term, ok, err := e.calls.(ReleasedElector).ElectReleased(wctx, e.cfg.Key, e.cfg.ID)
+		wcancel()
+		if err != nil {
+			return r.unsettled("elect released", err)
 		}
 		r.outcome(ok, d.Version)
 		return r.decided(r.m.Elected(term, ok, sent)), sent, nil

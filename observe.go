@@ -14,12 +14,14 @@ type Op string
 
 // The store calls an elector makes.
 const (
-	OpObserve  Op = "observe"
-	OpInsert   Op = "insert"
-	OpElect    Op = "elect"
-	OpRenew    Op = "renew"
-	OpRelease  Op = "release"
-	OpHandover Op = "handover"
+	OpObserve Op = "observe"
+	OpInsert  Op = "insert"
+	OpElect   Op = "elect"
+	// OpElectReleased is [ReleasedElector.ElectReleased].
+	OpElectReleased Op = "elect released"
+	OpRenew         Op = "renew"
+	OpRelease       Op = "release"
+	OpHandover      Op = "handover"
 )
 
 // Call is one store call that an elector made, as [Hooks.Call] reports it.
@@ -126,6 +128,14 @@ func (s *observedStore) Insert(ctx context.Context, key, id string) (int64, bool
 func (s *observedStore) Elect(ctx context.Context, key, id string, version int64, lease time.Duration) (int64, bool, error) {
 	c := Call{Op: OpElect, Sent: time.Now()}
 	c.Term, c.Swapped, c.Err = s.inner.Elect(ctx, key, id, version, lease)
+	s.report(ctx, c)
+	return c.Term, c.Swapped, c.Err
+}
+
+// ElectReleased is only called when the inner store is a [ReleasedElector].
+func (s *observedStore) ElectReleased(ctx context.Context, key, id string) (int64, bool, error) {
+	c := Call{Op: OpElectReleased, Sent: time.Now()}
+	c.Term, c.Swapped, c.Err = s.inner.(ReleasedElector).ElectReleased(ctx, key, id)
 	s.report(ctx, c)
 	return c.Term, c.Swapped, c.Err
 }

@@ -26,17 +26,31 @@ type wakeStore interface {
 	Wakeups() *notify.Wakeups
 }
 
-// readCounter counts a store's reads of the row. It hides the store's wake-ups, so
-// an elector on it is given them as Config.Notifier.
-type readCounter struct {
+// callCounter counts a store's reads of the row and its elections (Elect and
+// ElectReleased): the round trips a follower makes to take a lease over. It hides
+// the store's wake-ups, so an elector on it is given them as Config.Notifier.
+type callCounter struct {
 	casleader.Store
-	reads atomic.Int64
+	reads, elections atomic.Int64
 }
 
-func (r *readCounter) Observe(ctx context.Context, key string) (store.Record, bool, error) {
+func (r *callCounter) Observe(ctx context.Context, key string) (store.Record, bool, error) {
 	r.reads.Add(1)
 	return r.Store.Observe(ctx, key)
 }
+
+func (r *callCounter) Elect(ctx context.Context, key, id string, version int64, lease time.Duration) (int64, bool, error) {
+	r.elections.Add(1)
+	return r.Store.Elect(ctx, key, id, version, lease)
+}
+
+func (r *callCounter) ElectReleased(ctx context.Context, key, id string) (int64, bool, error) {
+	r.elections.Add(1)
+	return r.Store.(casleader.ReleasedElector).ElectReleased(ctx, key, id)
+}
+
+// calls returns the reads and elections counted so far.
+func (r *callCounter) calls() int64 { return r.reads.Load() + r.elections.Load() }
 
 // slowPolls are timings under which a follower that is not woken reads the row
 // again only after about a minute: a takeover within settle can only come from a
@@ -47,9 +61,9 @@ func slowPolls(id string) casleader.Config {
 }
 
 // handoverByWakeup runs leader a on sa and follower b on sb (given sb's wake-ups
-// explicitly, to count its reads), has a resign, and returns how many rows b read
-// between the release and its win.
-func handoverByWakeup(t *testing.T, sa wakeStore, sb wakeStore) (readsAfterRelease int64) {
+// explicitly, to count its calls), has a resign, and returns how many rows b read
+// and how many elections it sent between the release and its win.
+func handoverByWakeup(t *testing.T, sa wakeStore, sb wakeStore) (reads, elections int64) {
 	t.Helper()
 	ca, cb := slowPolls("a"), slowPolls("b")
 	require.Less(t, settle, cb.LeaseDuration/2, "a takeover within settle must be impossible without a wake-up")
@@ -60,7 +74,7 @@ func handoverByWakeup(t *testing.T, sa wakeStore, sb wakeStore) (readsAfterRelea
 	defer func() { require.NoError(t, stopA()) }()
 	require.Eventually(t, a.IsLeader, settle, time.Millisecond)
 
-	rb := &readCounter{Store: sb}
+	rb := &callCounter{Store: sb}
 	cb.Notifier = sb.Wakeups()
 	b := newElector(t, rb, cb)
 	stopB := running(t, b)
@@ -69,12 +83,14 @@ func handoverByWakeup(t *testing.T, sa wakeStore, sb wakeStore) (readsAfterRelea
 		"b follows a and its wake-ups listen")
 
 	// The wake-up that every listener sends when it starts (a release may have
-	// come before it listened) makes b read once: count from after that read.
-	reads := quiet(t, &rb.reads)
+	// come before it listened) makes b read once (and, on a store with
+	// ElectReleased, first try an election that loses): count from after that.
+	quiet(t, rb.calls)
+	reads0, elections0 := rb.reads.Load(), rb.elections.Load()
 	require.NoError(t, a.ResignFor(t.Context(), time.Hour))
 	require.Eventually(t, b.IsLeader, settle, time.Millisecond,
 		"b is woken by the release and takes over long before its next read (a minute away)")
-	return rb.reads.Load() - reads
+	return rb.reads.Load() - reads0, rb.elections.Load() - elections0
 }
 
 func TestStoreWakeupsHandOverWithoutWaitingForAPoll(t *testing.T) {
@@ -83,16 +99,18 @@ func TestStoreWakeupsHandOverWithoutWaitingForAPoll(t *testing.T) {
 		table := testdb.Name(t)
 		sa := newPostgres(t, table)
 		require.NoError(t, sa.CreateTable(t.Context()))
-		n := handoverByWakeup(t, sa, newPostgres(t, table))
-		assert.Zero(t, n, "the notification carries the released version: b elects without reading")
+		reads, elections := handoverByWakeup(t, sa, newPostgres(t, table))
+		assert.Zero(t, reads, "the notification carries the released version: b elects without reading")
+		assert.Equal(t, int64(1), elections, "one round trip after the notification")
 	})
 	t.Run("MariaDB", func(t *testing.T) {
 		t.Parallel()
 		table := testdb.Name(t)
 		sa := newMySQL(t, table)
 		require.NoError(t, sa.CreateTable(t.Context()))
-		n := handoverByWakeup(t, sa, newMySQL(t, table))
-		assert.LessOrEqual(t, n, int64(1), "a lock grant carries no version: b reads once, then elects")
+		reads, elections := handoverByWakeup(t, sa, newMySQL(t, table))
+		assert.Zero(t, reads, "a lock grant carries no version, yet b elects the released row without reading it")
+		assert.Equal(t, int64(1), elections, "one round trip after the lock grant (ElectReleased)")
 	})
 	t.Run("SQLiteSecondDatabaseHandle", func(t *testing.T) {
 		t.Parallel()
@@ -102,8 +120,9 @@ func TestStoreWakeupsHandOverWithoutWaitingForAPoll(t *testing.T) {
 		table := testdb.Name(t)
 		sa, sb := newSQLite(t, path, table), newSQLite(t, path, table)
 		require.NoError(t, sa.CreateTable(t.Context()))
-		n := handoverByWakeup(t, sa, sb)
-		assert.Zero(t, n, "the wake-up file carries the released version: b elects without reading")
+		reads, elections := handoverByWakeup(t, sa, sb)
+		assert.Zero(t, reads, "the wake-up file carries the released version: b elects without reading")
+		assert.Equal(t, int64(1), elections, "one round trip after the wake-up")
 	})
 	t.Run("MariaDBOneStoreWakesInProcess", func(t *testing.T) {
 		t.Parallel()
@@ -112,8 +131,9 @@ func TestStoreWakeupsHandOverWithoutWaitingForAPoll(t *testing.T) {
 		table := testdb.Name(t)
 		st := newMySQL(t, table)
 		require.NoError(t, st.CreateTable(t.Context()))
-		n := handoverByWakeup(t, st, st)
-		assert.Zero(t, n, "woken in-process with the released version: b elects without reading")
+		reads, elections := handoverByWakeup(t, st, st)
+		assert.Zero(t, reads, "woken in-process with the released version: b elects without reading")
+		assert.Equal(t, int64(1), elections, "one round trip after the wake-up")
 	})
 }
 
@@ -216,12 +236,12 @@ func newSQLite(t *testing.T, path, table string) *sqlite.Store {
 }
 
 // quiet waits until n has not moved for a while and returns it.
-func quiet(t *testing.T, n *atomic.Int64) int64 {
+func quiet(t *testing.T, n func() int64) int64 {
 	t.Helper()
-	last := n.Load()
+	last := n()
 	for deadline := time.Now().Add(settle); time.Now().Before(deadline); {
 		time.Sleep(250 * time.Millisecond)
-		now := n.Load()
+		now := n()
 		if now == last {
 			return now
 		}

@@ -49,11 +49,15 @@ type casSystem struct {
 	dsn   dbs
 	table string
 
-	admin   func(ctx context.Context, q string) error
-	closers []func()
-	shared  casleader.Store
-	count   counter
-	sqlite  string
+	admin func(ctx context.Context, q string) error
+	// executed returns when the database executed the last write of key: its
+	// tick_time, by the database clock (the host's clock: the databases run on this
+	// machine). nil for SQLite.
+	executed func(ctx context.Context, key string) (time.Time, error)
+	closers  []func()
+	shared   casleader.Store
+	count    counter
+	sqlite   string
 }
 
 func newCasSystem(ctx context.Context, name string, t timing, d dbs, opt casOptions) (*casSystem, error) {
@@ -90,6 +94,11 @@ func (s *casSystem) open(ctx context.Context, n int) (casleader.Store, func(), e
 		}
 		if s.admin == nil {
 			s.admin = func(ctx context.Context, q string) error { _, err := db.ExecContext(ctx, q); return err }
+			s.executed = func(ctx context.Context, key string) (time.Time, error) {
+				var us int64
+				err := db.QueryRowContext(ctx, `SELECT CAST(UNIX_TIMESTAMP(tick_time) * 1000000 AS SIGNED) FROM `+s.table+` WHERE elect_key = ?`, key).Scan(&us)
+				return time.UnixMicro(us), err
+			}
 		}
 		return st, func() { db.Close() }, nil
 	case "postgres", "pgbouncer":
@@ -103,6 +112,11 @@ func (s *casSystem) open(ctx context.Context, n int) (casleader.Store, func(), e
 		}
 		cfg.MaxConns = int32(n)
 		cfg.ConnConfig.RuntimeParams["application_name"] = appName
+		// As postgres.Open configures its pools: pgxpool's default pings a
+		// connection idle for more than a second before handing it out, a round
+		// trip before a woken follower's election (its connection has been idle
+		// since its last read, up to a lease ago) and before many reads.
+		cfg.ShouldPing = func(_ context.Context, p pgxpool.ShouldPingParams) bool { return p.IdleDuration >= postgres.PingIdle }
 		pool, err := pgxpool.NewWithConfig(ctx, cfg)
 		if err != nil {
 			return nil, nil, err
@@ -114,6 +128,11 @@ func (s *casSystem) open(ctx context.Context, n int) (casleader.Store, func(), e
 		}
 		if s.admin == nil {
 			s.admin = func(ctx context.Context, q string) error { _, err := pool.Exec(ctx, q); return err }
+			s.executed = func(ctx context.Context, key string) (time.Time, error) {
+				var us int64
+				err := pool.QueryRow(ctx, `SELECT (EXTRACT(EPOCH FROM tick_time) * 1000000)::bigint FROM `+s.table+` WHERE elect_key = $1`, key).Scan(&us)
+				return time.UnixMicro(us), err
+			}
 		}
 		return st, pool.Close, nil
 	case "sqlite":
@@ -188,7 +207,8 @@ func (s *casSystem) Start(ctx context.Context, key, id string) (candidate, error
 			cancel()
 			return nil, fmt.Errorf("the %s store has no wake-ups", s.opt.dialect)
 		}
-		cfg.Notifier = w.Wakeups()
+		c.wakeups = w.Wakeups()
+		cfg.Notifier = wakeMarker{c.wakeups, &c.marks}
 	}
 	el, err := casleader.New(c.rec, cfg)
 	if err != nil {
@@ -215,24 +235,40 @@ func (s *casSystem) Start(ctx context.Context, key, id string) (candidate, error
 	return c, nil
 }
 
+// wakeMarker is a candidate's notifier: the store's wake-ups, recording when each
+// wake-up reaches the elector.
+type wakeMarker struct {
+	*notify.Wakeups
+	marks *markBox
+}
+
+func (w wakeMarker) Subscribe(key string, wake func(version int64)) (unsubscribe func()) {
+	return w.Wakeups.Subscribe(key, func(version int64) {
+		now := time.Now()
+		w.marks.set(func(m *marks) { m.wake(now) })
+		wake(version)
+	})
+}
+
 type casCandidate struct {
-	id     string
-	sys    *casSystem
-	el     *casleader.Elector
-	rec    *recorder
-	marks  markBox
-	cancel context.CancelFunc
-	done   chan struct{}
-	err    error
-	once   sync.Once
+	wakeups *notify.Wakeups // the store's wake-ups, when the system has a notifier
+	id      string
+	sys     *casSystem
+	el      *casleader.Elector
+	rec     *recorder
+	marks   markBox
+	cancel  context.CancelFunc
+	done    chan struct{}
+	err     error
+	once    sync.Once
 }
 
 func (c *casCandidate) ID() string { return c.id }
 
 // Ready reports whether the candidate's wake-ups, if any, listen.
 func (c *casCandidate) Ready() bool {
-	if w, ok := c.el.Config().Notifier.(*notify.Wakeups); ok {
-		return w.Listening()
+	if c.wakeups != nil {
+		return c.wakeups.Listening()
 	}
 	return true
 }
@@ -268,10 +304,17 @@ type recorder struct {
 	log   *slog.Logger
 }
 
+// called records a store call in the candidate's marks.
+func (r *recorder) called(op string, sent time.Time, ok bool) {
+	done := time.Now()
+	r.marks.set(func(m *marks) { m.call(call{Op: op, Sent: sent, Done: done, OK: ok}) })
+}
+
 func (r *recorder) Observe(ctx context.Context, key string) (store.Record, bool, error) {
 	r.count.add("observe", 1)
 	sent := time.Now()
 	rec, found, err := r.Store.Observe(ctx, key)
+	r.called("observe", sent, false)
 	if r.log != nil {
 		r.log.Debug("bench: observe", "version", rec.Version, "leader", rec.LeaderID, "age", rec.Age, "took", time.Since(sent), "error", err)
 	}
@@ -293,8 +336,27 @@ func (r *recorder) Elect(ctx context.Context, key, id string, v int64, l time.Du
 	r.count.add("elect", 1)
 	sent := time.Now()
 	term, ok, err := r.Store.Elect(ctx, key, id, v, l)
+	r.called("elect", sent, ok && err == nil)
 	if r.log != nil {
 		r.log.Debug("bench: elect", "from", v, "ok", ok, "took", time.Since(sent), "error", err)
+	}
+	if ok && err == nil {
+		now := time.Now()
+		r.marks.set(func(m *marks) { m.Won = now })
+	}
+	r.errs(err)
+	return term, ok, err
+}
+
+// ElectReleased passes the store's election of a released row through (every
+// casleader store has one): without it the elector would read, then elect.
+func (r *recorder) ElectReleased(ctx context.Context, key, id string) (int64, bool, error) {
+	r.count.add("elect", 1)
+	sent := time.Now()
+	term, ok, err := r.Store.(casleader.ReleasedElector).ElectReleased(ctx, key, id)
+	r.called("elect released", sent, ok && err == nil)
+	if r.log != nil {
+		r.log.Debug("bench: elect released", "ok", ok, "took", time.Since(sent), "error", err)
 	}
 	if ok && err == nil {
 		now := time.Now()
@@ -320,10 +382,12 @@ func (r *recorder) Renew(ctx context.Context, key, id string, v int64) (bool, er
 
 func (r *recorder) Release(ctx context.Context, key, id string, v int64) (bool, error) {
 	r.count.add("release", 1)
+	sent := time.Now()
 	ok, err := r.Store.Release(ctx, key, id, v)
+	r.called("release", sent, ok && err == nil)
 	if ok && err == nil {
 		now := time.Now()
-		r.marks.set(func(m *marks) { m.Released = now })
+		r.marks.set(func(m *marks) { m.Released, m.ReleaseSent = now, sent })
 	}
 	r.errs(err)
 	return ok, err

@@ -6,9 +6,11 @@
 // and followed by a second process it starts, -scale-keys, -scale-for), electors
 // (10,000 single-key Electors over one pool, -electors) and, only when asked,
 // saturate (the election under pgbench on PostgreSQL and sysbench on MariaDB, which
-// must be installed and their databases initialised: see BENCHMARKS.md).
+// must be installed and their databases initialised: see BENCHMARKS.md), and
+// roundtrip (what each statement of a handover costs on PostgreSQL and MariaDB,
+// with PostgreSQL's wait events).
 //
-//	cd bench && go run . [-trials N] [-smoke] [-out DIR] [-only failover,handover,steady,herd,keys,scale,electors,saturate]
+//	cd bench && go run . [-trials N] [-smoke] [-out DIR] [-only failover,handover,steady,herd,keys,scale,electors,saturate,roundtrip]
 //
 // It prints markdown tables, and writes (by default into results/) DIR/results.jsonl (one JSON object per
 // measurement), DIR/summary.md, DIR/failover.svg and DIR/handover.svg. Databases
@@ -41,7 +43,8 @@ func main() {
 	trials := flag.Int("trials", 20, "trials per failover/handover/herd measurement")
 	smoke := flag.Bool("smoke", false, "one quick trial of everything (CI); never asserts timings")
 	out := flag.String("out", "", "directory for results.jsonl, summary.md and the SVG timelines (default results, or a temporary directory with -smoke)")
-	only := flag.String("only", "failover,handover,steady,herd,keys,scale,electors", "scenarios to run (also: saturate, which needs pgbench and sysbench and their databases)")
+	only := flag.String("only", "failover,handover,steady,herd,keys,scale,electors", "scenarios to run (also: saturate, which needs pgbench and sysbench and their databases; roundtrip, the cost of each handover statement)")
+	rttN := flag.Int("roundtrips", 300, "statements of each kind in the roundtrip run")
 	systems := flag.String("systems", "", "run only the systems whose name contains one of these comma-separated words")
 	steadyFor := flag.Duration("steady", 20*time.Second, "measuring window of each steady-state run")
 	keysFor := flag.Duration("keys-for", 30*time.Second, "measuring window of each key-scaling run (10,000 keys: at least 2 min)")
@@ -205,6 +208,15 @@ func main() {
 			})
 		}
 	}
+	if want["roundtrip"] {
+		n := *rttN
+		if *smoke {
+			n = 3
+		}
+		for _, r := range roundtrips(ctx, d, n) {
+			record(r)
+		}
+	}
 	if want["steady"] {
 		steadySystems := []mk{
 			cas("casleader/PostgreSQL", casOptions{dialect: "postgres", shared: true}),
@@ -304,6 +316,7 @@ func main() {
 	var md bytes.Buffer
 	fmt.Fprintf(&md, "Settings: %s.\n\nMachine: %s.\n", hdr, load)
 	markdown(&md, results, map[string]string{"failover": "upsert/MariaDB", "handover": "upsert/MariaDB"})
+	roundtripTable(&md, results)
 	fmt.Fprintf(&md, "\nRatios against etcd-election (p50): %s\n", etcdRatios(results))
 	os.Stdout.Write(md.Bytes())
 	check(os.WriteFile(filepath.Join(*out, "summary.md"), md.Bytes(), 0o644))

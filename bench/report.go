@@ -103,6 +103,7 @@ func markdown(w io.Writer, rs []result, ref map[string]string) {
 	}
 	latency("failover", "after_expiry_ms", "Crash failover: new leader's win after the dead leader's lease expired", "failover")
 	latency("handover", "after_release_ms", "Graceful handover: new leader's win after the release committed", "handover")
+	handoverBreakdown(w, rs)
 
 	// Steady state: requests per second per candidate count.
 	var steadyRows []result
@@ -308,4 +309,51 @@ func signed(v float64) string {
 		return "+" + f1(v)
 	}
 	return f1(v)
+}
+
+// handoverBreakdown renders the medians of the handover's breakdown per system
+// (see breakdown), for the systems that have one.
+func handoverBreakdown(w io.Writer, rs []result) {
+	cols := []struct{ key, title string }{
+		{"after_release_ms", "total ms"},
+		{"wake_ms", "release reply → wake-up ms"},
+		{"follower_ms", "wake-up → election sent, less reads (follower) ms"},
+		{"reads_after_wake", "reads after wake-up"},
+		{"read_ms", "reads ms"},
+		{"elections_after_wake", "elections after wake-up"},
+		{"elect_rtt_ms", "winning election round trip ms"},
+		{"elect_executed_after_send_ms", "of which: send → executed (database clock) ms"},
+		{"elect_reply_after_executed_ms", "executed → reply (commit, reply) ms"},
+		{"release_rtt_ms", "release round trip ms (leader)"},
+	}
+	order, _, _ := values(rs, "handover", "elect_rtt_ms")
+	var rows []string
+	for _, sys := range order {
+		_, woken, _ := values(rs, "handover", "wake_ms")
+		if len(woken[sys]) == 0 {
+			continue
+		}
+		row := fmt.Sprintf("| %s | %d |", sys, len(woken[sys]))
+		for _, c := range cols {
+			_, vals, _ := values(rs, "handover", c.key)
+			if len(vals[sys]) == 0 {
+				row += " – |"
+				continue
+			}
+			row += " " + f1(summarize(vals[sys]).P50) + " |"
+		}
+		rows = append(rows, row)
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n### Graceful handover, where the time goes (medians over the trials with a recorded wake-up)\n\n")
+	fmt.Fprintf(w, "| system | trials woken |")
+	for _, c := range cols {
+		fmt.Fprintf(w, " %s |", c.title)
+	}
+	fmt.Fprintf(w, "\n|---|---|%s\n", strings.Repeat("---|", len(cols)))
+	for _, r := range rows {
+		fmt.Fprintln(w, r)
+	}
 }

@@ -187,7 +187,8 @@ func failover(ctx context.Context, sys system, t timing, trial int) (result, *ti
 // committed (its reply) does the next leader win (its write's reply)?
 func handover(ctx context.Context, sys system, t timing, trial int) (result, *timeline) {
 	r := result{Scenario: "handover", System: sys.Name(), Trial: trial, Values: map[string]float64{}}
-	cs, err := startN(ctx, sys, randName("handover"), 3)
+	key := randName("handover")
+	cs, err := startN(ctx, sys, key, 3)
 	if err != nil {
 		r.Error = err.Error()
 		return r, nil
@@ -218,7 +219,8 @@ func handover(ctx context.Context, sys system, t timing, trial int) (result, *ti
 		r.Error = err.Error()
 		return r, nil
 	}
-	released := l.Marks().Released
+	lm := l.Marks()
+	released := lm.Released
 	rest := others(cs, l)
 	w, err := waitOne(rest, t.Lease+10*time.Second)
 	time.Sleep(20 * time.Millisecond)
@@ -227,19 +229,108 @@ func handover(ctx context.Context, sys system, t timing, trial int) (result, *ti
 		r.Error = err.Error()
 		return r, nil
 	}
-	won := w.Marks().Won
+	wm := w.Marks()
+	won := wm.Won
 	if released.IsZero() {
 		r.Error = "the release was not recorded"
 		return r, nil
 	}
 	r.Values["after_release_ms"] = ms(won.Sub(released))
 	r.Values["after_resign_call_ms"] = ms(won.Sub(resignAt))
+	breakdown(r.Values, lm, wm)
+	// Split the winning election's round trip at its execution: the row's tick_time
+	// is the database clock when the statement ran, and the database runs on this
+	// host, so its clock is the one time.Now reads (wall clock). Read before the
+	// new leader's first renewal (a heartbeat away) moves it.
+	if cas, ok := sys.(*casSystem); ok && cas.executed != nil && r.Values["elect_rtt_ms"] > 0 {
+		xctx, cancel := context.WithTimeout(ctx, time.Second)
+		at, err := cas.executed(xctx, key)
+		cancel()
+		var win call
+		for _, c := range wm.Calls {
+			if c.OK && !c.Done.After(won) && (c.Op == "elect" || c.Op == "elect released") {
+				win = c
+			}
+		}
+		if err == nil && !win.Sent.IsZero() && !at.Before(win.Sent.Round(0).Add(-time.Second)) && !at.After(win.Done.Round(0).Add(time.Second)) {
+			r.Values["elect_executed_after_send_ms"] = ms(at.Sub(win.Sent.Round(0)))
+			r.Values["elect_reply_after_executed_ms"] = ms(win.Done.Round(0).Sub(at))
+		}
+	}
 	tl := &timeline{System: sys.Name(), Spans: spans,
 		Events: []event{{resignAt, "resign called"}, {released, "release committed"}, {won, "next leader won"}}}
 	for _, c := range cs {
 		tl.Rows = append(tl.Rows, c.ID())
 	}
 	return r, tl
+}
+
+// breakdown splits a casleader handover (the winner's marks w, the resigning
+// leader's l) into where its time went, from the reply of the release:
+//
+//   - release_rtt_ms: the release write's own round trip (its commit), for scale;
+//   - wake_ms: until the winner's notifier delivered its wake-up to the elector
+//     (negative when the wake-up arrived before the leader had handled the
+//     release's reply);
+//   - reads_after_wake, elections_after_wake: the winner's statements from the
+//     wake-up to its win (the round trips after the wake-up);
+//   - read_ms: the time those reads took;
+//   - follower_ms: the rest of the time between the wake-up and the winning
+//     election's send: the winner's own scheduling and processing;
+//   - elect_rtt_ms: the winning election's round trip, send to reply.
+//
+// A trial without a recorded wake-up (a follower that found the release by a
+// read, a system without notifier) gets only release_rtt_ms and elect_rtt_ms.
+func breakdown(v map[string]float64, l, w marks) {
+	if !l.ReleaseSent.IsZero() {
+		v["release_rtt_ms"] = ms(l.Released.Sub(l.ReleaseSent))
+	}
+	var win *call
+	for i := range w.Calls {
+		if c := &w.Calls[i]; c.OK && (c.Op == "elect" || c.Op == "elect released") && !c.Done.After(w.Won) {
+			win = c
+		}
+	}
+	if win == nil {
+		return
+	}
+	v["elect_rtt_ms"] = ms(win.Done.Sub(win.Sent))
+	if win.Op == "elect released" {
+		v["elect_released"] = 1
+	}
+	// The wake-up: the last one delivered before the winning election was sent,
+	// and not before the release was sent.
+	var woke time.Time
+	for _, t := range w.Wakes {
+		if !t.Before(l.ReleaseSent) && !t.After(win.Sent) {
+			woke = t
+		}
+	}
+	if woke.IsZero() || l.ReleaseSent.IsZero() {
+		return
+	}
+	v["wake_ms"] = ms(woke.Sub(l.Released))
+	var reads, elections float64
+	var busy time.Duration
+	for _, c := range w.Calls {
+		if c.Sent.Before(woke) || c.Sent.After(win.Sent) {
+			continue
+		}
+		switch c.Op {
+		case "observe":
+			reads++
+			v["read_ms"] += ms(c.Done.Sub(c.Sent))
+			busy += c.Done.Sub(c.Sent)
+		case "elect", "elect released":
+			elections++
+			if c.Sent != win.Sent {
+				busy += c.Done.Sub(c.Sent)
+			}
+		}
+	}
+	v["reads_after_wake"] = reads
+	v["elections_after_wake"] = elections
+	v["follower_ms"] = ms(win.Sent.Sub(woke) - busy)
 }
 
 // steady: n candidates for dur after the leader is established; requests per second

@@ -41,9 +41,40 @@ type candidate interface {
 
 // marks are local monotonic times a candidate records.
 type marks struct {
-	LastRenew time.Time // send time of the last renewal that succeeded (etcd: last keepalive reply)
-	Won       time.Time // reply time of the write that made it leader, zero if none
-	Released  time.Time // reply time of the resign write that succeeded
+	LastRenew   time.Time // send time of the last renewal that succeeded (etcd: last keepalive reply)
+	Won         time.Time // reply time of the write that made it leader, zero if none
+	Released    time.Time // reply time of the resign write that succeeded
+	ReleaseSent time.Time // send time of that write (casleader)
+
+	// casleader only: what the candidate did around a wake-up, for the handover's
+	// breakdown. Wakes are the times its notifier delivered wake-ups to its elector
+	// (the last few); Calls its last store calls.
+	Wakes []time.Time
+	Calls []call
+}
+
+// call is one store call a casleader candidate made.
+type call struct {
+	Op         string // observe, elect, elect released, insert, renew, release
+	Sent, Done time.Time
+	OK         bool // a write that won
+}
+
+// keepLast bounds the wake-ups and calls a candidate remembers.
+const keepLast = 32
+
+func (m *marks) wake(at time.Time) {
+	m.Wakes = append(m.Wakes, at)
+	if len(m.Wakes) > keepLast {
+		m.Wakes = m.Wakes[1:]
+	}
+}
+
+func (m *marks) call(c call) {
+	m.Calls = append(m.Calls, c)
+	if len(m.Calls) > keepLast {
+		m.Calls = m.Calls[1:]
+	}
 }
 
 // markBox is a concurrency-safe marks.
@@ -61,7 +92,10 @@ func (b *markBox) set(f func(*marks)) {
 func (b *markBox) get() marks {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.m
+	m := b.m
+	m.Wakes = append([]time.Time(nil), b.m.Wakes...)
+	m.Calls = append([]call(nil), b.m.Calls...)
+	return m
 }
 
 // counter counts requests by kind.

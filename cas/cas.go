@@ -88,10 +88,15 @@ const (
 	// lease is the other process's too: a release would end its term), and stop
 	// taking part in the election with Decision.Err.
 	Refuse
+	// CampaignReleased: send an election write that wins only a released lease,
+	// whatever the row's version (the store's ElectReleased). Asked for only by
+	// [Machine.Woken], and only of a machine told that its store has that write
+	// ([Machine.ElectsReleased]). Its reply is handled by [Machine.Elected].
+	CampaignReleased
 )
 
 func (a Action) String() string {
-	return [...]string{"invalid", "wait", "create", "campaign", "lead", "settle", "step-down", "release", "handover", "refuse"}[min(int(a), 9)]
+	return [...]string{"invalid", "wait", "create", "campaign", "lead", "settle", "step-down", "release", "handover", "refuse", "campaign-released"}[min(int(a), 10)]
 }
 
 // Errors carried by [Decision.Err].
@@ -168,6 +173,8 @@ type Machine struct {
 	ambiguous bool
 
 	skew skew // clock skew between database servers, and the expiry judgement (skew.go)
+
+	electsReleased bool // the store can elect a released row without its version (ElectsReleased)
 }
 
 // New returns a follower for candidate id with lease duration lease and renew
@@ -313,20 +320,44 @@ func (m *Machine) Observed(rec store.Record, found bool, sent time.Time, p Parti
 	return Decision{Action: Wait, Wait: left}
 }
 
+// ElectsReleased tells the machine whether its caller's store can elect a released
+// row without naming its version (the store's ElectReleased), so that
+// [Machine.Woken] may ask for that write (CampaignReleased) after a wake-up that
+// carries no version.
+func (m *Machine) ElectsReleased(ok bool) { m.electsReleased = ok }
+
 // Woken handles a wake-up that announces the lease as released at row version
-// version (0: a wake-up that carries no version, such as a handover or a file
-// change), for a candidate taking part as p. A follower that campaigns, has no
-// election of its own to settle, and has not seen the row at that version or later
-// campaigns from it at once, without reading the row first (Campaign): the election
-// statement itself requires the row to be at that version and its lease released or
-// expired by the database clock, so a wake-up that is stale, forged or overtaken by
-// another write costs a lost compare-and-set, never safety (docs/SAFETY.md). Anything
-// else asks for a read (Wait with no wait): a leader, a candidate cooling down,
-// paused or observing, an unsettled election of ours (the read may show it won), a
-// version already seen, and election writes that keep failing or losing (failures:
-// more than one in a row), whose next write waits for its backoff and a read.
+// version (0: a wake-up that carries no version, such as a MySQL named lock granted,
+// a handover or a reconnected listener), for a candidate taking part as p. A
+// follower that campaigns, has no election of its own to settle, and has not seen
+// the row at that version or later campaigns from it at once, without reading the
+// row first (Campaign): the election statement itself requires the row to be at that
+// version and its lease released or expired by the database clock, so a wake-up that
+// is stale, forged or overtaken by another write costs a lost compare-and-set, never
+// safety (docs/SAFETY.md).
+//
+// A wake-up with no version leads the same follower, when its store can
+// ([Machine.ElectsReleased]), to an election that wins only a released lease
+// (CampaignReleased): the statement itself requires the row to be released, so a
+// wake-up that announced something else (a handover, a leader's connection lost, a
+// spurious one) costs a write that changes nothing, followed by the read it would
+// have made anyway. The new term must be above the last version this candidate saw.
+//
+// Anything else asks for a read (Wait with no wait): a leader, a candidate cooling
+// down, paused or observing, an unsettled election of ours (the read may show it
+// won), a version already seen, a wake-up with no version when the store has no such
+// election, and election writes that keep failing or losing (failures: more than one
+// in a row), whose next write waits for its backoff and a read.
 func (m *Machine) Woken(version int64, p Participation, failures int) Decision {
-	if m.role != Follower || p != Campaigning || m.unsettled || version <= m.version || failures > 1 {
+	if m.role != Follower || p != Campaigning || m.unsettled || failures > 1 {
+		return Decision{Action: Wait}
+	}
+	if version == 0 && m.electsReleased {
+		m.role = Candidate
+		m.from = m.version
+		return Decision{Action: CampaignReleased, Version: m.version}
+	}
+	if version <= m.version {
 		return Decision{Action: Wait}
 	}
 	m.role = Candidate

@@ -918,6 +918,23 @@ func TestWoken(t *testing.T) {
 			m.Unsettled()
 			return m
 		}, 11, Campaigning, Decision{Action: Wait}, 0},
+		// A store with ElectReleased: a wake-up without a version is an election
+		// of a released row, sent at once.
+		{"WakeUpWithoutAVersionElectsAReleasedRowWhenTheStoreCan", electsReleased(following(live)), 0, Campaigning, Decision{Action: CampaignReleased, Version: 10}, 0},
+		{"WakeUpWithoutAVersionBeforeAnyReadElectsAReleasedRow", electsReleased(func(*testing.T) *Machine { return New("me", lease, renew) }), 0, Campaigning, Decision{Action: CampaignReleased}, 0},
+		{"OneLostWriteStillElectsAReleasedRow", electsReleased(following(live)), 0, Campaigning, Decision{Action: CampaignReleased, Version: 10}, 1},
+		{"ReleaseWithAVersionIsStillElectedFromIt", electsReleased(following(live)), 11, Campaigning, Decision{Action: Campaign, Version: 11}, 0},
+		{"ReleaseOfAVersionAlreadySeenStillAsksForARead", electsReleased(following(live)), 10, Campaigning, Decision{Action: Wait}, 0},
+		{"CoolingDownCandidateReadsAfterAWakeUpWithoutAVersion", electsReleased(following(live)), 0, CoolingDown, Decision{Action: Wait}, 0},
+		{"PausedCandidateReadsAfterAWakeUpWithoutAVersion", electsReleased(following(live)), 0, Abstaining, Decision{Action: Wait}, 0},
+		{"ObserverReadsAfterAWakeUpWithoutAVersion", electsReleased(following(live)), 0, Observing, Decision{Action: Wait}, 0},
+		{"LeaderIgnoresAWakeUpWithoutAVersion", electsReleased(leading), 0, Campaigning, Decision{Action: Wait}, 0},
+		{"ReleasedRowElectionsThatKeepLosingReadFirst", electsReleased(following(live)), 0, Campaigning, Decision{Action: Wait}, 2},
+		{"UnsettledElectionIsSettledByAReadAfterAWakeUpWithoutAVersion", electsReleased(func(t *testing.T) *Machine {
+			m := following(row(10, "", 9, 0))(t)
+			m.Unsettled()
+			return m
+		}), 0, Campaigning, Decision{Action: Wait}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := tc.machine(t)
@@ -927,6 +944,11 @@ func TestWoken(t *testing.T) {
 			if d.Action == Campaign {
 				assert.Equal(t, Candidate, m.Role())
 				assert.Equal(t, tc.version, m.Version())
+				return
+			}
+			if d.Action == CampaignReleased {
+				assert.Equal(t, Candidate, m.Role())
+				assert.Equal(t, version, m.Version(), "the version is not known: the last one seen is kept")
 				return
 			}
 			assert.Equal(t, role, m.Role(), "a read is asked for: the role is unchanged")
@@ -957,6 +979,38 @@ func TestWokenElectionIsSettledLikeAnyOther(t *testing.T) {
 	d = m.Elected(11, true, at(5))
 	assert.ErrorIs(t, d.Err, ErrNoNewTerm)
 	assert.Zero(t, m.Term())
+}
+
+func TestReleasedRowElectionIsSettledLikeAnyOther(t *testing.T) {
+	m := electsReleased(following(row(10, "other", 9, 0)))(t)
+	require.Equal(t, Decision{Action: CampaignReleased, Version: 10}, m.Woken(0, Campaigning, 0))
+	assert.Equal(t, Decision{Action: Lead, Version: won}, m.Elected(won, true, at(5)))
+	assert.Equal(t, won, m.Term())
+	assert.Equal(t, at(605), m.Deadline(), "trusted from the write's send time")
+
+	// Lost (the wake-up announced a handover, a lost connection, or another
+	// follower won): back to following, and the next read decides.
+	m = electsReleased(following(row(10, "other", 9, 0)))(t)
+	m.Woken(0, Campaigning, 0)
+	assert.Equal(t, Decision{Action: Wait}, m.Elected(0, false, at(5)))
+	assert.Equal(t, Follower, m.Role())
+	assert.Equal(t, Wait, m.Observed(row(10, "other", 9, 0), true, at(6), Campaigning).Action)
+
+	// A won reply whose term is not above the last version seen is not led.
+	m = electsReleased(following(row(10, "other", 9, 0)))(t)
+	m.Woken(0, Campaigning, 0)
+	d := m.Elected(10, true, at(5))
+	assert.ErrorIs(t, d.Err, ErrNoNewTerm)
+	assert.Zero(t, m.Term())
+}
+
+// electsReleased returns the machine of mk, told that its store has ElectReleased.
+func electsReleased(mk func(t *testing.T) *Machine) func(t *testing.T) *Machine {
+	return func(t *testing.T) *Machine {
+		m := mk(t)
+		m.ElectsReleased(true)
+		return m
+	}
 }
 
 // following returns a machine that has read rec at t0 while campaigning.

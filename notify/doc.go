@@ -10,8 +10,11 @@
 // subscriber and stopped with the last, one per store whatever the number of
 // electors) carries the writes of other processes: LISTEN/NOTIFY on PostgreSQL, the
 // [MySQL] named locks, a watched file for SQLite. A wake-up carries the row version
-// at which the lease was released, when it is known (0 otherwise): the follower
-// then sends its election from that version without reading the row first.
+// at which the lease was released, when it is known: the follower then sends its
+// election from that version without reading the row first. A wake-up without a
+// version (0: a named lock, a handover, a reconnected listener) sends the follower,
+// when its store can, into an election that wins only a released row whatever its
+// version (casleader.ReleasedElector), followed by a read only if that did not win.
 //
 // Notifications are only a speed-up. Followers still read the row when the lease
 // they last observed can expire, and at least every poll interval, so a notifier that
@@ -41,8 +44,10 @@
 // for as long as it leads, and releases it right after its release or handover write
 // returned. Each follower waits for that lock with GET_LOCK on a dedicated connection
 // of its own; the server grants it the moment the leader releases it, or the moment a
-// crashed leader's connection drops, and the follower releases it at once and reads
-// the row (a lock carries no version). A crashed leader's lease still has to expire
+// crashed leader's connection drops; the follower is woken (with no version: a lock
+// carries none) and then releases the lock. A woken elector tries to win the row if
+// it is released (one round trip), and reads it otherwise. A crashed leader's lease
+// still has to expire
 // in database time before anybody can take over: the wake-up only saves the poll. A
 // lock granted at once (the new leader has not taken it yet, or runs without a
 // notifier) is retried after a pause, and after a few such grants the follower stops

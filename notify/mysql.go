@@ -428,7 +428,21 @@ func (m *MySQL) follow(ctx context.Context, key string, rearm <-chan struct{}) {
 		var got sql.NullInt64
 		err := conn.QueryRowContext(wctx, `SELECT GET_LOCK(?, ?)`, name, int(wait/time.Second)).Scan(&got)
 		waited := time.Since(start)
+		woke := false
 		if err == nil && got.Int64 == 1 {
+			if waited > 20*time.Millisecond {
+				// Granted after a real wait: the leader released it, or its
+				// connection dropped. Wake the follower before giving the lock
+				// back, which costs a round trip the follower need not wait for.
+				m.mu.Lock()
+				still := m.armed[key] == term
+				m.mu.Unlock()
+				if still {
+					woke = true
+					m.woken.Add(1)
+					m.hub.Wake(key, 0)
+				}
+			}
 			_, err = conn.ExecContext(ctx, `DO RELEASE_LOCK(?)`, name)
 		}
 		movedElsewhere := false
@@ -473,11 +487,12 @@ func (m *MySQL) follow(ctx context.Context, key string, rearm <-chan struct{}) {
 			continue
 		}
 		if waited > 20*time.Millisecond {
-			// Granted after a real wait: the leader released it, or its connection
-			// dropped. Wake the follower to read the row.
+			// Granted after a real wait: the follower was woken above.
 			quick, quickTerm = 0, 0
-			m.woken.Add(1)
-			m.hub.Wake(key, 0)
+			if !woke {
+				m.woken.Add(1)
+				m.hub.Wake(key, 0)
+			}
 			continue
 		}
 		if galera {

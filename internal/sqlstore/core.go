@@ -31,14 +31,17 @@ type Scanner interface {
 // queries holds one dialect's statements. Arguments are passed in the order given
 // in the comments; each placeholder is used exactly once.
 type queries struct {
-	observe  string // key
-	insert   string // key, id; reports the new term
-	elect    string // id, key, oldVersion, leaseMicros; reports the new term
-	renew    string // newVersion, key, oldVersion, id
-	release  string // newVersion, key, oldVersion, id
-	handover string // to, key, oldVersion, id; reports the new term
-	request  string // newVersion, to, key, oldVersion
-	check    string // (none): selects every column, matches no row
+	observe string // key
+	insert  string // key, id; reports the new term
+	elect   string // id, key, oldVersion, leaseMicros; reports the new term
+	// electReleased: id, key; reports the new term. It wins only a released row
+	// whose version is valid (1 .. store.VersionLimit-2), whatever the version.
+	electReleased string
+	renew         string // newVersion, key, oldVersion, id
+	release       string // newVersion, key, oldVersion, id
+	handover      string // to, key, oldVersion, id; reports the new term
+	request       string // newVersion, to, key, oldVersion
+	check         string // (none): selects every column, matches no row
 
 	// termByLastInsertID: the statements that report a new term do it through
 	// LAST_INSERT_ID(expr) in the reply (MySQL, which has no UPDATE ... RETURNING);
@@ -263,6 +266,33 @@ func (c *Core) Elect(ctx context.Context, key, id string, version int64, lease t
 	term, won, err = c.writeTerm(ctx, c.q.elect, id, key, version, lease.Microseconds())
 	return term, won, c.wrap("elect", key, err)
 }
+
+// ElectReleased makes id the leader of key if its lease is released (the row has no
+// leader), whatever the row's version, and returns the new term, chosen as
+// [Core.Elect] chooses it, which is also the row's new version. It is the election
+// of a follower woken by a release that carries no version (a MySQL named lock): one
+// round trip instead of a read and then [Core.Elect].
+//
+// It is as safe as Elect from the version a read showed released: no clock is
+// involved (a released lease is free for the taking at once), the statement judges
+// the row as it stands when it executes, and once one racer has won, the row has a
+// leader and every other racer's statement changes nothing. A row that is not
+// released (a live lease, a handover) or whose version is invalid is not won.
+func (c *Core) ElectReleased(ctx context.Context, key, id string) (term int64, won bool, err error) {
+	if err := store.ValidateNames(key, id); err != nil {
+		return 0, false, err
+	}
+	if err := c.ready(ctx); err != nil {
+		return 0, false, err
+	}
+	term, won, err = c.writeTerm(ctx, c.q.electReleased, id, key)
+	return term, won, c.wrap("elect released", key, err)
+}
+
+// releasedVersions is the WHERE condition on the version of a row that an
+// election of a released row may take: a version that [decode] accepts and that
+// [store.CheckVersion] lets a write start from. NULL never matches.
+var releasedVersions = fmt.Sprintf(`version > 0 AND version < %d`, store.VersionLimit-1)
 
 // writeTerm runs a write that starts a term and returns the term, or won == false
 // when the write changed no row.

@@ -27,6 +27,9 @@ func mysqlQueries(t, _ string) queries {
 		elect: `UPDATE ` + t + ` SET term = LAST_INSERT_ID(` + mysqlNewTerm + `), version = ` + mysqlNewTerm +
 			`, leader_id = ?, tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +
 			` WHERE elect_key = ? AND version = ? AND (leader_id = '' OR ` + mysqlAge + ` >= ?)`,
+		electReleased: `UPDATE ` + t + ` SET term = LAST_INSERT_ID(` + mysqlNewTerm + `), version = ` + mysqlNewTerm +
+			`, leader_id = ?, tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +
+			` WHERE elect_key = ? AND leader_id = '' AND ` + releasedVersions,
 		renew: `UPDATE ` + t + ` SET version = ?, tick_time = ` + now + `, update_time = ` + now +
 			` WHERE elect_key = ? AND version = ? AND leader_id = ?`,
 		release: `UPDATE ` + t + ` SET version = ?, leader_id = '', tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +

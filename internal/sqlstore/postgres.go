@@ -69,6 +69,9 @@ func postgresQueries(t, table string) queries {
 		elect: `UPDATE ` + t + ` SET version = ` + pgNewTerm + `, term = ` + pgNewTerm +
 			`, leader_id = $1, tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +
 			` WHERE elect_key = $2 AND version = $3 AND (leader_id = '' OR tick_time <= clock_timestamp() - $4::bigint * interval '1 microsecond') RETURNING term`,
+		electReleased: `UPDATE ` + t + ` SET version = ` + pgNewTerm + `, term = ` + pgNewTerm +
+			`, leader_id = $1, tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +
+			` WHERE elect_key = $2 AND leader_id = '' AND ` + releasedVersions + ` RETURNING term`,
 		renew: `UPDATE ` + t + ` SET version = $1, tick_time = ` + now + `, update_time = ` + now +
 			` WHERE elect_key = $2 AND version = $3 AND leader_id = $4`,
 		release: `WITH u AS (UPDATE ` + t + ` SET version = $1, leader_id = '', tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +

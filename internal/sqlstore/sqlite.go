@@ -28,6 +28,8 @@ func sqliteQueries(t, _ string) queries {
 			` VALUES (?, ` + sqliteNow + `, ?, ` + sqliteNow + `, ` + sqliteNow + `, '', 0, ` + sqliteNow + `, ` + sqliteNow + `) ON CONFLICT (elect_key) DO NOTHING RETURNING term`,
 		elect: `UPDATE ` + t + ` SET version = ` + sqliteNewTerm + `, term = ` + sqliteNewTerm + `, leader_id = ?, tick_time = ` + sqliteNow + `, handover_to = '', stepdown = 0, update_time = ` + sqliteNow +
 			` WHERE elect_key = ? AND version = ? AND (leader_id = '' OR ` + sqliteNow + ` - tick_time >= ?) RETURNING term`,
+		electReleased: `UPDATE ` + t + ` SET version = ` + sqliteNewTerm + `, term = ` + sqliteNewTerm + `, leader_id = ?, tick_time = ` + sqliteNow + `, handover_to = '', stepdown = 0, update_time = ` + sqliteNow +
+			` WHERE elect_key = ? AND leader_id = '' AND ` + releasedVersions + ` RETURNING term`,
 		renew: `UPDATE ` + t + ` SET version = ?, tick_time = ` + sqliteNow + `, update_time = ` + sqliteNow +
 			` WHERE elect_key = ? AND version = ? AND leader_id = ?`,
 		release: `UPDATE ` + t + ` SET version = ?, leader_id = '', tick_time = ` + sqliteNow + `, handover_to = '', stepdown = 0, update_time = ` + sqliteNow +

@@ -34,6 +34,7 @@ const (
 	OpObserve         = "observe"
 	OpInsert          = "insert"
 	OpElect           = "elect"
+	OpElectReleased   = "elect released"
 	OpRenew           = "renew"
 	OpRelease         = "release"
 	OpHandover        = "handover"
@@ -216,6 +217,24 @@ func (s *Store) Elect(ctx context.Context, key, id string, version int64, lease 
 			return 0
 		}
 		term := newTerm(version, now)
+		*r = row{version: term, term: term, leader: id, tick: now}
+		return term
+	})
+}
+
+// ElectReleased makes id the leader of key if its lease is released, whatever the
+// row's version (as the SQL stores' ElectReleased: a row with an invalid version is
+// not won). Version and term become the new term, which it returns.
+func (s *Store) ElectReleased(ctx context.Context, key, id string) (term int64, won bool, err error) {
+	if err := validateNames(key, id); err != nil {
+		return 0, false, err
+	}
+	return s.writeTerm(ctx, OpElectReleased, key, func(now time.Time) int64 {
+		r := s.rows[key]
+		if r == nil || r.leader != "" || r.null == "leader_id" || r.version < 1 || store.CheckVersion(r.version) != nil {
+			return 0
+		}
+		term := newTerm(r.version, now)
 		*r = row{version: term, term: term, leader: id, tick: now}
 		return term
 	})

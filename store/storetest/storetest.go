@@ -30,6 +30,7 @@ type Store interface {
 	Observe(ctx context.Context, key string) (rec store.Record, found bool, err error)
 	Insert(ctx context.Context, key, id string) (term int64, inserted bool, err error)
 	Elect(ctx context.Context, key, id string, version int64, lease time.Duration) (term int64, won bool, err error)
+	ElectReleased(ctx context.Context, key, id string) (term int64, won bool, err error)
 	Renew(ctx context.Context, key, id string, version int64) (swapped bool, err error)
 	Release(ctx context.Context, key, id string, version int64) (swapped bool, err error)
 	Handover(ctx context.Context, key, id string, version int64, to string) (term int64, ok bool, err error)
@@ -95,6 +96,7 @@ func Run(t *testing.T, h Harness) {
 		{"ElectWinsAfterLeaseExpiresInDatabaseTime", electWinsAfterLeaseExpiresInDatabaseTime},
 		{"ElectFromStaleVersionLoses", electFromStaleVersionLoses},
 		{"ElectAfterReleaseWinsAtOnce", electAfterReleaseWinsAtOnce},
+		{"ElectReleasedWinsOnlyAReleasedRow", electReleasedWinsOnlyAReleasedRow},
 		{"TwentyRacingElectorsYieldExactlyOneWinner", twentyRacingElectorsYieldExactlyOneWinner},
 		{"TermsOutrunARolledBackRow", termsOutrunARolledBackRow},
 		{"TermsIncreaseWithinOneClockTick", termsIncreaseWithinOneClockTick},
@@ -343,6 +345,76 @@ func electAfterReleaseWinsAtOnce(t *testing.T, h Harness) {
 	assert.Equal(t, term, rec.Term)
 }
 
+// electReleasedWinsOnlyAReleasedRow: the election of a woken follower that does not
+// know the row's version wins a released row whatever its version, in a new term,
+// and nothing else: not a live lease, not an expired one (only Elect judges expiry,
+// by the database clock), not a lease handed over or asked to step down, not a
+// missing row, and not a row that another racer has just won.
+func electReleasedWinsOnlyAReleasedRow(t *testing.T, h Harness) {
+	s, _ := open(t, h)
+	ctx := t.Context()
+
+	term, ok, err := s.ElectReleased(ctx, "missing", "b")
+	noTerm(t, term, ok, err, "ElectReleased on a missing row")
+	_, found, err := s.Observe(ctx, "missing")
+	require.NoError(t, err)
+	assert.False(t, found, "ElectReleased created a row")
+
+	v := insert(t, s, "k", "a")
+	live := observe(t, s, "k")
+	term, ok, err = s.ElectReleased(ctx, "k", "b")
+	noTerm(t, term, ok, err, "ElectReleased on a live lease")
+	unchanged(t, s, live)
+
+	ok, err = s.RequestStepDown(ctx, "k", v, "")
+	won(t, ok, err, "RequestStepDown")
+	asked := observe(t, s, "k")
+	term, ok, err = s.ElectReleased(ctx, "k", "b")
+	noTerm(t, term, ok, err, "ElectReleased on a lease asked to step down")
+	unchanged(t, s, asked)
+
+	ok, err = s.Release(ctx, "k", "a", asked.Version)
+	won(t, ok, err, "Release")
+	released := observe(t, s, "k")
+	require.True(t, released.Released())
+	start := time.Now()
+	term, ok, err = s.ElectReleased(ctx, "k", "b")
+	elapsed := time.Since(start)
+	term = newTerm(t, term, ok, err, released.Version, "ElectReleased on a released row")
+	rec := observe(t, s, "k")
+	assert.Equal(t, "b", rec.LeaderID)
+	assert.Equal(t, term, rec.Version, "the reported term is the row's new version")
+	assert.Equal(t, term, rec.Term)
+	assert.Empty(t, rec.HandoverTo)
+	assert.False(t, rec.StepDown)
+	assert.Less(t, rec.Age, elapsed+freshAge, "ElectReleased writes a fresh tick_time")
+	assert.False(t, rec.Expired(longLease))
+
+	term2, ok, err := s.ElectReleased(ctx, "k", "c")
+	noTerm(t, term2, ok, err, "ElectReleased after another won")
+	// The winner leads from the term it was given.
+	ok, err = s.Renew(ctx, "k", "b", term)
+	won(t, ok, err, "Renew from the term ElectReleased reported")
+
+	// An expired lease that was not released is left to Elect, which judges its
+	// age by the database clock.
+	v = insert(t, s, "expired", "dead")
+	time.Sleep(outlive)
+	expired := observe(t, s, "expired")
+	require.True(t, expired.Expired(shortLease))
+	term, ok, err = s.ElectReleased(ctx, "expired", "b")
+	noTerm(t, term, ok, err, "ElectReleased on an expired lease that was not released")
+	unchanged(t, s, expired)
+
+	// A lease handed over names its new leader: it is not released.
+	term, ok, err = s.Handover(ctx, "expired", "dead", v, "c")
+	newTerm(t, term, ok, err, v, "Handover")
+	handed := observe(t, s, "expired")
+	term, ok, err = s.ElectReleased(ctx, "expired", "b")
+	noTerm(t, term, ok, err, "ElectReleased on a lease handed over")
+	unchanged(t, s, handed)
+}
+
 func twentyRacingElectorsYieldExactlyOneWinner(t *testing.T, h Harness) {
 	s, _ := open(t, h)
 	ctx := t.Context()
@@ -395,6 +467,18 @@ func twentyRacingElectorsYieldExactlyOneWinner(t *testing.T, h Harness) {
 		assert.Equal(t, winners[0].term, rec.Version)
 		assert.Equal(t, winners[0].term, rec.Term)
 		assert.Greater(t, rec.Term, v)
+	})
+	t.Run("ElectReleasedOnAReleasedRow", func(t *testing.T) {
+		v := insert(t, s, "released", "gone")
+		ok, err := s.Release(ctx, "released", "gone", v)
+		won(t, ok, err, "Release")
+		winners := race(t, func(id string) (int64, bool, error) { return s.ElectReleased(ctx, "released", id) })
+		require.Len(t, winners, 1, "winners: %v", winners)
+		rec := observe(t, s, "released")
+		assert.Equal(t, winners[0].id, rec.LeaderID)
+		assert.Equal(t, winners[0].term, rec.Version, "the reported term is the row's new version")
+		assert.Equal(t, winners[0].term, rec.Term)
+		assert.Greater(t, rec.Term, v+1, "the new term is above the released version")
 	})
 	t.Run("InsertOnAMissingRow", func(t *testing.T) {
 		winners := race(t, func(id string) (int64, bool, error) { return s.Insert(ctx, "insert", id) })
@@ -507,6 +591,19 @@ func versionsStopBeforeTheyCanWrap(t *testing.T, h Harness) {
 		_, _, err = s.Elect(ctx, "near", "b", rec.Version, 0)
 		limitError(err, "Elect to the limit")
 		assert.Equal(t, store.VersionLimit-1, observe(t, s, "near").Version, "a refused write changed the row")
+	})
+	t.Run("ElectReleasedBelowTheLimit", func(t *testing.T) {
+		insert(t, s, "released", "a")
+		h.Corrupt(t, table, "released", NearVersionLimit)
+		ok, err := s.Release(ctx, "released", "a", store.VersionLimit-2)
+		won(t, ok, err, "Release to the last version below the limit")
+		before := observe(t, s, "released")
+		require.Equal(t, store.VersionLimit-1, before.Version)
+		// The version is not named, so the write cannot be refused beforehand: it
+		// must not win (the next read reports the row).
+		term, ok, err := s.ElectReleased(ctx, "released", "b")
+		noTerm(t, term, ok, err, "ElectReleased to the limit")
+		unchanged(t, s, before)
 	})
 }
 
@@ -826,6 +923,8 @@ func invalidArgumentsAreRefused(t *testing.T, h Harness) {
 			}{
 				{"Elect with the key", third(s.Elect(ctx, tc.bad, "a", v, 0))},
 				{"Elect with the ID", third(s.Elect(ctx, key, tc.bad, v, 0))},
+				{"ElectReleased with the key", third(s.ElectReleased(ctx, tc.bad, "a"))},
+				{"ElectReleased with the ID", third(s.ElectReleased(ctx, key, tc.bad))},
 				{"Renew with the key", second(s.Renew(ctx, tc.bad, "a", v))},
 				{"Renew with the ID", second(s.Renew(ctx, key, tc.bad, v))},
 				{"Release with the key", second(s.Release(ctx, tc.bad, "a", v))},
