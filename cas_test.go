@@ -296,7 +296,9 @@ func TestProtocol(t *testing.T) {
 				e := newEnv(t, d)
 				var cs []*candidate
 				for i := range 20 {
-					cs = append(cs, e.start("herd", fmt.Sprintf("c%02d", i), nil))
+					// Patient timings: twenty candidates on two cores must not turn a
+					// stalled renewal into a change of leader while they settle.
+					cs = append(cs, e.start("herd", fmt.Sprintf("c%02d", i), patient))
 				}
 				stop := watchSingleLeader(t, cs)
 				waitLeader(t, cs...)
