@@ -371,27 +371,15 @@ func (q mysqlBatch) insertMany(n int) (string, string) {
 		` SELECT d.k, ` + mysqlEpochMicros + `, ?, ` + mysqlEpochMicros + `, NOW(6), '', 0, NOW(6), NOW(6) FROM (` + derived + `) AS d`, q.readBack(n)
 }
 
-// --- PostgreSQL: UPDATE … FROM unnest($2::text[], $3::bigint[]) … RETURNING, one primary-key probe per key.
+// --- PostgreSQL: UPDATE … FROM unnest($2::text[], $3::bigint[]) … RETURNING.
 
 type postgresBatch struct{ t, notify string }
 
-// The batched statements find each key through the primary key, one index probe
-// per key driven by the unnest of the keys, whatever the size of the table. With a
-// plain `e.elect_key = v.k AND e.version = v.ver` (or `elect_key = ANY($1)`) the
-// planner may instead join by hashing the whole table (or filter a sequential
-// scan): it did for 1,000 keys in a table of 100,000 rows, which made each batch
-// cost O(rows) and a round of renewals O(rows²/batch). Comparing through
-// `= ANY (ARRAY[v.k])` leaves no clause a hash or merge join can use, so the only
-// join is a nested loop whose inner side is a parameterized primary-key scan,
-// with no session setting (a SET LOCAL would need a transaction per batch) and on
-// every PostgreSQL version. TestPostgresBatchesProbeThePrimaryKey EXPLAINs them.
-
 func (q postgresBatch) observeMany(int) string {
-	return `SELECT e.elect_key, e.version, e.leader_id, e.term, ` + pgAge + `, e.handover_to, e.stepdown FROM unnest($1::text[]) AS v(k)` +
-		` JOIN ` + q.t + ` AS e ON e.elect_key = ANY (ARRAY[v.k])`
+	return `SELECT elect_key, version, leader_id, term, ` + pgAge + `, handover_to, stepdown FROM ` + q.t + ` WHERE elect_key = ANY($1::text[])`
 }
 
-const pgFrom = ` FROM unnest($2::text[], $3::bigint[]) AS v(k, ver) WHERE e.elect_key = ANY (ARRAY[v.k]) AND e.version = ANY (ARRAY[v.ver])`
+const pgFrom = ` FROM unnest($2::text[], $3::bigint[]) AS v(k, ver) WHERE e.elect_key = v.k AND e.version = v.ver`
 
 func (q postgresBatch) renewMany(int) (string, string) {
 	return `UPDATE ` + q.t + ` AS e SET version = e.version + 1, tick_time = clock_timestamp(), update_time = clock_timestamp()` +
