@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -168,6 +169,10 @@ func (c *Core) batchCAS(ctx context.Context, op, id string, kvs []store.KeyVersi
 			return nil, err
 		}
 	}
+	// One lock order for every writer: PostgreSQL locks the rows of a batch in the
+	// order of its key array (see pgFrom), so two batches that share keys in
+	// opposite orders would deadlock each other.
+	slices.SortFunc(uniq, func(a, b store.KeyVersion) int { return strings.Compare(a.Key, b.Key) })
 	if err := c.ready(ctx); err != nil {
 		return nil, err
 	}
@@ -376,14 +381,30 @@ func (q mysqlBatch) insertMany(n int) (string, string) {
 type postgresBatch struct{ t, notify string }
 
 func (q postgresBatch) observeMany(int) string {
-	return `SELECT elect_key, version, leader_id, term, ` + pgAge + `, handover_to, stepdown FROM ` + q.t + ` WHERE elect_key = ANY($1::text[])`
+	return `SELECT elect_key, version, leader_id, term, ` + pgAge + `, handover_to, stepdown FROM unnest($1::text[]) AS v(k) JOIN ` + q.t + ` AS e ON e.elect_key = ANY (ARRAY[v.k])`
 }
 
-const pgFrom = ` FROM unnest($2::text[], $3::bigint[]) AS v(k, ver) WHERE e.elect_key = v.k AND e.version = v.ver`
+// pgFrom joins the table to the batch's (key, version) pairs. The comparisons go
+// through one-element arrays on purpose: they give the planner no join clause to
+// hash or merge on, so the plan is a nested loop over the batch with a probe of the
+// primary key per key, whatever the size of the table. With a plain equality the
+// planner picks a hash join over a scan of the whole table once a batch holds a few
+// hundred keys (270 ms against 24 ms for 1,000 keys of a 100,000-row table). Rows
+// are then locked in the order of the array: batchCAS sorts it. The batched read
+// joins the same way (a plain = ANY($1) reads the whole table once a batch holds a
+// few hundred keys: 11.6 ms against 2.6 ms for 1,000 keys of 100,000 rows).
+const pgFrom = ` FROM unnest($2::text[], $3::bigint[]) AS v(k, ver) WHERE e.elect_key = ANY (ARRAY[v.k]) AND e.version = ANY (ARRAY[v.ver])`
+
+// pgHeldBy requires the row to be led by the caller ($1). It is written as a join
+// condition (it names v) on purpose: as a filter on the table alone, the planner
+// estimates its rows from the statistics, where a leader ID that started after the
+// last ANALYZE leads no row, and then drives the join from a scan of the whole table
+// filtered on it. v.k is never NULL (keys are validated), so the OR never matches.
+const pgHeldBy = ` AND (e.leader_id = $1 OR v.k IS NULL)`
 
 func (q postgresBatch) renewMany(int) (string, string) {
 	return `UPDATE ` + q.t + ` AS e SET version = e.version + 1, tick_time = clock_timestamp(), update_time = clock_timestamp()` +
-		pgFrom + ` AND e.leader_id = $1 RETURNING e.elect_key`, ""
+		pgFrom + pgHeldBy + ` RETURNING e.elect_key`, ""
 }
 
 func (q postgresBatch) electMany(int) (string, string) {
@@ -393,7 +414,7 @@ func (q postgresBatch) electMany(int) (string, string) {
 
 func (q postgresBatch) releaseMany(int) (string, string) {
 	return `WITH u AS (UPDATE ` + q.t + ` AS e SET version = e.version + 1, leader_id = '', tick_time = clock_timestamp(), handover_to = '', stepdown = 0, update_time = clock_timestamp()` +
-		pgFrom + ` AND e.leader_id = $1 RETURNING e.elect_key) ` + q.notify, ""
+		pgFrom + pgHeldBy + ` RETURNING e.elect_key) ` + q.notify, ""
 }
 
 func (q postgresBatch) insertMany(int) (string, string) {

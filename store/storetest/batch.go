@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -43,6 +44,7 @@ func RunBatch(t *testing.T, h Harness) {
 		{"ElectManyTermsOutrunARolledBackRow", electManyTermsOutrunARolledBackRow},
 		{"ReleaseManyReleasesOnlyHeldKeys", releaseManyReleasesOnlyHeld},
 		{"RacingBatchElectorsYieldOneWinnerPerKey", racingBatchElectors},
+		{"BatchesOfOneKeySetInAnyOrderNeverDeadlock", batchesInAnyOrderNeverDeadlock},
 		{"MaxBatchOfHostileKeys", maxBatchOfHostileKeys},
 		{"OversizedBatchIsRefused", oversizedBatchIsRefused},
 	} {
@@ -331,6 +333,67 @@ func racingBatchElectors(t *testing.T, s batchStore) {
 		assert.Equal(t, got[k].Term, got[k].Version, "key %q", k)
 		assert.Greater(t, got[k].Term, first[k], "key %q", k)
 	}
+}
+
+// batchesInAnyOrderNeverDeadlock races candidates that elect the same keys over and
+// over, each passing them in its own order (ascending, descending, shuffled): a store
+// that locked rows in the order it was given them would deadlock two of them (on
+// PostgreSQL, SQLSTATE 40P01). Every call must succeed, and no term of a key may be
+// won twice.
+func batchesInAnyOrderNeverDeadlock(t *testing.T, s batchStore) {
+	ctx := t.Context()
+	const nKeys, nCandidates, rounds = 200, 4, 15
+	keys := make([]string, nKeys)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("key-%03d", i)
+	}
+	_, err := s.InsertMany(ctx, "first", keys)
+	require.NoError(t, err)
+	var mu sync.Mutex
+	won := map[store.Won]string{} // key and term (Since zeroed) -> winner
+	wins := 0
+	var wg sync.WaitGroup
+	for c := range nCandidates {
+		id := fmt.Sprintf("c%d", c)
+		rng := rand.New(rand.NewPCG(uint64(c), 1))
+		wg.Go(func() {
+			for range rounds {
+				got, err := s.ObserveMany(ctx, keys)
+				if !assert.NoError(t, err, id) {
+					return
+				}
+				from := make([]store.KeyVersion, 0, nKeys)
+				for _, k := range keys {
+					from = append(from, kv(k, got[k].Version))
+				}
+				switch c {
+				case 0:
+				case 1:
+					slices.Reverse(from)
+				default:
+					rng.Shuffle(len(from), func(i, j int) { from[i], from[j] = from[j], from[i] })
+				}
+				// A lease of 1µs: every row is expired, so a candidate wins each key
+				// whose version it read first.
+				ws, err := s.ElectMany(ctx, id, from, time.Microsecond)
+				if !assert.NoError(t, err, "%s: racing batched elections must not fail", id) {
+					return
+				}
+				mu.Lock()
+				for _, w := range ws {
+					w.Since = time.Time{}
+					if prev, dup := won[w]; dup {
+						t.Errorf("key %q term %d won by %s and %s", w.Key, w.Term, prev, id)
+					}
+					won[w] = id
+					wins++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	assert.GreaterOrEqual(t, wins, nKeys, "the candidates won fewer keys than one round holds")
 }
 
 func maxBatchOfHostileKeys(t *testing.T, s batchStore) {
