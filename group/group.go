@@ -77,6 +77,14 @@ type Store interface {
 	Handover(ctx context.Context, key, id string, version int64, to string) (term int64, ok bool, err error)
 }
 
+// releasedElector is the part of a store that elects a released row without naming
+// its version (the dialect stores' ElectReleased): a key woken without a version
+// (a MySQL named lock granted) is then elected in one round trip, without a read
+// first. A Store without it reads the key first.
+type releasedElector interface {
+	ElectReleased(ctx context.Context, key, id string) (term int64, won bool, err error)
+}
+
 // Notifier wakes followers when a lease may have been given up. It has the methods
 // of casleader.Notifier, so the same notifiers serve a group too (the dialect
 // stores' built-in wake-ups, which [New] uses when Config.Notifier is nil, and
@@ -543,6 +551,7 @@ type run struct {
 	draining []draining     // ends of terms whose work has not returned yet
 	work     sync.WaitGroup // OnStartedLeading goroutines
 	woken    []*state       // keys to elect from the version their wake-up carried (Candidate)
+	released []*state       // keys woken without a version, to elect if released (Candidate)
 }
 
 // noteSkew publishes the clock skew shown by one batched read, and warns when it is
@@ -607,6 +616,8 @@ func (r *run) takeRequests(ctx context.Context) {
 			}
 			g.mu.Unlock()
 			s = &state{key: k, sh: sh, m: cas.New(g.cfg.ID, g.cfg.LeaseDuration, g.cfg.RenewDeadline), nextLook: now}
+			_, electsReleased := g.st.(releasedElector)
+			s.m.ElectsReleased(electsReleased)
 			if n := g.cfg.Notifier; n != nil {
 				s.unsubscribe = n.Subscribe(k, func(v int64) { g.wakeAt(k, v) })
 			}
@@ -631,13 +642,17 @@ func (r *run) takeRequests(ctx context.Context) {
 		if s == nil || s.m.Role() != cas.Follower {
 			continue
 		}
-		// A release that carries its version is elected from at once (the
-		// machine decides); anything else is read now.
-		if s.m.Woken(v, r.participation(s, now), s.failures).Action == cas.Campaign {
+		// A release that carries its version is elected from at once, one without
+		// it by an election that wins only a released row, where the store has
+		// one (the machine decides); anything else is read now.
+		switch s.m.Woken(v, r.participation(s, now), s.failures).Action {
+		case cas.Campaign:
 			r.woken = append(r.woken, s)
-			continue
+		case cas.CampaignReleased:
+			r.released = append(r.released, s)
+		default:
+			s.nextLook = now
 		}
-		s.nextLook = now
 	}
 	r.end(ctx, ends)
 }
@@ -1065,6 +1080,14 @@ func (r *run) follow(ctx context.Context) error {
 			return err
 		}
 	}
+	if len(r.released) > 0 {
+		// Woken without a version: elected if released, without a read.
+		released := r.released
+		r.released = nil
+		if err := r.electReleased(ctx, released); err != nil {
+			return err
+		}
+	}
 	var due []*state
 	ready := false
 	// Keys due within half a heartbeat are read with those due now: per-key jitter
@@ -1165,44 +1188,6 @@ func jitter(poll time.Duration) time.Duration {
 // its first renewal is made from.
 func (r *run) campaign(ctx context.Context, create, elect []*state) error {
 	g := r.g
-	// after hands a batch's replies to the machines.
-	after := func(ss []*state, rep wonReply, won func(*state, int64, time.Time) cas.Decision) error {
-		now := time.Now()
-		byKey := make(map[string]store.Won, len(rep.won))
-		for _, w := range rep.won {
-			byKey[w.Key] = w
-		}
-		for _, s := range ss {
-			w, ok := byKey[s.key]
-			switch {
-			case rep.err != nil:
-				// Unknown outcome: the next read settles it (an own lease is adopted).
-				s.m.Unsettled()
-			case ok:
-				d := won(s, w.Term, w.Since)
-				if d.Action == cas.Lead {
-					s.failures = 0
-					r.startLeading(ctx, s, now)
-					continue
-				}
-				if d.Err != nil {
-					g.cfg.Logger.Error("casleader group: not leading: "+d.Err.Error(), "key", s.key, "error", d.Err)
-				}
-			default:
-				won(s, 0, rep.sent) // lost
-			}
-			// Lost, unknown, or without a term: look again soon; an own lease is
-			// adopted then, with the row's term. Soon, but never in a tight loop:
-			// a row that keeps looking free to reads and refusing writes is read
-			// after waits that double up to the poll interval.
-			s.failures++
-			s.nextLook = now.Add(retry.Backoff(s.failures, 10*time.Millisecond, g.cfg.PollInterval) + jitter(g.cfg.PollInterval))
-		}
-		if rep.err != nil && !errors.Is(rep.err, store.ErrDeployment) {
-			g.cfg.Logger.Warn("casleader group: batched election failed; the next read settles it", "keys", len(ss), "error", rep.err)
-		}
-		return rep.err
-	}
 	err := parallel(r, keyBatches(create, g.cfg.BatchSize), func(b keyBatch) wonReply {
 		rctx, cancel := context.WithTimeout(ctx, g.cfg.RenewDeadline)
 		defer cancel()
@@ -1211,8 +1196,8 @@ func (r *run) campaign(ctx context.Context, create, elect []*state) error {
 		g.statements.Add(1)
 		return wonReply{won: won, sent: sent, err: err}
 	}, func(b keyBatch, rep wonReply) error {
-		return after(b.ss, rep, func(s *state, term int64, sent time.Time) cas.Decision {
-			return s.m.Created(term, true, sent)
+		return r.applyWon(ctx, b.ss, rep, func(s *state, term int64, won bool, sent time.Time) cas.Decision {
+			return s.m.Created(term, won, sent)
 		})
 	})
 	if err != nil {
@@ -1234,10 +1219,75 @@ func (r *run) campaign(ctx context.Context, create, elect []*state) error {
 		g.statements.Add(1)
 		return wonReply{won: won, sent: sent, err: err}
 	}, func(j kvBatch, rep wonReply) error {
-		return after(j.ss, rep, func(s *state, term int64, sent time.Time) cas.Decision {
-			return s.m.Elected(term, true, sent)
+		return r.applyWon(ctx, j.ss, rep, func(s *state, term int64, won bool, sent time.Time) cas.Decision {
+			return s.m.Elected(term, won, sent)
 		})
 	})
+}
+
+// electReleased sends, for each key woken without a version, the store's election
+// that wins only a released row: one statement per key (wake-ups come one key at a
+// time), Parallel at once.
+func (r *run) electReleased(ctx context.Context, ss []*state) error {
+	g := r.g
+	el := g.st.(releasedElector) // the machines ask for it only when the store has it
+	return parallel(r, ss, func(s *state) wonReply {
+		rctx, cancel := context.WithTimeout(ctx, g.cfg.RenewDeadline)
+		defer cancel()
+		sent := time.Now()
+		term, ok, err := el.ElectReleased(rctx, s.key, g.cfg.ID)
+		g.statements.Add(1)
+		rep := wonReply{sent: sent, err: err}
+		if ok {
+			rep.won = []store.Won{{Key: s.key, Term: term, Since: sent}}
+		}
+		return rep
+	}, func(s *state, rep wonReply) error {
+		return r.applyWon(ctx, []*state{s}, rep, func(s *state, term int64, won bool, sent time.Time) cas.Decision {
+			return s.m.Elected(term, won, sent)
+		})
+	})
+}
+
+// applyWon hands the reply of an election or insert of the keys ss to their machines:
+// won, lost, or unknown (an error: the next read settles it).
+func (r *run) applyWon(ctx context.Context, ss []*state, rep wonReply, won func(s *state, term int64, won bool, sent time.Time) cas.Decision) error {
+	g := r.g
+	now := time.Now()
+	byKey := make(map[string]store.Won, len(rep.won))
+	for _, w := range rep.won {
+		byKey[w.Key] = w
+	}
+	for _, s := range ss {
+		w, ok := byKey[s.key]
+		switch {
+		case rep.err != nil:
+			// Unknown outcome: the next read settles it (an own lease is adopted).
+			s.m.Unsettled()
+		case ok:
+			d := won(s, w.Term, true, w.Since)
+			if d.Action == cas.Lead {
+				s.failures = 0
+				r.startLeading(ctx, s, now)
+				continue
+			}
+			if d.Err != nil {
+				g.cfg.Logger.Error("casleader group: not leading: "+d.Err.Error(), "key", s.key, "error", d.Err)
+			}
+		default:
+			won(s, 0, false, rep.sent) // lost
+		}
+		// Lost, unknown, or without a term: look again soon; an own lease is
+		// adopted then, with the row's term. Soon, but never in a tight loop:
+		// a row that keeps looking free to reads and refusing writes is read
+		// after waits that double up to the poll interval.
+		s.failures++
+		s.nextLook = now.Add(retry.Backoff(s.failures, 10*time.Millisecond, g.cfg.PollInterval) + jitter(g.cfg.PollInterval))
+	}
+	if rep.err != nil && !errors.Is(rep.err, store.ErrDeployment) {
+		g.cfg.Logger.Warn("casleader group: election failed; the next read settles it", "keys", len(ss), "error", rep.err)
+	}
+	return rep.err
 }
 
 // end sends the releases and handovers of terms that have stopped acting: batched
@@ -1416,9 +1466,6 @@ func (r *run) stopAll(ctx context.Context) {
 				ends = append(ends, e)
 			}
 		}
-		if s.unsubscribe != nil {
-			s.unsubscribe()
-		}
 	}
 	if r.g.cfg.KeepLeaseOnExit {
 		for _, e := range ends {
@@ -1442,6 +1489,15 @@ func (r *run) stopAll(ctx context.Context) {
 		case <-t.C:
 		}
 		t.Stop()
+	}
+	// Only now that every release has returned: the last unsubscription stops the
+	// listener, and a MySQL listener that stops gives up the named locks of the
+	// keys it led, which wakes their followers. Before the releases, those
+	// followers would find the rows still leased and fall back to reading them.
+	for _, s := range r.states {
+		if s.unsubscribe != nil {
+			s.unsubscribe()
+		}
 	}
 	work := make(chan struct{})
 	go func() {
