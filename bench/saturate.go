@@ -296,7 +296,7 @@ func saturate(ctx context.Context, sys *casSystem, load loadTool, base, dur time
 	}()
 	start := time.Now()
 	lease := 15 * time.Second
-	var failovers []time.Duration
+	var failovers, afterExpiry []time.Duration
 	failed, restarts := 0, 0
 	for time.Since(start) < dur-2*lease && ctx.Err() == nil {
 		// The candidate leading the most keys, once it has led them for a heartbeat.
@@ -320,6 +320,17 @@ func saturate(ctx context.Context, sys *casSystem, load loadTool, base, dur time
 			}
 		}
 		cands, gone = rest, append(gone, victim)
+		// The dead leader's last write of each key, by the database clock: its
+		// lease expires L after it, and the next leader's winning write is judged
+		// against that (the part of a failover the election controls).
+		lastTick := map[string]time.Time{}
+		if sys.executed != nil {
+			for _, k := range held {
+				if at, err := sys.executed(ctx, k); err == nil {
+					lastTick[k] = at
+				}
+			}
+		}
 		pending := map[string]bool{}
 		for _, k := range held {
 			pending[k] = true
@@ -330,6 +341,11 @@ func saturate(ctx context.Context, sys *casSystem, load loadTool, base, dur time
 					if c.g.IsLeader(k) {
 						failovers = append(failovers, time.Since(t0))
 						delete(pending, k)
+						if last, ok := lastTick[k]; ok {
+							if won, err := sys.executed(ctx, k); err == nil {
+								afterExpiry = append(afterExpiry, won.Sub(last)-lease)
+							}
+						}
 						break
 					}
 				}
@@ -374,6 +390,14 @@ func saturate(ctx context.Context, sys *casSystem, load loadTool, base, dur time
 	r.Values["failover_p50_ms"] = ms(percentile(failovers, 0.5))
 	r.Values["failover_p99_ms"] = ms(percentile(failovers, 0.99))
 	r.Values["failover_max_ms"] = ms(percentile(failovers, 1))
+	// From the dead leader's lease expiry (its last write + L) to the next leader's
+	// winning write, both by the database clock.
+	if len(afterExpiry) > 0 {
+		r.Values["after_expiry_keys"] = float64(len(afterExpiry))
+		r.Values["after_expiry_p50_ms"] = ms(percentile(afterExpiry, 0.5))
+		r.Values["after_expiry_p99_ms"] = ms(percentile(afterExpiry, 0.99))
+		r.Values["after_expiry_max_ms"] = ms(percentile(afterExpiry, 1))
+	}
 	r.Values["lease_ms"] = ms(lease)
 	waits.mu.Lock()
 	r.Values["wait_samples"] = float64(waits.samples)
