@@ -33,6 +33,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"syscall"
@@ -63,6 +64,7 @@ func main() {
 	childTable := flag.String("child-table", "", "with -child: the election table")
 	childKey := flag.String("child-key", "", "with -child: the election key")
 	childID := flag.String("child-id", "", "with -child: the candidate ID")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (in a scale run, the leader) to this file")
 	flag.Parse()
 	if *child {
 		childMain(*childDB, *childTable, *childKey, *childID, benchTiming())
@@ -96,6 +98,15 @@ func main() {
 	if *followJSON != "" {
 		check(follow(ctx, d, *followJSON))
 		return
+	}
+	if *cpuProfile != "" {
+		pf, err := os.Create(*cpuProfile)
+		check(err)
+		check(pprof.StartCPUProfile(pf))
+		defer func() {
+			pprof.StopCPUProfile()
+			check(pf.Close())
+		}()
 	}
 	dir, err := os.MkdirTemp("", "casleader-bench-sqlite-")
 	if err != nil {
@@ -328,6 +339,9 @@ func main() {
 	check(svg(filepath.Join(*out, "handover.svg"), "Graceful handover: the leader resigns; the next one wins", handTL))
 	if len(broken) > 0 {
 		fmt.Fprintf(os.Stderr, "bench: broken runs:\n  %s\n", strings.Join(broken, "\n  "))
+		if *cpuProfile != "" {
+			pprof.StopCPUProfile()
+		}
 		os.Exit(1)
 	}
 }
