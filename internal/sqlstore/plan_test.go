@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -102,8 +103,8 @@ func TestBatchesProbeThePrimaryKey(t *testing.T) {
 	}
 }
 
-// explain returns the lines of the first column of query's rows.
-func explain(t *testing.T, db *sql.DB, query string, args []any) [][]sql.NullString {
+// explain returns the column names and the rows of query's reply.
+func explain(t *testing.T, db *sql.DB, query string, args []any) ([]string, [][]sql.NullString) {
 	t.Helper()
 	rows, err := db.QueryContext(t.Context(), query, args...)
 	require.NoError(t, err, "%s", query)
@@ -122,12 +123,13 @@ func explain(t *testing.T, db *sql.DB, query string, args []any) [][]sql.NullStr
 	}
 	require.NoError(t, rows.Err())
 	require.NotEmpty(t, out, "no plan for %s", query)
-	return out
+	return cols, out
 }
 
 func postgresScans(t *testing.T, db *sql.DB, table string, st sqlstore.Statement) []string {
 	var scans []string
-	for _, row := range explain(t, db, "EXPLAIN "+st.Query, st.Args) {
+	_, rows := explain(t, db, "EXPLAIN "+st.Query, st.Args)
+	for _, row := range rows {
 		line := row[0].String
 		t.Logf("%s: %s", st.Name, line)
 		if strings.Contains(line, "Seq Scan on "+table) || strings.Contains(line, `Seq Scan on "`+table+`"`) {
@@ -140,38 +142,20 @@ func postgresScans(t *testing.T, db *sql.DB, table string, st sqlstore.Statement
 // mysqlScans reads EXPLAIN's tabular plan: a row of the table whose access type is
 // ALL reads every row.
 func mysqlScans(t *testing.T, db *sql.DB, table string, st sqlstore.Statement) []string {
-	rows, err := db.QueryContext(t.Context(), "EXPLAIN "+st.Query, st.Args...)
-	require.NoError(t, err, "%s", st.Query)
-	defer rows.Close()
-	cols, err := rows.Columns()
-	require.NoError(t, err)
+	cols, rows := explain(t, db, "EXPLAIN "+st.Query, st.Args)
 	col := func(name string) int {
-		for i, c := range cols {
-			if c == name {
-				return i
-			}
-		}
-		t.Fatalf("EXPLAIN has no column %q: %v", name, cols)
-		return -1
+		i := slices.Index(cols, name)
+		require.GreaterOrEqual(t, i, 0, "EXPLAIN has no column %q: %v", name, cols)
+		return i
 	}
 	ti, ty := col("table"), col("type")
 	var scans []string
-	n := 0
-	for rows.Next() {
-		row := make([]sql.NullString, len(cols))
-		dest := make([]any, len(cols))
-		for i := range row {
-			dest[i] = &row[i]
-		}
-		require.NoError(t, rows.Scan(dest...))
-		n++
+	for _, row := range rows {
 		t.Logf("%s: %v", st.Name, row)
 		if row[ti].String == table && row[ty].String == "ALL" {
 			scans = append(scans, fmt.Sprint(row))
 		}
 	}
-	require.NoError(t, rows.Err())
-	require.NotZero(t, n, "no plan for %s", st.Query)
 	return scans
 }
 
@@ -179,7 +163,8 @@ func mysqlScans(t *testing.T, db *sql.DB, table string, st sqlstore.Statement) [
 // an index.
 func sqliteScans(t *testing.T, db *sql.DB, table string, st sqlstore.Statement) []string {
 	var scans []string
-	for _, row := range explain(t, db, "EXPLAIN QUERY PLAN "+st.Query, st.Args) {
+	_, rows := explain(t, db, "EXPLAIN QUERY PLAN "+st.Query, st.Args)
+	for _, row := range rows {
 		detail := row[len(row)-1].String
 		t.Logf("%s: %s", st.Name, detail)
 		if detail == "SCAN "+table || strings.HasPrefix(detail, "SCAN "+table+" ") {
