@@ -201,6 +201,8 @@ type Stats struct {
 type Group struct {
 	cfg Config
 	st  Store
+	// electsReleased: st has ElectReleased (see releasedElector).
+	electsReleased bool
 
 	mu   sync.RWMutex
 	keys map[string]*shared // every key of the group, for IsLeader and Token
@@ -301,6 +303,7 @@ func New(st Store, cfg Config) (*Group, error) {
 		return nil, bad("Parallel (%d) must be positive", cfg.Parallel)
 	}
 	g := &Group{cfg: cfg, st: st, keys: map[string]*shared{}, wakeup: map[string]int64{}, poke: make(chan struct{}, 1)}
+	_, g.electsReleased = st.(releasedElector)
 	if err := g.Add(cfg.Keys...); err != nil {
 		return nil, fmt.Errorf("%w: Keys: %w", ErrInvalidConfig, err)
 	}
@@ -616,8 +619,7 @@ func (r *run) takeRequests(ctx context.Context) {
 			}
 			g.mu.Unlock()
 			s = &state{key: k, sh: sh, m: cas.New(g.cfg.ID, g.cfg.LeaseDuration, g.cfg.RenewDeadline), nextLook: now}
-			_, electsReleased := g.st.(releasedElector)
-			s.m.ElectsReleased(electsReleased)
+			s.m.ElectsReleased(g.electsReleased)
 			if n := g.cfg.Notifier; n != nil {
 				s.unsubscribe = n.Subscribe(k, func(v int64) { g.wakeAt(k, v) })
 			}
@@ -1219,9 +1221,7 @@ func (r *run) campaign(ctx context.Context, create, elect []*state) error {
 		g.statements.Add(1)
 		return wonReply{won: won, sent: sent, err: err}
 	}, func(j kvBatch, rep wonReply) error {
-		return r.applyWon(ctx, j.ss, rep, func(s *state, term int64, won bool, sent time.Time) cas.Decision {
-			return s.m.Elected(term, won, sent)
-		})
+		return r.applyWon(ctx, j.ss, rep, elected)
 	})
 }
 
@@ -1243,10 +1243,13 @@ func (r *run) electReleased(ctx context.Context, ss []*state) error {
 		}
 		return rep
 	}, func(s *state, rep wonReply) error {
-		return r.applyWon(ctx, []*state{s}, rep, func(s *state, term int64, won bool, sent time.Time) cas.Decision {
-			return s.m.Elected(term, won, sent)
-		})
+		return r.applyWon(ctx, []*state{s}, rep, elected)
 	})
+}
+
+// elected hands a key's election reply to its machine (for applyWon).
+func elected(s *state, term int64, won bool, sent time.Time) cas.Decision {
+	return s.m.Elected(term, won, sent)
 }
 
 // applyWon hands the reply of an election or insert of the keys ss to their machines:
