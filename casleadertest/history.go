@@ -88,6 +88,12 @@ type History struct {
 	// ClockOffsets holds, per candidate started, how far its CLOCK_MONOTONIC and
 	// CLOCK_BOOTTIME were ahead of the host's (0: not offset).
 	ClockOffsets []time.Duration
+	// Unled holds the waits for a leader to hit, before a trial and with no fault
+	// active, that outlasted the liveness bound: the database did not answer the
+	// candidates within the renew deadline for reasons the harness did not cause (a
+	// stalled server, a starved machine). The design promises liveness only while
+	// the database answers, so these are reported, not judged.
+	Unled []time.Duration
 }
 
 // Bounds are the timing parameters the checker judges liveness with.
@@ -143,6 +149,8 @@ type Report struct {
 	FailoversByKind map[string][]time.Duration
 	// ClockOffsets is History.ClockOffsets.
 	ClockOffsets []time.Duration
+	// Unled is History.Unled.
+	Unled []time.Duration
 }
 
 // onKey names the violation's key for the report ("" if it has none).
@@ -216,6 +224,7 @@ func Check(h History, b Bounds) Report {
 		checkOverlaps(key, beliefs[key], h.Faults, &r)
 	}
 	checkLiveness(h, keys, beliefs, b, &r)
+	r.Unled = slices.Clone(h.Unled)
 	return r
 }
 
@@ -540,6 +549,10 @@ func (r Report) String() string {
 	}
 	fmt.Fprintf(&b, "leader after heal (%d): p50=%v p99=%v max=%v\n", len(r.Liveness),
 		Percentile(r.Liveness, 50).Round(time.Millisecond), Percentile(r.Liveness, 99).Round(time.Millisecond), Percentile(r.Liveness, 100).Round(time.Millisecond))
+	if len(r.Unled) > 0 {
+		fmt.Fprintf(&b, "no leader with no fault active, beyond the liveness bound (a database that did not answer; not judged) (%d): max=%v\n",
+			len(r.Unled), Percentile(r.Unled, 100).Round(time.Millisecond))
+	}
 	shown := map[string]bool{} // the interleaving of the first violation of each property
 	for _, v := range r.Violations {
 		fmt.Fprintf(&b, "VIOLATION %s%s: %s\n", v.Property, v.onKey(), v.Detail)

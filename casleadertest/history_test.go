@@ -218,3 +218,16 @@ func TestCheckMeasuresAGroupFailoverUntilTheLastKey(t *testing.T) {
 	assert.Equal(t, []time.Duration{2 * time.Second}, r.Liveness)
 	assert.Equal(t, 2, r.FailedOverKeys)
 }
+
+func TestCheckReportsStretchesWithoutALeaderOutsideFaultsWithoutJudgingThem(t *testing.T) {
+	h := History{
+		Beliefs: []Interval{{"a", 1, 0, 10 * s, ""}, {"b", 12, 11 * s, 20 * s, ""}},
+		Faults:  []Fault{{Kinds: []string{KillLeader}, Targets: []string{"a"}, Leader: "a", Start: 10 * s, Heal: 10 * s}},
+		End:     20 * s,
+		Unled:   []time.Duration{5 * time.Second, 7 * time.Second},
+	}
+	r := Check(h, bounds)
+	require.True(t, r.OK(), "%v", r.Violations)
+	assert.Equal(t, h.Unled, r.Unled)
+	assert.Contains(t, r.String(), "beyond the liveness bound (a database that did not answer; not judged) (2): max=7s")
+}
