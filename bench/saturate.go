@@ -335,6 +335,11 @@ func saturate(ctx context.Context, sys *casSystem, load loadTool, base, dur time
 		for _, k := range held {
 			pending[k] = true
 		}
+		// The winning write's time is read beside the loop, so that a read under
+		// the load does not delay noticing the next keys' new leaders; it must
+		// come before the new leader's first renewal (a heartbeat) moves tick_time.
+		var reads sync.WaitGroup
+		var readMu sync.Mutex
 		for len(pending) > 0 && time.Since(t0) < 2*lease {
 			for k := range pending {
 				for _, c := range cands {
@@ -342,9 +347,13 @@ func saturate(ctx context.Context, sys *casSystem, load loadTool, base, dur time
 						failovers = append(failovers, time.Since(t0))
 						delete(pending, k)
 						if last, ok := lastTick[k]; ok {
-							if won, err := sys.executed(ctx, k); err == nil {
-								afterExpiry = append(afterExpiry, won.Sub(last)-lease)
-							}
+							reads.Go(func() {
+								if won, err := sys.executed(ctx, k); err == nil {
+									readMu.Lock()
+									afterExpiry = append(afterExpiry, won.Sub(last)-lease)
+									readMu.Unlock()
+								}
+							})
 						}
 						break
 					}
@@ -352,6 +361,7 @@ func saturate(ctx context.Context, sys *casSystem, load loadTool, base, dur time
 			}
 			time.Sleep(time.Millisecond)
 		}
+		reads.Wait()
 		failed += len(pending)
 		restarts++
 		c, err := startSat(ctx, sys, fmt.Sprintf("c%d", 3+restarts), keys)
