@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/casleader/casleader/group"
@@ -32,7 +34,39 @@ func scaleConfig(id string, keys []string) group.Config {
 		ID: id, Keys: keys,
 		LeaseDuration: 5 * time.Second, RenewDeadline: 3 * time.Second, HeartbeatInterval: time.Second, PollInterval: 5 * time.Second,
 		BatchSize: 1000, Parallel: 4,
+		Logger: slog.New(&sampledHandler{Handler: slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}).WithAttrs([]slog.Attr{slog.String("group", id)})}),
 	}
+}
+
+// sampledHandler writes at most 5 records a second and says how many it left out:
+// a group that loses its keys logs once per key, 100,000 lines at a time.
+type sampledHandler struct {
+	slog.Handler
+	mu      sync.Mutex
+	second  time.Time
+	written int
+	dropped int
+}
+
+func (h *sampledHandler) Handle(ctx context.Context, r slog.Record) error {
+	h.mu.Lock()
+	if now := time.Now().Truncate(time.Second); !now.Equal(h.second) {
+		if h.dropped > 0 {
+			fmt.Fprintf(os.Stderr, "%s (%d more warnings in that second not shown)\n", h.second.Format("15:04:05"), h.dropped)
+		}
+		h.second, h.written, h.dropped = now, 0, 0
+	}
+	ok := h.written < 5
+	if ok {
+		h.written++
+	} else {
+		h.dropped++
+	}
+	h.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
 }
 
 func scaleKeys(prefix string, k int) []string {
