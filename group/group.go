@@ -1013,7 +1013,7 @@ func (r *run) renew(ctx context.Context) error {
 	}, func(j kvBatch, rep wonReply) error {
 		now := time.Now()
 		if rep.err != nil {
-			if !errors.Is(rep.err, store.ErrDeployment) {
+			if !errors.Is(rep.err, store.ErrDeployment) && ctx.Err() == nil { // not Run ending
 				g.cfg.Logger.Warn("casleader group: batched renewal failed; settling", "keys", len(j.ss), "error", rep.err)
 			}
 			for _, s := range j.ss {
@@ -1168,7 +1168,7 @@ func (r *run) follow(ctx context.Context) error {
 	}, func(b keyBatch, rep readReply) error {
 		now := time.Now()
 		if rep.err != nil {
-			if !errors.Is(rep.err, store.ErrDeployment) {
+			if !errors.Is(rep.err, store.ErrDeployment) && ctx.Err() == nil { // not Run ending
 				g.cfg.Logger.Warn("casleader group: batched read failed, retrying", "keys", len(b.ss), "error", rep.err)
 			}
 			for _, s := range b.ss {
