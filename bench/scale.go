@@ -12,10 +12,10 @@ import (
 	"os/exec"
 	"runtime"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/casleader/casleader/group"
+	"github.com/casleader/casleader/internal/retry"
 )
 
 // followSpec tells a follower process (bench -follow SPEC) which election to follow.
@@ -34,37 +34,25 @@ func scaleConfig(id string, keys []string) group.Config {
 		ID: id, Keys: keys,
 		LeaseDuration: 5 * time.Second, RenewDeadline: 3 * time.Second, HeartbeatInterval: time.Second, PollInterval: 5 * time.Second,
 		BatchSize: 1000, Parallel: 4,
-		Logger: slog.New(&sampledHandler{Handler: slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}).WithAttrs([]slog.Attr{slog.String("group", id)})}),
+		Logger: slog.New(limitedHandler{Handler: slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}).WithAttrs([]slog.Attr{slog.String("group", id)}), lim: &retry.Limiter{}}),
 	}
 }
 
-// sampledHandler writes at most 5 records a second and says how many it left out:
-// a group that loses its keys logs once per key, 100,000 lines at a time.
-type sampledHandler struct {
+// limitedHandler lets a record through the project's log limiter (one every
+// retry.LogEvery, with the count of those held back): a group that loses its keys
+// logs once per key, 100,000 lines at a time.
+type limitedHandler struct {
 	slog.Handler
-	mu      sync.Mutex
-	second  time.Time
-	written int
-	dropped int
+	lim *retry.Limiter
 }
 
-func (h *sampledHandler) Handle(ctx context.Context, r slog.Record) error {
-	h.mu.Lock()
-	if now := time.Now().Truncate(time.Second); !now.Equal(h.second) {
-		if h.dropped > 0 {
-			fmt.Fprintf(os.Stderr, "%s (%d more warnings in that second not shown)\n", h.second.Format("15:04:05"), h.dropped)
-		}
-		h.second, h.written, h.dropped = now, 0, 0
-	}
-	ok := h.written < 5
-	if ok {
-		h.written++
-	} else {
-		h.dropped++
-	}
-	h.mu.Unlock()
+func (h limitedHandler) Handle(ctx context.Context, r slog.Record) error {
+	ok, held := h.lim.Allow()
 	if !ok {
 		return nil
+	}
+	if held > 0 {
+		r.AddAttrs(slog.Int("warnings_not_logged", held))
 	}
 	return h.Handler.Handle(ctx, r)
 }

@@ -239,9 +239,8 @@ type shared struct {
 // state is a key's election state, owned by Run's goroutine.
 type state struct {
 	key         string
-	seq         uint64 // order of creation: breaks ties between equal trust deadlines
-	idx         int    // position in run.list; -1 once the key is removed
-	ordered     bool   // in run.order
+	idx         int  // position in run.list; -1 once the key is removed
+	ordered     bool // in run.order
 	sh          *shared
 	m           *cas.Machine
 	nextLook    time.Time
@@ -559,15 +558,13 @@ type run struct {
 	woken    []*state       // keys to elect from the version their wake-up carried (Candidate)
 	released []*state       // keys woken without a version, to elect if released (Candidate)
 	list     []*state       // every key's state, to iterate (states finds them by key)
-	seq      uint64         // the last state's seq
 	order    []*state       // the led keys in the order of the last renewal round
 	held     []heldKey      // renew's buffer, kept between rounds
 }
 
 // add starts following s.
 func (r *run) add(s *state) {
-	r.seq++
-	s.seq, s.idx = r.seq, len(r.list)
+	s.idx = len(r.list)
 	r.states[s.key] = s
 	r.list = append(r.list, s)
 }
@@ -586,7 +583,6 @@ func (r *run) remove(s *state) {
 // sorting a round's keys reads one contiguous slice.
 type heldKey struct {
 	deadline time.Time
-	seq      uint64
 	s        *state
 }
 
@@ -960,7 +956,7 @@ func (r *run) renew(ctx context.Context) error {
 	r.held = r.held[:0]
 	for _, s := range r.order {
 		if s.idx >= 0 && s.m.Role() == cas.Leader {
-			r.held = append(r.held, heldKey{deadline: s.m.Deadline(), seq: s.seq, s: s})
+			r.held = append(r.held, heldKey{deadline: s.m.Deadline(), s: s})
 		} else {
 			s.ordered = false
 		}
@@ -968,15 +964,10 @@ func (r *run) renew(ctx context.Context) error {
 	for _, s := range r.list {
 		if !s.ordered && s.m.Role() == cas.Leader {
 			s.ordered = true
-			r.held = append(r.held, heldKey{deadline: s.m.Deadline(), seq: s.seq, s: s})
+			r.held = append(r.held, heldKey{deadline: s.m.Deadline(), s: s})
 		}
 	}
-	slices.SortFunc(r.held, func(a, b heldKey) int {
-		if c := a.deadline.Compare(b.deadline); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.seq, b.seq)
-	})
+	slices.SortFunc(r.held, func(a, b heldKey) int { return a.deadline.Compare(b.deadline) })
 	clear(r.order)
 	r.order = r.order[:0]
 	for _, h := range r.held {
