@@ -672,7 +672,7 @@ func (r *run) follow(ctx context.Context) (cas.Decision, time.Time, error) {
 	}
 	var d cas.Decision
 	var dup error
-	cfg := detector.Config{Key: e.cfg.Key, Poll: e.cfg.PollInterval, Timeout: e.cfg.RenewDeadline, Logger: e.log,
+	cfg := detector.Config{Key: e.cfg.Key, Poll: e.cfg.PollInterval, Heartbeat: e.cfg.HeartbeatInterval, Timeout: e.cfg.RenewDeadline, Logger: e.log,
 		Woken: func() bool {
 			d = r.m.Woken(e.released.Swap(0), part, r.failures)
 			return d.Action == cas.Campaign || d.Action == cas.CampaignReleased

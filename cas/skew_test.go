@@ -152,3 +152,34 @@ func TestFreshestReadIsForgottenAfterTheWindow(t *testing.T) {
 	assert.GreaterOrEqual(t, took-c.lastRenewal(), big)
 	assert.LessOrEqual(t, took-c.lastRenewal(), big+30*time.Second+c.heartbeat)
 }
+
+func TestReadAfterRenewal(t *testing.T) {
+	const ms = time.Millisecond
+	for _, c := range []struct {
+		age, heartbeat, poll, want time.Duration
+	}{
+		{age: 500 * ms, heartbeat: 2000 * ms, poll: 5000 * ms, want: 3500 * ms}, // renewals due at 1.5, 3.5, 5.5 s
+		{age: 0, heartbeat: 2000 * ms, poll: 5000 * ms, want: 4000 * ms},
+		{age: 1000 * ms, heartbeat: 2000 * ms, poll: 5000 * ms, want: 5000 * ms}, // one due at the poll itself
+		{age: 30 * ms, heartbeat: 60 * ms, poll: 120 * ms, want: 90 * ms},
+		{age: 2500 * ms, heartbeat: 2000 * ms, poll: 5000 * ms, want: 3500 * ms}, // a renewal late: phase of the last
+		{age: 100 * ms, heartbeat: 1000 * ms, poll: 500 * ms, want: 500 * ms},    // next one at 900 ms: beyond poll
+		{age: 700 * ms, heartbeat: 1000 * ms, poll: 500 * ms, want: 300 * ms},
+		{age: 100 * ms, heartbeat: 0, poll: 500 * ms, want: 500 * ms},
+		{age: 100 * ms, heartbeat: 60 * ms, poll: 0, want: 0},
+	} {
+		got := ReadAfterRenewal(c.age, c.heartbeat, c.poll)
+		assert.Equal(t, c.want, got, "age %v, heartbeat %v, poll %v", c.age, c.heartbeat, c.poll)
+	}
+	// Every wait is within (0, poll] and, when shorter than poll, ends on a renewal.
+	for age := time.Duration(0); age < 3*time.Second; age += 7 * ms {
+		for _, hp := range [][2]time.Duration{{2 * time.Second, 5 * time.Second}, {time.Second, 400 * ms}, {60 * ms, 100 * ms}} {
+			w := ReadAfterRenewal(age, hp[0], hp[1])
+			require.Greater(t, w, time.Duration(0))
+			require.LessOrEqual(t, w, hp[1])
+			if w < hp[1] {
+				require.Zero(t, (age+w)%hp[0], "age %v, heartbeat %v, poll %v: %v", age, hp[0], hp[1], w)
+			}
+		}
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/casleader/casleader/cas"
 	"github.com/casleader/casleader/internal/retry"
 	"github.com/casleader/casleader/store"
 )
@@ -29,6 +30,11 @@ type Config struct {
 	Key     string
 	Poll    time.Duration // longest time between two reads
 	Timeout time.Duration // timeout of one read
+	// Heartbeat is the leader's renewal interval: half of the reads of a live lease
+	// that wait the whole Poll are timed to follow a renewal instead
+	// ([cas.ReadAfterRenewal]), which keeps the follower's view of the term fresh.
+	// Zero: every read waits Poll.
+	Heartbeat time.Duration
 	// Logger receives the watch's lines, which carry no key of their own: the
 	// caller's logger names it (the elector's has key and id). nil means discard.
 	Logger *slog.Logger
@@ -78,7 +84,10 @@ func Watch(ctx context.Context, r Reader, cfg Config, wake <-chan struct{},
 			if wait, stop = decide(obs); stop {
 				return obs, nil
 			}
-			wait = min(wait, cfg.Poll) + jitter(cfg.Poll)
+			if wait = min(wait, cfg.Poll); wait == cfg.Poll && obs.Found && !obs.Released() && rand.N(2) == 0 {
+				wait = cas.ReadAfterRenewal(obs.Age, cfg.Heartbeat, cfg.Poll)
+			}
+			wait += jitter(cfg.Poll)
 		case ctx.Err() != nil:
 			return Observation{}, ctx.Err()
 		case errors.Is(err, store.ErrDeployment):

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -111,5 +112,48 @@ func TestContextEndStopsWatching(t *testing.T) {
 		defer cancel()
 		_, err = detector.Watch(ctx, st, cfg, nil, func(detector.Observation) (time.Duration, bool) { return lease, false })
 		assert.ErrorIs(t, err, context.DeadlineExceeded)
+	})
+}
+
+// TestHalfTheReadsFollowARenewal: a leader renews every 100 ms; a follower polling
+// every 200 ms from half a heartbeat after a renewal would read every row 50 ms old.
+// With Heartbeat set, reads timed after a renewal see it a moment old, and no read
+// waits longer than Poll.
+func TestHalfTheReadsFollowARenewal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const heartbeat = 100 * time.Millisecond
+		st := memstore.New()
+		v, _, err := st.Insert(t.Context(), "k", "a")
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(t.Context())
+		renewed := make(chan struct{})
+		go func() {
+			defer close(renewed)
+			for ctx.Err() == nil {
+				time.Sleep(heartbeat)
+				ok, err := st.Renew(context.Background(), "k", "a", v)
+				if !assert.NoError(t, err) || !assert.True(t, ok) {
+					return
+				}
+				v++
+			}
+		}()
+		time.Sleep(heartbeat / 2)
+		c := cfg
+		c.Poll, c.Heartbeat = 2*heartbeat, heartbeat
+		var ages, gaps []time.Duration
+		last := time.Now()
+		_, err = detector.Watch(ctx, st, c, nil, func(o detector.Observation) (time.Duration, bool) {
+			ages = append(ages, o.Age)
+			gaps = append(gaps, o.Sent.Sub(last))
+			last = o.Sent
+			return lease, len(ages) == 20
+		})
+		require.NoError(t, err)
+		cancel()
+		<-renewed
+		assert.Equal(t, heartbeat/2, ages[0])
+		assert.Less(t, slices.Min(ages), heartbeat/10, "a read soon after a renewal, of %v", ages)
+		assert.LessOrEqual(t, slices.Max(gaps), c.Poll+2*time.Millisecond, "no wait beyond Poll and the jitter, of %v", gaps)
 	})
 }

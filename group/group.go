@@ -1168,6 +1168,10 @@ func (r *run) follow(ctx context.Context) error {
 			return rep.err
 		}
 		var skew time.Duration
+		// Half of the batches wait for the leader's next renewal rather than the
+		// whole poll interval (cas.ReadAfterRenewal), all keys of a batch alike:
+		// keys due together are read together.
+		afterRenewal := rand.N(2) == 0
 		for _, s := range b.ss {
 			rec, found := rep.recs[s.key]
 			if found {
@@ -1203,7 +1207,13 @@ func (r *run) follow(ctx context.Context) error {
 				if wait <= 0 {
 					wait = g.cfg.PollInterval
 				}
-				s.nextLook = rep.sent.Add(wait + jitter(g.cfg.PollInterval))
+				if wait == g.cfg.PollInterval && found && !rec.Released() && afterRenewal {
+					wait = cas.ReadAfterRenewal(rec.Age, g.cfg.HeartbeatInterval, g.cfg.PollInterval)
+				}
+				// From the reply, not the send: a read timed for the lease's
+				// expiry then reaches the database after it, whatever this
+				// read's delay on the way there was.
+				s.nextLook = now.Add(wait + jitter(g.cfg.PollInterval))
 			}
 		}
 		g.noteSkew(skew)

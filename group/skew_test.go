@@ -1,6 +1,8 @@
 package group_test
 
 import (
+	"context"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -8,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/casleader/casleader/group"
 	"github.com/casleader/casleader/store/memstore"
 )
 
@@ -37,5 +40,51 @@ func TestGroupOnAServerAheadTakesNoLiveLease(t *testing.T) {
 		stopA()
 		stopB()
 		stopC()
+	})
+}
+
+// TestFollowerReadsAfterRenewalsSoTakeoversFollowTheExpiry: a follower that polls
+// every two heartbeats, started half a heartbeat after the leader's renewals,
+// would read every lease half a heartbeat after a renewal, and judge its expiry
+// that much late. Its reads timed after a renewal (cas.ReadAfterRenewal) make its
+// view fresh: after the leader crashes, the keys are won within a quarter of a
+// heartbeat of their expiry, by the database clock.
+func TestFollowerReadsAfterRenewalsSoTakeoversFollowTheExpiry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		ks := keys(20)
+		a := newGroup(t, st, "a", ks, func(c *group.Config) { c.KeepLeaseOnExit = true })
+		stopA := running(t, a)
+		time.Sleep(heartbeat / 2)
+		require.Equal(t, len(ks), count(a, ks))
+		b := newGroup(t, st, "b", ks, func(c *group.Config) { c.PollInterval = 2 * heartbeat })
+		stopB := running(t, b)
+		time.Sleep(time.Second)
+		require.Equal(t, len(ks), count(a, ks))
+		ctx := context.Background()
+		expiry := map[string]time.Time{}
+		for _, k := range ks {
+			rec, found, err := st.Observe(ctx, k)
+			require.NoError(t, err)
+			require.True(t, found)
+			expiry[k] = time.Now().Add(-rec.Age).Add(lease)
+		}
+		stopA() // a crash: the leases are kept
+		var late []time.Duration
+		for len(late) < len(ks) && time.Since(expiry[ks[0]]) < lease {
+			time.Sleep(time.Millisecond)
+			for _, k := range ks {
+				if _, ok := expiry[k]; ok && b.IsLeader(k) {
+					late = append(late, time.Since(expiry[k]))
+					delete(expiry, k)
+				}
+			}
+		}
+		require.Len(t, late, len(ks), "keys not won within a lease of their expiry")
+		slices.Sort(late)
+		assert.GreaterOrEqual(t, late[0], time.Duration(0), "a key won before its expiry")
+		t.Logf("won after the expiry: %v", late)
+		assert.Less(t, late[len(late)/2], heartbeat/4, "median delay after the expiry, of %v", late)
+		stopB()
 	})
 }
