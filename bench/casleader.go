@@ -38,6 +38,7 @@ func randName(prefix string) string {
 type casOptions struct {
 	dialect  string // "mariadb", "postgres", "pgbouncer", "sqlite"
 	notifier bool   // wake followers on release: the store's wake-ups (LISTEN/NOTIFY, named locks, the SQLite wake-up file)
+	handover bool   // the handover scenario's leader hands over to a named follower (HandoverTo) instead of resigning
 	shared   bool   // all candidates share one pool (8 connections) instead of one each
 	conns    int    // connections per candidate's own pool (default 4)
 }
@@ -194,6 +195,10 @@ func (s *casSystem) Start(ctx context.Context, key, id string) (candidate, error
 		Key: key, ID: id, Logger: candidateLog.With("system", s.name),
 		LeaseDuration: s.t.Lease, RenewDeadline: s.t.Renew, HeartbeatInterval: s.t.Heartbeat, PollInterval: s.t.Poll,
 		KeepLeaseOnExit: true, // Crash keeps the lease; Stop resigns explicitly
+		OnStartedLeading: func(context.Context, int64) {
+			now := time.Now()
+			c.marks.set(func(m *marks) { m.Led = now })
+		},
 	}
 	rctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
@@ -284,6 +289,14 @@ func (c *casCandidate) Crash() {
 
 func (c *casCandidate) Resign(ctx context.Context) error {
 	return c.el.ResignFor(ctx, time.Hour)
+}
+
+// HandsOver reports whether the handover scenario hands this system's lease to a
+// named follower rather than resigning it.
+func (s *casSystem) HandsOver() bool { return s.opt.handover }
+
+func (c *casCandidate) HandoverTo(ctx context.Context, id string) error {
+	return c.el.HandoverTo(ctx, id)
 }
 
 func (c *casCandidate) Stop() {
@@ -395,10 +408,12 @@ func (r *recorder) Release(ctx context.Context, key, id string, v int64) (bool, 
 
 func (r *recorder) Handover(ctx context.Context, key, id string, v int64, to string) (int64, bool, error) {
 	r.count.add("handover", 1)
+	sent := time.Now()
 	term, ok, err := r.Store.Handover(ctx, key, id, v, to)
+	r.called("handover", sent, ok && err == nil)
 	if ok && err == nil {
 		now := time.Now()
-		r.marks.set(func(m *marks) { m.Released = now })
+		r.marks.set(func(m *marks) { m.Released, m.ReleaseSent = now, sent })
 	}
 	r.errs(err)
 	return term, ok, err

@@ -22,6 +22,7 @@ type groupStore struct {
 	count counter
 	mu    sync.Mutex
 	lat   []time.Duration
+	trace *takeoverTrace // nil unless the saturation run splits takeovers
 }
 
 func (g *groupStore) write(kind string) {
@@ -44,7 +45,7 @@ func (g *groupStore) settled(kind string, n, won int, err error) {
 
 func (g *groupStore) ObserveMany(ctx context.Context, keys []string) (map[string]store.Record, error) {
 	g.count.add("observe_many", 1)
-	return g.Store.ObserveMany(ctx, keys)
+	return g.tracedObserve(ctx, keys)
 }
 
 func (g *groupStore) InsertMany(ctx context.Context, id string, keys []string) ([]store.Won, error) {
@@ -54,7 +55,7 @@ func (g *groupStore) InsertMany(ctx context.Context, id string, keys []string) (
 
 func (g *groupStore) ElectMany(ctx context.Context, id string, from []store.KeyVersion, l time.Duration) ([]store.Won, error) {
 	g.write("elect_many")
-	return g.Store.ElectMany(ctx, id, from, l)
+	return g.tracedElect(ctx, id, from, l)
 }
 
 func (g *groupStore) RenewMany(ctx context.Context, id string, held []store.KeyVersion) ([]store.Won, error) {

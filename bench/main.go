@@ -164,6 +164,9 @@ func main() {
 		cas("casleader/SQLite+wake (one process, a pool each)", casOptions{dialect: "sqlite", notifier: true}),
 		{"casleader/SQLite+wake (a process each)", func() (system, error) { return newProcSystem("casleader/SQLite+wake (a process each)", d.SQLiteDir) }},
 		cas("casleader/MariaDB (polling)", casOptions{dialect: "mariadb"}),
+		cas("casleader/PostgreSQL+notify, HandoverTo", casOptions{dialect: "postgres", notifier: true, handover: true}),
+		cas("casleader/MariaDB+notify, HandoverTo", casOptions{dialect: "mariadb", notifier: true, handover: true}),
+		cas("casleader/SQLite+wake (one process, a pool each), HandoverTo", casOptions{dialect: "sqlite", notifier: true, handover: true}),
 	}
 	if d.PgBouncer != "" {
 		latencySystems = append(latencySystems, cas("casleader/PgBouncer-tx (notify falls back)", casOptions{dialect: "pgbouncer", notifier: true}))
@@ -186,8 +189,8 @@ func main() {
 	}
 	if want["failover"] {
 		for _, m := range latencySystems {
-			if strings.Contains(m.name, "polling") || strings.Contains(m.name, "PgBouncer") {
-				continue // notifications play no part in a crash
+			if strings.Contains(m.name, "polling") || strings.Contains(m.name, "PgBouncer") || strings.Contains(m.name, "HandoverTo") {
+				continue // notifications and handovers play no part in a crash
 			}
 			if strings.Contains(m.name, "a process each") {
 				continue // a killed child cannot report its last renewal

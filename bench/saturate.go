@@ -5,6 +5,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"maps"
+	"math"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -26,20 +28,31 @@ type loadTool struct {
 	name  string
 	args  func(secs int) []string
 	parse func(out []byte) (tps float64, ok bool)
+	// interval matches one line of the tool's progress report (every
+	// loadInterval), its transactions per second in the first group.
+	interval *regexp.Regexp
 }
 
+// loadInterval is how often the load tools report their rate: the spread of those
+// rates within a phase is the noise a difference between phases is judged against.
+const loadInterval = 10
+
 var (
-	pgbenchTPS  = regexp.MustCompile(`(?m)^tps = ([0-9.]+)`)
-	sysbenchTPS = regexp.MustCompile(`transactions:\s+\d+\s+\(([0-9.]+) per sec\.\)`)
+	pgbenchTPS       = regexp.MustCompile(`(?m)^tps = ([0-9.]+)`)
+	pgbenchProgress  = regexp.MustCompile(`(?m)^progress: [0-9.]+ s, ([0-9.]+) tps`)
+	sysbenchTPS      = regexp.MustCompile(`transactions:\s+\d+\s+\(([0-9.]+) per sec\.\)`)
+	sysbenchProgress = regexp.MustCompile(`(?m)^\[ *\d+s \] thds: \d+ tps: ([0-9.]+)`)
 )
 
 func pgbenchTool(db string, clients int) loadTool {
 	return loadTool{
 		name: fmt.Sprintf("pgbench -c %d (database %s)", clients, db),
 		args: func(secs int) []string {
-			return []string{"pgbench", "-h", "127.0.0.1", "-U", "postgres", "-c", strconv.Itoa(clients), "-j", "2", "-T", strconv.Itoa(secs), db}
+			return []string{"pgbench", "-h", "127.0.0.1", "-U", "postgres", "-c", strconv.Itoa(clients), "-j", "2", "-T", strconv.Itoa(secs),
+				"-P", strconv.Itoa(loadInterval), db}
 		},
-		parse: func(out []byte) (float64, bool) { return firstFloat(pgbenchTPS, out) },
+		parse:    func(out []byte) (float64, bool) { return firstFloat(pgbenchTPS, out) },
+		interval: pgbenchProgress,
 	}
 }
 
@@ -48,9 +61,11 @@ func sysbenchTool(db string, tables, size, threads int) loadTool {
 		name: fmt.Sprintf("sysbench oltp_write_only --threads=%d (database %s, %d tables × %d rows)", threads, db, tables, size),
 		args: func(secs int) []string {
 			return []string{"sysbench", "oltp_write_only", "--db-driver=mysql", "--mysql-host=127.0.0.1", "--mysql-user=root", "--mysql-db=" + db,
-				"--tables=" + strconv.Itoa(tables), "--table-size=" + strconv.Itoa(size), "--threads=" + strconv.Itoa(threads), "--time=" + strconv.Itoa(secs), "run"}
+				"--tables=" + strconv.Itoa(tables), "--table-size=" + strconv.Itoa(size), "--threads=" + strconv.Itoa(threads), "--time=" + strconv.Itoa(secs),
+				"--report-interval=" + strconv.Itoa(loadInterval), "run"}
 		},
-		parse: func(out []byte) (float64, bool) { return firstFloat(sysbenchTPS, out) },
+		parse:    func(out []byte) (float64, bool) { return firstFloat(sysbenchTPS, out) },
+		interval: sysbenchProgress,
 	}
 }
 
@@ -63,18 +78,75 @@ func firstFloat(re *regexp.Regexp, out []byte) (float64, bool) {
 	return v, err == nil
 }
 
-// runLoad runs the load tool for dur and returns its transactions per second.
-func runLoad(ctx context.Context, t loadTool, dur time.Duration) (float64, error) {
+// loadRun is one run of a load tool: its overall rate and its rate in each
+// reporting interval.
+type loadRun struct {
+	tps       float64
+	intervals []float64
+}
+
+// runLoad runs the load tool for dur.
+func runLoad(ctx context.Context, t loadTool, dur time.Duration) (loadRun, error) {
 	a := t.args(int(dur.Seconds()))
 	out, err := exec.CommandContext(ctx, a[0], a[1:]...).CombinedOutput()
 	if err != nil {
-		return 0, fmt.Errorf("%s: %w: %s", t.name, err, tail(out))
+		return loadRun{}, fmt.Errorf("%s: %w: %s", t.name, err, tail(out))
 	}
 	tps, ok := t.parse(out)
 	if !ok {
-		return 0, fmt.Errorf("%s: no transaction rate in its output: %s", t.name, tail(out))
+		return loadRun{}, fmt.Errorf("%s: no transaction rate in its output: %s", t.name, tail(out))
 	}
-	return tps, nil
+	r := loadRun{tps: tps}
+	for _, m := range t.interval.FindAllSubmatch(out, -1) {
+		if v, err := strconv.ParseFloat(string(m[1]), 64); err == nil {
+			r.intervals = append(r.intervals, v)
+		}
+	}
+	return r, nil
+}
+
+// meanSD returns the mean and the sample standard deviation of vs.
+func meanSD(vs []float64) (mean, sd float64) {
+	if len(vs) == 0 {
+		return 0, 0
+	}
+	for _, v := range vs {
+		mean += v
+	}
+	mean /= float64(len(vs))
+	if len(vs) < 2 {
+		return mean, 0
+	}
+	for _, v := range vs {
+		sd += (v - mean) * (v - mean)
+	}
+	return mean, math.Sqrt(sd / float64(len(vs)-1))
+}
+
+// phaseValues records a load phase: the tool's overall rate, the mean and spread of
+// its interval rates, and the load average at the phase's end.
+func phaseValues(r *result, name string, lr loadRun) {
+	r.Values["load_tps_"+name] = lr.tps
+	m, sd := meanSD(lr.intervals)
+	r.Values["load_interval_mean_tps_"+name] = m
+	r.Values["load_interval_sd_tps_"+name] = sd
+	r.Values["load_intervals_"+name] = float64(len(lr.intervals))
+	r.Values["load_avg_"+name], _ = loadavg()
+}
+
+// compare records how much slower phase b ran than phase a, in percent of a's mean
+// interval rate, with the half-width of its 95 % confidence interval (Welch, normal
+// approximation; the intervals are not independent, so it is a lower bound of the
+// uncertainty).
+func compare(r *result, name string, a, b loadRun) {
+	ma, sa := meanSD(a.intervals)
+	mb, sb := meanSD(b.intervals)
+	if ma == 0 || len(a.intervals) < 2 || len(b.intervals) < 2 {
+		return
+	}
+	se := math.Sqrt(sa*sa/float64(len(a.intervals)) + sb*sb/float64(len(b.intervals)))
+	r.Values[name+"_percent"] = 100 * (ma - mb) / ma
+	r.Values[name+"_ci95_percent"] = 100 * 1.96 * se / ma
 }
 
 func tail(b []byte) string {
@@ -95,20 +167,35 @@ type satCandidate struct {
 	lost   int64 // leases lost, read before a crash
 }
 
-func startSat(ctx context.Context, sys *casSystem, id string, keys []string) (*satCandidate, error) {
+// satWin is a key won by a candidate of the saturation run.
+type satWin struct {
+	c   *satCandidate
+	key string
+	at  time.Time
+}
+
+func startSat(ctx context.Context, sys *casSystem, id string, keys []string, wins chan<- satWin) (*satCandidate, error) {
 	st, closeFn, err := sys.open(ctx, 4)
 	if err != nil {
 		return nil, err
 	}
-	gs := &groupStore{Store: st.(group.Store), mysql: sys.opt.dialect == "mariadb"}
+	gs := &groupStore{Store: st.(group.Store), mysql: sys.opt.dialect == "mariadb", trace: newTrace()}
+	c := &satCandidate{id: id, gs: gs, done: make(chan struct{})}
 	// Default timings: lease 15 s, renew deadline 10 s, heartbeat 2 s, poll 5 s.
-	g, err := group.New(gs, group.Config{ID: id, Keys: keys, KeepLeaseOnExit: true, Logger: candidateLog.With("id", id)})
+	g, err := group.New(gs, group.Config{ID: id, Keys: keys, KeepLeaseOnExit: true, Logger: candidateLog.With("id", id),
+		OnStartedLeading: func(ctx context.Context, key string, _ int64) {
+			select {
+			case wins <- satWin{c: c, key: key, at: time.Now()}:
+			case <-ctx.Done():
+			}
+		}})
 	if err != nil {
 		closeFn()
 		return nil, err
 	}
+	c.g = g
 	rctx, cancel := context.WithCancel(context.Background())
-	c := &satCandidate{id: id, g: g, gs: gs, cancel: cancel, done: make(chan struct{})}
+	c.cancel = cancel
 	go func() {
 		defer close(c.done)
 		defer closeFn()
@@ -141,6 +228,18 @@ type waitSampler struct {
 	mu      sync.Mutex
 	counts  map[string]int
 	samples int
+}
+
+func (w *waitSampler) reset() {
+	w.mu.Lock()
+	w.counts, w.samples = map[string]int{}, 0
+	w.mu.Unlock()
+}
+
+func (w *waitSampler) snapshot() (int, map[string]int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.samples, maps.Clone(w.counts)
 }
 
 func sampleWaits(ctx context.Context, sys *casSystem) (*waitSampler, func(), error) {
@@ -230,24 +329,40 @@ func groupCount(ctx context.Context, db *sql.DB, q string, args ...any) (map[str
 	return out, rows.Err()
 }
 
-// saturate runs the load alone for base, then 3 candidates (groups of 10 keys, default
-// timings, each on its own pool of 4) alone for a minute and under the load for dur,
-// crashing the leader over and over during the load: leases lost, renewal latency
-// (alone and under load), failover from the crash to the next leader's win, what the
-// election's statements wait on in the server, and the load's rate without and with
-// the election.
+// saturate runs the load alone for base; then again for base with the wait
+// sampler running (the control: the benchmark's own work, without an election);
+// then 3 candidates (groups of 10 keys, default timings, each on its own pool of 4)
+// alone for a minute and under the load for dur, crashing the leader over and over
+// during the load: leases lost, renewal latency (alone and under load), failover
+// from the crash to the next leader's win and its parts, what the election's
+// statements wait on in the server, and the load's rate in each phase.
 func saturate(ctx context.Context, sys *casSystem, load loadTool, base, dur time.Duration) result {
 	r := result{Scenario: "saturate", System: sys.Name(), Params: map[string]any{"load": load.name, "seconds": dur.Seconds(), "baseline_seconds": base.Seconds(),
-		"candidates": 3, "keys": 10}, Values: map[string]float64{}}
-	tpsAlone, err := runLoad(ctx, load, base)
+		"candidates": 3, "keys": 10, "interval_seconds": loadInterval}, Values: map[string]float64{}}
+	alone, err := runLoad(ctx, load, base)
 	if err != nil {
 		r.Error = err.Error()
 		return r
 	}
-	r.Values["load_tps_alone"] = tpsAlone
-	r.Values["load_avg_alone"], _ = loadavg()
+	phaseValues(&r, "alone", alone)
+	// The control: the sampler reads what the election's sessions wait on (there
+	// are none yet) as often as it will beside the election.
+	waits, stopWaits, err := sampleWaits(ctx, sys)
+	if err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	defer stopWaits()
+	control, err := runLoad(ctx, load, base)
+	if err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	phaseValues(&r, "control", control)
+	waits.reset()
 
 	keys := scaleKeys(randName("sat"), 10)
+	wins := make(chan satWin, 1024)
 	var cands []*satCandidate
 	var gone []*satCandidate
 	defer func() {
@@ -256,7 +371,7 @@ func saturate(ctx context.Context, sys *casSystem, load loadTool, base, dur time
 		}
 	}()
 	for i := range 3 {
-		c, err := startSat(ctx, sys, fmt.Sprintf("c%d", i+1), keys)
+		c, err := startSat(ctx, sys, fmt.Sprintf("c%d", i+1), keys, wins)
 		if err != nil {
 			r.Error = err.Error()
 			return r
@@ -277,26 +392,23 @@ func saturate(ctx context.Context, sys *casSystem, load loadTool, base, dur time
 	quiet := lats()
 	r.Values["renew_quiet_p50_ms"] = ms(percentile(quiet, 0.5))
 	r.Values["renew_quiet_p99_ms"] = ms(percentile(quiet, 0.99))
+	waits.reset()
 
-	waits, stopWaits, err := sampleWaits(ctx, sys)
-	if err != nil {
-		r.Error = err.Error()
-		return r
-	}
 	lctx, lcancel := context.WithCancel(ctx)
 	defer lcancel()
 	type loadReply struct {
-		tps float64
+		run loadRun
 		err error
 	}
 	loadDone := make(chan loadReply, 1)
 	go func() {
-		tps, err := runLoad(lctx, load, dur)
-		loadDone <- loadReply{tps, err}
+		lr, err := runLoad(lctx, load, dur)
+		loadDone <- loadReply{lr, err}
 	}()
 	start := time.Now()
 	lease := 15 * time.Second
 	var failovers, afterExpiry []time.Duration
+	var parts []takeover
 	failed, restarts := 0, 0
 	for time.Since(start) < dur-2*lease && ctx.Err() == nil {
 		// The candidate leading the most keys, once it has led them for a heartbeat.
@@ -310,6 +422,10 @@ func saturate(ctx context.Context, sys *casSystem, load loadTool, base, dur time
 		}
 		if victim == nil {
 			continue
+		}
+		terms := map[string]int64{}
+		for _, k := range held {
+			terms[k] = victim.g.Token(k)
 		}
 		t0 := time.Now()
 		victim.crash()
@@ -335,36 +451,46 @@ func saturate(ctx context.Context, sys *casSystem, load loadTool, base, dur time
 		for _, k := range held {
 			pending[k] = true
 		}
-		// The winning write's time is read beside the loop, so that a read under
-		// the load does not delay noticing the next keys' new leaders; it must
-		// come before the new leader's first renewal (a heartbeat) moves tick_time.
+		// Wins arrive from the candidates' OnStartedLeading; the winning write's
+		// time is read beside the loop, so that a read under the load does not
+		// delay noticing the next keys' new leaders; it must come before the new
+		// leader's first renewal (a heartbeat) moves tick_time.
 		var reads sync.WaitGroup
 		var readMu sync.Mutex
-		for len(pending) > 0 && time.Since(t0) < 2*lease {
-			for k := range pending {
-				for _, c := range cands {
-					if c.g.IsLeader(k) {
-						failovers = append(failovers, time.Since(t0))
-						delete(pending, k)
-						if last, ok := lastTick[k]; ok {
-							reads.Go(func() {
-								if won, err := sys.executed(ctx, k); err == nil {
-									readMu.Lock()
-									afterExpiry = append(afterExpiry, won.Sub(last)-lease)
-									readMu.Unlock()
-								}
-							})
-						}
-						break
-					}
+		timeout := time.NewTimer(2 * lease)
+	collect:
+		for len(pending) > 0 {
+			select {
+			case w := <-wins:
+				if !pending[w.key] || w.c == victim {
+					continue
 				}
+				delete(pending, w.key)
+				failovers = append(failovers, w.at.Sub(t0))
+				if last, ok := lastTick[w.key]; ok {
+					reads.Go(func() {
+						won, err := sys.executed(ctx, w.key)
+						if err != nil {
+							return
+						}
+						p := w.c.gs.trace.takeoverOf(w.key, terms[w.key], last, won, lease)
+						readMu.Lock()
+						afterExpiry = append(afterExpiry, won.Sub(last)-lease)
+						parts = append(parts, p)
+						readMu.Unlock()
+					})
+				}
+			case <-timeout.C:
+				break collect
+			case <-ctx.Done():
+				break collect
 			}
-			time.Sleep(time.Millisecond)
 		}
+		timeout.Stop()
 		reads.Wait()
 		failed += len(pending)
 		restarts++
-		c, err := startSat(ctx, sys, fmt.Sprintf("c%d", 3+restarts), keys)
+		c, err := startSat(ctx, sys, fmt.Sprintf("c%d", 3+restarts), keys, wins)
 		if err != nil {
 			r.Error = err.Error()
 			break
@@ -372,16 +498,17 @@ func saturate(ctx context.Context, sys *casSystem, load loadTool, base, dur time
 		cands = append(cands, c)
 	}
 	reply := <-loadDone
-	stopWaits()
-	r.Values["load_avg_with_election"], _ = loadavg()
+	samples, counts := waits.snapshot()
 	under := lats()
 	if reply.err != nil && r.Error == "" {
 		r.Error = reply.err.Error()
 	}
-	r.Values["load_tps_with_election"] = reply.tps
-	if tpsAlone > 0 && reply.tps > 0 {
-		r.Values["load_slowdown_percent"] = 100 * (tpsAlone - reply.tps) / tpsAlone
+	phaseValues(&r, "with_election", reply.run)
+	if alone.tps > 0 && reply.run.tps > 0 {
+		r.Values["load_slowdown_percent"] = 100 * (alone.tps - reply.run.tps) / alone.tps
 	}
+	compare(&r, "control_vs_alone_slowdown", alone, control)
+	compare(&r, "election_vs_control_slowdown", control, reply.run)
 	r.Values["renew_p50_ms"] = ms(percentile(under, 0.5))
 	r.Values["renew_p99_ms"] = ms(percentile(under, 0.99))
 	r.Values["renew_max_ms"] = ms(percentile(under, 1))
@@ -408,12 +535,11 @@ func saturate(ctx context.Context, sys *casSystem, load loadTool, base, dur time
 		r.Values["after_expiry_p99_ms"] = ms(percentile(afterExpiry, 0.99))
 		r.Values["after_expiry_max_ms"] = ms(percentile(afterExpiry, 1))
 	}
+	takeoverParts(&r, parts)
 	r.Values["lease_ms"] = ms(lease)
-	waits.mu.Lock()
-	r.Values["wait_samples"] = float64(waits.samples)
-	for k, n := range waits.counts {
+	r.Values["wait_samples"] = float64(samples)
+	for k, n := range counts {
 		r.Values["wait "+k] = float64(n)
 	}
-	waits.mu.Unlock()
 	return r
 }

@@ -212,7 +212,16 @@ func handover(ctx context.Context, sys system, t timing, trial int) (result, *ti
 	time.Sleep(t.Lease / 2)
 	resignAt := time.Now()
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	err = l.Resign(rctx)
+	rest := others(cs, l)
+	hs, handsOver := sys.(interface{ HandsOver() bool })
+	handsOver = handsOver && hs.HandsOver()
+	if h, ok := l.(interface {
+		HandoverTo(context.Context, string) error
+	}); ok && handsOver {
+		err = h.HandoverTo(rctx, rest[0].ID())
+	} else {
+		err = l.Resign(rctx)
+	}
 	cancel()
 	if err != nil {
 		smp.finish()
@@ -221,7 +230,6 @@ func handover(ctx context.Context, sys system, t timing, trial int) (result, *ti
 	}
 	lm := l.Marks()
 	released := lm.Released
-	rest := others(cs, l)
 	w, err := waitOne(rest, t.Lease+10*time.Second)
 	time.Sleep(20 * time.Millisecond)
 	spans := smp.finish()
@@ -231,6 +239,14 @@ func handover(ctx context.Context, sys system, t timing, trial int) (result, *ti
 	}
 	wm := w.Marks()
 	won := wm.Won
+	if handsOver {
+		// The target wins no write: it reads the row that names it and leads.
+		if w.ID() != rest[0].ID() {
+			r.Error = fmt.Sprintf("the lease was handed to %s, but %s leads", rest[0].ID(), w.ID())
+			return r, nil
+		}
+		won = wm.Led
+	}
 	if released.IsZero() {
 		r.Error = "the release was not recorded"
 		return r, nil
@@ -291,18 +307,26 @@ func breakdown(v map[string]float64, l, w marks) {
 			win = c
 		}
 	}
-	if win == nil {
+	// end: when the follower had what it needed to lead, the winning election's
+	// send; for a lease handed to it, when it started leading.
+	var end time.Time
+	switch {
+	case win != nil:
+		end = win.Sent
+		v["elect_rtt_ms"] = ms(win.Done.Sub(win.Sent))
+		if win.Op == "elect released" {
+			v["elect_released"] = 1
+		}
+	case !w.Led.IsZero() && !w.Led.Before(l.ReleaseSent) && w.Won.Before(l.ReleaseSent):
+		end = w.Led // handed over
+	default:
 		return
 	}
-	v["elect_rtt_ms"] = ms(win.Done.Sub(win.Sent))
-	if win.Op == "elect released" {
-		v["elect_released"] = 1
-	}
-	// The wake-up: the last one delivered before the winning election was sent,
-	// and not before the release was sent.
+	// The wake-up: the last one delivered before end, and not before the release
+	// was sent.
 	var woke time.Time
 	for _, t := range w.Wakes {
-		if !t.Before(l.ReleaseSent) && !t.After(win.Sent) {
+		if !t.Before(l.ReleaseSent) && !t.After(end) {
 			woke = t
 		}
 	}
@@ -313,7 +337,7 @@ func breakdown(v map[string]float64, l, w marks) {
 	var reads, elections float64
 	var busy time.Duration
 	for _, c := range w.Calls {
-		if c.Sent.Before(woke) || c.Sent.After(win.Sent) {
+		if c.Sent.Before(woke) || c.Sent.After(end) {
 			continue
 		}
 		switch c.Op {
@@ -323,14 +347,14 @@ func breakdown(v map[string]float64, l, w marks) {
 			busy += c.Done.Sub(c.Sent)
 		case "elect", "elect released":
 			elections++
-			if c.Sent != win.Sent {
+			if win == nil || c.Sent != win.Sent {
 				busy += c.Done.Sub(c.Sent)
 			}
 		}
 	}
 	v["reads_after_wake"] = reads
 	v["elections_after_wake"] = elections
-	v["follower_ms"] = ms(win.Sent.Sub(woke) - busy)
+	v["follower_ms"] = ms(end.Sub(woke) - busy)
 }
 
 // steady: n candidates for dur after the leader is established; requests per second

@@ -43,6 +43,7 @@ type candidate interface {
 type marks struct {
 	LastRenew   time.Time // send time of the last renewal that succeeded (etcd: last keepalive reply)
 	Won         time.Time // reply time of the write that made it leader, zero if none
+	Led         time.Time // casleader: when OnStartedLeading was called (also for a lease handed over, won with no write)
 	Released    time.Time // reply time of the resign write that succeeded
 	ReleaseSent time.Time // send time of that write (casleader)
 
