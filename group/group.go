@@ -1154,6 +1154,11 @@ func (r *run) follow(ctx context.Context) error {
 	slices.SortFunc(due, func(a, b *state) int { return cmp.Compare(a.key, b.key) })
 	var create, elect []*state
 	var dup error
+	// Half of the rounds of reads wait for the leaders' next renewals rather than
+	// the whole poll interval (cas.ReadAfterRenewal), every key of the round alike:
+	// keys due close together are read together, so a round that mixed the two
+	// would read them all at the earlier time.
+	afterRenewal := rand.N(2) == 0
 	err := parallel(r, keyBatches(due, g.cfg.BatchSize), func(b keyBatch) readReply {
 		return r.observeMany(ctx, b, g.cfg.RenewDeadline)
 	}, func(b keyBatch, rep readReply) error {
@@ -1168,10 +1173,6 @@ func (r *run) follow(ctx context.Context) error {
 			return rep.err
 		}
 		var skew time.Duration
-		// Half of the batches wait for the leader's next renewal rather than the
-		// whole poll interval (cas.ReadAfterRenewal), all keys of a batch alike:
-		// keys due together are read together.
-		afterRenewal := rand.N(2) == 0
 		for _, s := range b.ss {
 			rec, found := rep.recs[s.key]
 			if found {
