@@ -65,6 +65,14 @@ func slowPolls(id string) casleader.Config {
 // and how many elections it sent between the release and its win.
 func handoverByWakeup(t *testing.T, sa wakeStore, sb wakeStore) (reads, elections int64) {
 	t.Helper()
+	return byWakeup(t, sa, sb, func(a *casleader.Elector) error { return a.ResignFor(t.Context(), time.Hour) })
+}
+
+// byWakeup: a leads on sa, b follows on sb with a poll a minute away; give (a's
+// resign or handover to b) must let b lead at once. It returns b's reads and
+// elections from give to b leading.
+func byWakeup(t *testing.T, sa wakeStore, sb wakeStore, give func(a *casleader.Elector) error) (reads, elections int64) {
+	t.Helper()
 	ca, cb := slowPolls("a"), slowPolls("b")
 	require.Less(t, settle, cb.LeaseDuration/2, "a takeover within settle must be impossible without a wake-up")
 	a := newElector(t, sa, ca)
@@ -87,10 +95,55 @@ func handoverByWakeup(t *testing.T, sa wakeStore, sb wakeStore) (reads, election
 	// ElectReleased, first try an election that loses): count from after that.
 	quiet(t, rb.calls)
 	reads0, elections0 := rb.reads.Load(), rb.elections.Load()
-	require.NoError(t, a.ResignFor(t.Context(), time.Hour))
+	require.NoError(t, give(a))
 	require.Eventually(t, b.IsLeader, settle, time.Millisecond,
 		"b is woken by the release and takes over long before its next read (a minute away)")
 	return rb.reads.Load() - reads0, rb.elections.Load() - elections0
+}
+
+// TestStoreWakeupsPassAHandedOverLeaseWithOneRead: a handover's wake-up says so
+// (notify.HandedOver), and its target adopts the lease from one read, with no
+// election, where the wake-up path can carry it; a MySQL named lock cannot, and
+// the target first sends an election that changes nothing.
+func TestStoreWakeupsPassAHandedOverLeaseWithOneRead(t *testing.T) {
+	toB := func(a *casleader.Elector) error { return a.HandoverTo(t.Context(), "b") }
+	t.Run("PostgreSQL", func(t *testing.T) {
+		t.Parallel()
+		table := testdb.Name(t)
+		sa := newPostgres(t, table)
+		require.NoError(t, sa.CreateTable(t.Context()))
+		reads, elections := byWakeup(t, sa, newPostgres(t, table), toB)
+		assert.Equal(t, int64(1), reads, "the target reads the row that names it")
+		assert.Zero(t, elections, "the notification says the lease was handed over: nothing to elect")
+	})
+	t.Run("SQLiteSecondDatabaseHandle", func(t *testing.T) {
+		t.Parallel()
+		path := filepath.Join(t.TempDir(), "wake.db")
+		table := testdb.Name(t)
+		sa, sb := newSQLite(t, path, table), newSQLite(t, path, table)
+		require.NoError(t, sa.CreateTable(t.Context()))
+		reads, elections := byWakeup(t, sa, sb, toB)
+		assert.Equal(t, int64(1), reads, "the target reads the row that names it")
+		assert.Zero(t, elections, "the wake-up file says the lease was handed over: nothing to elect")
+	})
+	t.Run("MariaDBOneStoreWakesInProcess", func(t *testing.T) {
+		t.Parallel()
+		table := testdb.Name(t)
+		st := newMySQL(t, table)
+		require.NoError(t, st.CreateTable(t.Context()))
+		reads, elections := byWakeup(t, st, st, toB)
+		assert.Equal(t, int64(1), reads, "the target reads the row that names it")
+		assert.Zero(t, elections, "woken in-process as handed over: nothing to elect")
+	})
+	t.Run("MariaDB", func(t *testing.T) {
+		t.Parallel()
+		table := testdb.Name(t)
+		sa := newMySQL(t, table)
+		require.NoError(t, sa.CreateTable(t.Context()))
+		reads, elections := byWakeup(t, sa, newMySQL(t, table), toB)
+		assert.Equal(t, int64(1), reads, "the target reads the row that names it")
+		assert.Equal(t, int64(1), elections, "a lock grant cannot say it was a handover: one election that changes nothing first")
+	})
 }
 
 func TestStoreWakeupsHandOverWithoutWaitingForAPoll(t *testing.T) {

@@ -327,8 +327,9 @@ func (m *Machine) Observed(rec store.Record, found bool, sent time.Time, p Parti
 func (m *Machine) ElectsReleased(ok bool) { m.electsReleased = ok }
 
 // Woken handles a wake-up that announces the lease as released at row version
-// version (0: a wake-up that carries no version, such as a MySQL named lock granted,
-// a handover or a reconnected listener), for a candidate taking part as p. A
+// version (0: a wake-up that carries no version, such as a MySQL named lock granted
+// or a reconnected listener; negative: a lease handed over to a named candidate,
+// notify.HandedOver), for a candidate taking part as p. A
 // follower that campaigns, has no election of its own to settle, and has not seen
 // the row at that version or later campaigns from it at once, without reading the
 // row first (Campaign): the election statement itself requires the row to be at that
@@ -343,13 +344,17 @@ func (m *Machine) ElectsReleased(ok bool) { m.electsReleased = ok }
 // spurious one) costs a write that changes nothing, followed by the read it would
 // have made anyway. The new term must be above the last version this candidate saw.
 //
+// A handover asks every follower for a read (Wait with no wait): the target adopts
+// the lease that names it from that read, with no write, and the others see a live
+// leader; no election can win a handed-over lease.
+//
 // Anything else asks for a read (Wait with no wait): a leader, a candidate cooling
 // down, paused or observing, an unsettled election of ours (the read may show it
 // won), a version already seen, a wake-up with no version when the store has no such
 // election, and election writes that keep failing or losing (failures: more than one
 // in a row), whose next write waits for its backoff and a read.
 func (m *Machine) Woken(version int64, p Participation, failures int) Decision {
-	if m.role != Follower || p != Campaigning || m.unsettled || failures > 1 {
+	if m.role != Follower || p != Campaigning || m.unsettled || failures > 1 || version < 0 {
 		return Decision{Action: Wait}
 	}
 	if version == 0 && m.electsReleased {

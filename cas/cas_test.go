@@ -928,6 +928,11 @@ func TestWoken(t *testing.T) {
 		{"CoolingDownCandidateReadsAfterAWakeUpWithoutAVersion", electsReleased(following(live)), 0, CoolingDown, Decision{Action: Wait}, 0},
 		{"PausedCandidateReadsAfterAWakeUpWithoutAVersion", electsReleased(following(live)), 0, Abstaining, Decision{Action: Wait}, 0},
 		{"ObserverReadsAfterAWakeUpWithoutAVersion", electsReleased(following(live)), 0, Observing, Decision{Action: Wait}, 0},
+		// A handover (notify.HandedOver): nothing to elect; the target adopts the
+		// lease from the read.
+		{"HandoverAsksForARead", following(live), -1, Campaigning, Decision{Action: Wait}, 0},
+		{"HandoverAsksForAReadWhenTheStoreElectsReleasedRows", electsReleased(following(live)), -1, Campaigning, Decision{Action: Wait}, 0},
+		{"HandoverBeforeAnyReadAsksForARead", electsReleased(func(*testing.T) *Machine { return New("me", lease, renew) }), -1, Campaigning, Decision{Action: Wait}, 0},
 		{"LeaderIgnoresAWakeUpWithoutAVersion", electsReleased(leading), 0, Campaigning, Decision{Action: Wait}, 0},
 		{"ReleasedRowElectionsThatKeepLosingReadFirst", electsReleased(following(live)), 0, Campaigning, Decision{Action: Wait}, 2},
 		{"UnsettledElectionIsSettledByAReadAfterAWakeUpWithoutAVersion", electsReleased(func(t *testing.T) *Machine {

@@ -12,9 +12,13 @@
 // [MySQL] named locks, a watched file for SQLite. A wake-up carries the row version
 // at which the lease was released, when it is known: the follower then sends its
 // election from that version without reading the row first. A wake-up without a
-// version (0: a named lock, a handover, a reconnected listener) sends the follower,
-// when its store can, into an election that wins only a released row whatever its
-// version (casleader.ReleasedElector), followed by a read only if that did not win.
+// version (0: a named lock, a reconnected listener) sends the follower, when its
+// store can, into an election that wins only a released row whatever its version
+// (casleader.ReleasedElector), followed by a read only if that did not win. A
+// handover's wake-up says so ([HandedOver]): each follower reads the row, and the
+// target adopts the lease it names from that read, with no write; on MySQL the
+// named lock cannot say it, and the target reads after an election that changes
+// nothing.
 //
 // Notifications are only a speed-up. Followers still read the row when the lease
 // they last observed can expire, and at least every poll interval, so a notifier that

@@ -57,7 +57,7 @@ func (h *Hub) Subscribe(key string, wake func(version int64)) (unsubscribe func(
 func (h *Hub) Wake(key string, version int64) bool {
 	h.mu.Lock()
 	subs := h.subs[key]
-	if version != 0 && len(subs) > 0 {
+	if version > 0 && len(subs) > 0 {
 		if h.last[key] == version {
 			h.mu.Unlock()
 			return true

@@ -44,8 +44,16 @@ func NewWakeups(table string, hub *Hub, lis Listener) *Wakeups {
 // Table returns the election table whose releases wake the subscribers.
 func (w *Wakeups) Table() string { return w.table }
 
+// HandedOver is the version a wake-up carries when the lease was handed over to a
+// named candidate (Store.Handover) rather than released: there is no election to
+// win, and each follower reads the row instead (the target adopts the lease it
+// names, with no write; the others see a live leader). A wake-up with no version
+// (0) may announce a release, and sends a follower whose store can into an
+// election that wins only a released row first.
+const HandedOver int64 = -1
+
 // Released is called by the store after its own release (version: the row's new
-// version) or handover (version 0) of key committed: it wakes the subscribers of
+// version) or handover (version [HandedOver]) of key committed: it wakes the subscribers of
 // key in this process at once, and hands the release to the listener if it
 // announces releases to other processes itself (Announce(key string, version
 // int64), as the SQLite file watch does; PostgreSQL's statements notify by
@@ -58,7 +66,7 @@ func (w *Wakeups) Released(key string, version int64) {
 }
 
 // Subscribe calls wake whenever the lease of key is released or handed over, with
-// the released version (0: unknown), until unsubscribe is called. The first
+// the released version (0: unknown; [HandedOver]: handed over), until unsubscribe is called. The first
 // subscription starts the listener; unsubscribing the last one stops it and waits
 // for it to return.
 func (w *Wakeups) Subscribe(key string, wake func(version int64)) (unsubscribe func()) {

@@ -102,6 +102,8 @@ func TestHubWakesARepeatedReleaseOnce(t *testing.T) {
 	assert.True(t, h.Wake("k", 0))
 	assert.True(t, h.Wake("k", 0), "wake-ups without a version are never merged")
 	assert.True(t, h.Wake("k", 6))
+	assert.True(t, h.Wake("k", notify.HandedOver))
+	assert.True(t, h.Wake("k", notify.HandedOver), "handovers carry no version: never merged")
 	assert.False(t, h.Wake("other", 1), "no subscriber")
-	assert.Equal(t, []int64{5, 0, 0, 6}, got)
+	assert.Equal(t, []int64{5, 0, 0, 6, notify.HandedOver, notify.HandedOver}, got)
 }

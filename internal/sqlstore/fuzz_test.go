@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/casleader/casleader/notify"
 	"github.com/casleader/casleader/store"
 )
 
@@ -81,9 +82,10 @@ func TestNotifyPayloadRoundTrips(t *testing.T) {
 		{"t", NotifyPayload("t", 0, "a key with spaces"), 0, "a key with spaces", true},
 		{"s.t", NotifyPayload("s.t", 7, "k"), 7, "k", true},
 		{"t", NotifyPayload("other", 42, "k"), 0, "", false},
-		{"t", "t k", 0, "", false},    // no version
-		{"t", "t x k", 0, "", false},  // not a number
-		{"t", "t -1 k", 0, "", false}, // negative
+		{"t", "t k", 0, "", false},   // no version
+		{"t", "t x k", 0, "", false}, // not a number
+		{"t", NotifyPayload("t", notify.HandedOver, "k"), notify.HandedOver, "k", true},
+		{"t", "t -2 k", 0, "", false}, // negative, not a handover
 		{"t", "t 5 ", 0, "", false},   // no key
 		{"t", "tt 5 k", 0, "", false}, // another table with the same prefix
 		{"t", "casleader-selftest 0123", 0, "", false},

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/casleader/casleader/notify"
 	"github.com/casleader/casleader/schema"
 )
 
@@ -13,9 +14,10 @@ import (
 const NotifyChannel = "casleader"
 
 // NotifyPayload returns the payload of the notification sent when the lease of key in
-// table is released at row version version, or handed over (version 0): the table
-// name as configured, the version, and the key, separated by single spaces. Table
-// names and versions hold no space, so the first two spaces separate the three.
+// table is released at row version version (0: a version not known, as in batched
+// releases), or handed over (version [notify.HandedOver]): the table name as
+// configured, the version, and the key, separated by single spaces. Table names and
+// versions hold no space, so the first two spaces separate the three.
 func NotifyPayload(table string, version int64, key string) string {
 	return table + " " + strconv.FormatInt(version, 10) + " " + key
 }
@@ -32,7 +34,7 @@ func ParseNotifyPayload(table, payload string) (version int64, key string, ok bo
 		return 0, "", false
 	}
 	version, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || version < 0 || key == "" {
+	if err != nil || (version < 0 && version != notify.HandedOver) || key == "" {
 		return 0, "", false
 	}
 	return version, key, true
@@ -78,7 +80,7 @@ func postgresQueries(t, table string) queries {
 			` WHERE elect_key = $2 AND version = $3 AND leader_id = $4 RETURNING elect_key, version) ` + pgNotify(table, "elect_key", "version"),
 		handover: `WITH u AS (UPDATE ` + t + ` SET version = ` + pgNewTerm + `, term = ` + pgNewTerm +
 			`, leader_id = $1, tick_time = ` + now + `, handover_to = $1, stepdown = 0, update_time = ` + now +
-			` WHERE elect_key = $2 AND version = $3 AND leader_id = $4 RETURNING elect_key, term) ` + pgNotify(table, "term", "0"),
+			` WHERE elect_key = $2 AND version = $3 AND leader_id = $4 RETURNING elect_key, term) ` + pgNotify(table, "term", "'"+strconv.FormatInt(notify.HandedOver, 10)+"'"),
 		request: `UPDATE ` + t + ` SET version = $1, handover_to = $2, stepdown = 1, update_time = ` + now +
 			` WHERE elect_key = $3 AND version = $4 AND leader_id <> ''`,
 		check: `SELECT ` + strings.Join(schema.Columns, ", ") + ` FROM ` + t + ` WHERE false`,
