@@ -53,6 +53,8 @@ func main() {
 	scaleFor := flag.Duration("scale-for", 10*time.Minute, "measuring window of the scale run")
 	satFor := flag.Duration("saturate-for", 10*time.Minute, "how long the election runs under the saturating load")
 	satBase := flag.Duration("saturate-baseline", 5*time.Minute, "how long the load runs alone first, for its rate without the election")
+	traceTakeovers := flag.String("trace-takeovers", "", "saturate: write each takeover's reads to this file")
+	satTerm := flag.Duration("saturate-term", 20*time.Second, "saturate: how long each term runs before its leader is killed")
 	pgbenchDB := flag.String("pgbench-db", "pgbench", "database initialised with pgbench -i -s 50 for the saturation run")
 	sysbenchDB := flag.String("sysbench-db", "sbtest", "MariaDB database prepared with sysbench oltp_write_only --tables=4 --table-size=250000 for the saturation run")
 	electorsN := flag.Int("electors", 10000, "single-key electors of the electors run, over one pool")
@@ -66,6 +68,14 @@ func main() {
 	childID := flag.String("child-id", "", "with -child: the candidate ID")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (in a scale run, the leader) to this file")
 	flag.Parse()
+	if *traceTakeovers != "" {
+		f, err := os.Create(*traceTakeovers)
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer f.Close()
+		traceOut = log.New(f, "", log.Lmicroseconds)
+	}
 	if *child {
 		childMain(*childDB, *childTable, *childKey, *childID, benchTiming())
 		return
@@ -321,7 +331,7 @@ func main() {
 			{"casleader-group/MariaDB", casOptions{dialect: "mariadb"}, sysbenchTool(*sysbenchDB, 4, 250000, 16)},
 		} {
 			run(cas(m.name, m.o), func(sys system) {
-				record(saturate(ctx, sys.(*casSystem), m.load, *satBase, *satFor))
+				record(saturate(ctx, sys.(*casSystem), m.load, *satBase, *satFor, *satTerm))
 			})
 		}
 	}

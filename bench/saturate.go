@@ -124,8 +124,12 @@ func meanSD(vs []float64) (mean, sd float64) {
 }
 
 // phaseValues records a load phase: the tool's overall rate, the mean and spread of
-// its interval rates, and the load average at the phase's end.
-func phaseValues(r *result, name string, lr loadRun) {
+// its interval rates, the load average at the phase's end, and this process's CPU
+// over the phase (cpu: its CPU time at the start, wall: the phase's length).
+func phaseValues(r *result, name string, lr loadRun, cpu time.Duration, wall time.Duration) {
+	if wall > 0 {
+		r.Values["bench_cpu_percent_"+name] = 100 * float64(cpuTime()-cpu) / float64(wall)
+	}
 	r.Values["load_tps_"+name] = lr.tps
 	m, sd := meanSD(lr.intervals)
 	r.Values["load_interval_mean_tps_"+name] = m
@@ -333,18 +337,19 @@ func groupCount(ctx context.Context, db *sql.DB, q string, args ...any) (map[str
 // sampler running (the control: the benchmark's own work, without an election);
 // then 3 candidates (groups of 10 keys, default timings, each on its own pool of 4)
 // alone for a minute and under the load for dur, crashing the leader over and over
-// during the load: leases lost, renewal latency (alone and under load), failover
+// during the load, each time its term has run for term: leases lost, renewal latency (alone and under load), failover
 // from the crash to the next leader's win and its parts, what the election's
 // statements wait on in the server, and the load's rate in each phase.
-func saturate(ctx context.Context, sys *casSystem, load loadTool, base, dur time.Duration) result {
+func saturate(ctx context.Context, sys *casSystem, load loadTool, base, dur, term time.Duration) result {
 	r := result{Scenario: "saturate", System: sys.Name(), Params: map[string]any{"load": load.name, "seconds": dur.Seconds(), "baseline_seconds": base.Seconds(),
-		"candidates": 3, "keys": 10, "interval_seconds": loadInterval}, Values: map[string]float64{}}
+		"candidates": 3, "keys": 10, "interval_seconds": loadInterval, "term_seconds": term.Seconds()}, Values: map[string]float64{}}
+	cpu0, t0 := cpuTime(), time.Now()
 	alone, err := runLoad(ctx, load, base)
 	if err != nil {
 		r.Error = err.Error()
 		return r
 	}
-	phaseValues(&r, "alone", alone)
+	phaseValues(&r, "alone", alone, cpu0, time.Since(t0))
 	// The control: the sampler reads what the election's sessions wait on (there
 	// are none yet) as often as it will beside the election.
 	waits, stopWaits, err := sampleWaits(ctx, sys)
@@ -353,12 +358,13 @@ func saturate(ctx context.Context, sys *casSystem, load loadTool, base, dur time
 		return r
 	}
 	defer stopWaits()
+	cpu0, t0 = cpuTime(), time.Now()
 	control, err := runLoad(ctx, load, base)
 	if err != nil {
 		r.Error = err.Error()
 		return r
 	}
-	phaseValues(&r, "control", control)
+	phaseValues(&r, "control", control, cpu0, time.Since(t0))
 	waits.reset()
 
 	keys := scaleKeys(randName("sat"), 10)
@@ -401,6 +407,7 @@ func saturate(ctx context.Context, sys *casSystem, load loadTool, base, dur time
 		err error
 	}
 	loadDone := make(chan loadReply, 1)
+	cpu0, t0 = cpuTime(), time.Now()
 	go func() {
 		lr, err := runLoad(lctx, load, dur)
 		loadDone <- loadReply{lr, err}
@@ -411,8 +418,11 @@ func saturate(ctx context.Context, sys *casSystem, load loadTool, base, dur time
 	var parts []takeover
 	failed, restarts := 0, 0
 	for time.Since(start) < dur-2*lease && ctx.Err() == nil {
-		// The candidate leading the most keys, once it has led them for a heartbeat.
-		time.Sleep(3 * time.Second)
+		// The candidate leading the most keys, once it has led them for term: a
+		// term killed within seconds of its start is known to its followers by
+		// their first reads only, one that lived a few poll intervals by their
+		// reads of a running leader, as a term that lives for hours is.
+		time.Sleep(term)
 		var victim *satCandidate
 		var held []string
 		for _, c := range cands {
@@ -503,7 +513,7 @@ func saturate(ctx context.Context, sys *casSystem, load loadTool, base, dur time
 	if reply.err != nil && r.Error == "" {
 		r.Error = reply.err.Error()
 	}
-	phaseValues(&r, "with_election", reply.run)
+	phaseValues(&r, "with_election", reply.run, cpu0, time.Since(t0))
 	if alone.tps > 0 && reply.run.tps > 0 {
 		r.Values["load_slowdown_percent"] = 100 * (alone.tps - reply.run.tps) / alone.tps
 	}

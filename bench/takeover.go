@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log"
 	"sync"
 	"time"
 
@@ -31,6 +32,10 @@ type traceElect struct {
 	sent, reply time.Time
 	won         bool
 }
+
+// traceOut, when set (-trace-takeovers), gets each takeover's reads: send time
+// after the expiry, whether of the dead term, and age, in milliseconds.
+var traceOut *log.Logger
 
 // keep is how long the trace keeps a key's events: the skew window, over which a
 // follower takes the freshest age of a term (cas.SkewWindow).
@@ -123,6 +128,16 @@ func (t *takeoverTrace) takeoverOf(key string, term int64, last, won time.Time, 
 	}
 	if d == nil || fresh < 0 {
 		return takeover{}
+	}
+	if traceOut != nil {
+		var rs []string
+		for _, r := range t.reads[key] {
+			if r.sent.After(e.sent) {
+				break
+			}
+			rs = append(rs, fmt.Sprintf("%+.0f:%s:%.1f", ms(r.sent.Sub(expiry)), map[bool]string{true: "dead", false: "other"}[r.term == term], ms(r.age)))
+		}
+		traceOut.Printf("key %s fresh %.1f elect_sent %+.1f reads %v", key, ms(fresh), ms(e.sent.Sub(expiry)), rs)
 	}
 	return takeover{
 		fresh:        fresh,
