@@ -177,15 +177,18 @@ func SkewNotable(skew, lease, renew time.Duration) bool {
 // (the measurement) and margin (L - R).
 const SkewMessage = "casleader: the clocks of the database servers disagree (the server this candidate reads runs ahead of the one the leader writes through when skew is positive, behind when negative); elections stay safe, but synchronize the servers' clocks (NTP)"
 
-// ReadAfterRenewal returns how long a follower that read a live lease at age age
-// waits before its next read, at most poll: timed for that read to reach the
-// database just after one of the leader's renewals, if the leader renews every
+// ReadAfterRenewal returns how long a follower that read a lease at age age waits
+// before its next read, at most poll (the wait it would make otherwise: the poll
+// interval, or the time until the lease can expire): timed for that read to reach
+// the database just after one of the leader's renewals, if the leader renews every
 // heartbeat (the read's age then falls within a heartbeat of the last renewal, the
 // next renewals follow at multiples of heartbeat). The judgement of expiry waits
 // beyond the lease by the freshest age a follower read of the term (see above), and
-// a crash failover with it: reads timed at the poll interval alone land at a phase
-// of the heartbeat that drifts slowly, or not at all when poll is a multiple of
-// heartbeat, so the freshest age could stay close to a heartbeat for a whole term.
+// a crash failover with it: reads timed by the poll interval or by the lease alone
+// land at a phase of the heartbeat that drifts slowly, or not at all when they are
+// a multiple of it apart, so the freshest age could stay close to a heartbeat for a
+// whole term. A lease that is not renewed any more is read again when it can
+// expire, one read later than without the timing, and no later.
 //
 // It returns poll when no renewal is expected within poll, or heartbeat is not set.
 // Callers use it for some reads only (half of them, at random): with clock skew

@@ -30,10 +30,10 @@ type Config struct {
 	Key     string
 	Poll    time.Duration // longest time between two reads
 	Timeout time.Duration // timeout of one read
-	// Heartbeat is the leader's renewal interval: half of the reads of a live lease
-	// that wait the whole Poll are timed to follow a renewal instead
-	// ([cas.ReadAfterRenewal]), which keeps the follower's view of the term fresh.
-	// Zero: every read waits Poll.
+	// Heartbeat is the leader's renewal interval: half of the reads of a lease that
+	// would wait more than a heartbeat (Poll, or until the lease can expire) are
+	// timed to follow a renewal instead ([cas.ReadAfterRenewal]), which keeps the
+	// follower's view of the term fresh. Zero: no read is timed so.
 	Heartbeat time.Duration
 	// Logger receives the watch's lines, which carry no key of their own: the
 	// caller's logger names it (the elector's has key and id). nil means discard.
@@ -84,8 +84,8 @@ func Watch(ctx context.Context, r Reader, cfg Config, wake <-chan struct{},
 			if wait, stop = decide(obs); stop {
 				return obs, nil
 			}
-			if wait = min(wait, cfg.Poll); wait == cfg.Poll && obs.Found && !obs.Released() && rand.N(2) == 0 {
-				wait = cas.ReadAfterRenewal(obs.Age, cfg.Heartbeat, cfg.Poll)
+			if wait = min(wait, cfg.Poll); wait > cfg.Heartbeat && obs.Found && !obs.Released() && rand.N(2) == 0 {
+				wait = cas.ReadAfterRenewal(obs.Age, cfg.Heartbeat, wait)
 			}
 			wait += jitter(cfg.Poll)
 		case ctx.Err() != nil:

@@ -115,45 +115,56 @@ func TestContextEndStopsWatching(t *testing.T) {
 	})
 }
 
-// TestHalfTheReadsFollowARenewal: a leader renews every 100 ms; a follower polling
-// every 200 ms from half a heartbeat after a renewal would read every row 50 ms old.
-// With Heartbeat set, reads timed after a renewal see it a moment old, and no read
-// waits longer than Poll.
+// TestHalfTheReadsFollowARenewal: a leader renews every 100 ms; a follower that
+// reads every 200 ms (its Poll, or the time until the lease can expire) from half a
+// heartbeat after a renewal would read every row 50 ms old. With Heartbeat set,
+// reads timed after a renewal see it a moment old, and no read waits longer than it
+// would have.
 func TestHalfTheReadsFollowARenewal(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		const heartbeat = 100 * time.Millisecond
-		st := memstore.New()
-		v, _, err := st.Insert(t.Context(), "k", "a")
-		require.NoError(t, err)
-		ctx, cancel := context.WithCancel(t.Context())
-		renewed := make(chan struct{})
-		go func() {
-			defer close(renewed)
-			for ctx.Err() == nil {
-				time.Sleep(heartbeat)
-				ok, err := st.Renew(context.Background(), "k", "a", v)
-				if !assert.NoError(t, err) || !assert.True(t, ok) {
-					return
-				}
-				v++
-			}
-		}()
-		time.Sleep(heartbeat / 2)
-		c := cfg
-		c.Poll, c.Heartbeat = 2*heartbeat, heartbeat
-		var ages, gaps []time.Duration
-		last := time.Now()
-		_, err = detector.Watch(ctx, st, c, nil, func(o detector.Observation) (time.Duration, bool) {
-			ages = append(ages, o.Age)
-			gaps = append(gaps, o.Sent.Sub(last))
-			last = o.Sent
-			return lease, len(ages) == 20
+	const heartbeat = 100 * time.Millisecond
+	for _, tc := range []struct {
+		name       string
+		poll, left time.Duration
+	}{
+		{"CappedByPoll", 2 * heartbeat, lease},
+		{"UntilTheLeaseCanExpire", 10 * heartbeat, 2 * heartbeat},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				st := memstore.New()
+				v, _, err := st.Insert(t.Context(), "k", "a")
+				require.NoError(t, err)
+				ctx, cancel := context.WithCancel(t.Context())
+				renewed := make(chan struct{})
+				go func() {
+					defer close(renewed)
+					for ctx.Err() == nil {
+						time.Sleep(heartbeat)
+						ok, err := st.Renew(context.Background(), "k", "a", v)
+						if !assert.NoError(t, err) || !assert.True(t, ok) {
+							return
+						}
+						v++
+					}
+				}()
+				time.Sleep(heartbeat / 2)
+				c := cfg
+				c.Poll, c.Heartbeat = tc.poll, heartbeat
+				var ages, gaps []time.Duration
+				last := time.Now()
+				_, err = detector.Watch(ctx, st, c, nil, func(o detector.Observation) (time.Duration, bool) {
+					ages = append(ages, o.Age)
+					gaps = append(gaps, o.Sent.Sub(last))
+					last = o.Sent
+					return tc.left, len(ages) == 20
+				})
+				require.NoError(t, err)
+				cancel()
+				<-renewed
+				assert.Equal(t, heartbeat/2, ages[0])
+				assert.Less(t, slices.Min(ages), heartbeat/10, "a read soon after a renewal, of %v", ages)
+				assert.LessOrEqual(t, slices.Max(gaps), min(tc.poll, tc.left)+2*time.Millisecond, "no wait beyond Poll, the lease and the jitter, of %v", gaps)
+			})
 		})
-		require.NoError(t, err)
-		cancel()
-		<-renewed
-		assert.Equal(t, heartbeat/2, ages[0])
-		assert.Less(t, slices.Min(ages), heartbeat/10, "a read soon after a renewal, of %v", ages)
-		assert.LessOrEqual(t, slices.Max(gaps), c.Poll+2*time.Millisecond, "no wait beyond Poll and the jitter, of %v", gaps)
-	})
+	}
 }

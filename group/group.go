@@ -1155,7 +1155,7 @@ func (r *run) follow(ctx context.Context) error {
 	var create, elect []*state
 	var dup error
 	// Half of the rounds of reads wait for the leaders' next renewals rather than
-	// the whole poll interval (cas.ReadAfterRenewal), every key of the round alike:
+	// the whole wait (cas.ReadAfterRenewal), every key of the round alike:
 	// keys due close together are read together, so a round that mixed the two
 	// would read them all at the earlier time.
 	afterRenewal := rand.N(2) == 0
@@ -1208,8 +1208,8 @@ func (r *run) follow(ctx context.Context) error {
 				if wait <= 0 {
 					wait = g.cfg.PollInterval
 				}
-				if wait == g.cfg.PollInterval && found && !rec.Released() && afterRenewal {
-					wait = cas.ReadAfterRenewal(rec.Age, g.cfg.HeartbeatInterval, g.cfg.PollInterval)
+				if wait > g.cfg.HeartbeatInterval && found && !rec.Released() && afterRenewal {
+					wait = cas.ReadAfterRenewal(rec.Age, g.cfg.HeartbeatInterval, wait)
 				}
 				// From the reply, not the send: a read timed for the lease's
 				// expiry then reaches the database after it, whatever this
