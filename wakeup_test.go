@@ -60,17 +60,10 @@ func slowPolls(id string) casleader.Config {
 		HeartbeatInterval: 200 * time.Millisecond, PollInterval: time.Minute}
 }
 
-// handoverByWakeup runs leader a on sa and follower b on sb (given sb's wake-ups
-// explicitly, to count its calls), has a resign, and returns how many rows b read
-// and how many elections it sent between the release and its win.
-func handoverByWakeup(t *testing.T, sa wakeStore, sb wakeStore) (reads, elections int64) {
-	t.Helper()
-	return byWakeup(t, sa, sb, func(a *casleader.Elector) error { return a.ResignFor(t.Context(), time.Hour) })
-}
-
-// byWakeup: a leads on sa, b follows on sb with a poll a minute away; give (a's
-// resign or handover to b) must let b lead at once. It returns b's reads and
-// elections from give to b leading.
+// byWakeup runs leader a on sa and follower b on sb (given sb's wake-ups
+// explicitly, to count its calls; its next read a minute away); give (a's resign,
+// or its handover to b) must let b lead at once. It returns how many rows b read
+// and how many elections it sent between give and leading.
 func byWakeup(t *testing.T, sa wakeStore, sb wakeStore, give func(a *casleader.Elector) error) (reads, elections int64) {
 	t.Helper()
 	ca, cb := slowPolls("a"), slowPolls("b")
@@ -101,93 +94,79 @@ func byWakeup(t *testing.T, sa wakeStore, sb wakeStore, give func(a *casleader.E
 	return rb.reads.Load() - reads0, rb.elections.Load() - elections0
 }
 
+// wakeupPairs are a leader's and a follower's stores, one pair per way a wake-up
+// travels: LISTEN/NOTIFY, MySQL named locks, SQLite's wake-up file (two *sql.DB on
+// one file, as two processes would have), and one store's own hub (electors on one
+// store wake each other directly, whatever the dialect's cross-process path).
+var wakeupPairs = []struct {
+	name string
+	pair func(t *testing.T) (leader, follower wakeStore)
+}{
+	{"PostgreSQL", func(t *testing.T) (wakeStore, wakeStore) {
+		table := testdb.Name(t)
+		sa := newPostgres(t, table)
+		require.NoError(t, sa.CreateTable(t.Context()))
+		return sa, newPostgres(t, table)
+	}},
+	{"MariaDB", func(t *testing.T) (wakeStore, wakeStore) {
+		table := testdb.Name(t)
+		sa := newMySQL(t, table)
+		require.NoError(t, sa.CreateTable(t.Context()))
+		return sa, newMySQL(t, table)
+	}},
+	{"SQLiteSecondDatabaseHandle", func(t *testing.T) (wakeStore, wakeStore) {
+		path := filepath.Join(t.TempDir(), "wake.db")
+		table := testdb.Name(t)
+		sa, sb := newSQLite(t, path, table), newSQLite(t, path, table)
+		require.NoError(t, sa.CreateTable(t.Context()))
+		return sa, sb
+	}},
+	{"MariaDBOneStoreWakesInProcess", func(t *testing.T) (wakeStore, wakeStore) {
+		st := newMySQL(t, testdb.Name(t))
+		require.NoError(t, st.CreateTable(t.Context()))
+		return st, st
+	}},
+}
+
+// wakeupCounts is what a follower does between a wake-up and leading, per pair.
+type wakeupCounts map[string]struct {
+	reads, elections int64
+	why              string
+}
+
+func testWakeups(t *testing.T, want wakeupCounts, give func(t *testing.T, a *casleader.Elector) error) {
+	for _, p := range wakeupPairs {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			sa, sb := p.pair(t)
+			reads, elections := byWakeup(t, sa, sb, func(a *casleader.Elector) error { return give(t, a) })
+			w := want[p.name]
+			assert.Equal(t, w.reads, reads, "reads after the wake-up: %s", w.why)
+			assert.Equal(t, w.elections, elections, "elections after the wake-up: %s", w.why)
+		})
+	}
+}
+
 // TestStoreWakeupsPassAHandedOverLeaseWithOneRead: a handover's wake-up says so
 // (notify.HandedOver), and its target adopts the lease from one read, with no
 // election, where the wake-up path can carry it; a MySQL named lock cannot, and
 // the target first sends an election that changes nothing.
 func TestStoreWakeupsPassAHandedOverLeaseWithOneRead(t *testing.T) {
-	toB := func(a *casleader.Elector) error { return a.HandoverTo(t.Context(), "b") }
-	t.Run("PostgreSQL", func(t *testing.T) {
-		t.Parallel()
-		table := testdb.Name(t)
-		sa := newPostgres(t, table)
-		require.NoError(t, sa.CreateTable(t.Context()))
-		reads, elections := byWakeup(t, sa, newPostgres(t, table), toB)
-		assert.Equal(t, int64(1), reads, "the target reads the row that names it")
-		assert.Zero(t, elections, "the notification says the lease was handed over: nothing to elect")
-	})
-	t.Run("SQLiteSecondDatabaseHandle", func(t *testing.T) {
-		t.Parallel()
-		path := filepath.Join(t.TempDir(), "wake.db")
-		table := testdb.Name(t)
-		sa, sb := newSQLite(t, path, table), newSQLite(t, path, table)
-		require.NoError(t, sa.CreateTable(t.Context()))
-		reads, elections := byWakeup(t, sa, sb, toB)
-		assert.Equal(t, int64(1), reads, "the target reads the row that names it")
-		assert.Zero(t, elections, "the wake-up file says the lease was handed over: nothing to elect")
-	})
-	t.Run("MariaDBOneStoreWakesInProcess", func(t *testing.T) {
-		t.Parallel()
-		table := testdb.Name(t)
-		st := newMySQL(t, table)
-		require.NoError(t, st.CreateTable(t.Context()))
-		reads, elections := byWakeup(t, st, st, toB)
-		assert.Equal(t, int64(1), reads, "the target reads the row that names it")
-		assert.Zero(t, elections, "woken in-process as handed over: nothing to elect")
-	})
-	t.Run("MariaDB", func(t *testing.T) {
-		t.Parallel()
-		table := testdb.Name(t)
-		sa := newMySQL(t, table)
-		require.NoError(t, sa.CreateTable(t.Context()))
-		reads, elections := byWakeup(t, sa, newMySQL(t, table), toB)
-		assert.Equal(t, int64(1), reads, "the target reads the row that names it")
-		assert.Equal(t, int64(1), elections, "a lock grant cannot say it was a handover: one election that changes nothing first")
-	})
+	testWakeups(t, wakeupCounts{
+		"PostgreSQL":                    {1, 0, "the notification says the lease was handed over: b reads the row that names it"},
+		"MariaDB":                       {1, 1, "a lock grant cannot say it was a handover: one election that changes nothing, then the read"},
+		"SQLiteSecondDatabaseHandle":    {1, 0, "the wake-up file says the lease was handed over: b reads the row that names it"},
+		"MariaDBOneStoreWakesInProcess": {1, 0, "woken in-process as handed over: b reads the row that names it"},
+	}, func(t *testing.T, a *casleader.Elector) error { return a.HandoverTo(t.Context(), "b") })
 }
 
 func TestStoreWakeupsHandOverWithoutWaitingForAPoll(t *testing.T) {
-	t.Run("PostgreSQL", func(t *testing.T) {
-		t.Parallel()
-		table := testdb.Name(t)
-		sa := newPostgres(t, table)
-		require.NoError(t, sa.CreateTable(t.Context()))
-		reads, elections := handoverByWakeup(t, sa, newPostgres(t, table))
-		assert.Zero(t, reads, "the notification carries the released version: b elects without reading")
-		assert.Equal(t, int64(1), elections, "one round trip after the notification")
-	})
-	t.Run("MariaDB", func(t *testing.T) {
-		t.Parallel()
-		table := testdb.Name(t)
-		sa := newMySQL(t, table)
-		require.NoError(t, sa.CreateTable(t.Context()))
-		reads, elections := handoverByWakeup(t, sa, newMySQL(t, table))
-		assert.Zero(t, reads, "a lock grant carries no version, yet b elects the released row without reading it")
-		assert.Equal(t, int64(1), elections, "one round trip after the lock grant (ElectReleased)")
-	})
-	t.Run("SQLiteSecondDatabaseHandle", func(t *testing.T) {
-		t.Parallel()
-		// Two *sql.DB on one file, as two processes would have: the release reaches
-		// the other one through the watched wake-up file.
-		path := filepath.Join(t.TempDir(), "wake.db")
-		table := testdb.Name(t)
-		sa, sb := newSQLite(t, path, table), newSQLite(t, path, table)
-		require.NoError(t, sa.CreateTable(t.Context()))
-		reads, elections := handoverByWakeup(t, sa, sb)
-		assert.Zero(t, reads, "the wake-up file carries the released version: b elects without reading")
-		assert.Equal(t, int64(1), elections, "one round trip after the wake-up")
-	})
-	t.Run("MariaDBOneStoreWakesInProcess", func(t *testing.T) {
-		t.Parallel()
-		// Electors on one store wake each other directly, with the version, whatever
-		// the dialect's cross-process path (here named locks, which carry none).
-		table := testdb.Name(t)
-		st := newMySQL(t, table)
-		require.NoError(t, st.CreateTable(t.Context()))
-		reads, elections := handoverByWakeup(t, st, st)
-		assert.Zero(t, reads, "woken in-process with the released version: b elects without reading")
-		assert.Equal(t, int64(1), elections, "one round trip after the wake-up")
-	})
+	testWakeups(t, wakeupCounts{
+		"PostgreSQL":                    {0, 1, "the notification carries the released version: b elects without reading"},
+		"MariaDB":                       {0, 1, "a lock grant carries no version, yet b elects the released row without reading it (ElectReleased)"},
+		"SQLiteSecondDatabaseHandle":    {0, 1, "the wake-up file carries the released version: b elects without reading"},
+		"MariaDBOneStoreWakesInProcess": {0, 1, "woken in-process with the released version: b elects without reading"},
+	}, func(t *testing.T, a *casleader.Elector) error { return a.ResignFor(t.Context(), time.Hour) })
 }
 
 func TestOneListenerPerStoreWhateverTheNumberOfElectors(t *testing.T) {
