@@ -136,7 +136,7 @@ func closeConn(ctx context.Context, conn *pgx.Conn) {
 func (p *Notifier) Table() string { return p.cfg.Table }
 
 // Subscribe calls wake whenever the lease of key is released (with the released
-// version) or handed over (with 0).
+// version, or 0 when it is not known) or handed over (with [notify.HandedOver]).
 func (p *Notifier) Subscribe(key string, wake func(version int64)) (unsubscribe func()) {
 	return p.hub.Subscribe(key, wake)
 }

@@ -115,8 +115,9 @@ func shouldPing(_ context.Context, p pgxpool.ShouldPingParams) bool {
 const NotifyChannel = sqlstore.NotifyChannel
 
 // NotifyPayload returns the payload of the notification sent when the lease of key in
-// table is released at row version version, or handed over (version 0): the table
-// name as configured, the version and the key, separated by single spaces.
+// table is released at row version version (0 when not known), or handed over
+// (version [notify.HandedOver]): the table name as configured, the version and the
+// key, separated by single spaces.
 func NotifyPayload(table string, version int64, key string) string {
 	return sqlstore.NotifyPayload(table, version, key)
 }

@@ -78,8 +78,8 @@ func databaseFile(db *sql.DB) string {
 	return ""
 }
 
-// Announce appends the release of key at version (0: a handover) to the wake-up
-// file. A failure only costs other processes' followers a poll.
+// Announce appends the release of key at version (0: not known;
+// [notify.HandedOver]: a handover) to the wake-up file. A failure only costs other processes' followers a poll.
 func (w *fileWake) Announce(key string, version int64) {
 	path := w.file()
 	if path == "" {
