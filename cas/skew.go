@@ -178,7 +178,7 @@ func SkewNotable(skew, lease, renew time.Duration) bool {
 const SkewMessage = "casleader: the clocks of the database servers disagree (the server this candidate reads runs ahead of the one the leader writes through when skew is positive, behind when negative); elections stay safe, but synchronize the servers' clocks (NTP)"
 
 // ReadAfterRenewal returns how long a follower that read a lease at age age waits
-// before its next read, at most poll (the wait it would make otherwise: the poll
+// before its next read, at most wait (the wait it would make otherwise: the poll
 // interval, or the time until the lease can expire): timed for that read to reach
 // the database just after one of the leader's renewals, if the leader renews every
 // heartbeat (the read's age then falls within a heartbeat of the last renewal, the
@@ -190,17 +190,19 @@ const SkewMessage = "casleader: the clocks of the database servers disagree (the
 // whole term. A lease that is not renewed any more is read again when it can
 // expire, one read later than without the timing, and no later.
 //
-// It returns poll when no renewal is expected within poll, or heartbeat is not set.
-// Callers use it for some reads only (half of them, at random): with clock skew
-// between servers (age is then off by the skew) or a leader on another heartbeat,
-// timed reads could all land just before the renewals, and the others keep the
-// phase moving.
-func ReadAfterRenewal(age, heartbeat, poll time.Duration) time.Duration {
-	if heartbeat <= 0 || poll <= 0 || age < 0 {
-		return poll
+// It returns wait unchanged when held is false (the read found no row, or a
+// released one: nobody renews), when wait is a heartbeat or less (the reads are
+// then at least as frequent as the renewals), when no renewal is expected within
+// wait, or when heartbeat is not set. Callers use it for some reads only (half of
+// them, at random): with clock skew between servers (age is then off by the skew)
+// or a leader on another heartbeat, timed reads could all land just before the
+// renewals, and the others keep the phase moving.
+func ReadAfterRenewal(age, heartbeat, wait time.Duration, held bool) time.Duration {
+	if !held || heartbeat <= 0 || wait <= heartbeat || age < 0 {
+		return wait
 	}
-	if w := poll - (poll+age)%heartbeat; w > 0 {
+	if w := wait - (wait+age)%heartbeat; w > 0 {
 		return w
 	}
-	return poll
+	return wait
 }

@@ -84,8 +84,8 @@ func Watch(ctx context.Context, r Reader, cfg Config, wake <-chan struct{},
 			if wait, stop = decide(obs); stop {
 				return obs, nil
 			}
-			if wait = min(wait, cfg.Poll); wait > cfg.Heartbeat && obs.Found && !obs.Released() && rand.N(2) == 0 {
-				wait = cas.ReadAfterRenewal(obs.Age, cfg.Heartbeat, wait)
+			if wait = min(wait, cfg.Poll); rand.N(2) == 0 {
+				wait = cas.ReadAfterRenewal(obs.Age, cfg.Heartbeat, wait, obs.Found && !obs.Released())
 			}
 			wait += jitter(cfg.Poll)
 		case ctx.Err() != nil:

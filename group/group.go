@@ -1208,8 +1208,8 @@ func (r *run) follow(ctx context.Context) error {
 				if wait <= 0 {
 					wait = g.cfg.PollInterval
 				}
-				if wait > g.cfg.HeartbeatInterval && found && !rec.Released() && afterRenewal {
-					wait = cas.ReadAfterRenewal(rec.Age, g.cfg.HeartbeatInterval, wait)
+				if afterRenewal {
+					wait = cas.ReadAfterRenewal(rec.Age, g.cfg.HeartbeatInterval, wait, found && !rec.Released())
 				}
 				// From the reply, not the send: a read timed for the lease's
 				// expiry then reaches the database after it, whatever this
