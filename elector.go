@@ -52,7 +52,13 @@ type Notifier interface {
 	// given up, until unsubscribe is called, with the row version at which it was
 	// released (the follower then sends its election from that version at once,
 	// without reading the row), or 0 when that is not known (the follower reads
-	// the row). Wake-ups may be spurious, stale or lost.
+	// the row), or [notify.HandedOver] for a handover (the follower reads the row,
+	// and the target adopts the lease from it). Wake-ups may be spurious, stale or
+	// lost. A notifier that also has SubscribeAs(key, id string, wake func(version
+	// int64)) (unsubscribe func()) is subscribed through it with the candidate's
+	// ID, and may wake the followers other than a handover's target with
+	// [notify.HandedToAnother]: they read the row a few milliseconds after the
+	// target ([cas.HandoverReadDelay]).
 	Subscribe(key string, wake func(version int64)) (unsubscribe func())
 	// Observed is called with every row a follower reads.
 	Observed(key string, rec store.Record)
@@ -508,7 +514,7 @@ func (e *Elector) Run(ctx context.Context) error {
 	if n := e.cfg.Notifier; n != nil {
 		// Notifications end a follower's sleep early, and one that carries the
 		// released version may be elected from at once (cas.Machine.Woken).
-		defer n.Subscribe(e.cfg.Key, e.wakeAt)()
+		defer notify.SubscribeAs(n, e.cfg.Key, e.cfg.ID, e.wakeAt)()
 	}
 	stopMembers := e.startMembers(ctx)
 	err := r.loop(ctx)
@@ -673,9 +679,9 @@ func (r *run) follow(ctx context.Context) (cas.Decision, time.Time, error) {
 	var d cas.Decision
 	var dup error
 	cfg := detector.Config{Key: e.cfg.Key, Poll: e.cfg.PollInterval, Heartbeat: e.cfg.HeartbeatInterval, Timeout: e.cfg.RenewDeadline, Logger: e.log,
-		Woken: func() bool {
+		Woken: func() (bool, time.Duration) {
 			d = r.m.Woken(e.released.Swap(0), part, r.failures)
-			return d.Action == cas.Campaign || d.Action == cas.CampaignReleased
+			return d.Action == cas.Campaign || d.Action == cas.CampaignReleased, d.Wait
 		}}
 	obs, err := detector.Watch(pctx, e.calls, cfg, e.wake, func(o detector.Observation) (time.Duration, bool) {
 		if o.Found {

@@ -160,6 +160,36 @@ func TestStoreWakeupsPassAHandedOverLeaseWithOneRead(t *testing.T) {
 	}, func(t *testing.T, a *casleader.Elector) error { return a.HandoverTo(t.Context(), "b") })
 }
 
+// TestHandoverWakesTheOtherFollowersToo: the followers that are not a handover's
+// target are woken too (notify.HandedToAnother: a read a few milliseconds after the
+// target's), and learn the new leader long before their next read, a minute away.
+func TestHandoverWakesTheOtherFollowersToo(t *testing.T) {
+	for _, p := range wakeupPairs {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			sa, sb := p.pair(t)
+			a := newElector(t, sa, slowPolls("a"))
+			stopA := running(t, a)
+			defer func() { require.NoError(t, stopA()) }()
+			require.Eventually(t, a.IsLeader, settle, time.Millisecond)
+			var followers []*casleader.Elector
+			for _, id := range []string{"b", "c"} {
+				f := newElector(t, sb, slowPolls(id))
+				stop := running(t, f)
+				defer func() { require.NoError(t, stop()) }()
+				followers = append(followers, f)
+			}
+			b, c := followers[0], followers[1]
+			require.Eventually(t, func() bool { return b.Leader() == "a" && c.Leader() == "a" && sb.Wakeups().Listening() }, settle, time.Millisecond)
+			require.NoError(t, a.HandoverTo(t.Context(), "b"))
+			require.Eventually(t, b.IsLeader, settle, time.Millisecond, "the target adopts the lease")
+			require.Eventually(t, func() bool { return c.Leader() == "b" }, settle, time.Millisecond,
+				"the other follower learns the new leader from its wake-up, not its next read")
+			assert.False(t, c.IsLeader())
+		})
+	}
+}
+
 func TestStoreWakeupsHandOverWithoutWaitingForAPoll(t *testing.T) {
 	testWakeups(t, wakeupCounts{
 		"PostgreSQL":                    {0, 1, "the notification carries the released version: b elects without reading"},

@@ -329,7 +329,7 @@ func (m *Machine) ElectsReleased(ok bool) { m.electsReleased = ok }
 // Woken handles a wake-up that announces the lease as released at row version
 // version (0: a wake-up that carries no version, such as a MySQL named lock granted
 // or a reconnected listener; negative: a lease handed over to a named candidate,
-// notify.HandedOver), for a candidate taking part as p. A
+// see below), for a candidate taking part as p. A
 // follower that campaigns, has no election of its own to settle, and has not seen
 // the row at that version or later campaigns from it at once, without reading the
 // row first (Campaign): the election statement itself requires the row to be at that
@@ -344,9 +344,14 @@ func (m *Machine) ElectsReleased(ok bool) { m.electsReleased = ok }
 // spurious one) costs a write that changes nothing, followed by the read it would
 // have made anyway. The new term must be above the last version this candidate saw.
 //
-// A handover asks every follower for a read (Wait with no wait): the target adopts
-// the lease that names it from that read, with no write, and the others see a live
-// leader; no election can win a handed-over lease.
+// A handover asks its target, or every follower when the target is not known
+// (version -1, notify.HandedOver), for a read (Wait with no wait): the target adopts
+// the lease that names it from that read, with no write, and the others see a
+// live leader; no election can win a handed-over lease. A follower told that the
+// lease went to another candidate (version -2, notify.HandedToAnother) reads after
+// [HandoverReadDelay] instead: it learns the new leader as soon, to within a few
+// milliseconds, and its read does not compete with the target's, the one that
+// hands the lease over, for the database's and the host's processors.
 //
 // Anything else asks for a read (Wait with no wait): a leader, a candidate cooling
 // down, paused or observing, an unsettled election of ours (the read may show it
@@ -354,6 +359,9 @@ func (m *Machine) ElectsReleased(ok bool) { m.electsReleased = ok }
 // election, and election writes that keep failing or losing (failures: more than one
 // in a row), whose next write waits for its backoff and a read.
 func (m *Machine) Woken(version int64, p Participation, failures int) Decision {
+	if version == handedToAnother && m.role == Follower {
+		return Decision{Action: Wait, Wait: HandoverReadDelay}
+	}
 	if m.role != Follower || p != Campaigning || m.unsettled || failures > 1 || version < 0 {
 		return Decision{Action: Wait}
 	}
@@ -369,6 +377,19 @@ func (m *Machine) Woken(version int64, p Participation, failures int) Decision {
 	m.version, m.from = version, version
 	return Decision{Action: Campaign, Version: version}
 }
+
+// The negative versions of wake-ups (package notify's HandedOver and
+// HandedToAnother; cas does not depend on notify, a test checks they agree).
+const (
+	handedOver      int64 = -1
+	handedToAnother int64 = -2
+)
+
+// HandoverReadDelay is how long after a handover's wake-up a follower that is not
+// its target reads the row (see [Machine.Woken]): long enough for the target's read
+// on the same host to go first (well under a millisecond on an idle database), short
+// enough that the new leader is known at once to whoever watches it.
+const HandoverReadDelay = 5 * time.Millisecond
 
 // remaining returns how long the lease of rec, read at sent, may still be live, 0
 // when it is released or has certainly expired: the lease has run for at least its

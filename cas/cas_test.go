@@ -7,8 +7,16 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/casleader/casleader/notify"
 	"github.com/casleader/casleader/store"
 )
+
+// The machine reads the versions of package notify's wake-ups without importing
+// it.
+func TestWakeUpVersionsAgreeWithNotify(t *testing.T) {
+	assert.Equal(t, notify.HandedOver, handedOver)
+	assert.Equal(t, notify.HandedToAnother, handedToAnother)
+}
 
 const (
 	lease = 1000 * time.Millisecond
@@ -933,6 +941,11 @@ func TestWoken(t *testing.T) {
 		{"HandoverAsksForARead", following(live), -1, Campaigning, Decision{Action: Wait}, 0},
 		{"HandoverAsksForAReadWhenTheStoreElectsReleasedRows", electsReleased(following(live)), -1, Campaigning, Decision{Action: Wait}, 0},
 		{"HandoverBeforeAnyReadAsksForARead", electsReleased(func(*testing.T) *Machine { return New("me", lease, renew) }), -1, Campaigning, Decision{Action: Wait}, 0},
+		// A handover to another candidate (notify.HandedToAnother): a read a little
+		// later, after the target's.
+		{"HandoverToAnotherAsksForAReadAfterTheTargets", following(live), -2, Campaigning, Decision{Action: Wait, Wait: HandoverReadDelay}, 0},
+		{"HandoverToAnotherDelaysAnObserversReadToo", following(live), -2, Observing, Decision{Action: Wait, Wait: HandoverReadDelay}, 0},
+		{"LeaderReadsAtOnceWhenItsLeaseIsSaidHandedToAnother", electsReleased(leading), -2, Campaigning, Decision{Action: Wait}, 0},
 		{"LeaderIgnoresAWakeUpWithoutAVersion", electsReleased(leading), 0, Campaigning, Decision{Action: Wait}, 0},
 		{"ReleasedRowElectionsThatKeepLosingReadFirst", electsReleased(following(live)), 0, Campaigning, Decision{Action: Wait}, 2},
 		{"UnsettledElectionIsSettledByAReadAfterAWakeUpWithoutAVersion", electsReleased(func(t *testing.T) *Machine {

@@ -39,9 +39,11 @@ type Config struct {
 	// caller's logger names it (the elector's has key and id). nil means discard.
 	Logger *slog.Logger
 	// Woken, when not nil, is called when a value on wake ends a sleep; if it
-	// returns true, Watch returns at once an Observation with Woken set, without
-	// reading the row (the caller acts on what the wake-up told it).
-	Woken func() bool
+	// returns stop, Watch returns at once an Observation with Woken set, without
+	// reading the row. Otherwise the row is read after wait (at once when 0), or
+	// when the read was due if that is sooner; a value on wake meanwhile calls
+	// Woken again.
+	Woken func() (stop bool, wait time.Duration)
 }
 
 // Observation is one read of the row.
@@ -105,14 +107,28 @@ func Watch(ctx context.Context, r Reader, cfg Config, wake <-chan struct{},
 			}
 		}
 		timer.Reset(wait)
-		select {
-		case <-ctx.Done():
-			return Observation{}, ctx.Err()
-		case <-timer.C:
-		case <-wake:
-			timer.Stop() // since Go 1.23 no stale tick can be received after Stop
-			if cfg.Woken != nil && cfg.Woken() {
-				return Observation{Woken: true}, nil
+		due := time.Now().Add(wait)
+		for slept := false; !slept; {
+			select {
+			case <-ctx.Done():
+				return Observation{}, ctx.Err()
+			case <-timer.C:
+				slept = true
+			case <-wake:
+				timer.Stop() // since Go 1.23 no stale tick can be received after Stop
+				slept = true
+				if cfg.Woken == nil {
+					break
+				}
+				stop, later := cfg.Woken()
+				if stop {
+					return Observation{Woken: true}, nil
+				}
+				// A read asked for a little later, and never later than it was due.
+				if later = min(later, time.Until(due)); later > 0 {
+					timer.Reset(later)
+					slept = false
+				}
 			}
 		}
 	}

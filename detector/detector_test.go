@@ -74,6 +74,65 @@ func TestWakeReadsAtOnce(t *testing.T) {
 	})
 }
 
+// TestWokenMayAskForALaterRead: a wake-up after which Woken asks for a read a little
+// later (a handover to another candidate) reads then, not at once; never later than
+// the read was due; and a wake-up that stops the watch returns without a read.
+func TestWokenMayAskForALaterRead(t *testing.T) {
+	const later = 5 * time.Millisecond
+	for _, c := range []struct {
+		name   string
+		wokeAt time.Duration // after the first read; the next one is due at poll plus a jitter of at most 2 ms
+		from   time.Duration // when the second read is sent: from, to
+		to     time.Duration
+	}{
+		{"ReadsAfterTheWaitAsked", 50 * time.Millisecond, 50*time.Millisecond + later, 50*time.Millisecond + later},
+		{"NeverLaterThanDue", poll - time.Millisecond, poll, poll + 2*time.Millisecond}, // not at poll+4ms
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				st := memstore.New()
+				_, _, err := st.Insert(t.Context(), "k", "a")
+				require.NoError(t, err)
+				wake := make(chan struct{}, 1)
+				var reads []time.Duration
+				start := time.Now()
+				cfg := cfg
+				cfg.Woken = func() (bool, time.Duration) { return false, later }
+				ctx, cancel := context.WithCancel(t.Context())
+				go func() {
+					time.Sleep(c.wokeAt)
+					wake <- struct{}{}
+				}()
+				_, err = detector.Watch(ctx, st, cfg, wake, func(o detector.Observation) (time.Duration, bool) {
+					if reads = append(reads, time.Since(start)); len(reads) == 2 {
+						cancel()
+					}
+					return time.Hour, false // capped by the poll interval
+				})
+				require.ErrorIs(t, err, context.Canceled)
+				require.Len(t, reads, 2)
+				assert.GreaterOrEqual(t, reads[1], c.from)
+				assert.LessOrEqual(t, reads[1], c.to)
+			})
+		})
+	}
+	t.Run("StopReturnsWithoutARead", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			st := memstore.New()
+			_, _, err := st.Insert(t.Context(), "k", "a")
+			require.NoError(t, err)
+			wake := make(chan struct{}, 1)
+			cfg := cfg
+			cfg.Woken = func() (bool, time.Duration) { return true, later }
+			wake <- struct{}{}
+			obs, err := detector.Watch(t.Context(), st, cfg, wake, func(detector.Observation) (time.Duration, bool) { return time.Hour, false })
+			require.NoError(t, err)
+			assert.True(t, obs.Woken)
+			assert.Equal(t, 1, st.Calls(memstore.OpObserve), "the first read only")
+		})
+	})
+}
+
 func TestTransientErrorsAreRetriedAndDeploymentErrorsReturned(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := memstore.New()

@@ -94,7 +94,9 @@ type Notifier interface {
 	// Subscribe arranges for wake to be called when the lease of key may have been
 	// given up, until unsubscribe is called, with the row version at which it was
 	// released (the key's election is then sent from it without a read first), or
-	// 0 when that is not known (the key is read).
+	// 0 when that is not known (the key is read), or [notify.HandedOver] for a
+	// handover (the key is read). A notifier that also has SubscribeAs is
+	// subscribed with the group's ID (see [notify.SubscribeAs]).
 	Subscribe(key string, wake func(version int64)) (unsubscribe func())
 	// Observed is called with every row of a followed key that the group reads.
 	Observed(key string, rec store.Record)
@@ -650,7 +652,7 @@ func (r *run) takeRequests(ctx context.Context) {
 			s = &state{key: k, sh: sh, m: cas.New(g.cfg.ID, g.cfg.LeaseDuration, g.cfg.RenewDeadline), nextLook: now}
 			s.m.ElectsReleased(g.electsReleased)
 			if n := g.cfg.Notifier; n != nil {
-				s.unsubscribe = n.Subscribe(k, func(v int64) { g.wakeAt(k, v) })
+				s.unsubscribe = notify.SubscribeAs(n, k, g.cfg.ID, func(v int64) { g.wakeAt(k, v) })
 			}
 			r.add(s)
 		case !o.add && s != nil:
@@ -676,13 +678,17 @@ func (r *run) takeRequests(ctx context.Context) {
 		// A release that carries its version is elected from at once, one without
 		// it by an election that wins only a released row, where the store has
 		// one (the machine decides); anything else is read now.
-		switch s.m.Woken(v, r.participation(s, now), s.failures).Action {
+		switch d := s.m.Woken(v, r.participation(s, now), s.failures); d.Action {
 		case cas.Campaign:
 			r.woken = append(r.woken, s)
 		case cas.CampaignReleased:
 			r.released = append(r.released, s)
 		default:
-			s.nextLook = now
+			// A read now, or a little later (a handover to another candidate), never
+			// later than it was due.
+			if at := now.Add(d.Wait); at.Before(s.nextLook) {
+				s.nextLook = at
+			}
 		}
 	}
 	r.end(ctx, ends)

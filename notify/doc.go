@@ -15,10 +15,12 @@
 // version (0: a named lock, a reconnected listener) sends the follower, when its
 // store can, into an election that wins only a released row whatever its version
 // (casleader.ReleasedElector), followed by a read only if that did not win. A
-// handover's wake-up says so ([HandedOver]): each follower reads the row, and the
-// target adopts the lease it names from that read, with no write; on MySQL the
-// named lock cannot say it, and the target reads after an election that changes
-// nothing.
+// handover's wake-up says so, and names its target: the target ([HandedOver]) reads
+// the row at once and adopts the lease it names from that read, with no write, and
+// the other followers ([HandedToAnother], for those subscribed with their ID:
+// [SubscribeAs]) read it a few milliseconds later, so that their reads do not
+// compete with the target's for the database and the host. On MySQL the named lock
+// cannot say it, and the target reads after an election that changes nothing.
 //
 // Notifications are only a speed-up. Followers still read the row when the lease
 // they last observed can expire, and at least every poll interval, so a notifier that

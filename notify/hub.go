@@ -9,33 +9,41 @@ import (
 // store/postgres).
 type Hub struct {
 	mu   sync.Mutex
-	subs map[string]map[*func(int64)]struct{}
-	last map[string]int64 // the last released version woken per key (duplicates are dropped)
+	subs map[string]map[*func(int64)]string // the subscriber's candidate ID, "" when not named
+	last map[string]int64                   // the last released version woken per key (duplicates are dropped)
 	// added is signalled (latest only) when a key gets its first subscriber.
 	added chan struct{}
 }
 
 // NewHub returns an empty hub.
 func NewHub() *Hub {
-	return &Hub{subs: map[string]map[*func(int64)]struct{}{}, last: map[string]int64{}, added: make(chan struct{}, 1)}
+	return &Hub{subs: map[string]map[*func(int64)]string{}, last: map[string]int64{}, added: make(chan struct{}, 1)}
 }
 
 // Subscribe calls wake on every notification for key until unsubscribe is called,
-// with the row version at which the lease was released, or 0 when the notification
-// carries none (a handover, a reconnection, a file change).
+// with the row version at which the lease was released, 0 when the notification
+// carries none (a reconnection, a file change, a lock granted), or [HandedOver]
+// for a handover.
 func (h *Hub) Subscribe(key string, wake func(version int64)) (unsubscribe func()) {
+	return h.SubscribeAs(key, "", wake)
+}
+
+// SubscribeAs is [Hub.Subscribe] for candidate id: a handover whose target is known
+// ([Hub.HandOver]) wakes it with [HandedOver] only if id is that target, and with
+// [HandedToAnother] otherwise. An empty id is [Hub.Subscribe].
+func (h *Hub) SubscribeAs(key, id string, wake func(version int64)) (unsubscribe func()) {
 	p := &wake
 	h.mu.Lock()
 	m := h.subs[key]
 	if m == nil {
-		m = map[*func(int64)]struct{}{}
+		m = map[*func(int64)]string{}
 		h.subs[key] = m
 		select {
 		case h.added <- struct{}{}:
 		default:
 		}
 	}
-	m[p] = struct{}{}
+	m[p] = id
 	h.mu.Unlock()
 	var once sync.Once
 	return func() {
@@ -55,6 +63,18 @@ func (h *Hub) Subscribe(key string, wake func(version int64)) (unsubscribe func(
 // announced twice (by the releasing process itself and by the database) wakes once.
 // It returns whether there were any subscribers.
 func (h *Hub) Wake(key string, version int64) bool {
+	return h.wake(key, version, "")
+}
+
+// HandOver wakes the subscribers of key for a handover to candidate to: with
+// [HandedOver] the target and those that did not name themselves, with
+// [HandedToAnother] the others (see [Hub.SubscribeAs]). It returns whether there
+// were any subscribers.
+func (h *Hub) HandOver(key, to string) bool {
+	return h.wake(key, HandedOver, to)
+}
+
+func (h *Hub) wake(key string, version int64, to string) bool {
 	h.mu.Lock()
 	subs := h.subs[key]
 	if version > 0 && len(subs) > 0 {
@@ -64,15 +84,23 @@ func (h *Hub) Wake(key string, version int64) bool {
 		}
 		h.last[key] = version
 	}
-	fs := make([]func(int64), 0, len(subs))
-	for p := range subs {
-		fs = append(fs, *p)
+	type call struct {
+		f func(int64)
+		v int64
+	}
+	calls := make([]call, 0, len(subs))
+	for p, id := range subs {
+		v := version
+		if to != "" && id != "" && id != to {
+			v = HandedToAnother
+		}
+		calls = append(calls, call{*p, v})
 	}
 	h.mu.Unlock()
-	for _, f := range fs {
-		f(version)
+	for _, c := range calls {
+		c.f(c.v)
 	}
-	return len(fs) > 0
+	return len(calls) > 0
 }
 
 // WakeAll calls every subscriber with version 0: notifications may have been missed.

@@ -117,6 +117,12 @@ func (m *MySQL) Subscribe(key string, wake func(version int64)) (unsubscribe fun
 	return m.hub.Subscribe(key, wake)
 }
 
+// SubscribeAs is [MySQL.Subscribe]: a lock granted does not tell a handover's target
+// from the other followers, so id is not used.
+func (m *MySQL) SubscribeAs(key, _ string, wake func(version int64)) (unsubscribe func()) {
+	return m.hub.Subscribe(key, wake)
+}
+
 // Observed arms the follower of key on the lock of the term it saw, or disarms it
 // when the lease is released.
 func (m *MySQL) Observed(key string, rec store.Record) {

@@ -45,23 +45,43 @@ func NewWakeups(table string, hub *Hub, lis Listener) *Wakeups {
 func (w *Wakeups) Table() string { return w.table }
 
 // HandedOver is the version a wake-up carries when the lease was handed over to a
-// named candidate (Store.Handover) rather than released: there is no election to
-// win, and each follower reads the row instead (the target adopts the lease it
-// names, with no write; the others see a live leader). A wake-up with no version
-// (0) may announce a release, and sends a follower whose store can into an
-// election that wins only a released row first.
+// named candidate (Store.Handover) rather than released, to the subscriber that
+// is that candidate, or to every subscriber when the target is not known: there
+// is no election to win, and the follower reads the row instead (the target adopts
+// the lease it names, with no write; the others see a live leader). A wake-up with
+// no version (0) may announce a release, and sends a follower whose store can into
+// an election that wins only a released row first.
 const HandedOver int64 = -1
 
-// Released is called by the store after its own release (version: the row's new
-// version) or handover (version [HandedOver]) of key committed: it wakes the subscribers of
-// key in this process at once, and hands the release to the listener if it
-// announces releases to other processes itself (Announce(key string, version
-// int64), as the SQLite file watch does; PostgreSQL's statements notify by
-// themselves, and MySQL's lock holder releases its lock when told by Leading).
+// HandedToAnother is the version a handover's wake-up carries to the subscribers
+// that named themselves ([Hub.SubscribeAs]) and are not its target: they read the
+// row to learn the new leader, a few milliseconds after the target's read
+// (cas.Machine.Woken), so that the one read that hands the lease over does not
+// queue behind theirs.
+const HandedToAnother int64 = -2
+
+// Released is called by the store after its own release of key committed (version:
+// the row's new version): it wakes the subscribers of key in this process at once,
+// and hands the release to the listener if it announces releases to other
+// processes itself (Announce(key string, version int64), as the SQLite file watch
+// does; PostgreSQL's statements notify by themselves, and MySQL's lock holder
+// releases its lock when told by Leading).
 func (w *Wakeups) Released(key string, version int64) {
 	w.hub.Wake(key, version)
 	if a, ok := w.lis.(interface{ Announce(string, int64) }); ok {
 		a.Announce(key, version)
+	}
+}
+
+// HandedOver is called by the store after its own handover of key to candidate to
+// committed: it wakes the subscribers of key in this process at once ([Hub.HandOver])
+// and hands the handover to the listener if it announces handovers to other
+// processes itself (AnnounceHandover(key, to string), as the SQLite file watch
+// does).
+func (w *Wakeups) HandedOver(key, to string) {
+	w.hub.HandOver(key, to)
+	if a, ok := w.lis.(interface{ AnnounceHandover(string, string) }); ok {
+		a.AnnounceHandover(key, to)
 	}
 }
 
@@ -70,7 +90,13 @@ func (w *Wakeups) Released(key string, version int64) {
 // subscription starts the listener; unsubscribing the last one stops it and waits
 // for it to return.
 func (w *Wakeups) Subscribe(key string, wake func(version int64)) (unsubscribe func()) {
-	unsub := w.hub.Subscribe(key, wake)
+	return w.SubscribeAs(key, "", wake)
+}
+
+// SubscribeAs is [Wakeups.Subscribe] for candidate id: a handover to another
+// candidate wakes it with [HandedToAnother] (see [Hub.SubscribeAs]).
+func (w *Wakeups) SubscribeAs(key, id string, wake func(version int64)) (unsubscribe func()) {
+	unsub := w.hub.SubscribeAs(key, id, wake)
 	w.mu.Lock()
 	w.refs++
 	if w.refs == 1 && w.lis != nil {
@@ -102,6 +128,25 @@ func (w *Wakeups) Subscribe(key string, wake func(version int64)) (unsubscribe f
 			}
 		})
 	}
+}
+
+// Subscriber is what [SubscribeAs] needs of a notifier.
+type Subscriber interface {
+	Subscribe(key string, wake func(version int64)) (unsubscribe func())
+}
+
+// SubscribeAs subscribes to the wake-ups of key on n as candidate id, through n's
+// SubscribeAs(key, id string, wake func(int64)) (unsubscribe func()) where n has
+// one (every notifier of this module does): a handover then wakes only its target
+// with [HandedOver], and the others with [HandedToAnother]. Other notifiers are
+// subscribed without the ID, and wake every follower alike.
+func SubscribeAs(n Subscriber, key, id string, wake func(version int64)) (unsubscribe func()) {
+	if a, ok := n.(interface {
+		SubscribeAs(key, id string, wake func(version int64)) (unsubscribe func())
+	}); ok {
+		return a.SubscribeAs(key, id, wake)
+	}
+	return n.Subscribe(key, wake)
 }
 
 // Observed forwards a row read by a follower to the listener, if it wants it.

@@ -41,6 +41,7 @@ func (l *countingListener) Leading(key string, _ int64, leading bool) {
 	l.log("leading " + key + map[bool]string{true: " true", false: " false"}[leading])
 }
 func (l *countingListener) Announce(key string, version int64) { l.log("announce " + key) }
+func (l *countingListener) AnnounceHandover(key, to string)    { l.log("announce " + key + " to " + to) }
 func (l *countingListener) log(s string) {
 	l.mu.Lock()
 	l.calls = append(l.calls, s)
@@ -82,7 +83,14 @@ func TestWakeupsWakeThisProcessAndForwardToTheListener(t *testing.T) {
 	assert.Equal(t, int64(42), <-got, "the store's own release wakes its subscribers at once, with the version")
 	w.Observed("k", store.Record{})
 	w.Leading("k", 7, true)
-	assert.Equal(t, []string{"announce k", "observed k", "leading k true"}, l.calls)
+	defer w.SubscribeAs("k", "b", func(v int64) { got <- -100 + v })() // -101 handed over, -102 to another
+	w.HandedOver("k", "b")
+	assert.ElementsMatch(t, []int64{notify.HandedOver, -100 + notify.HandedOver}, []int64{<-got, <-got},
+		"the store's own handover wakes its target, and a subscriber that did not name itself, to read the row")
+	w.HandedOver("k", "c")
+	assert.ElementsMatch(t, []int64{notify.HandedOver, -100 + notify.HandedToAnother}, []int64{<-got, <-got},
+		"a handover to another candidate wakes the named subscriber to read later")
+	assert.Equal(t, []string{"announce k", "observed k", "leading k true", "announce k to b", "announce k to c"}, l.calls)
 
 	// No listener: in-process wake-ups only.
 	w = notify.NewWakeups("t", notify.NewHub(), nil)
@@ -106,4 +114,42 @@ func TestHubWakesARepeatedReleaseOnce(t *testing.T) {
 	assert.True(t, h.Wake("k", notify.HandedOver), "handovers carry no version: never merged")
 	assert.False(t, h.Wake("other", 1), "no subscriber")
 	assert.Equal(t, []int64{5, 0, 0, 6, notify.HandedOver, notify.HandedOver}, got)
+}
+
+func TestHubWakesAHandoverTargetToReadAndTheOthersToReadLater(t *testing.T) {
+	h := notify.NewHub()
+	got := map[string][]int64{}
+	for _, id := range []string{"a", "b", "c d", ""} {
+		defer h.SubscribeAs("k", id, func(v int64) { got[id] = append(got[id], v) })()
+	}
+	assert.True(t, h.HandOver("k", "c d"))
+	assert.True(t, h.HandOver("k", "c d"), "handovers carry no version: never merged")
+	assert.True(t, h.Wake("k", notify.HandedOver), "a handover whose target is not known")
+	assert.False(t, h.HandOver("other", "a"), "no subscriber")
+	ho, other := notify.HandedOver, notify.HandedToAnother
+	assert.Equal(t, map[string][]int64{
+		"a":   {other, other, ho},
+		"b":   {other, other, ho},
+		"c d": {ho, ho, ho},
+		"":    {ho, ho, ho}, // subscribed without an ID: cannot tell, reads at once
+	}, got)
+}
+
+// plain is a notifier of another module: Subscribe only.
+type plain struct{ keys []string }
+
+func (p *plain) Subscribe(key string, _ func(int64)) func() {
+	p.keys = append(p.keys, key)
+	return func() {}
+}
+
+func TestSubscribeAsUsesTheIDWhereTheNotifierTakesIt(t *testing.T) {
+	h := notify.NewHub()
+	var got []int64
+	defer notify.SubscribeAs(h, "k", "a", func(v int64) { got = append(got, v) })()
+	h.HandOver("k", "b")
+	assert.Equal(t, []int64{notify.HandedToAnother}, got)
+	var p plain
+	notify.SubscribeAs(&p, "k", "a", func(int64) {})()
+	assert.Equal(t, []string{"k"}, p.keys, "a notifier without SubscribeAs is subscribed without the ID")
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casleader/casleader/internal/testdb"
-	"github.com/casleader/casleader/notify"
 	"github.com/casleader/casleader/store"
 	"github.com/casleader/casleader/store/postgres"
 )
@@ -93,7 +92,7 @@ func TestPostgresReleaseAndHandoverNotifyOnlyWhenTheyWin(t *testing.T) {
 	require.True(t, ok)
 	p, got = next(settle)
 	require.True(t, got, "a winning handover notifies")
-	assert.Equal(t, postgres.NotifyPayload(table, notify.HandedOver, key), p, "handed over: every follower reads the row, and the target adopts it")
+	assert.Equal(t, postgres.HandoverPayload(table, "c", key), p, "handed over: it names the target, which reads the row and adopts it")
 
 	// The batched release notifies once per released key.
 	ins, err := s.InsertMany(ctx, "m", []string{"x", "y"})

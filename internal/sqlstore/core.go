@@ -387,7 +387,7 @@ func (c *Core) Handover(ctx context.Context, key, id string, version int64, to s
 	}
 	term, ok, err = c.writeTerm(ctx, c.q.handover, args...)
 	if ok && err == nil {
-		c.wakeups.Released(key, notify.HandedOver) // the target reads the row and adopts the lease
+		c.wakeups.HandedOver(key, to) // the target reads the row and adopts the lease
 	}
 	return term, ok, c.wrap("handover", key, err)
 }

@@ -72,27 +72,58 @@ func FuzzDecode(f *testing.F) {
 // FuzzValidateName: what validateName accepts every database stores and compares
 
 func TestNotifyPayloadRoundTrips(t *testing.T) {
+	ho := notify.HandedOver
 	for _, tc := range []struct {
 		table, payload string
-		version        int64
-		key            string
+		want           Payload
 		ok             bool
 	}{
-		{"t", NotifyPayload("t", 42, "k"), 42, "k", true},
-		{"t", NotifyPayload("t", 0, "a key with spaces"), 0, "a key with spaces", true},
-		{"s.t", NotifyPayload("s.t", 7, "k"), 7, "k", true},
-		{"t", NotifyPayload("other", 42, "k"), 0, "", false},
-		{"t", "t k", 0, "", false},   // no version
-		{"t", "t x k", 0, "", false}, // not a number
-		{"t", NotifyPayload("t", notify.HandedOver, "k"), notify.HandedOver, "k", true},
-		{"t", "t -2 k", 0, "", false}, // negative, not a handover
-		{"t", "t 5 ", 0, "", false},   // no key
-		{"t", "tt 5 k", 0, "", false}, // another table with the same prefix
-		{"t", "casleader-selftest 0123", 0, "", false},
+		{"t", NotifyPayload("t", 42, "k"), Payload{Version: 42, Key: "k"}, true},
+		{"t", NotifyPayload("t", 0, "a key with spaces"), Payload{Key: "a key with spaces"}, true},
+		{"s.t", NotifyPayload("s.t", 7, "k"), Payload{Version: 7, Key: "k"}, true},
+		{"t", NotifyPayload("other", 42, "k"), Payload{}, false},
+		{"t", "t k", Payload{}, false},                                           // no version
+		{"t", "t x k", Payload{}, false},                                         // not a number
+		{"t", NotifyPayload("t", ho, "k"), Payload{Version: ho, Key: "k"}, true}, // a handover, target not named
+		{"t", "t -2 k", Payload{}, false},                                        // negative, not a handover
+		{"t", "t 5 ", Payload{}, false},                                          // no key
+		{"t", "tt 5 k", Payload{}, false},                                        // another table with the same prefix
+		{"t", "casleader-selftest 0123", Payload{}, false},
+		// Handovers name their target by its length in characters: IDs may hold
+		// spaces and any UTF-8, keys too.
+		{"t", HandoverPayload("t", "node-2", "k"), Payload{Version: ho, Key: "k", To: "node-2"}, true},
+		{"t", HandoverPayload("t", "a b", "c d"), Payload{Version: ho, Key: "c d", To: "a b"}, true},
+		{"t", HandoverPayload("t", "nœud 2 é", "clé 1"), Payload{Version: ho, Key: "clé 1", To: "nœud 2 é"}, true},
+		{"t", "t -1/6 node-2 k", Payload{Version: ho, Key: "k", To: "node-2"}, true}, // as PostgreSQL writes it
+		{"t", "t -1/7 node-2 k", Payload{}, false},                                   // no space after the target
+		{"t", "t -1/6 node-2 ", Payload{}, false},                                    // no key
+		{"t", "t -1/6 node-2", Payload{}, false},
+		{"t", "t -1/9 node-2 k", Payload{}, false}, // shorter than its length
+		{"t", "t -1/0  k", Payload{}, false},
+		{"t", "t -1/06 node-2 k", Payload{}, false},
+		{"t", "t -1/x node-2 k", Payload{}, false},
+		{"t", "t -1/-3 abc k", Payload{}, false},
 	} {
-		v, k, ok := ParseNotifyPayload(tc.table, tc.payload)
-		if v != tc.version || k != tc.key || ok != tc.ok {
-			t.Errorf("ParseNotifyPayload(%q, %q) = %d, %q, %v; want %d, %q, %v", tc.table, tc.payload, v, k, ok, tc.version, tc.key, tc.ok)
+		got, ok := ParseNotifyPayload(tc.table, tc.payload)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("ParseNotifyPayload(%q, %q) = %+v, %v; want %+v, %v", tc.table, tc.payload, got, ok, tc.want, tc.ok)
 		}
 	}
+}
+
+// FuzzParseNotifyPayload: any payload parses without a panic, and a handover's
+// payload parses back to what was written.
+func FuzzParseNotifyPayload(f *testing.F) {
+	f.Add("node-2", "k", "t -1/3 abc k")
+	f.Add("a b", "c d", "t 5 k")
+	f.Fuzz(func(t *testing.T, to, key, raw string) {
+		_, _ = ParseNotifyPayload("t", raw)
+		if store.NameRule(to) != "" || store.NameRule(key) != "" {
+			return
+		}
+		got, ok := ParseNotifyPayload("t", HandoverPayload("t", to, key))
+		if !ok || got != (Payload{Version: notify.HandedOver, Key: key, To: to}) {
+			t.Fatalf("handover to %q of %q parsed as %+v, %v", to, key, got, ok)
+		}
+	})
 }

@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/casleader/casleader/notify"
 	"github.com/casleader/casleader/schema"
@@ -15,29 +16,69 @@ const NotifyChannel = "casleader"
 
 // NotifyPayload returns the payload of the notification sent when the lease of key in
 // table is released at row version version (0: a version not known, as in batched
-// releases), or handed over (version [notify.HandedOver]): the table name as
-// configured, the version, and the key, separated by single spaces. Table names and
-// versions hold no space, so the first two spaces separate the three.
+// releases), or handed over to a candidate not named (version
+// [notify.HandedOver]): the table name as configured, the version, and the key,
+// separated by single spaces. Table names and versions hold no space, so the first
+// two spaces separate the three.
 func NotifyPayload(table string, version int64, key string) string {
 	return table + " " + strconv.FormatInt(version, 10) + " " + key
 }
 
-// ParseNotifyPayload splits a payload of [NotifyPayload] for table into the version
-// and the key; ok is false for a payload of another table or not of that form.
-func ParseNotifyPayload(table, payload string) (version int64, key string, ok bool) {
+// HandoverPayload returns the payload of the notification sent when the lease of key
+// in table is handed over to candidate to: the table name, then "-1/" and the
+// number of characters (not bytes: the database counts them in its own encoding)
+// of to, then to, then the key, separated by single spaces. Processes of versions
+// that know only [NotifyPayload] drop it, and read the row at their next poll.
+func HandoverPayload(table, to, key string) string {
+	return table + " " + handoverPrefix + strconv.Itoa(utf8.RuneCountInString(to)) + " " + to + " " + key
+}
+
+// handoverPrefix starts the version field of a [HandoverPayload].
+const handoverPrefix = "-1/"
+
+// Payload is a notification's content (see [ParseNotifyPayload]).
+type Payload struct {
+	Version int64  // the released version, 0 when not known, or notify.HandedOver
+	Key     string // the election key
+	To      string // with notify.HandedOver: the target, "" when not named
+}
+
+// ParseNotifyPayload reads a payload of [NotifyPayload] or [HandoverPayload] for
+// table; ok is false for a payload of another table or not of either form.
+func ParseNotifyPayload(table, payload string) (p Payload, ok bool) {
 	rest, ok := strings.CutPrefix(payload, table+" ")
 	if !ok {
-		return 0, "", false
+		return Payload{}, false
 	}
-	v, key, ok := strings.Cut(rest, " ")
+	v, rest, ok := strings.Cut(rest, " ")
 	if !ok {
-		return 0, "", false
+		return Payload{}, false
+	}
+	if n, isHandover := strings.CutPrefix(v, handoverPrefix); isHandover {
+		chars, err := strconv.Atoi(n)
+		if err != nil || chars <= 0 || strconv.Itoa(chars) != n {
+			return Payload{}, false
+		}
+		// to is the first chars characters of rest; a space and the key follow.
+		end := -1
+		for i := range rest {
+			if chars == 0 {
+				end = i
+				break
+			}
+			chars--
+		}
+		if end < 0 || rest[end] != ' ' || end+1 == len(rest) || !utf8.ValidString(rest[:end]) {
+			return Payload{}, false
+		}
+		to, key := rest[:end], rest[end+1:]
+		return Payload{Version: notify.HandedOver, Key: key, To: to}, true
 	}
 	version, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || (version < 0 && version != notify.HandedOver) || key == "" {
-		return 0, "", false
+	if err != nil || (version < 0 && version != notify.HandedOver) || rest == "" {
+		return Payload{}, false
 	}
-	return version, key, true
+	return Payload{Version: version, Key: rest}, true
 }
 
 // pgNotify is the SELECT that follows a release or handover's CTE u: one
@@ -80,7 +121,7 @@ func postgresQueries(t, table string) queries {
 			` WHERE elect_key = $2 AND version = $3 AND leader_id = $4 RETURNING elect_key, version) ` + pgNotify(table, "elect_key", "version"),
 		handover: `WITH u AS (UPDATE ` + t + ` SET version = ` + pgNewTerm + `, term = ` + pgNewTerm +
 			`, leader_id = $1, tick_time = ` + now + `, handover_to = $1, stepdown = 0, update_time = ` + now +
-			` WHERE elect_key = $2 AND version = $3 AND leader_id = $4 RETURNING elect_key, term) ` + pgNotify(table, "term", "'"+strconv.FormatInt(notify.HandedOver, 10)+"'"),
+			` WHERE elect_key = $2 AND version = $3 AND leader_id = $4 RETURNING elect_key, term) ` + pgNotify(table, "term", "'"+handoverPrefix+"' || char_length($1) || ' ' || $1"),
 		request: `UPDATE ` + t + ` SET version = $1, handover_to = $2, stepdown = 1, update_time = ` + now +
 			` WHERE elect_key = $3 AND version = $4 AND leader_id <> ''`,
 		check: `SELECT ` + strings.Join(schema.Columns, ", ") + ` FROM ` + t + ` WHERE false`,

@@ -141,6 +141,12 @@ func (p *Notifier) Subscribe(key string, wake func(version int64)) (unsubscribe 
 	return p.hub.Subscribe(key, wake)
 }
 
+// SubscribeAs is [Notifier.Subscribe] for candidate id: a handover to another
+// candidate wakes it with [notify.HandedToAnother].
+func (p *Notifier) SubscribeAs(key, id string, wake func(version int64)) (unsubscribe func()) {
+	return p.hub.SubscribeAs(key, id, wake)
+}
+
 // Observed does nothing: PostgreSQL followers need no arming.
 func (p *Notifier) Observed(string, store.Record) {}
 
@@ -220,9 +226,13 @@ func (p *Notifier) session(ctx context.Context) error {
 		cancel()
 		switch {
 		case err == nil:
-			if version, key, ok := sqlstore.ParseNotifyPayload(p.cfg.Table, n.Payload); ok {
+			if pl, ok := sqlstore.ParseNotifyPayload(p.cfg.Table, n.Payload); ok {
 				p.received.Add(1)
-				p.hub.Wake(key, version)
+				if pl.To != "" {
+					p.hub.HandOver(pl.Key, pl.To)
+				} else {
+					p.hub.Wake(pl.Key, pl.Version)
+				}
 			}
 		case ctx.Err() != nil:
 			return ctx.Err()

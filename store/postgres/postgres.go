@@ -111,15 +111,23 @@ func shouldPing(_ context.Context, p pgxpool.ShouldPingParams) bool {
 
 // NotifyChannel is the PostgreSQL notification channel on which release and
 // handover writes announce a free (or handed-over) lease, with the payload given by
-// [NotifyPayload]. [Notifier] listens on it.
+// [NotifyPayload] or [HandoverPayload]. [Notifier] listens on it.
 const NotifyChannel = sqlstore.NotifyChannel
 
 // NotifyPayload returns the payload of the notification sent when the lease of key in
-// table is released at row version version (0 when not known), or handed over
-// (version [notify.HandedOver]): the table name as configured, the version and the
-// key, separated by single spaces.
+// table is released at row version version (0 when not known): the table name as
+// configured, the version and the key, separated by single spaces.
 func NotifyPayload(table string, version int64, key string) string {
 	return sqlstore.NotifyPayload(table, version, key)
+}
+
+// HandoverPayload returns the payload of the notification sent when the lease of
+// key in table is handed over to candidate to: the table name, "-1/" and the
+// number of characters of to, to, and the key, separated by single spaces. The
+// [Notifier] wakes the target to read the row, and the other followers a few
+// milliseconds later ([notify.HandedToAnother]).
+func HandoverPayload(table, to, key string) string {
+	return sqlstore.HandoverPayload(table, to, key)
 }
 
 // classify marks pgx's and the server's errors with the kinds of package store.

@@ -8,8 +8,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,6 +15,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/casleader/casleader/internal/retry"
+	"github.com/casleader/casleader/internal/sqlstore"
 	"github.com/casleader/casleader/notify"
 )
 
@@ -78,9 +77,19 @@ func databaseFile(db *sql.DB) string {
 	return ""
 }
 
-// Announce appends the release of key at version (0: not known;
-// [notify.HandedOver]: a handover) to the wake-up file. A failure only costs other processes' followers a poll.
+// Announce appends the release of key at version (0: not known) to the wake-up
+// file. A failure only costs other processes' followers a poll.
 func (w *fileWake) Announce(key string, version int64) {
+	w.appendLine(sqlstore.NotifyPayload(w.table, version, key))
+}
+
+// AnnounceHandover appends the handover of key to candidate to to the wake-up file,
+// in the form of PostgreSQL's notification ([sqlstore.HandoverPayload]).
+func (w *fileWake) AnnounceHandover(key, to string) {
+	w.appendLine(sqlstore.HandoverPayload(w.table, to, key))
+}
+
+func (w *fileWake) appendLine(line string) {
 	path := w.file()
 	if path == "" {
 		return
@@ -94,7 +103,7 @@ func (w *fileWake) Announce(key string, version int64) {
 	if err != nil {
 		return
 	}
-	_, _ = f.WriteString(w.table + " " + strconv.FormatInt(version, 10) + " " + key + "\n")
+	_, _ = f.WriteString(line + "\n")
 	_ = f.Close()
 }
 
@@ -186,18 +195,15 @@ func (w *fileWake) read(f *os.File, offset int64) (int64, error) {
 		return offset, nil // a line being written
 	}
 	sc := bufio.NewScanner(bytes.NewReader(buf[:end+1]))
-	prefix := w.table + " "
 	for sc.Scan() {
-		rest, ok := strings.CutPrefix(sc.Text(), prefix)
-		if !ok {
-			continue
+		p, ok := sqlstore.ParseNotifyPayload(w.table, sc.Text())
+		switch {
+		case !ok:
+		case p.To != "":
+			w.hub.HandOver(p.Key, p.To)
+		default:
+			w.hub.Wake(p.Key, p.Version)
 		}
-		v, key, ok := strings.Cut(rest, " ")
-		version, err := strconv.ParseInt(v, 10, 64)
-		if !ok || err != nil || key == "" {
-			continue
-		}
-		w.hub.Wake(key, version)
 	}
 	return offset + int64(end) + 1, nil
 }
