@@ -248,7 +248,13 @@ type wakeMarker struct {
 }
 
 func (w wakeMarker) Subscribe(key string, wake func(version int64)) (unsubscribe func()) {
-	return w.Wakeups.Subscribe(key, func(version int64) {
+	return w.SubscribeAs(key, "", wake)
+}
+
+// SubscribeAs is what the elector uses (notify.SubscribeAs): a handover wakes its
+// target at once and the other followers a little later.
+func (w wakeMarker) SubscribeAs(key, id string, wake func(version int64)) (unsubscribe func()) {
+	return w.Wakeups.SubscribeAs(key, id, func(version int64) {
 		now := time.Now()
 		w.marks.set(func(m *marks) { m.wake(now) })
 		wake(version)

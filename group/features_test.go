@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/casleader/casleader/cas"
 	"github.com/casleader/casleader/group"
 	"github.com/casleader/casleader/internal/testdb"
 	"github.com/casleader/casleader/notify"
@@ -27,16 +28,36 @@ var (
 type hub struct {
 	mu      sync.Mutex
 	wake    map[string][]func(int64)
+	ids     map[string][]string // the IDs given to SubscribeAs, in the order of wake
 	leading map[string]bool
 }
 
-func newHub() *hub { return &hub{wake: map[string][]func(int64){}, leading: map[string]bool{}} }
+func newHub() *hub {
+	return &hub{wake: map[string][]func(int64){}, ids: map[string][]string{}, leading: map[string]bool{}}
+}
 
-func (h *hub) Subscribe(key string, wake func(int64)) func() {
+func (h *hub) Subscribe(key string, wake func(int64)) func() { return h.SubscribeAs(key, "", wake) }
+
+func (h *hub) SubscribeAs(key, id string, wake func(int64)) func() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.wake[key] = append(h.wake[key], wake)
+	h.ids[key] = append(h.ids[key], id)
 	return func() {}
+}
+
+// handOver wakes the subscribers of key as a handover to candidate to does.
+func (h *hub) handOver(key, to string) {
+	h.mu.Lock()
+	wake, ids := h.wake[key], h.ids[key]
+	h.mu.Unlock()
+	for i, w := range wake {
+		if ids[i] == to {
+			w(notify.HandedOver)
+		} else {
+			w(notify.HandedToAnother)
+		}
+	}
 }
 
 func (h *hub) Observed(string, store.Record) {}
@@ -76,6 +97,42 @@ func TestNotifierWakesFollowedKeysOnRelease(t *testing.T) {
 		assert.Zero(t, count(b, ks[2:]))
 		stopA()
 		stopB()
+	})
+}
+
+// TestHandoverWakesTheTargetKeyAtOnceAndOthersALittleLater: a followed key woken by
+// a handover to another candidate is read cas.HandoverReadDelay later, after the
+// target's read; one handed to this group is read at once.
+func TestHandoverWakesTheTargetKeyAtOnceAndOthersALittleLater(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		ks := keys(1)
+		// A live lease that nobody renews: the group's next read of it is due
+		// at least 360 ms (its expiry, or the last renewal expected before it) after
+		// its first.
+		_, _, err := st.Insert(t.Context(), ks[0], "x")
+		require.NoError(t, err)
+		n := newHub()
+		b := newGroup(t, st, "b", ks, func(c *group.Config) { c.Notifier, c.PollInterval = n, 10*lease })
+		stop := running(t, b)
+		defer stop()
+		time.Sleep(time.Millisecond)
+		reads := func() int { return st.Calls(memstore.OpObserveMany) + st.Calls(memstore.OpObserve) }
+		r0 := reads()
+		require.Positive(t, r0)
+		n.mu.Lock()
+		assert.Equal(t, []string{"b"}, n.ids[ks[0]], "subscribed with the group's ID")
+		n.mu.Unlock()
+
+		n.handOver(ks[0], "c")
+		time.Sleep(cas.HandoverReadDelay - time.Millisecond)
+		assert.Equal(t, r0, reads(), "handed to another: not read at once, the target reads first")
+		time.Sleep(2 * time.Millisecond)
+		assert.Equal(t, r0+1, reads(), "read a few milliseconds later")
+
+		n.handOver(ks[0], "b")
+		time.Sleep(time.Microsecond)
+		assert.Equal(t, r0+2, reads(), "handed to this group: read at once")
 	})
 }
 
