@@ -43,6 +43,17 @@ type Payload struct {
 	To      string // with notify.HandedOver: the target, "" when not named
 }
 
+// Wake wakes the subscribers of p's key on hub as p announces: a handover to its
+// named target ([notify.Hub.HandOver]), or a release (or a handover whose target
+// is not named) at p's version.
+func (p Payload) Wake(hub *notify.Hub) {
+	if p.To != "" {
+		hub.HandOver(p.Key, p.To)
+		return
+	}
+	hub.Wake(p.Key, p.Version)
+}
+
 // ParseNotifyPayload reads a payload of [NotifyPayload] or [HandoverPayload] for
 // table; ok is false for a payload of another table or not of either form.
 func ParseNotifyPayload(table, payload string) (p Payload, ok bool) {

@@ -228,11 +228,7 @@ func (p *Notifier) session(ctx context.Context) error {
 		case err == nil:
 			if pl, ok := sqlstore.ParseNotifyPayload(p.cfg.Table, n.Payload); ok {
 				p.received.Add(1)
-				if pl.To != "" {
-					p.hub.HandOver(pl.Key, pl.To)
-				} else {
-					p.hub.Wake(pl.Key, pl.Version)
-				}
+				pl.Wake(p.hub)
 			}
 		case ctx.Err() != nil:
 			return ctx.Err()

@@ -196,13 +196,8 @@ func (w *fileWake) read(f *os.File, offset int64) (int64, error) {
 	}
 	sc := bufio.NewScanner(bytes.NewReader(buf[:end+1]))
 	for sc.Scan() {
-		p, ok := sqlstore.ParseNotifyPayload(w.table, sc.Text())
-		switch {
-		case !ok:
-		case p.To != "":
-			w.hub.HandOver(p.Key, p.To)
-		default:
-			w.hub.Wake(p.Key, p.Version)
+		if p, ok := sqlstore.ParseNotifyPayload(w.table, sc.Text()); ok {
+			p.Wake(w.hub)
 		}
 	}
 	return offset + int64(end) + 1, nil
