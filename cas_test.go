@@ -123,8 +123,8 @@ func (r *recorder) Renew(ctx context.Context, key, id string, v int64) (bool, er
 	return ok, err
 }
 
-func (r *recorder) Elect(ctx context.Context, key, id string, v int64, l time.Duration) (int64, bool, error) {
-	term, ok, err := r.Store.Elect(ctx, key, id, v, l)
+func (r *recorder) Elect(ctx context.Context, key string, cand store.Candidate, v int64) (int64, bool, error) {
+	term, ok, err := r.Store.Elect(ctx, key, cand, v)
 	if ok && err == nil {
 		r.mu.Lock()
 		r.electedAt = time.Now()

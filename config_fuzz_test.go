@@ -69,7 +69,7 @@ func FuzzConfig(f *testing.F) {
 		if _, _, err := st.Observe(context.Background(), el.Key()); errors.Is(err, store.ErrInvalidArgument) {
 			t.Fatalf("New accepted key %q that the store refuses: %v", el.Key(), err)
 		}
-		if _, _, err := st.Insert(context.Background(), "k", el.ID()); errors.Is(err, store.ErrInvalidArgument) {
+		if _, _, err := st.Insert(context.Background(), "k", store.Candidate{ID: el.ID()}); errors.Is(err, store.ErrInvalidArgument) {
 			t.Fatalf("New accepted ID %q that the store refuses: %v", el.ID(), err)
 		}
 	})

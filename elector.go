@@ -24,8 +24,8 @@ import (
 // store/postgres and store/sqlite implement it.
 type Store interface {
 	Observe(ctx context.Context, key string) (rec store.Record, found bool, err error)
-	Insert(ctx context.Context, key, id string) (term int64, inserted bool, err error)
-	Elect(ctx context.Context, key, id string, version int64, lease time.Duration) (term int64, won bool, err error)
+	Insert(ctx context.Context, key string, cand store.Candidate) (term int64, inserted bool, err error)
+	Elect(ctx context.Context, key string, cand store.Candidate, version int64) (term int64, won bool, err error)
 	Renew(ctx context.Context, key, id string, version int64) (swapped bool, err error)
 	Release(ctx context.Context, key, id string, version int64) (swapped bool, err error)
 	Handover(ctx context.Context, key, id string, version int64, to string) (term int64, ok bool, err error)
@@ -40,7 +40,7 @@ type Store interface {
 // election, one round trip, instead of a read and then [Store.Elect]. A store that
 // wraps another should implement it only when the wrapped store does.
 type ReleasedElector interface {
-	ElectReleased(ctx context.Context, key, id string) (term int64, won bool, err error)
+	ElectReleased(ctx context.Context, key string, cand store.Candidate) (term int64, won bool, err error)
 }
 
 // Notifier is a wake-up path between the candidates of an election (see
@@ -93,8 +93,9 @@ const releaseTimeout = 5 * time.Second
 // [Elector.Run]. Its methods are safe for concurrent use.
 type Elector struct {
 	cfg    Config
-	store  Store // the store given to New: guards and the members view use it
-	calls  Store // the election's calls: store, observed when a hook wants them
+	cand   store.Candidate // as the row records this process: ID, incarnation, lease
+	store  Store           // the store given to New: guards and the members view use it
+	calls  Store           // the election's calls: store, observed when a hook wants them
 	log    *slog.Logger
 	stream // the leadership stream (Listen)
 
@@ -141,6 +142,7 @@ func New(st Store, cfg Config) (*Elector, error) {
 	cfg.Notifier = n
 	e := &Elector{
 		cfg:   cfg,
+		cand:  store.Candidate{ID: cfg.ID, Incarnation: store.NewIncarnation(), Lease: cfg.LeaseDuration},
 		store: st,
 		log:   cfg.Logger.With("key", cfg.Key, "id", cfg.ID),
 		wake:  make(chan struct{}, 1),
@@ -505,7 +507,7 @@ func (e *Elector) Run(ctx context.Context) error {
 	defer cancel()
 	e.runCancel, e.runDone = cancel, done
 	e.mu.Unlock()
-	r := &run{e: e, m: cas.New(e.cfg.ID, e.cfg.LeaseDuration, e.cfg.RenewDeadline), cb: startCallbacks()}
+	r := &run{e: e, m: cas.New(e.cand, e.cfg.RenewDeadline), cb: startCallbacks()}
 	_, canElectReleased := e.store.(ReleasedElector)
 	r.m.ElectsReleased(canElectReleased)
 	if e.cfg.ResumeTerm != 0 {
@@ -725,7 +727,7 @@ func (r *run) follow(ctx context.Context) (cas.Decision, time.Time, error) {
 	case cas.Create:
 		sent := time.Now()
 		wctx, wcancel := context.WithTimeout(ctx, e.cfg.RenewDeadline)
-		term, ok, err := e.calls.Insert(wctx, e.cfg.Key, e.cfg.ID)
+		term, ok, err := e.calls.Insert(wctx, e.cfg.Key, e.cand)
 		wcancel()
 		if err != nil {
 			return r.unsettled("create", err)
@@ -735,7 +737,7 @@ func (r *run) follow(ctx context.Context) (cas.Decision, time.Time, error) {
 	case cas.Campaign:
 		sent := time.Now()
 		wctx, wcancel := context.WithTimeout(ctx, e.cfg.RenewDeadline)
-		term, ok, err := e.calls.Elect(wctx, e.cfg.Key, e.cfg.ID, d.Version, e.cfg.LeaseDuration)
+		term, ok, err := e.calls.Elect(wctx, e.cfg.Key, e.cand, d.Version)
 		wcancel()
 		if err != nil {
 			return r.unsettled("elect", err)
@@ -747,7 +749,7 @@ func (r *run) follow(ctx context.Context) (cas.Decision, time.Time, error) {
 		// (the machine asks for it only when the store has one).
 		sent := time.Now()
 		wctx, wcancel := context.WithTimeout(ctx, e.cfg.RenewDeadline)
-		term, ok, err := e.calls.(ReleasedElector).ElectReleased(wctx, e.cfg.Key, e.cfg.ID)
+		term, ok, err := e.calls.(ReleasedElector).ElectReleased(wctx, e.cfg.Key, e.cand)
 		wcancel()
 		if err != nil {
 			return r.unsettled("elect released", err)
@@ -763,6 +765,9 @@ func (r *run) follow(ctx context.Context) (cas.Decision, time.Time, error) {
 // renewed). It is also what a process restarted with a stable ID sees of its
 // earlier run's lease, which then expires.
 func (r *run) foreign(rec store.Record) {
+	if l := r.m.LeaseSighting(rec); l != 0 {
+		r.e.log.Warn(cas.LeaseMessage, "leader", rec.LeaderID, "lease_row", l, "lease", r.e.cfg.LeaseDuration)
+	}
 	if term := r.m.ForeignSighting(rec); term != 0 && !r.e.cfg.Observer {
 		r.e.log.Warn("casleader: the row names this candidate's ID in a term this process did not win; not adopting it, waiting for it to expire (after a restart with the same ID, Config.ResumeTerm resumes it at once)",
 			"term", term, "version", rec.Version, "lease_left", rec.Remaining(r.e.cfg.LeaseDuration))
@@ -894,6 +899,8 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 				fatal = d.Err
 				e.log.Error("casleader: duplicate candidate ID: another process acts with this candidate's ID; stepping down without releasing",
 					"term", token, "version", m.Version(), "error", d.Err)
+			} else if d.Action == cas.StepDown && d.Err != nil {
+				e.log.Warn("casleader: stepping down: "+d.Err.Error(), "term", token, "version", m.Version())
 			} else if d.Action == cas.StepDown {
 				e.log.Warn("casleader: stepping down: the lease was taken over", "term", token, "leader", m.Leader(), "version", m.Version())
 			} else if !expiry.Stop() {

@@ -29,7 +29,7 @@ type refusingStore struct {
 	stop   func() // ends Run when the writes run away
 }
 
-func (s *refusingStore) Elect(ctx context.Context, key, id string, version int64, lease time.Duration) (int64, bool, error) {
+func (s *refusingStore) Elect(ctx context.Context, key string, cand store.Candidate, version int64) (int64, bool, error) {
 	if s.elects.Add(1) > 1000 {
 		s.stop() // a hot loop: end it, the test reports it
 	}

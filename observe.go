@@ -118,24 +118,24 @@ func (s *observedStore) Observe(ctx context.Context, key string) (store.Record, 
 	return c.Record, c.Found, c.Err
 }
 
-func (s *observedStore) Insert(ctx context.Context, key, id string) (int64, bool, error) {
+func (s *observedStore) Insert(ctx context.Context, key string, cand store.Candidate) (int64, bool, error) {
 	c := Call{Op: OpInsert, Sent: time.Now()}
-	c.Term, c.Swapped, c.Err = s.inner.Insert(ctx, key, id)
+	c.Term, c.Swapped, c.Err = s.inner.Insert(ctx, key, cand)
 	s.report(ctx, c)
 	return c.Term, c.Swapped, c.Err
 }
 
-func (s *observedStore) Elect(ctx context.Context, key, id string, version int64, lease time.Duration) (int64, bool, error) {
+func (s *observedStore) Elect(ctx context.Context, key string, cand store.Candidate, version int64) (int64, bool, error) {
 	c := Call{Op: OpElect, Sent: time.Now()}
-	c.Term, c.Swapped, c.Err = s.inner.Elect(ctx, key, id, version, lease)
+	c.Term, c.Swapped, c.Err = s.inner.Elect(ctx, key, cand, version)
 	s.report(ctx, c)
 	return c.Term, c.Swapped, c.Err
 }
 
 // ElectReleased is only called when the inner store is a [ReleasedElector].
-func (s *observedStore) ElectReleased(ctx context.Context, key, id string) (int64, bool, error) {
+func (s *observedStore) ElectReleased(ctx context.Context, key string, cand store.Candidate) (int64, bool, error) {
 	c := Call{Op: OpElectReleased, Sent: time.Now()}
-	c.Term, c.Swapped, c.Err = s.inner.(ReleasedElector).ElectReleased(ctx, key, id)
+	c.Term, c.Swapped, c.Err = s.inner.(ReleasedElector).ElectReleased(ctx, key, cand)
 	s.report(ctx, c)
 	return c.Term, c.Swapped, c.Err
 }

@@ -39,14 +39,14 @@ func (r *callCounter) Observe(ctx context.Context, key string) (store.Record, bo
 	return r.Store.Observe(ctx, key)
 }
 
-func (r *callCounter) Elect(ctx context.Context, key, id string, version int64, lease time.Duration) (int64, bool, error) {
+func (r *callCounter) Elect(ctx context.Context, key string, cand store.Candidate, version int64) (int64, bool, error) {
 	r.elections.Add(1)
-	return r.Store.Elect(ctx, key, id, version, lease)
+	return r.Store.Elect(ctx, key, cand, version)
 }
 
-func (r *callCounter) ElectReleased(ctx context.Context, key, id string) (int64, bool, error) {
+func (r *callCounter) ElectReleased(ctx context.Context, key string, cand store.Candidate) (int64, bool, error) {
 	r.elections.Add(1)
-	return r.Store.(casleader.ReleasedElector).ElectReleased(ctx, key, id)
+	return r.Store.(casleader.ReleasedElector).ElectReleased(ctx, key, cand)
 }
 
 // calls returns the reads and elections counted so far.
@@ -148,15 +148,17 @@ func testWakeups(t *testing.T, want wakeupCounts, give func(t *testing.T, a *cas
 }
 
 // TestStoreWakeupsPassAHandedOverLeaseWithOneRead: a handover's wake-up says so
-// (notify.HandedOver), and its target adopts the lease from one read, with no
-// election, where the wake-up path can carry it; a MySQL named lock cannot, and
-// the target first sends an election that changes nothing.
+// (notify.HandedOver), and its target claims the lease from one read and one
+// election (a new term that one process only can win, so that two processes that
+// share the target's ID never both lead), where the wake-up path can carry it; a
+// MySQL named lock cannot, and the target first sends an election that changes
+// nothing.
 func TestStoreWakeupsPassAHandedOverLeaseWithOneRead(t *testing.T) {
 	testWakeups(t, wakeupCounts{
-		"PostgreSQL":                    {1, 0, "the notification says the lease was handed over: b reads the row that names it"},
-		"MariaDB":                       {1, 1, "a lock grant cannot say it was a handover: one election that changes nothing, then the read"},
-		"SQLiteSecondDatabaseHandle":    {1, 0, "the wake-up file says the lease was handed over: b reads the row that names it"},
-		"MariaDBOneStoreWakesInProcess": {1, 0, "woken in-process as handed over: b reads the row that names it"},
+		"PostgreSQL":                    {1, 1, "the notification says the lease was handed over: b reads the row that names it, and claims it"},
+		"MariaDB":                       {1, 2, "a lock grant cannot say it was a handover: one election that changes nothing, then the read and the claim"},
+		"SQLiteSecondDatabaseHandle":    {1, 1, "the wake-up file says the lease was handed over: b reads the row that names it, and claims it"},
+		"MariaDBOneStoreWakesInProcess": {1, 1, "woken in-process as handed over: b reads the row that names it, and claims it"},
 	}, func(t *testing.T, a *casleader.Elector) error { return a.HandoverTo(t.Context(), "b") })
 }
 

@@ -340,9 +340,9 @@ func (r *recorder) Observe(ctx context.Context, key string) (store.Record, bool,
 	return rec, found, err
 }
 
-func (r *recorder) Insert(ctx context.Context, key, id string) (int64, bool, error) {
+func (r *recorder) Insert(ctx context.Context, key string, cand store.Candidate) (int64, bool, error) {
 	r.count.add("insert", 1)
-	term, ok, err := r.Store.Insert(ctx, key, id)
+	term, ok, err := r.Store.Insert(ctx, key, cand)
 	if ok && err == nil {
 		now := time.Now()
 		r.marks.set(func(m *marks) { m.Won = now })
@@ -351,10 +351,10 @@ func (r *recorder) Insert(ctx context.Context, key, id string) (int64, bool, err
 	return term, ok, err
 }
 
-func (r *recorder) Elect(ctx context.Context, key, id string, v int64, l time.Duration) (int64, bool, error) {
+func (r *recorder) Elect(ctx context.Context, key string, cand store.Candidate, v int64) (int64, bool, error) {
 	r.count.add("elect", 1)
 	sent := time.Now()
-	term, ok, err := r.Store.Elect(ctx, key, id, v, l)
+	term, ok, err := r.Store.Elect(ctx, key, cand, v)
 	r.called("elect", sent, ok && err == nil)
 	if r.log != nil {
 		r.log.Debug("bench: elect", "from", v, "ok", ok, "took", time.Since(sent), "error", err)
@@ -369,10 +369,10 @@ func (r *recorder) Elect(ctx context.Context, key, id string, v int64, l time.Du
 
 // ElectReleased passes the store's election of a released row through (every
 // casleader store has one): without it the elector would read, then elect.
-func (r *recorder) ElectReleased(ctx context.Context, key, id string) (int64, bool, error) {
+func (r *recorder) ElectReleased(ctx context.Context, key string, cand store.Candidate) (int64, bool, error) {
 	r.count.add("elect", 1)
 	sent := time.Now()
-	term, ok, err := r.Store.(casleader.ReleasedElector).ElectReleased(ctx, key, id)
+	term, ok, err := r.Store.(casleader.ReleasedElector).ElectReleased(ctx, key, cand)
 	r.called("elect released", sent, ok && err == nil)
 	if r.log != nil {
 		r.log.Debug("bench: elect released", "ok", ok, "took", time.Since(sent), "error", err)

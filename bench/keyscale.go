@@ -48,14 +48,14 @@ func (g *groupStore) ObserveMany(ctx context.Context, keys []string) (map[string
 	return g.tracedObserve(ctx, keys)
 }
 
-func (g *groupStore) InsertMany(ctx context.Context, id string, keys []string) ([]store.Won, error) {
+func (g *groupStore) InsertMany(ctx context.Context, cand store.Candidate, keys []string) ([]store.Won, error) {
 	g.write("insert_many")
-	return g.Store.InsertMany(ctx, id, keys)
+	return g.Store.InsertMany(ctx, cand, keys)
 }
 
-func (g *groupStore) ElectMany(ctx context.Context, id string, from []store.KeyVersion, l time.Duration) ([]store.Won, error) {
+func (g *groupStore) ElectMany(ctx context.Context, cand store.Candidate, from []store.KeyVersion) ([]store.Won, error) {
 	g.write("elect_many")
-	return g.tracedElect(ctx, id, from, l)
+	return g.tracedElect(ctx, cand, from)
 }
 
 func (g *groupStore) RenewMany(ctx context.Context, id string, held []store.KeyVersion) ([]store.Won, error) {

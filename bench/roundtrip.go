@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/casleader/casleader"
+	"github.com/casleader/casleader/store"
 	"github.com/casleader/casleader/store/mysql"
 	"github.com/casleader/casleader/store/postgres"
 )
@@ -126,7 +127,7 @@ func roundtripsOn(ctx context.Context, d dbs, dialect string, n int) ([]result, 
 	}
 	defer drop()
 	const key, id = "k", "me"
-	version, ok, err := st.Insert(ctx, key, id)
+	version, ok, err := st.Insert(ctx, key, store.Candidate{ID: id})
 	if err != nil || !ok {
 		return nil, fmt.Errorf("insert: ok=%v: %v", ok, err)
 	}
@@ -273,7 +274,7 @@ func roundtripsOn(ctx context.Context, d dbs, dialect string, n int) ([]result, 
 				return err
 			}},
 			{"elect released", func(ctx context.Context) error {
-				term, ok, err := st.(casleader.ReleasedElector).ElectReleased(ctx, key, id)
+				term, ok, err := st.(casleader.ReleasedElector).ElectReleased(ctx, key, store.Candidate{ID: id})
 				if err == nil && !ok {
 					err = fmt.Errorf("lost")
 				}

@@ -205,9 +205,9 @@ func (g *groupStore) tracedObserve(ctx context.Context, keys []string) (map[stri
 	return recs, err
 }
 
-func (g *groupStore) tracedElect(ctx context.Context, id string, from []store.KeyVersion, l time.Duration) ([]store.Won, error) {
+func (g *groupStore) tracedElect(ctx context.Context, cand store.Candidate, from []store.KeyVersion) ([]store.Won, error) {
 	sent := time.Now()
-	won, err := g.Store.ElectMany(ctx, id, from, l)
+	won, err := g.Store.ElectMany(ctx, cand, from)
 	if err == nil && g.trace != nil {
 		g.trace.elect(from, won, sent, time.Now())
 	}

@@ -106,6 +106,10 @@ var (
 	// somebody else. Another live process runs with the same ID (or the row was
 	// edited). The machine never acts on such a term.
 	ErrDuplicateID = errors.New("casleader: another process runs with this candidate's ID")
+	// ErrOutsideWrite: the version of the term this candidate leads moved without a
+	// write of its own: something that is not a candidate (a script, an operator)
+	// wrote the row. The leader steps down and campaigns again.
+	ErrOutsideWrite = errors.New("casleader: the election row was written by something other than its leader")
 	// ErrNoNewTerm: the store reported an election or creation won without a term
 	// above the version it was sent from. The machine does not lead on it; the next
 	// read settles the write (an own lease is adopted with the row's term).
@@ -144,8 +148,15 @@ type Decision struct {
 // concurrent use: one goroutine owns it.
 type Machine struct {
 	id    string
-	lease time.Duration
+	inc   string        // this process's incarnation (store.Candidate.Incarnation)
+	lease time.Duration // this candidate's own lease duration
 	renew time.Duration
+	// termLease is the lease the row records for the term led (this candidate's
+	// own for a term it won), by which the followers judge it: see window.
+	termLease time.Duration
+	// leaseReported is the lease of another leader last given to LeaseSighting's
+	// caller.
+	leaseReported time.Duration
 
 	role     Role
 	version  int64     // last version seen or written
@@ -156,12 +167,10 @@ type Machine struct {
 	cooldown time.Time // end of a cool-down (see CoolDown)
 
 	// Adoption of a row that names this candidate (see Observed).
-	own           int64     // the last term this candidate won, adopted or resumed
-	unsettled     bool      // an election or creation of ours awaits the next read
-	unsettledFrom int64     // the version that election was sent from
-	othersLive    time.Time // when the live lease of another, seen by the last read, can expire
-	foreign       int64     // term of the last row read that names us in a term not ours
-	foreignSeen   int64     // the highest version at which that live foreign term was read
+	resumed     int64 // a term passed to Resume
+	unsettled   bool  // an election or creation of ours awaits the next read
+	foreign     int64 // term of the last row read that names us in a term not ours
+	foreignSeen int64 // the highest version at which that live foreign term was read
 	// foreignReported is the foreign term last given to ForeignSighting's caller.
 	foreignReported int64
 	from            int64 // the version the pending election was sent from (0: creation)
@@ -177,10 +186,22 @@ type Machine struct {
 	electsReleased bool // the store can elect a released row without its version (ElectsReleased)
 }
 
-// New returns a follower for candidate id with lease duration lease and renew
-// deadline renew (renew < lease; the caller validates).
-func New(id string, lease, renew time.Duration) *Machine {
-	return &Machine{id: id, lease: lease, renew: renew, skew: newSkew(lease)}
+// New returns a follower for candidate c (its ID, the incarnation of its process,
+// and its lease duration) with renew deadline renew (renew < c.Lease; the caller
+// validates).
+func New(c store.Candidate, renew time.Duration) *Machine {
+	return &Machine{id: c.ID, inc: c.Incarnation, lease: c.Lease, renew: renew, termLease: c.Lease, skew: newSkew(c.Lease)}
+}
+
+// window returns how long after a write (or a read's send time, less the age read)
+// the leader of a term whose row records lease l trusts it: the renew deadline,
+// shortened by as much as l falls short of this candidate's own lease, so that
+// the margin L - R holds for the lease the followers judge by.
+func (m *Machine) window(l time.Duration) time.Duration {
+	if l <= 0 || l >= m.lease {
+		return m.renew
+	}
+	return max(m.renew-(m.lease-l), 0)
 }
 
 // Skew returns the clock skew between database servers observed by this
@@ -222,13 +243,14 @@ func (m *Machine) Trusted(now time.Time) bool {
 
 // Observed handles a row read sent at sent, by a candidate taking part as p.
 //
-// A live lease that names this candidate is adopted only in a term this candidate
-// owns: one it won (an election or creation whose reply was lost and that this read
-// settles, or a renewal that committed after the trust deadline), one passed to
-// [Machine.Resume], or one handed to it by name (a term above every term seen,
-// written while the live lease of another candidate, seen by the previous read,
-// could not have expired yet: an election could not have won it). Any other term
-// naming this candidate (another process with the same ID, a row edited by hand, a
+// A live lease that names this candidate is adopted only in a term this process
+// holds: one whose row records this process's incarnation (an election or creation
+// of ours whose reply was lost and that this read settles, or a renewal that
+// committed after the trust deadline), or one passed to [Machine.Resume]. A lease
+// handed over to this candidate's ID and not claimed yet ([store.Record.Handed]) is
+// claimed with an election write (Campaign), which one process only can win: two
+// processes that share an ID never both lead the handed term. Any other term naming
+// this candidate (another process with the same ID, a row edited by hand, a
 // restarted process's old lease) is handled like anybody's lease and reported by
 // [Machine.Foreign].
 //
@@ -239,17 +261,15 @@ func (m *Machine) Trusted(now time.Time) bool {
 // with a stable ID sees its earlier run's lease only once at one version: that
 // lease is never renewed again, and expires.
 func (m *Machine) Observed(rec store.Record, found bool, sent time.Time, p Participation) Decision {
-	campaign := p == Campaigning
 	if m.role == Leader {
 		return m.Settled(rec, found, sent)
 	}
 	m.role = Follower
-	othersLive, unsettled := m.othersLive, m.unsettled
 	foreign, foreignSeen := m.foreign, m.foreignSeen
-	m.othersLive, m.unsettled, m.foreign, m.foreignSeen = time.Time{}, false, 0, 0
+	m.unsettled, m.foreign, m.foreignSeen = false, 0, 0
 	if !found {
 		m.leader = ""
-		if campaign {
+		if p == Campaigning {
 			m.role = Candidate
 			m.from = 0
 			return Decision{Action: Create}
@@ -262,55 +282,15 @@ func (m *Machine) Observed(rec store.Record, found bool, sent time.Time, p Parti
 		m.skew.observe(rec, sent)
 	}
 	rolledBack := rec.Term < m.highest
-	above := rec.Term > m.highest
 	m.highest = max(m.highest, rec.Term)
 	if rec.LeaderID == m.id && !rec.Released() {
-		// A handover names its target in handover_to (with no step-down request):
-		// an election by another process under our ID clears it.
-		handed := above && rec.HandoverTo == m.id && !rec.StepDown
-		owned := (m.own != 0 && rec.Term == m.own) ||
-			(unsettled && rec.Term > m.unsettledFrom) ||
-			handed ||
-			(above && !othersLive.IsZero() && sent.Add(-rec.Age).Before(othersLive))
-		// A term of ours that we resigned is ours, but over: its release may still
-		// be pending (a drain, a retry) or may have failed. Leading it again would
-		// start the leader's work a second time in the same term; it is released
-		// or expires.
-		ended := rec.Term == m.resigned
-		if !owned && !ended {
-			m.foreign = rec.Term
-			if p != Observing && !rec.Expired(m.lease) {
-				if rec.Term == foreign && rec.Version > foreignSeen && !rec.StepDown {
-					return Decision{Action: Refuse, Err: fmt.Errorf("%w: the row of key %q names ID %q in term %d, which this process never won, and that lease is being renewed (version %d, then %d): another process runs with the same ID, or the row was edited; give every candidate a unique ID (Config.ID)",
-						ErrDuplicateID, rec.Key, m.id, rec.Term, foreignSeen, rec.Version)}
-				}
-				m.foreignSeen = rec.Version
-				if rec.Term == foreign {
-					m.foreignSeen = max(foreignSeen, rec.Version)
-				}
-			}
+		if d, ok := m.observedOwnID(rec, sent, p, rolledBack, foreign, foreignSeen); ok {
+			return d
 		}
-		// Our own live lease: an election, creation or handover whose reply we did
-		// not see, or a lease handed to us by name (also taken while cooling down).
-		// Adopt it only while the read still leaves trust time, and never from a row
-		// whose term is below one seen before: that row was rolled back (a failover
-		// lost writes), and a term revived from it would fence below a later term. A
-		// stale or revived lease of ours is handled like anybody's.
-		// A lease of ours with a step-down request pending is not led again: its
-		// term is ending (our release may have failed), and leading it would start
-		// the leader's work a second time in the same term. It is released by the
-		// retry, or expires.
-		if owned && !ended && p < Abstaining && rec.Age < m.renew && !rolledBack && !rec.StepDown {
-			m.lead(rec.Version, rec.Term, sent.Add(m.renew-rec.Age))
-			m.own = rec.Term
-			return Decision{Action: Lead, Version: m.version}
-		}
-	} else if !rec.Expired(m.lease) {
-		m.othersLive = sent.Add(rec.Remaining(m.lease))
 	}
 	left := m.remaining(rec, sent)
 	if left == 0 {
-		if campaign {
+		if p == Campaigning {
 			m.role = Candidate
 			m.from = rec.Version
 			return Decision{Action: Campaign, Version: rec.Version}
@@ -318,6 +298,48 @@ func (m *Machine) Observed(rec store.Record, found bool, sent time.Time, p Parti
 		return Decision{Action: Wait, Wait: m.lease}
 	}
 	return Decision{Action: Wait, Wait: left}
+}
+
+// observedOwnID handles a read of an unreleased row that names this candidate's
+// ID (see Observed); ok is false when the row is to be handled like anybody's.
+func (m *Machine) observedOwnID(rec store.Record, sent time.Time, p Participation, rolledBack bool, foreign, foreignSeen int64) (Decision, bool) {
+	// A term of ours that we resigned is ours, but over: its release may still be
+	// pending (a drain, a retry) or may have failed. Leading it again would start
+	// the leader's work a second time in the same term; it is released or expires.
+	ended := rec.Term == m.resigned
+	if rec.Handed() && !ended && p < Abstaining {
+		// Claimed with an election from the version read: it starts a new term.
+		m.role = Candidate
+		m.from = rec.Version
+		return Decision{Action: Campaign, Version: rec.Version}, true
+	}
+	owned := (m.inc != "" && rec.Incarnation == m.inc) || (m.resumed != 0 && rec.Term == m.resumed)
+	if !owned && !ended {
+		m.foreign = rec.Term
+		if p != Observing && !rec.Expired(m.lease) {
+			if rec.Term == foreign && rec.Version > foreignSeen && !rec.StepDown {
+				return Decision{Action: Refuse, Err: fmt.Errorf("%w: the row of key %q names ID %q in term %d, which this process never won, and that lease is being renewed (version %d, then %d): another process runs with the same ID, or the row was edited; give every candidate a unique ID (Config.ID)",
+					ErrDuplicateID, rec.Key, m.id, rec.Term, foreignSeen, rec.Version)}, true
+			}
+			m.foreignSeen = rec.Version
+			if rec.Term == foreign {
+				m.foreignSeen = max(foreignSeen, rec.Version)
+			}
+		}
+	}
+	// Our own live lease: adopted only while the read still leaves trust time,
+	// and never from a row whose term is below one seen before: that row was
+	// rolled back (a failover lost writes), and a term revived from it would
+	// fence below a later term. A lease of ours with a step-down request pending
+	// is not led again: its term is ending (our release may have failed). It is
+	// released by the retry, or expires.
+	l := rec.LeaseOr(m.lease)
+	if owned && !ended && p < Abstaining && rec.Age < m.window(l) && !rolledBack && !rec.StepDown {
+		m.lead(rec.Version, rec.Term, sent.Add(m.window(l)-rec.Age))
+		m.termLease = l
+		return Decision{Action: Lead, Version: m.version}, true
+	}
+	return Decision{}, false
 }
 
 // ElectsReleased tells the machine whether its caller's store can elect a released
@@ -392,15 +414,45 @@ const (
 const HandoverReadDelay = 5 * time.Millisecond
 
 // remaining returns how long the lease of rec, read at sent, may still be live, 0
-// when it is released or has certainly expired: the lease has run for at least its
-// age minus the freshest age read of its term (skew.go), which must reach L. On one
-// server that is the age itself, less how stale the freshest read was.
+// when it is released or has certainly expired, judged by the lease the row
+// records (this candidate's own when it records none). On a single-primary
+// database (rec.OneClock) the age read is exact and the lease has run for that
+// age; elsewhere for its age minus the freshest age read of its term (skew.go).
+// Either way the lease is live until at least L after the send time of the last
+// read before a renewal that this follower saw (skew.go): a clock step back of the
+// database, or a tick_time edited by hand, never makes it take over early.
 func (m *Machine) remaining(rec store.Record, sent time.Time) time.Duration {
 	if rec.Released() {
 		return 0
 	}
-	return max(m.lease-m.skew.elapsed(rec, sent), 0)
+	l := rec.LeaseOr(m.lease)
+	elapsed := rec.Age
+	if !rec.OneClock {
+		elapsed = m.skew.elapsed(rec, sent)
+	}
+	left := l - elapsed
+	if after, ok := m.skew.renewedAfter(rec); ok {
+		left = max(left, after.Add(l).Sub(sent))
+	}
+	return max(left, 0)
 }
+
+// LeaseSighting returns the lease duration that rec, the row just observed, records
+// for a live lease of another candidate when it differs from this candidate's own
+// and was not returned for an earlier row; else 0. Executors log it once (see
+// [LeaseMessage]): the lease is judged by the row's value, and the leader's trust
+// by its own setting, so mixed settings are safe, but rarely meant.
+func (m *Machine) LeaseSighting(rec store.Record) time.Duration {
+	if rec.Lease <= 0 || rec.Lease == m.lease || rec.Lease == m.leaseReported || rec.Released() || rec.LeaderID == m.id {
+		return 0
+	}
+	m.leaseReported = rec.Lease
+	return rec.Lease
+}
+
+// LeaseMessage is the warning logged for a [Machine.LeaseSighting], with the
+// attributes lease_row (the leader's) and lease (this candidate's).
+const LeaseMessage = "casleader: the leader of this key runs with another lease duration than this candidate; the lease is judged by the leader's, as the row records it (check that every candidate runs with the same timing)"
 
 // Created handles the reply to a Create sent at sent: the row was inserted in term
 // term (also its version), or inserted is false.
@@ -427,13 +479,12 @@ func (m *Machine) won(term int64, won bool, sent time.Time) Decision {
 	if term <= m.from {
 		from := m.from
 		m.Unsettled()
-		m.unsettledFrom = from
 		return Decision{Action: Wait, Err: fmt.Errorf("%w: term %d is not above version %d that the write was sent from; not leading until the row is read: the Store must report the new term (store.Won.Term)",
 			ErrNoNewTerm, term, from)}
 	}
 	m.highest = max(m.highest, term)
 	m.lead(term, term, sent.Add(m.renew))
-	m.own = term
+	m.termLease = m.lease
 	return Decision{Action: Lead, Version: m.version}
 }
 
@@ -442,14 +493,14 @@ func (m *Machine) won(term int64, won bool, sent time.Time) Decision {
 // write was sent from is adopted by Observed).
 func (m *Machine) Unsettled() Decision {
 	m.role = Follower
-	m.unsettled, m.unsettledFrom = true, m.version
+	m.unsettled = true
 	return Decision{Action: Wait}
 }
 
 // Resume lets Observed adopt a live lease of this candidate in term: a term that
 // an earlier run of this candidate, which has ended, won (a restart with a stable
 // ID). Passing the term of a process that may still run makes two leaders.
-func (m *Machine) Resume(term int64) { m.own = term }
+func (m *Machine) Resume(term int64) { m.resumed = term }
 
 // Foreign returns the term of the row last observed when it names this candidate
 // in a term that this candidate does not own (see Observed), else 0. Such a lease is
@@ -479,7 +530,7 @@ func (m *Machine) Renewed(version int64, sent time.Time) time.Time {
 	}
 	m.version = version
 	m.ambiguous = false
-	if d := sent.Add(m.renew); d.After(m.deadline) {
+	if d := sent.Add(m.window(m.termLease)); d.After(m.deadline) {
 		m.deadline = d
 	}
 	return m.deadline
@@ -500,46 +551,44 @@ func (m *Machine) RenewalFailed(ambiguous bool) Decision {
 // If the row still names this candidate with its term, the row's version is adopted
 // (the write committed, or somebody bumped the version without taking the lease, as a
 // step-down request does) and the deadline may move to sent + R - age. Otherwise
-// leadership is lost.
-//
-// Two rows show another process acting with this candidate's ID; the machine then
-// stops leading and returns Refuse with an error matching [ErrDuplicateID] (the
-// lease is not released: it is the other process's too):
-//   - this candidate's ID in a live term above the one it leads, which it did not
-//     win (another process with the ID won an election, or the row was edited);
+// leadership is lost (StepDown), and:
+//   - a live term above the one it leads, won under this candidate's ID by another
+//     process (another incarnation), is refused (Refuse, with an error matching
+//     [ErrDuplicateID]; the lease is not released: it is the other process's);
 //   - this candidate's term at a version above the one it holds, with no step-down
-//     request, while no renewal of its own can have committed unseen (every
-//     renewal failed since the last one that won lost its compare-and-set): somebody
-//     else renews this term, with its token.
+//     request, while no renewal of its own can have committed unseen (every renewal
+//     failed since the last one that won lost its compare-and-set), was written by
+//     something that is not a candidate (no other process leads a term it did not
+//     start): StepDown carries an error matching [ErrOutsideWrite] to report, and
+//     the candidate campaigns again.
 func (m *Machine) Settled(rec store.Record, found bool, sent time.Time) Decision {
 	if m.role != Leader {
 		return m.Observed(rec, found, sent, Abstaining)
 	}
-	if found && rec.LeaderID == m.id && !rec.StepDown &&
-		((rec.Term > m.term && !rec.Released() && !rec.Expired(m.lease)) ||
-			(rec.Term == m.term && rec.Version > m.version && !m.ambiguous)) {
+	if found && rec.LeaderID == m.id && !rec.StepDown && !rec.Released() {
 		term, version := m.term, m.version
-		m.stepDown()
-		m.version = rec.Version
-		m.highest = max(m.highest, rec.Term)
-		if rec.Term != term {
-			return Decision{Action: Refuse, Err: fmt.Errorf("%w: the row of key %q names ID %q in term %d, which this process never won, while it leads term %d: another process runs with the same ID, or the row was edited; give every candidate a unique ID (Config.ID)",
-				ErrDuplicateID, rec.Key, m.id, rec.Term, term)}
+		switch {
+		case rec.Term > term && !rec.Expired(m.lease) && rec.Incarnation != "" && rec.Incarnation != m.inc:
+			m.stepDownTo(rec)
+			return Decision{Action: Refuse, Err: fmt.Errorf("%w: the row of key %q names ID %q in term %d, which another process (incarnation %s) won while this one leads term %d; give every candidate a unique ID (Config.ID)",
+				ErrDuplicateID, rec.Key, m.id, rec.Term, rec.Incarnation, term)}
+		case rec.Term == term && rec.Version > version && !m.ambiguous:
+			m.stepDownTo(rec)
+			m.resigned = term // never led again: it expires, and an election follows
+			return Decision{Action: StepDown, Err: fmt.Errorf("%w: the row of key %q moved from version %d to %d in term %d without a write of this leader: stepping down and campaigning again; find what writes the election table",
+				ErrOutsideWrite, rec.Key, version, rec.Version, term)}
 		}
-		return Decision{Action: Refuse, Err: fmt.Errorf("%w: the row of key %q names ID %q in term %d, which this process leads, at version %d that this process did not write (it wrote %d): another process runs with the same ID; give every candidate a unique ID (Config.ID)",
-			ErrDuplicateID, rec.Key, m.id, term, rec.Version, version)}
 	}
 	if !found || rec.LeaderID != m.id || rec.Term != m.term {
 		m.stepDown()
 		if found {
+			m.stepDownTo(rec)
 			m.leader = rec.LeaderID
-			m.version = rec.Version
-			m.highest = max(m.highest, rec.Term)
 		}
 		return Decision{Action: StepDown}
 	}
 	m.version = rec.Version
-	if d := sent.Add(m.renew - rec.Age); d.After(m.deadline) {
+	if d := sent.Add(m.window(m.termLease) - rec.Age); d.After(m.deadline) {
 		m.deadline = d
 	}
 	if rec.StepDown {
@@ -551,6 +600,14 @@ func (m *Machine) Settled(rec store.Record, found bool, sent time.Time) Decision
 		}
 	}
 	return Decision{Action: Lead, Version: m.version}
+}
+
+// stepDownTo stops leading and takes in the version and term of rec, the row that
+// shows why.
+func (m *Machine) stepDownTo(rec store.Record) {
+	m.stepDown()
+	m.version = rec.Version
+	m.highest = max(m.highest, rec.Term)
 }
 
 // DeadlinePassed handles the trust deadline passing (or checks whether it has, at now).

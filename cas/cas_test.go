@@ -31,6 +31,11 @@ func row(version int64, leader string, term int64, age time.Duration) store.Reco
 	return store.Record{Key: "k", Version: version, LeaderID: leader, Term: term, Age: age}
 }
 
+// mine marks rec as written by this process ("me", whose incarnation is "inc-me"),
+// and other by another process with an incarnation of its own.
+func mine(rec store.Record) store.Record  { rec.Incarnation = "inc-me"; return rec }
+func other(rec store.Record) store.Record { rec.Incarnation = "inc-other"; return rec }
+
 // won is the term that the election in leading wins. Terms come from the store
 // (microseconds since the Unix epoch by the database clock, or more); the machine
 // only compares them.
@@ -39,7 +44,7 @@ const won int64 = 1_700_000_000_000_000
 // leading returns a machine that won term won in an election from version 4 at t0.
 func leading(t *testing.T) *Machine {
 	t.Helper()
-	m := New("me", lease, renew)
+	m := New(store.Candidate{ID: "me", Incarnation: "inc-" + "me", Lease: lease}, renew)
 	// The first read of a term only sets what the lease's age is measured from
 	// (skew.go); a lease later read to have run a whole lease since is expired.
 	d := m.Observed(row(4, "old", 2, 2*lease), true, at(-1000), Campaigning)
@@ -81,7 +86,7 @@ func TestObserved(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := New("me", lease, renew)
+			m := New(store.Candidate{ID: "me", Incarnation: "inc-" + "me", Lease: lease}, renew)
 			got := m.Observed(tt.rec, tt.found, at(0), tt.p)
 			assert.Equal(t, tt.want, got)
 			assert.Equal(t, tt.role, m.Role())
@@ -91,7 +96,7 @@ func TestObserved(t *testing.T) {
 }
 
 func TestAdoptedLeaseIsTrustedUntilSendPlusRenewMinusAge(t *testing.T) {
-	m := New("me", lease, renew)
+	m := New(store.Candidate{ID: "me", Incarnation: "inc-" + "me", Lease: lease}, renew)
 	m.Resume(7)
 	m.Observed(row(7, "me", 7, 100*time.Millisecond), true, at(50), Campaigning)
 	assert.Equal(t, at(50+600-100), m.Deadline())
@@ -109,7 +114,7 @@ func TestElectionWonMakesTheReturnedTermTheTokenAndVersion(t *testing.T) {
 }
 
 func TestElectionLostGoesBackToFollowing(t *testing.T) {
-	m := New("me", lease, renew)
+	m := New(store.Candidate{ID: "me", Incarnation: "inc-" + "me", Lease: lease}, renew)
 	m.Observed(row(4, "", 2, 0), true, at(0), Campaigning)
 	assert.Equal(t, Decision{Action: Wait}, m.Elected(0, false, at(0)))
 	assert.Equal(t, Follower, m.Role())
@@ -118,14 +123,14 @@ func TestElectionLostGoesBackToFollowing(t *testing.T) {
 }
 
 func TestCreatedLeadsInTheInsertedTerm(t *testing.T) {
-	m := New("me", lease, renew)
+	m := New(store.Candidate{ID: "me", Incarnation: "inc-" + "me", Lease: lease}, renew)
 	require.Equal(t, Decision{Action: Create}, m.Observed(store.Record{}, false, at(0), Campaigning))
 	assert.Equal(t, Decision{Action: Lead, Version: won}, m.Created(won, true, at(10)))
 	assert.Equal(t, won, m.Term())
 	assert.Equal(t, won, m.Version())
 	assert.Equal(t, at(610), m.Deadline())
 
-	m = New("me", lease, renew)
+	m = New(store.Candidate{ID: "me", Incarnation: "inc-" + "me", Lease: lease}, renew)
 	m.Observed(store.Record{}, false, at(0), Campaigning)
 	assert.Equal(t, Decision{Action: Wait}, m.Created(0, false, at(10)))
 	assert.Equal(t, Follower, m.Role())
@@ -133,12 +138,12 @@ func TestCreatedLeadsInTheInsertedTerm(t *testing.T) {
 }
 
 func TestUnsettledElectionIsSettledByTheNextRead(t *testing.T) {
-	m := New("me", lease, renew)
+	m := New(store.Candidate{ID: "me", Incarnation: "inc-" + "me", Lease: lease}, renew)
 	m.Observed(row(4, "", 2, 0), true, at(0), Campaigning)
 	assert.Equal(t, Decision{Action: Wait}, m.Unsettled())
 	assert.False(t, m.Trusted(at(1)), "an election with a lost reply gives no trust")
 	// The write had committed: the next read shows our lease in the term it started.
-	d := m.Observed(row(won, "me", won, 30*time.Millisecond), true, at(40), Campaigning)
+	d := m.Observed(mine(row(won, "me", won, 30*time.Millisecond)), true, at(40), Campaigning)
 	assert.Equal(t, Decision{Action: Lead, Version: won}, d)
 	assert.Equal(t, won, m.Term())
 	assert.Equal(t, at(40+600-30), m.Deadline())
@@ -230,11 +235,13 @@ func TestAnotherProcessWithOurIDIsRefused(t *testing.T) {
 		want   Decision
 	}{
 		{"LiveTermNotWonUnderOurIDIsRefused", func(m *Machine) { m.RenewalFailed(false) },
-			row(won+9, "me", won+8, 0), Decision{Action: Refuse}},
+			other(row(won+9, "me", won+8, 0)), Decision{Action: Refuse}},
 		{"LiveTermNotWonIsRefusedEvenAfterAnAmbiguousRenewal", func(m *Machine) { m.RenewalFailed(true) },
-			row(won+9, "me", won+8, 0), Decision{Action: Refuse}},
-		{"OurTermRenewedBySomebodyElseIsRefused", func(m *Machine) { m.RenewalFailed(false) },
-			row(won+1, "me", won, 0), Decision{Action: Refuse}},
+			other(row(won+9, "me", won+8, 0)), Decision{Action: Refuse}},
+		{"NewerTermHandedToOurIDStepsDown", func(m *Machine) { m.RenewalFailed(false) },
+			handedTo(row(won+9, "me", won+8, 0), "me"), Decision{Action: StepDown}},
+		{"OurTermBumpedByAnOutsideWriteStepsDown", func(m *Machine) { m.RenewalFailed(false) },
+			mine(row(won+1, "me", won, 0)), Decision{Action: StepDown, Err: ErrOutsideWrite}},
 		{"OurTermAtAHigherVersionAfterAnAmbiguousRenewalIsAdopted", func(m *Machine) {
 			m.RenewalFailed(true) // this one may have committed unseen
 			m.RenewalFailed(false)
@@ -243,7 +250,7 @@ func TestAnotherProcessWithOurIDIsRefused(t *testing.T) {
 			m.RenewalFailed(true)
 			m.RenewReply(won+1, at(100), at(110))
 			m.RenewalFailed(false)
-		}, row(won+2, "me", won, 0), Decision{Action: Refuse}},
+		}, mine(row(won+2, "me", won, 0)), Decision{Action: StepDown, Err: ErrOutsideWrite}},
 		{"AStepDownRequestIsNoDuplicate", func(m *Machine) { m.RenewalFailed(false) },
 			stepDown(row(won+1, "me", won, 0)), Decision{Action: Release, Version: won + 1}},
 		{"AHandoverToUsIsNoDuplicate", func(m *Machine) { m.RenewalFailed(false) },
@@ -257,6 +264,12 @@ func TestAnotherProcessWithOurIDIsRefused(t *testing.T) {
 			tt.before(m)
 			got := m.Settled(tt.rec, true, at(200))
 			assert.Equal(t, tt.want.Action, got.Action)
+			if tt.want.Err != nil {
+				require.ErrorIs(t, got.Err, tt.want.Err)
+				assert.Contains(t, got.Err.Error(), `key "k"`)
+				assert.False(t, m.Trusted(at(201)))
+				return
+			}
 			if tt.want.Action != Refuse {
 				assert.Equal(t, tt.want, got)
 				return
@@ -295,13 +308,16 @@ func TestForeignTermRenewedIsRefused(t *testing.T) {
 		{"RenewedForeignTermIsRefusedWhilePaused", row(won+1, "me", won, fresh), Abstaining, Refuse},
 		{"AnObserverSharesIDsFreely", row(won+1, "me", won, fresh), Observing, Wait},
 		{"ALeaseThatIsNotRenewedIsLeftToExpire", row(won, "me", won, 500*time.Millisecond), Campaigning, Wait},
-		{"AnExpiredForeignTermIsContested", row(won+1, "me", won, lease+fresh), Campaigning, Campaign}, // a full lease since the fresh read (skew.go)
+		{"AnExpiredForeignTermIsContested", row(won, "me", won, lease+fresh), Campaigning, Campaign}, // a full lease since the fresh read (skew.go)
+		// Renewed after the first read, so live until at least a lease after it,
+		// whatever its age says (a clock step back, a hand edit).
+		{"ARenewedTermIsNotExpiredByItsAge", row(won+1, "me", won, lease+fresh), Campaigning, Wait},
 		{"AStepDownRequestIsNoRenewal", stepDown(row(won+1, "me", won, fresh)), Campaigning, Wait},
 		{"AnotherForeignTermStartsOver", row(won+5, "me", won+5, fresh), Campaigning, Wait},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := New("me", lease, renew)
+			m := New(store.Candidate{ID: "me", Incarnation: "inc-" + "me", Lease: lease}, renew)
 			first := m.Observed(row(won, "me", won, fresh), true, at(0), tt.p)
 			require.Equal(t, Wait, first.Action)
 			require.NoError(t, first.Err)
@@ -324,7 +340,7 @@ func TestForeignTermRenewedIsRefused(t *testing.T) {
 // (ErrNoNewTerm) and lets the next read settle the write, as for a lost reply.
 func TestElectionWonWithoutANewTermIsNotLed(t *testing.T) {
 	t.Run("Election", func(t *testing.T) {
-		m := New("me", lease, renew)
+		m := New(store.Candidate{ID: "me", Incarnation: "inc-" + "me", Lease: lease}, renew)
 		require.Equal(t, Decision{Action: Campaign, Version: 4}, m.Observed(row(4, "", 2, 0), true, at(0), Campaigning))
 		d := m.Elected(4, true, at(0))
 		assert.Equal(t, Wait, d.Action)
@@ -332,10 +348,10 @@ func TestElectionWonWithoutANewTermIsNotLed(t *testing.T) {
 		assert.Equal(t, Follower, m.Role())
 		assert.False(t, m.Trusted(at(1)))
 		// The write had committed: the next read shows the term it started.
-		assert.Equal(t, Decision{Action: Lead, Version: won}, m.Observed(row(won, "me", won, 0), true, at(10), Campaigning))
+		assert.Equal(t, Decision{Action: Lead, Version: won}, m.Observed(mine(row(won, "me", won, 0)), true, at(10), Campaigning))
 	})
 	t.Run("Creation", func(t *testing.T) {
-		m := New("me", lease, renew)
+		m := New(store.Candidate{ID: "me", Incarnation: "inc-" + "me", Lease: lease}, renew)
 		m.Observed(row(9, "", 8, 0), true, at(0), Abstaining) // a version seen before the row vanished
 		require.Equal(t, Decision{Action: Create}, m.Observed(store.Record{}, false, at(0), Campaigning))
 		d := m.Created(-1, true, at(0))
@@ -344,7 +360,7 @@ func TestElectionWonWithoutANewTermIsNotLed(t *testing.T) {
 		assert.Zero(t, m.Term())
 	})
 	t.Run("ANewTermIsLed", func(t *testing.T) {
-		m := New("me", lease, renew)
+		m := New(store.Candidate{ID: "me", Incarnation: "inc-" + "me", Lease: lease}, renew)
 		m.Observed(row(4, "", 2, 0), true, at(0), Campaigning)
 		assert.Equal(t, Decision{Action: Lead, Version: 5}, m.Elected(5, true, at(0)))
 	})
@@ -371,7 +387,7 @@ func TestResign(t *testing.T) {
 	assert.Equal(t, v+1, m.Version(), "a release moves the row to version+1")
 	assert.Equal(t, "", m.Leader())
 
-	_, ok = New("me", lease, renew).Resign()
+	_, ok = New(store.Candidate{ID: "me", Incarnation: "inc-" + "me", Lease: lease}, renew).Resign()
 	assert.False(t, ok, "a follower has nothing to resign")
 }
 
@@ -413,14 +429,35 @@ func TestResignWithHandoverRecordsTheNewTermAsVersion(t *testing.T) {
 	assert.Equal(t, v, m.Version(), "a lost handover leaves the version")
 }
 
-func TestHandoverTargetAdoptsTheLease(t *testing.T) {
-	m := New("next", lease, renew)
+// TestHandoverTargetClaimsTheLease: a lease handed to this candidate's ID is led
+// only after an election of its own from the handed version wins it (a new term),
+// so that of two processes that share the ID, one leads.
+func TestHandoverTargetClaimsTheLease(t *testing.T) {
+	m := New(store.Candidate{ID: "next", Incarnation: "inc-" + "next", Lease: lease}, renew)
 	// It follows the live lease of the leader that then hands over to it.
 	require.Equal(t, Decision{Action: Wait, Wait: lease}, m.Observed(row(4, "old", 3, 100*time.Millisecond), true, at(0), Campaigning))
-	d := m.Observed(row(won, "next", won, 10*time.Millisecond), true, at(200), Campaigning)
-	assert.Equal(t, Decision{Action: Lead, Version: won}, d)
-	assert.Equal(t, won, m.Term())
+	d := m.Observed(handedTo(row(won, "next", won, 10*time.Millisecond), "next"), true, at(200), Campaigning)
+	assert.Equal(t, Decision{Action: Campaign, Version: won}, d)
+	assert.False(t, m.Trusted(at(201)), "the handed term itself is never led")
+	assert.Equal(t, Decision{Action: Lead, Version: won + 1}, m.Elected(won+1, true, at(210)))
+	assert.Equal(t, won+1, m.Term())
 	assert.Zero(t, m.Foreign())
+
+	// The other process with the ID lost the claim: it sees the term the winner
+	// started, and refuses once it is renewed.
+	dup := New(store.Candidate{ID: "next", Incarnation: "inc-dup", Lease: lease}, renew)
+	require.Equal(t, Campaign, dup.Observed(handedTo(row(won, "next", won, 10*time.Millisecond), "next"), true, at(200), Campaigning).Action)
+	require.Equal(t, Decision{Action: Wait}, dup.Elected(0, false, at(210)))
+	claimed := func(v int64) store.Record {
+		rec := row(v, "next", won+1, 10*time.Millisecond)
+		rec.Incarnation = "inc-next"
+		return rec
+	}
+	assert.Equal(t, Wait, dup.Observed(claimed(won+1), true, at(220), Campaigning).Action)
+	d = dup.Observed(claimed(won+2), true, at(400), Campaigning)
+	assert.Equal(t, Refuse, d.Action)
+	require.ErrorIs(t, d.Err, ErrDuplicateID)
+	assert.Zero(t, dup.Term())
 }
 
 func TestStrings(t *testing.T) {
@@ -537,24 +574,24 @@ func TestOwnLeaseInATermBelowOneSeenBeforeIsNotAdopted(t *testing.T) {
 		{
 			// A renewal that hung past the deadline but committed: same term as won.
 			name: "OwnLeaseAtTheHighestTermSeenIsAdopted", saw: wonThenLostTrust,
-			rec:  func(h int64) store.Record { return row(h+1, "me", h, fresh) },
+			rec:  func(h int64) store.Record { return mine(row(h+1, "me", h, fresh)) },
 			want: func(h int64) Decision { return Decision{Action: Lead, Version: h + 1} }, role: Leader,
 		},
 		{
 			name: "OwnLeaseAboveTheHighestTermSeenIsAdopted", saw: sawOthersLease,
-			rec:  func(h int64) store.Record { return row(h+1000, "me", h+1000, fresh) },
+			rec:  func(h int64) store.Record { return mine(row(h+1000, "me", h+1000, fresh)) },
 			want: func(h int64) Decision { return Decision{Action: Lead, Version: h + 1000} }, role: Leader,
 		},
 		{
-			name: "LeaseHandedByNameAboveTheHighestTermSeenIsAdoptedWhileCoolingDown", saw: handedOverThenFollowedTheTarget,
-			rec:  func(h int64) store.Record { return row(h+1000, "me", h+1000, fresh) },
+			name: "LeaseHandedByNameAboveTheHighestTermSeenIsClaimedWhileCoolingDown", saw: handedOverThenFollowedTheTarget,
+			rec:  func(h int64) store.Record { return handedTo(row(h+1000, "me", h+1000, fresh), "me") },
 			p:    CoolingDown,
-			want: func(h int64) Decision { return Decision{Action: Lead, Version: h + 1000} }, role: Leader,
+			want: func(h int64) Decision { return Decision{Action: Campaign, Version: h + 1000} }, role: Candidate,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := New("me", lease, renew)
+			m := New(store.Candidate{ID: "me", Incarnation: "inc-" + "me", Lease: lease}, renew)
 			highest := tt.saw(m)
 			require.Equal(t, Follower, m.Role(), "setup leaves a follower")
 			rec := tt.rec(highest)
@@ -573,7 +610,7 @@ func TestOwnLeaseInATermBelowOneSeenBeforeIsNotAdopted(t *testing.T) {
 }
 
 func TestRolledBackOwnLeaseStaysRefusedUntilANewElectionWins(t *testing.T) {
-	m := New("me", lease, renew)
+	m := New(store.Candidate{ID: "me", Incarnation: "inc-" + "me", Lease: lease}, renew)
 	m.Observed(row(won+1, "other", won, 0), true, at(0), Campaigning)
 	rolledBack := row(won-10, "me", won-10, 100*time.Millisecond)
 
@@ -670,12 +707,12 @@ func TestTick(t *testing.T) {
 		})
 	}
 	t.Run("FollowerWaits", func(t *testing.T) {
-		assert.Equal(t, Decision{Action: Wait}, New("me", lease, renew).Tick(at(0), Abstaining))
+		assert.Equal(t, Decision{Action: Wait}, New(store.Candidate{ID: "me", Incarnation: "inc-" + "me", Lease: lease}, renew).Tick(at(0), Abstaining))
 	})
 }
 
 func TestCoolDownAndParticipation(t *testing.T) {
-	m := New("me", lease, renew)
+	m := New(store.Candidate{ID: "me", Incarnation: "inc-" + "me", Lease: lease}, renew)
 	assert.Equal(t, Campaigning, m.Participation(at(0), false, false))
 	assert.Equal(t, Abstaining, m.Participation(at(0), true, false))
 	assert.Equal(t, Observing, m.Participation(at(0), true, true), "an observer observes, paused or not")
@@ -698,7 +735,7 @@ func TestYieldStopsActingAndCoolsDownForALease(t *testing.T) {
 	m.Released(v+1, true, "")
 	assert.Equal(t, Decision{Action: Wait, Wait: lease}, m.Observed(row(v+1, "", won, 0), true, at(200), m.Participation(at(200), false, false)))
 
-	_, ok = New("me", lease, renew).Yield(at(0))
+	_, ok = New(store.Candidate{ID: "me", Incarnation: "inc-" + "me", Lease: lease}, renew).Yield(at(0))
 	assert.False(t, ok, "a follower has nothing to yield")
 }
 
@@ -759,7 +796,7 @@ func TestAdoptionOfAnOwnLease(t *testing.T) {
 				m.Elected(won, true, at(0))
 				m.DeadlinePassed(at(600))
 			},
-			rec: row(won+1, "me", won, fresh), want: Decision{Action: Lead, Version: won + 1},
+			rec: mine(row(won+1, "me", won, fresh)), want: Decision{Action: Lead, Version: won + 1},
 		},
 		{
 			name: "ElectionWithALostReplyIsAdopted",
@@ -767,10 +804,10 @@ func TestAdoptionOfAnOwnLease(t *testing.T) {
 				m.Observed(row(4, "", 2, 0), true, at(900), Campaigning)
 				m.Unsettled()
 			},
-			rec: row(won, "me", won, fresh), want: Decision{Action: Lead, Version: won},
+			rec: mine(row(won, "me", won, fresh)), want: Decision{Action: Lead, Version: won},
 		},
 		{
-			name: "LostReplyAdoptsOnlyOnTheNextRead",
+			name: "ElectionOfAnotherProcessWithOurIDIsNotAdopted",
 			before: func(m *Machine) {
 				m.Observed(row(4, "", 2, 0), true, at(800), Campaigning)
 				m.Unsettled()
@@ -789,11 +826,11 @@ func TestAdoptionOfAnOwnLease(t *testing.T) {
 			rec:    row(won, "me", won, fresh), want: Decision{Action: Wait, Wait: lease}, foreign: true,
 		},
 		{
-			name: "LeaseHandedByNameWhileThePreviousWasLiveIsAdopted",
+			name: "LeaseHandedByNameWhileThePreviousWasLiveIsClaimed",
 			before: func(m *Machine) {
 				m.Observed(row(won-5, "old", won-9, 300*time.Millisecond), true, at(500), Campaigning)
 			},
-			rec: row(won, "me", won, fresh), want: Decision{Action: Lead, Version: won},
+			rec: handedTo(row(won, "me", won, fresh), "me"), want: Decision{Action: Campaign, Version: won},
 		},
 		{
 			// The issue's edited row: the old leader's term under this ID.
@@ -820,9 +857,9 @@ func TestAdoptionOfAnOwnLease(t *testing.T) {
 		{
 			// The handover statement names its target in handover_to: the target
 			// adopts the term even if it never read the previous leader's lease.
-			name:   "HandoverNamingUsIsAdoptedWithoutSeeingThePreviousLease",
+			name:   "HandoverNamingUsIsClaimedWithoutSeeingThePreviousLease",
 			before: func(m *Machine) { m.Observed(row(won-5, "", won-9, 0), true, at(900), Abstaining) },
-			rec:    handedTo(row(won, "me", won, fresh), "me"), want: Decision{Action: Lead, Version: won},
+			rec:    handedTo(row(won, "me", won, fresh), "me"), want: Decision{Action: Campaign, Version: won},
 		},
 		{
 			name:   "NewTermAfterAReleasedRowIsRefused",
@@ -832,7 +869,7 @@ func TestAdoptionOfAnOwnLease(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := New("me", lease, renew)
+			m := New(store.Candidate{ID: "me", Incarnation: "inc-" + "me", Lease: lease}, renew)
 			tt.before(m)
 			require.Equal(t, Follower, m.Role(), "setup leaves a follower")
 			assert.Equal(t, tt.want, m.Observed(tt.rec, true, at(1000), Campaigning))
@@ -849,14 +886,14 @@ func TestAdoptionOfAnOwnLease(t *testing.T) {
 		})
 	}
 	t.Run("AdoptedTermStaysOwned", func(t *testing.T) {
-		m := New("me", lease, renew)
+		m := New(store.Candidate{ID: "me", Incarnation: "inc-" + "me", Lease: lease}, renew)
 		m.Resume(won)
 		require.Equal(t, Decision{Action: Lead, Version: won}, m.Observed(row(won, "me", won, fresh), true, at(0), Campaigning))
 		m.DeadlinePassed(at(1000))
 		assert.Equal(t, Decision{Action: Lead, Version: won + 1}, m.Observed(row(won+1, "me", won, fresh), true, at(1000), Campaigning))
 	})
 	t.Run("ForeignIsClearedByTheNextRead", func(t *testing.T) {
-		m := New("me", lease, renew)
+		m := New(store.Candidate{ID: "me", Incarnation: "inc-" + "me", Lease: lease}, renew)
 		m.Observed(row(won, "me", won, fresh), true, at(0), Campaigning)
 		require.Equal(t, won, m.Foreign())
 		m.Observed(row(won+1, "other", won+1, fresh), true, at(100), Campaigning)
@@ -881,7 +918,7 @@ func stepDown(rec store.Record) store.Record {
 // expired one.
 func TestForeignSightingIsReportedOncePerTerm(t *testing.T) {
 	const fresh = 100 * time.Millisecond
-	m := New("me", lease, renew)
+	m := New(store.Candidate{ID: "me", Incarnation: "inc-" + "me", Lease: lease}, renew)
 	first := row(won, "me", won, fresh)
 	m.Observed(first, true, at(0), Campaigning)
 	assert.Equal(t, won, m.ForeignSighting(first), "first sighting")
@@ -892,10 +929,10 @@ func TestForeignSightingIsReportedOncePerTerm(t *testing.T) {
 	assert.Equal(t, won+5, m.ForeignSighting(other), "another foreign term")
 
 	expired := row(won+9, "me", won+9, 3*lease)
-	m2 := New("me", lease, renew)
+	m2 := New(store.Candidate{ID: "me", Incarnation: "inc-" + "me", Lease: lease}, renew)
 	m2.Observed(expired, true, at(0), Campaigning)
 	assert.Zero(t, m2.ForeignSighting(expired), "an expired lease is not reported")
-	assert.Zero(t, New("me", lease, renew).ForeignSighting(row(won, "other", won, fresh)), "no foreign term")
+	assert.Zero(t, New(store.Candidate{ID: "me", Incarnation: "inc-" + "me", Lease: lease}, renew).ForeignSighting(row(won, "other", won, fresh)), "no foreign term")
 }
 
 func TestWoken(t *testing.T) {
@@ -911,7 +948,9 @@ func TestWoken(t *testing.T) {
 		failures int
 	}{
 		{"ReleaseAboveTheVersionSeenIsElectedFromAtOnce", following(live), 11, Campaigning, Decision{Action: Campaign, Version: 11}, 0},
-		{"FirstWakeUpBeforeAnyReadIsElectedFrom", func(*testing.T) *Machine { return New("me", lease, renew) }, 11, Campaigning, Decision{Action: Campaign, Version: 11}, 0},
+		{"FirstWakeUpBeforeAnyReadIsElectedFrom", func(*testing.T) *Machine {
+			return New(store.Candidate{ID: "me", Incarnation: "inc-" + "me", Lease: lease}, renew)
+		}, 11, Campaigning, Decision{Action: Campaign, Version: 11}, 0},
 		{"WakeUpWithoutAVersionAsksForARead", following(live), 0, Campaigning, Decision{Action: Wait}, 0},
 		{"ReleaseOfAVersionAlreadySeenAsksForARead", following(live), 10, Campaigning, Decision{Action: Wait}, 0},
 		{"StaleReleaseAsksForARead", following(live), 7, Campaigning, Decision{Action: Wait}, 0},
@@ -929,7 +968,9 @@ func TestWoken(t *testing.T) {
 		// A store with ElectReleased: a wake-up without a version is an election
 		// of a released row, sent at once.
 		{"WakeUpWithoutAVersionElectsAReleasedRowWhenTheStoreCan", electsReleased(following(live)), 0, Campaigning, Decision{Action: CampaignReleased, Version: 10}, 0},
-		{"WakeUpWithoutAVersionBeforeAnyReadElectsAReleasedRow", electsReleased(func(*testing.T) *Machine { return New("me", lease, renew) }), 0, Campaigning, Decision{Action: CampaignReleased}, 0},
+		{"WakeUpWithoutAVersionBeforeAnyReadElectsAReleasedRow", electsReleased(func(*testing.T) *Machine {
+			return New(store.Candidate{ID: "me", Incarnation: "inc-" + "me", Lease: lease}, renew)
+		}), 0, Campaigning, Decision{Action: CampaignReleased}, 0},
 		{"OneLostWriteStillElectsAReleasedRow", electsReleased(following(live)), 0, Campaigning, Decision{Action: CampaignReleased, Version: 10}, 1},
 		{"ReleaseWithAVersionIsStillElectedFromIt", electsReleased(following(live)), 11, Campaigning, Decision{Action: Campaign, Version: 11}, 0},
 		{"ReleaseOfAVersionAlreadySeenStillAsksForARead", electsReleased(following(live)), 10, Campaigning, Decision{Action: Wait}, 0},
@@ -940,7 +981,9 @@ func TestWoken(t *testing.T) {
 		// lease from the read.
 		{"HandoverAsksForARead", following(live), -1, Campaigning, Decision{Action: Wait}, 0},
 		{"HandoverAsksForAReadWhenTheStoreElectsReleasedRows", electsReleased(following(live)), -1, Campaigning, Decision{Action: Wait}, 0},
-		{"HandoverBeforeAnyReadAsksForARead", electsReleased(func(*testing.T) *Machine { return New("me", lease, renew) }), -1, Campaigning, Decision{Action: Wait}, 0},
+		{"HandoverBeforeAnyReadAsksForARead", electsReleased(func(*testing.T) *Machine {
+			return New(store.Candidate{ID: "me", Incarnation: "inc-" + "me", Lease: lease}, renew)
+		}), -1, Campaigning, Decision{Action: Wait}, 0},
 		// A handover to another candidate (notify.HandedToAnother): a read a little
 		// later, after the target's.
 		{"HandoverToAnotherAsksForAReadAfterTheTargets", following(live), -2, Campaigning, Decision{Action: Wait, Wait: HandoverReadDelay}, 0},
@@ -1035,7 +1078,7 @@ func electsReleased(mk func(t *testing.T) *Machine) func(t *testing.T) *Machine 
 func following(rec store.Record) func(t *testing.T) *Machine {
 	return func(t *testing.T) *Machine {
 		t.Helper()
-		m := New("me", lease, renew)
+		m := New(store.Candidate{ID: "me", Incarnation: "inc-" + "me", Lease: lease}, renew)
 		d := m.Observed(rec, true, at(0), Campaigning)
 		require.NotEqual(t, Lead, d.Action)
 		if d.Action == Campaign {
@@ -1043,4 +1086,80 @@ func following(rec store.Record) func(t *testing.T) *Machine {
 		}
 		return m
 	}
+}
+
+// TestLeaseIsJudgedByTheRowsLease: candidates of one key may run with different
+// timings. A follower judges a lease by the one its leader runs with, as the row
+// records it, never by its own; it says so once; and a leader that adopts a term
+// whose row records a shorter lease than its own trusts it for that much less.
+func TestLeaseIsJudgedByTheRowsLease(t *testing.T) {
+	long := func(rec store.Record) store.Record { rec.Lease = 10 * lease; rec.OneClock = true; return rec }
+	t.Run("ShortLeaseFollowerWaitsForTheLongLease", func(t *testing.T) {
+		m := New(store.Candidate{ID: "me", Incarnation: "inc-me", Lease: lease}, renew)
+		d := m.Observed(long(row(won, "old", won, 2*lease)), true, at(0), Campaigning)
+		assert.Equal(t, Decision{Action: Wait, Wait: 8 * lease}, d, "its own lease is long over; the leader's is not")
+		assert.Equal(t, 10*lease, m.LeaseSighting(long(row(won, "old", won, 2*lease))), "reported")
+		assert.Zero(t, m.LeaseSighting(long(row(won+1, "old", won, 0))), "once")
+		d = m.Observed(long(row(won, "old", won, 10*lease)), true, at(8000), Campaigning)
+		assert.Equal(t, Decision{Action: Campaign, Version: won}, d, "after the leader's lease")
+	})
+	t.Run("LongLeaseFollowerTakesAShortLeaseAtItsExpiry", func(t *testing.T) {
+		m := New(store.Candidate{ID: "me", Incarnation: "inc-me", Lease: 10 * lease}, renew)
+		rec := row(won, "old", won, lease)
+		rec.Lease, rec.OneClock = lease, true
+		assert.Equal(t, Decision{Action: Campaign, Version: won}, m.Observed(rec, true, at(0), Campaigning))
+	})
+	t.Run("AdoptedTermWithAShorterLeaseIsTrustedLess", func(t *testing.T) {
+		m := New(store.Candidate{ID: "me", Incarnation: "inc-me", Lease: 2 * lease}, 2*lease-400*time.Millisecond)
+		m.Resume(won)
+		rec := row(won+3, "me", won, 100*time.Millisecond)
+		rec.Lease = lease // the earlier run's: 1 s
+		require.Equal(t, Lead, m.Observed(rec, true, at(0), Campaigning).Action)
+		// Its own margin, L - R = 400 ms, kept below the row's lease: trust until
+		// 600 ms after the renewal that the read saw.
+		assert.Equal(t, at(600-100), m.Deadline())
+		assert.Equal(t, at(1000+600), m.Renewed(won+4, at(1000)), "and so for every renewal of the term")
+	})
+}
+
+// TestExpiryOnOneClockIsTheAgeRead: on a single-primary database the age read is
+// exact, and a crash failover follows the lease's expiry whatever the phase of the
+// follower's reads; elsewhere (several servers' clocks) the freshest age read of
+// the term is allowed for (skew.go).
+func TestExpiryOnOneClockIsTheAgeRead(t *testing.T) {
+	for _, oneClock := range []bool{true, false} {
+		m := New(store.Candidate{ID: "me", Incarnation: "inc-me", Lease: lease}, renew)
+		rec := func(v int64, age time.Duration) store.Record {
+			r := row(v, "old", won, age)
+			r.OneClock = oneClock
+			return r
+		}
+		// The freshest read of the term came half a lease after a renewal.
+		m.Observed(rec(won, 500*time.Millisecond), true, at(0), Campaigning)
+		d := m.Observed(rec(won, 900*time.Millisecond), true, at(400), Campaigning)
+		if oneClock {
+			assert.Equal(t, Decision{Action: Wait, Wait: 100 * time.Millisecond}, d, "one clock: the lease has 100 ms left")
+		} else {
+			assert.Equal(t, Decision{Action: Wait, Wait: 600 * time.Millisecond}, d, "several clocks: a lease from the freshest read")
+		}
+	}
+}
+
+// TestTickTimeSteppedBackDoesNotExpireARenewedLease: a follower that saw the lease
+// renewed (a higher version) after one of its reads knows the lease lives until a
+// lease after that read, by its own monotonic clock. A tick_time that then reads
+// old (the database clock stepped back, a hand edit) does not make it take over.
+func TestTickTimeSteppedBackDoesNotExpireARenewedLease(t *testing.T) {
+	m := New(store.Candidate{ID: "me", Incarnation: "inc-me", Lease: lease}, renew)
+	rec := func(v int64, age time.Duration) store.Record {
+		r := row(v, "old", won, age)
+		r.OneClock = true
+		return r
+	}
+	m.Observed(rec(won, 100*time.Millisecond), true, at(0), Campaigning)
+	m.Observed(rec(won+1, 100*time.Millisecond), true, at(300), Campaigning)
+	d := m.Observed(rec(won+1, 10*lease), true, at(500), Campaigning)
+	assert.Equal(t, Decision{Action: Wait, Wait: 500 * time.Millisecond}, d, "renewed after the read at 0: live until 1000")
+	d = m.Observed(rec(won+1, 10*lease), true, at(1000), Campaigning)
+	assert.Equal(t, Decision{Action: Campaign, Version: won + 1}, d, "a lease after that read, it may have expired")
 }

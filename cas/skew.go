@@ -63,6 +63,11 @@ type skew struct {
 
 	prevVersion int64 // the previous read of term (0: none)
 	prevSent    time.Time
+	// renewed is the send time of the last read of term that was followed by a
+	// read showing the term renewed (a higher version, no step-down request): the
+	// renewal executed after it, so the lease lives until at least renewed + L,
+	// whatever tick_time says. Zero: no renewal seen.
+	renewed time.Time
 }
 
 func newSkew(lease time.Duration) skew {
@@ -73,8 +78,11 @@ func newSkew(lease time.Duration) skew {
 // observe records a read sent at sent that found the unreleased row rec.
 func (s *skew) observe(rec store.Record, sent time.Time) {
 	if rec.Term != s.term {
-		s.term, s.prevVersion = rec.Term, 0
+		s.term, s.prevVersion, s.renewed = rec.Term, 0, time.Time{}
 		s.fresh.reset()
+	}
+	if s.prevVersion != 0 && rec.Version > s.prevVersion && !rec.StepDown {
+		s.renewed = s.prevSent
 	}
 	s.fresh.add(sent, rec.Age, true)
 	if rec.Ahead > 0 {
@@ -98,6 +106,12 @@ func (s *skew) elapsed(rec store.Record, sent time.Time) time.Duration {
 		e = max(e, rec.Age-f)
 	}
 	return max(e, 0)
+}
+
+// renewedAfter returns the send time of the last read of rec's term that a renewal
+// followed (see skew.renewed); ok is false when none was seen.
+func (s *skew) renewedAfter(rec store.Record) (time.Time, bool) {
+	return s.renewed, rec.Term == s.term && !s.renewed.IsZero()
 }
 
 // measured returns the skew observed within the window at now: positive when the

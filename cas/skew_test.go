@@ -63,7 +63,7 @@ func TestSkewedServerNeverTakesOverEarly(t *testing.T) {
 			for _, start := range []time.Duration{0, 7 * time.Second, 9950 * time.Millisecond, 10500 * time.Millisecond} {
 				t.Run(fmt.Sprintf("skew%v/poll%v/start%v", skew, poll, start), func(t *testing.T) {
 					c := cluster{heartbeat: heartbeat, death: 10 * time.Second, skew: skew}
-					took := follow(t, New("me", lease, renew), c, start, poll)
+					took := follow(t, New(store.Candidate{ID: "me", Incarnation: "inc-" + "me", Lease: lease}, renew), c, start, poll)
 					last := c.lastRenewal()
 					assert.GreaterOrEqual(t, took-last, lease, "took over %v after the last renewal", took-last)
 					bound := lease + max(-skew, 0) + poll + heartbeat
@@ -84,7 +84,7 @@ func TestSkewedServerNeverTakesOverEarly(t *testing.T) {
 // leader renews, and reports the skew.
 func TestJoinerOnAServerAheadNeverTakesAliveLease(t *testing.T) {
 	c := cluster{heartbeat: 150 * time.Millisecond, death: time.Hour, skew: 2 * time.Second}
-	m := New("me", lease, renew)
+	m := New(store.Candidate{ID: "me", Incarnation: "inc-" + "me", Lease: lease}, renew)
 	for now := 5 * time.Second; now < 5*time.Second+SkewWindow; now += 100 * time.Millisecond {
 		rec := c.read(now)
 		require.True(t, rec.Expired(lease), "the server's own judgement: expired")
@@ -116,7 +116,7 @@ func TestSkewIsMeasuredInBothDirections(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := cluster{heartbeat: tt.heartbeat, death: time.Hour, skew: tt.skew}
-			m := New("me", lease, renew)
+			m := New(store.Candidate{ID: "me", Incarnation: "inc-" + "me", Lease: lease}, renew)
 			now := time.Second
 			for ; now < 5*time.Second; now += 100 * time.Millisecond {
 				m.Observed(c.read(now), true, t0.Add(now), Abstaining)
@@ -138,7 +138,7 @@ func TestSkewIsMeasuredInBothDirections(t *testing.T) {
 func TestFreshestReadIsForgottenAfterTheWindow(t *testing.T) {
 	long := 2 * SkewWindow
 	c := cluster{heartbeat: 150 * time.Millisecond, death: long, skew: 300 * time.Millisecond}
-	m := New("me", lease, renew)
+	m := New(store.Candidate{ID: "me", Incarnation: "inc-" + "me", Lease: lease}, renew)
 	took := follow(t, m, c, 0, 300*time.Millisecond)
 	assert.GreaterOrEqual(t, took-c.lastRenewal(), lease)
 	assert.LessOrEqual(t, took-c.lastRenewal(), lease+300*time.Millisecond+c.heartbeat)
@@ -146,7 +146,7 @@ func TestFreshestReadIsForgottenAfterTheWindow(t *testing.T) {
 	// The window is at least two leases: a follower that reads rarely still sees
 	// the term's live reads when the lease runs out.
 	big := 40 * time.Second
-	m = New("me", big, big/2)
+	m = New(store.Candidate{ID: "me", Incarnation: "inc-" + "me", Lease: big}, big/2)
 	c = cluster{heartbeat: time.Second, death: 5 * time.Minute, skew: time.Second}
 	took = follow(t, m, c, 0, 30*time.Second)
 	assert.GreaterOrEqual(t, took-c.lastRenewal(), big)

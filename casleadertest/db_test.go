@@ -21,6 +21,7 @@ import (
 
 	"github.com/casleader/casleader/casleadertest"
 	"github.com/casleader/casleader/schema"
+	"github.com/casleader/casleader/store"
 	"github.com/casleader/casleader/store/mysql"
 	"github.com/casleader/casleader/store/postgres"
 	"github.com/casleader/casleader/store/storetest"
@@ -60,7 +61,7 @@ func TestNewDB(t *testing.T) {
 				_, found, err := db.Store.Observe(ctx, "job")
 				require.NoError(t, err)
 				assert.False(t, found, "the table is empty")
-				term, inserted, err := db.Store.Insert(ctx, "job", "a")
+				term, inserted, err := db.Store.Insert(ctx, "job", store.Candidate{ID: "a"})
 				require.NoError(t, err)
 				require.True(t, inserted)
 				rec, found, err := db.Store.Observe(ctx, "job")

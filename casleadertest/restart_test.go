@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casleader/casleader/casleadertest"
+	"github.com/casleader/casleader/store"
 )
 
 // TestNewRestartableDBSkipsADatabaseGivenByDSN: the kit never restarts a server
@@ -65,7 +66,7 @@ func TestRestartRestartsTheServerAndKeepsTheData(t *testing.T) {
 			t.Parallel()
 			db := casleadertest.NewRestartableDB(t, d)
 			ctx := t.Context()
-			term, inserted, err := db.Store.Insert(ctx, "job", "a")
+			term, inserted, err := db.Store.Insert(ctx, "job", store.Candidate{ID: "a"})
 			require.NoError(t, err)
 			require.True(t, inserted)
 

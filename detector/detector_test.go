@@ -38,7 +38,7 @@ func untilExpired(o detector.Observation) (time.Duration, bool) {
 func TestSleepsUntilTheObservedLeaseCanExpire(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := memstore.New()
-		_, _, err := st.Insert(t.Context(), "k", "a")
+		_, _, err := st.Insert(t.Context(), "k", store.Candidate{ID: "a"})
 		require.NoError(t, err)
 		start := time.Now()
 		obs, err := detector.Watch(t.Context(), st, cfg, nil, untilExpired)
@@ -55,7 +55,7 @@ func TestSleepsUntilTheObservedLeaseCanExpire(t *testing.T) {
 func TestWakeReadsAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := memstore.New()
-		v, _, err := st.Insert(t.Context(), "k", "a")
+		v, _, err := st.Insert(t.Context(), "k", store.Candidate{ID: "a"})
 		require.NoError(t, err)
 		wake := make(chan struct{}, 1)
 		done := make(chan time.Duration, 1)
@@ -91,7 +91,7 @@ func TestWokenMayAskForALaterRead(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				st := memstore.New()
-				_, _, err := st.Insert(t.Context(), "k", "a")
+				_, _, err := st.Insert(t.Context(), "k", store.Candidate{ID: "a"})
 				require.NoError(t, err)
 				wake := make(chan struct{}, 1)
 				var reads []time.Duration
@@ -119,7 +119,7 @@ func TestWokenMayAskForALaterRead(t *testing.T) {
 	t.Run("StopReturnsWithoutARead", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			st := memstore.New()
-			_, _, err := st.Insert(t.Context(), "k", "a")
+			_, _, err := st.Insert(t.Context(), "k", store.Candidate{ID: "a"})
 			require.NoError(t, err)
 			wake := make(chan struct{}, 1)
 			cfg := cfg
@@ -151,7 +151,7 @@ func TestTransientErrorsAreRetriedAndDeploymentErrorsReturned(t *testing.T) {
 func TestInvalidRowIsRetriedNotFatal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := memstore.New()
-		_, _, err := st.Insert(t.Context(), "k", "a")
+		_, _, err := st.Insert(t.Context(), "k", store.Candidate{ID: "a"})
 		require.NoError(t, err)
 		require.NoError(t, st.Corrupt("k", "future_tick"))
 		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
@@ -165,7 +165,7 @@ func TestInvalidRowIsRetriedNotFatal(t *testing.T) {
 func TestContextEndStopsWatching(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := memstore.New()
-		_, _, err := st.Insert(t.Context(), "k", "a")
+		_, _, err := st.Insert(t.Context(), "k", store.Candidate{ID: "a"})
 		require.NoError(t, err)
 		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 		defer cancel()
@@ -191,7 +191,7 @@ func TestHalfTheReadsFollowARenewal(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				st := memstore.New()
-				v, _, err := st.Insert(t.Context(), "k", "a")
+				v, _, err := st.Insert(t.Context(), "k", store.Candidate{ID: "a"})
 				require.NoError(t, err)
 				ctx, cancel := context.WithCancel(t.Context())
 				renewed := make(chan struct{})

@@ -22,7 +22,7 @@ type losingStore struct {
 	stop   func()
 }
 
-func (s *losingStore) ElectMany(context.Context, string, []store.KeyVersion, time.Duration) ([]store.Won, error) {
+func (s *losingStore) ElectMany(context.Context, store.Candidate, []store.KeyVersion) ([]store.Won, error) {
 	if s.elects.Add(1) > 1000 {
 		s.stop() // a hot loop: end it, the test reports it
 	}

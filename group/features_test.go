@@ -110,7 +110,7 @@ func TestHandoverWakesTheTargetKeyAtOnceAndOthersALittleLater(t *testing.T) {
 		// A live lease that nobody renews: the group's next read of it is due
 		// at least 360 ms (its expiry, or the last renewal expected before it) after
 		// its first.
-		_, _, err := st.Insert(t.Context(), ks[0], "x")
+		_, _, err := st.Insert(t.Context(), ks[0], store.Candidate{ID: "x"})
 		require.NoError(t, err)
 		n := newHub()
 		b := newGroup(t, st, "b", ks, func(c *group.Config) { c.Notifier, c.PollInterval = n, 10*lease })

@@ -70,8 +70,8 @@ import (
 // above the version it was won from; the term is also the row's new version.
 type Store interface {
 	ObserveMany(ctx context.Context, keys []string) (map[string]store.Record, error)
-	InsertMany(ctx context.Context, id string, keys []string) ([]store.Won, error)
-	ElectMany(ctx context.Context, id string, from []store.KeyVersion, lease time.Duration) ([]store.Won, error)
+	InsertMany(ctx context.Context, cand store.Candidate, keys []string) ([]store.Won, error)
+	ElectMany(ctx context.Context, cand store.Candidate, from []store.KeyVersion) ([]store.Won, error)
 	RenewMany(ctx context.Context, id string, held []store.KeyVersion) ([]store.Won, error)
 	ReleaseMany(ctx context.Context, id string, held []store.KeyVersion) ([]store.Won, error)
 	Handover(ctx context.Context, key, id string, version int64, to string) (term int64, ok bool, err error)
@@ -82,7 +82,7 @@ type Store interface {
 // (a MySQL named lock granted) is then elected in one round trip, without a read
 // first. A Store without it reads the key first.
 type releasedElector interface {
-	ElectReleased(ctx context.Context, key, id string) (term int64, won bool, err error)
+	ElectReleased(ctx context.Context, key string, cand store.Candidate) (term int64, won bool, err error)
 }
 
 // Notifier wakes followers when a lease may have been given up. It has the methods
@@ -201,8 +201,9 @@ type Stats struct {
 
 // Group is one candidate in many elections. Create it with [New], run it with [Group.Run].
 type Group struct {
-	cfg Config
-	st  Store
+	cfg  Config
+	cand store.Candidate // as the rows record this process: ID, incarnation, lease
+	st   Store
 	// electsReleased: st has ElectReleased (see releasedElector).
 	electsReleased bool
 
@@ -306,7 +307,8 @@ func New(st Store, cfg Config) (*Group, error) {
 	case cfg.Parallel < 1:
 		return nil, bad("Parallel (%d) must be positive", cfg.Parallel)
 	}
-	g := &Group{cfg: cfg, st: st, keys: map[string]*shared{}, wakeup: map[string]int64{}, poke: make(chan struct{}, 1)}
+	g := &Group{cfg: cfg, st: st, keys: map[string]*shared{}, wakeup: map[string]int64{}, poke: make(chan struct{}, 1),
+		cand: store.Candidate{ID: cfg.ID, Incarnation: store.NewIncarnation(), Lease: cfg.LeaseDuration}}
 	_, g.electsReleased = st.(releasedElector)
 	if err := g.Add(cfg.Keys...); err != nil {
 		return nil, fmt.Errorf("%w: Keys: %w", ErrInvalidConfig, err)
@@ -649,7 +651,7 @@ func (r *run) takeRequests(ctx context.Context) {
 				g.keys[k] = sh
 			}
 			g.mu.Unlock()
-			s = &state{key: k, sh: sh, m: cas.New(g.cfg.ID, g.cfg.LeaseDuration, g.cfg.RenewDeadline), nextLook: now}
+			s = &state{key: k, sh: sh, m: cas.New(g.cand, g.cfg.RenewDeadline), nextLook: now}
 			s.m.ElectsReleased(g.electsReleased)
 			if n := g.cfg.Notifier; n != nil {
 				s.unsubscribe = notify.SubscribeAs(n, k, g.cfg.ID, func(v int64) { g.wakeAt(k, v) })
@@ -1236,6 +1238,9 @@ func (r *run) follow(ctx context.Context) error {
 // that the key's machine does not own (it never adopts it, and refuses it if it
 // is renewed): after a restart with the same ID, the earlier run's lease expires.
 func (r *run) foreign(s *state, rec store.Record) {
+	if l := s.m.LeaseSighting(rec); l != 0 {
+		r.g.cfg.Logger.Warn(cas.LeaseMessage, "key", s.key, "leader", rec.LeaderID, "lease_row", l, "lease", r.g.cfg.LeaseDuration)
+	}
 	if term := s.m.ForeignSighting(rec); term != 0 && !r.g.cfg.Observer {
 		r.g.cfg.Logger.Warn("casleader group: the row names this candidate's ID in a term this process did not win; not adopting it, waiting for it to expire",
 			"key", s.key, "term", term, "version", rec.Version)
@@ -1258,7 +1263,7 @@ func (r *run) campaign(ctx context.Context, create, elect []*state) error {
 		rctx, cancel := context.WithTimeout(ctx, g.cfg.RenewDeadline)
 		defer cancel()
 		sent := time.Now()
-		won, err := g.st.InsertMany(rctx, g.cfg.ID, b.keys)
+		won, err := g.st.InsertMany(rctx, g.cand, b.keys)
 		g.statements.Add(1)
 		return wonReply{won: won, sent: sent, err: err}
 	}, func(b keyBatch, rep wonReply) error {
@@ -1281,7 +1286,7 @@ func (r *run) campaign(ctx context.Context, create, elect []*state) error {
 		rctx, cancel := context.WithTimeout(ctx, g.cfg.RenewDeadline)
 		defer cancel()
 		sent := time.Now()
-		won, err := g.st.ElectMany(rctx, g.cfg.ID, j.kvs, g.cfg.LeaseDuration)
+		won, err := g.st.ElectMany(rctx, g.cand, j.kvs)
 		g.statements.Add(1)
 		return wonReply{won: won, sent: sent, err: err}
 	}, func(j kvBatch, rep wonReply) error {
@@ -1299,7 +1304,7 @@ func (r *run) electReleased(ctx context.Context, ss []*state) error {
 		rctx, cancel := context.WithTimeout(ctx, g.cfg.RenewDeadline)
 		defer cancel()
 		sent := time.Now()
-		term, ok, err := el.ElectReleased(rctx, s.key, g.cfg.ID)
+		term, ok, err := el.ElectReleased(rctx, s.key, g.cand)
 		g.statements.Add(1)
 		rep := wonReply{sent: sent, err: err}
 		if ok {

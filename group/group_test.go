@@ -288,13 +288,13 @@ func TestRevivedTermOfOursIsNotAdopted(t *testing.T) {
 // termless is a store that does not report the terms of the keys it wins.
 type termless struct{ *memstore.Store }
 
-func (s termless) InsertMany(ctx context.Context, id string, keys []string) ([]store.Won, error) {
-	won, err := s.Store.InsertMany(ctx, id, keys)
+func (s termless) InsertMany(ctx context.Context, cand store.Candidate, keys []string) ([]store.Won, error) {
+	won, err := s.Store.InsertMany(ctx, cand, keys)
 	return withoutTerms(won), err
 }
 
-func (s termless) ElectMany(ctx context.Context, id string, from []store.KeyVersion, lease time.Duration) ([]store.Won, error) {
-	won, err := s.Store.ElectMany(ctx, id, from, lease)
+func (s termless) ElectMany(ctx context.Context, cand store.Candidate, from []store.KeyVersion) ([]store.Won, error) {
+	won, err := s.Store.ElectMany(ctx, cand, from)
 	return withoutTerms(won), err
 }
 

@@ -24,7 +24,7 @@ import (
 type wakeStore interface {
 	group.Store
 	Wakeups() *notify.Wakeups
-	ElectReleased(ctx context.Context, key, id string) (int64, bool, error)
+	ElectReleased(ctx context.Context, key string, cand store.Candidate) (int64, bool, error)
 }
 
 // countingStore counts the reads and the elections a group sends through it.
@@ -38,14 +38,14 @@ func (c *countingStore) ObserveMany(ctx context.Context, keys []string) (map[str
 	return c.wakeStore.ObserveMany(ctx, keys)
 }
 
-func (c *countingStore) ElectMany(ctx context.Context, id string, from []store.KeyVersion, lease time.Duration) ([]store.Won, error) {
+func (c *countingStore) ElectMany(ctx context.Context, cand store.Candidate, from []store.KeyVersion) ([]store.Won, error) {
 	c.elections.Add(1)
-	return c.wakeStore.ElectMany(ctx, id, from, lease)
+	return c.wakeStore.ElectMany(ctx, cand, from)
 }
 
-func (c *countingStore) ElectReleased(ctx context.Context, key, id string) (int64, bool, error) {
+func (c *countingStore) ElectReleased(ctx context.Context, key string, cand store.Candidate) (int64, bool, error) {
 	c.elections.Add(1)
-	return c.wakeStore.ElectReleased(ctx, key, id)
+	return c.wakeStore.ElectReleased(ctx, key, cand)
 }
 
 func (c *countingStore) calls() int64 { return c.reads.Load() + c.elections.Load() }

@@ -26,7 +26,7 @@ const (
 // (the term the insert started).
 func leader(t *testing.T) (*memstore.Store, int64) {
 	st := memstore.New()
-	term, ok, err := st.Insert(context.Background(), "k", "a")
+	term, ok, err := st.Insert(context.Background(), "k", store.Candidate{ID: "a"})
 	require.NoError(t, err)
 	require.True(t, ok)
 	return st, term

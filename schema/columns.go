@@ -39,7 +39,36 @@ const (
 var columnKinds = map[string]columnKind{
 	"elect_key": kindName, "version": kindCounter, "leader_id": kindName, "term": kindCounter,
 	"tick_time": kindTick, "handover_to": kindName, "stepdown": kindFlag,
+	"lease": kindCounter, "incarnation": kindName,
 	"create_time": kindStamp, "update_time": kindStamp,
+}
+
+// added holds the columns that later versions added to the election table, with
+// the default that every existing row gets: [Upgrade] adds them to a table made
+// by an earlier version. A row whose lease is 0 was written by such a version:
+// its lease is judged by the reader's own setting (see store.Record.Lease).
+var added = map[string]string{"lease": "0", "incarnation": "''"}
+
+// Upgrade returns the statements that add to table the columns of [Columns] that
+// later versions added (lease, incarnation) and that found lacks, each with its
+// default, so that a table made by an earlier version keeps its rows; nil when
+// none is missing. Other wrong columns are left to [CheckColumns].
+func Upgrade(d Dialect, table string, found []FoundColumn) ([]string, error) {
+	quoted, err := Quote(d, table)
+	if err != nil {
+		return nil, err
+	}
+	have := make(map[string]bool, len(found))
+	for _, c := range found {
+		have[strings.ToLower(c.Name)] = true
+	}
+	var out []string
+	for _, name := range Columns {
+		if def, ok := added[name]; ok && !have[name] {
+			out = append(out, addColumn(d, quoted, name, columnKinds[name])+" DEFAULT "+def)
+		}
+	}
+	return out, nil
 }
 
 // need returns the type that the DDL of dialect d gives a column of kind k.
@@ -216,7 +245,11 @@ func CheckColumns(d Dialect, table string, found []FoundColumn) error {
 		switch {
 		case !ok:
 			wrong = append(wrong, fmt.Sprintf("column %s is missing (needs %s)", name, want))
-			fixes = append(fixes, addColumn(d, quoted, name, k))
+			fix := addColumn(d, quoted, name, k)
+			if def, ok := added[name]; ok {
+				fix += " DEFAULT " + def
+			}
+			fixes = append(fixes, fix)
 		case !fits(d, k, c.Type, c.Collation):
 			got := c.Type
 			if got == "" {

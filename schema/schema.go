@@ -31,7 +31,7 @@ const DefaultTable = "casleader_election"
 // Columns lists the election table's columns in the order the stores read them.
 var Columns = []string{
 	"elect_key", "version", "leader_id", "term", "tick_time",
-	"handover_to", "stepdown", "create_time", "update_time",
+	"handover_to", "stepdown", "lease", "incarnation", "create_time", "update_time",
 }
 
 // ErrInvalidTable is returned for a table name that is not a plain SQL identifier.

@@ -178,6 +178,8 @@ var ddlColumns = map[schema.Dialect][]schema.FoundColumn{
 		{Name: "tick_time", Type: "timestamp(6)"},
 		{Name: "handover_to", Type: "varchar(255)", Collation: "utf8mb4_bin"},
 		{Name: "stepdown", Type: "smallint(6)"},
+		{Name: "lease", Type: "bigint(20)"},
+		{Name: "incarnation", Type: "varchar(255)", Collation: "utf8mb4_bin"},
 		{Name: "create_time", Type: "timestamp(6)"},
 		{Name: "update_time", Type: "timestamp(6)"},
 	},
@@ -185,12 +187,14 @@ var ddlColumns = map[schema.Dialect][]schema.FoundColumn{
 		{Name: "elect_key", Type: "text"}, {Name: "version", Type: "bigint"}, {Name: "leader_id", Type: "text"},
 		{Name: "term", Type: "bigint"}, {Name: "tick_time", Type: "timestamp with time zone"},
 		{Name: "handover_to", Type: "text"}, {Name: "stepdown", Type: "smallint"},
+		{Name: "lease", Type: "bigint"}, {Name: "incarnation", Type: "text"},
 		{Name: "create_time", Type: "timestamp with time zone"}, {Name: "update_time", Type: "timestamp with time zone"},
 	},
 	schema.SQLite: {
 		{Name: "elect_key", Type: "TEXT"}, {Name: "version", Type: "INTEGER"}, {Name: "leader_id", Type: "TEXT"},
 		{Name: "term", Type: "INTEGER"}, {Name: "tick_time", Type: "INTEGER"}, {Name: "handover_to", Type: "TEXT"},
-		{Name: "stepdown", Type: "INTEGER"}, {Name: "create_time", Type: "INTEGER"}, {Name: "update_time", Type: "INTEGER"},
+		{Name: "stepdown", Type: "INTEGER"}, {Name: "lease", Type: "INTEGER"}, {Name: "incarnation", Type: "TEXT"},
+		{Name: "create_time", Type: "INTEGER"}, {Name: "update_time", Type: "INTEGER"},
 	},
 }
 
@@ -205,6 +209,25 @@ func with(cols []schema.FoundColumn, name string, c schema.FoundColumn) []schema
 		}
 	}
 	return out
+}
+
+// TestUpgradeAddsTheNewColumns: a table made before the lease and incarnation
+// columns gets them, with defaults that keep its rows; a current table needs none.
+func TestUpgradeAddsTheNewColumns(t *testing.T) {
+	t.Parallel()
+	for _, d := range dialects {
+		stmts, err := schema.Upgrade(d, "t", ddlColumns[d])
+		require.NoError(t, err)
+		assert.Empty(t, stmts, "%s: a current table needs nothing", d)
+		old := with(with(ddlColumns[d], "lease", schema.FoundColumn{}), "incarnation", schema.FoundColumn{})
+		stmts, err = schema.Upgrade(d, "t", old)
+		require.NoError(t, err)
+		require.Len(t, stmts, 2, "%s", d)
+		assert.Contains(t, stmts[0], "ADD COLUMN lease")
+		assert.Contains(t, stmts[0], "DEFAULT 0")
+		assert.Contains(t, stmts[1], "ADD COLUMN incarnation")
+		assert.Contains(t, stmts[1], "DEFAULT ''")
+	}
 }
 
 func TestCheckColumns(t *testing.T) {

@@ -45,7 +45,7 @@ func TestGaleraGuard(t *testing.T) {
 		for time.Now().Before(deadline) {
 			rec, found, err := st.Observe(ctx, key)
 			if err == nil && found {
-				term, won, err := st.Elect(ctx, key, id, rec.Version, time.Microsecond)
+				term, won, err := st.Elect(ctx, key, store.Candidate{ID: id, Lease: time.Microsecond}, rec.Version)
 				if err == nil && won {
 					return term
 				}
@@ -67,7 +67,7 @@ func TestGaleraGuard(t *testing.T) {
 		landed := 0
 		for i := range trials {
 			key := fmt.Sprintf("k%d", i)
-			term, inserted, err := a.Insert(ctx, key, "a")
+			term, inserted, err := a.Insert(ctx, key, store.Candidate{ID: "a"})
 			require.NoError(t, err)
 			require.True(t, inserted)
 
@@ -95,7 +95,7 @@ func TestGaleraGuard(t *testing.T) {
 	// committed, and the row still reads as freshly renewed.
 	t.Run("GuardedCommitLeavesTheLeadersRenewalValid", func(t *testing.T) {
 		key := "renew"
-		term, inserted, err := a.Insert(ctx, key, "a")
+		term, inserted, err := a.Insert(ctx, key, store.Candidate{ID: "a"})
 		require.NoError(t, err)
 		require.True(t, inserted)
 		for i := range 3 {

@@ -26,8 +26,8 @@ import (
 // guardStore is a store with a guard for database/sql transactions.
 type guardStore interface {
 	CreateTable(ctx context.Context) error
-	Insert(ctx context.Context, key, id string) (int64, bool, error)
-	Elect(ctx context.Context, key, id string, version int64, lease time.Duration) (int64, bool, error)
+	Insert(ctx context.Context, key string, cand store.Candidate) (int64, bool, error)
+	Elect(ctx context.Context, key string, cand store.Candidate, version int64) (int64, bool, error)
 	Release(ctx context.Context, key, id string, version int64) (bool, error)
 	Renew(ctx context.Context, key, id string, version int64) (bool, error)
 }
@@ -348,21 +348,26 @@ func (e *guardEnv) guardOnce(key, id string, token int64, lease time.Duration) e
 	return tx.guard(e.t.Context(), key, id, token, lease)
 }
 
-// insert creates the row of key with id as leader and returns its term.
+// insert creates the row of key with id as leader, with a lease of an hour, and
+// returns its term.
 func (e *guardEnv) insert(key, id string) int64 {
 	e.t.Helper()
-	term, ok, err := e.s.Insert(e.t.Context(), key, id)
+	term, ok, err := e.s.Insert(e.t.Context(), key, store.Candidate{ID: id, Lease: hour})
 	require.NoError(e.t, err)
 	require.True(e.t, ok, "insert %q", key)
 	require.Positive(e.t, term, "insert %q", key)
 	return term
 }
 
-// elect makes id the leader of key from version, with a lease of 1 µs that has
-// expired by now, and returns the new term.
+// elect makes id the leader of key from version, with a lease of an hour, and
+// returns the new term. The lease there expires first: the row's lease becomes 1 µs
+// (as a leader with that lease would have written it), so that the election judges
+// it expired by the database clock.
 func (e *guardEnv) elect(ctx context.Context, key, id string, version int64) int64 {
 	e.t.Helper()
-	term, ok, err := e.s.Elect(ctx, key, id, version, time.Microsecond)
+	require.NoError(e.t, e.exec(ctx, "UPDATE "+e.quoted+" SET lease = 1 WHERE elect_key = "+e.param(1), key))
+	time.Sleep(2 * time.Millisecond) // SQLite's clock has millisecond steps
+	term, ok, err := e.s.Elect(ctx, key, store.Candidate{ID: id, Lease: hour}, version)
 	require.NoError(e.t, err)
 	require.True(e.t, ok, "elect %q from version %d", id, version)
 	require.Greater(e.t, term, version, "a won election starts a term above the version it was sent from")
@@ -467,7 +472,11 @@ func guardFailsOnARolledBackRow(t *testing.T, h guardHarness) {
 func takeoverWaitsForTheGuardedTransaction(t *testing.T, h guardHarness) {
 	e := newGuardEnv(t, h)
 	ctx := t.Context()
-	term := e.insert("k", "a")
+	// A row that records no lease (as an earlier version wrote it) is judged by
+	// the elector's own lease: 1 µs below, so only the lock stops the election.
+	term, ok, err := e.s.Insert(ctx, "k", store.Candidate{ID: "a"})
+	require.NoError(t, err)
+	require.True(t, ok)
 	tx, err := e.begin(ctx)
 	require.NoError(t, err)
 	defer tx.rollback()
@@ -475,8 +484,7 @@ func takeoverWaitsForTheGuardedTransaction(t *testing.T, h guardHarness) {
 
 	done := make(chan error, 1)
 	go func() {
-		// The lease is expired for this election (1 µs), so only the lock stops it.
-		_, ok, err := e.s.Elect(context.WithoutCancel(ctx), "k", "b", term, time.Microsecond)
+		_, ok, err := e.s.Elect(context.WithoutCancel(ctx), "k", store.Candidate{ID: "b", Lease: time.Microsecond}, term)
 		if err == nil && !ok {
 			err = errors.New("election lost its compare-and-set")
 		}

@@ -55,7 +55,7 @@ func TestPostgresReleaseAndHandoverNotifyOnlyWhenTheyWin(t *testing.T) {
 
 	const quiet, settle = 300 * time.Millisecond, 10 * time.Second
 	key := "it's a key\nwith a newline"
-	v, ok, err := s.Insert(ctx, key, "a")
+	v, ok, err := s.Insert(ctx, key, store.Candidate{ID: "a"})
 	require.True(t, ok)
 	require.NoError(t, err)
 	ok, err = s.Renew(ctx, key, "a", v)
@@ -77,7 +77,7 @@ func TestPostgresReleaseAndHandoverNotifyOnlyWhenTheyWin(t *testing.T) {
 	require.True(t, got, "a winning release notifies")
 	assert.Equal(t, postgres.NotifyPayload(table, v+2, key), p, "with the released version")
 
-	term, ok, err := s.Elect(ctx, key, "b", v+2, time.Hour)
+	term, ok, err := s.Elect(ctx, key, store.Candidate{ID: "b", Lease: time.Hour}, v+2)
 	require.NoError(t, err)
 	require.True(t, ok)
 	_, got = next(quiet)
@@ -95,7 +95,7 @@ func TestPostgresReleaseAndHandoverNotifyOnlyWhenTheyWin(t *testing.T) {
 	assert.Equal(t, postgres.HandoverPayload(table, "c", key), p, "handed over: it names the target, which reads the row and adopts it")
 
 	// The batched release notifies once per released key.
-	ins, err := s.InsertMany(ctx, "m", []string{"x", "y"})
+	ins, err := s.InsertMany(ctx, store.Candidate{ID: "m"}, []string{"x", "y"})
 	require.NoError(t, err)
 	require.Len(t, ins, 2)
 	held := make([]store.KeyVersion, len(ins))

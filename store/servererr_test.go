@@ -67,8 +67,8 @@ func pgWithParams(t *testing.T, params map[string]string) *pgxpool.Pool {
 type errStore interface {
 	CreateTable(ctx context.Context) error
 	Observe(ctx context.Context, key string) (store.Record, bool, error)
-	Insert(ctx context.Context, key, id string) (int64, bool, error)
-	Elect(ctx context.Context, key, id string, version int64, lease time.Duration) (int64, bool, error)
+	Insert(ctx context.Context, key string, cand store.Candidate) (int64, bool, error)
+	Elect(ctx context.Context, key string, cand store.Candidate, version int64) (int64, bool, error)
 	Renew(ctx context.Context, key, id string, version int64) (bool, error)
 	Release(ctx context.Context, key, id string, version int64) (bool, error)
 }
@@ -96,8 +96,8 @@ func notWritable(t *testing.T, ro errStore, code string) {
 		name string
 		err  error
 	}{
-		{"Insert", third(ro.Insert(ctx, "other", "b"))},
-		{"Elect", third(ro.Elect(ctx, "k", "b", rec.Version, time.Microsecond))},
+		{"Insert", third(ro.Insert(ctx, "other", store.Candidate{ID: "b"}))},
+		{"Elect", third(ro.Elect(ctx, "k", store.Candidate{ID: "b", Lease: time.Microsecond}, rec.Version))},
 		{"Renew", second(ro.Renew(ctx, "k", "a", rec.Version))},
 		{"Release", second(ro.Release(ctx, "k", "a", rec.Version))},
 	} {
@@ -122,7 +122,7 @@ func TestReadOnlyServerIsNotWritable(t *testing.T) {
 		require.NoError(t, err)
 		dropLater(t, schema.MySQL, table, func(ctx context.Context, q string) error { _, err := testdb.MySQL(t).ExecContext(ctx, q); return err })
 		require.NoError(t, rw.CreateTable(t.Context()))
-		_, _, err = rw.Insert(t.Context(), "k", "a")
+		_, _, err = rw.Insert(t.Context(), "k", store.Candidate{ID: "a"})
 		require.NoError(t, err)
 		// A read-only session: MariaDB answers 1792 (MySQL's --read-only server, 1290, is
 		// global and would disturb other tests; its classification is unit-tested).
@@ -138,7 +138,7 @@ func TestReadOnlyServerIsNotWritable(t *testing.T) {
 		require.NoError(t, err)
 		dropLater(t, schema.Postgres, table, func(ctx context.Context, q string) error { _, err := pool.Exec(ctx, q); return err })
 		require.NoError(t, rw.CreateTable(t.Context()))
-		term, _, err := rw.Insert(t.Context(), "k", "a")
+		term, _, err := rw.Insert(t.Context(), "k", store.Candidate{ID: "a"})
 		require.NoError(t, err)
 		// default_transaction_read_only, as ALTER ROLE … SET would give every session of
 		// a role, or a standby does: SQLSTATE 25006.
@@ -164,7 +164,7 @@ func TestReadOnlyServerIsNotWritable(t *testing.T) {
 		rw, err := sqlite.New(db, "")
 		require.NoError(t, err)
 		require.NoError(t, rw.CreateTable(t.Context()))
-		_, _, err = rw.Insert(t.Context(), "k", "a")
+		_, _, err = rw.Insert(t.Context(), "k", store.Candidate{ID: "a"})
 		require.NoError(t, err)
 		rodb, err := sql.Open("sqlite", "file:"+path+"?mode=ro&_pragma=busy_timeout(5000)")
 		require.NoError(t, err)
@@ -186,7 +186,7 @@ func TestLockConflictsAreTransient(t *testing.T) {
 		require.NoError(t, err)
 		dropLater(t, schema.MySQL, table, func(ctx context.Context, q string) error { _, err := admin.ExecContext(ctx, q); return err })
 		require.NoError(t, rw.CreateTable(t.Context()))
-		term, _, err := rw.Insert(t.Context(), "k", "a")
+		term, _, err := rw.Insert(t.Context(), "k", store.Candidate{ID: "a"})
 		require.NoError(t, err)
 		quoted, _ := schema.Quote(schema.MySQL, table)
 		tx, err := admin.BeginTx(t.Context(), nil)
@@ -211,7 +211,7 @@ func TestLockConflictsAreTransient(t *testing.T) {
 		require.NoError(t, err)
 		dropLater(t, schema.Postgres, table, func(ctx context.Context, q string) error { _, err := pool.Exec(ctx, q); return err })
 		require.NoError(t, rw.CreateTable(t.Context()))
-		term, _, err := rw.Insert(t.Context(), "k", "a")
+		term, _, err := rw.Insert(t.Context(), "k", store.Candidate{ID: "a"})
 		require.NoError(t, err)
 		quoted, _ := schema.Quote(schema.Postgres, table)
 		tx, err := pool.Begin(t.Context())
@@ -234,7 +234,7 @@ func TestLockConflictsAreTransient(t *testing.T) {
 		require.NoError(t, err)
 		dropLater(t, schema.Postgres, table, func(ctx context.Context, q string) error { _, err := pool.Exec(ctx, q); return err })
 		require.NoError(t, rw.CreateTable(t.Context()))
-		term, _, err := rw.Insert(t.Context(), "k", "a")
+		term, _, err := rw.Insert(t.Context(), "k", store.Candidate{ID: "a"})
 		require.NoError(t, err)
 		quoted, _ := schema.Quote(schema.Postgres, table)
 		// Another transaction updates the row and commits while the store's renewal,
@@ -268,7 +268,7 @@ func TestLockConflictsAreTransient(t *testing.T) {
 		rw, err := sqlite.New(db, "")
 		require.NoError(t, err)
 		require.NoError(t, rw.CreateTable(t.Context()))
-		term, _, err := rw.Insert(t.Context(), "k", "a")
+		term, _, err := rw.Insert(t.Context(), "k", store.Candidate{ID: "a"})
 		require.NoError(t, err)
 		tx, err := db.BeginTx(t.Context(), nil) // BEGIN IMMEDIATE: the write lock
 		require.NoError(t, err)

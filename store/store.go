@@ -58,24 +58,69 @@ type Record struct {
 	// StepDown reports that the leader has been asked to step down (resign, or hand
 	// over to HandoverTo when that is set).
 	StepDown bool
+	// Lease is the lease duration of the candidate that started the term, as the row
+	// records it: every reader judges the lease by it, never by its own setting
+	// (candidates of one key may run with different timings). 0 when the row records
+	// none (written by a version before the lease column): readers then use their own.
+	Lease time.Duration
+	// Incarnation is the running process that holds the term, as the row records it:
+	// the one whose election or creation started it ([Candidate.Incarnation]); ""
+	// when the row is released, handed over and not yet claimed, or was written by a
+	// version before the incarnation column.
+	Incarnation string
+	// OneClock reports that Age was computed by the clock of the server that wrote
+	// tick_time: a single-primary database (not a Galera cluster). Followers then
+	// judge expiry by Age alone; otherwise they allow for skew between servers.
+	OneClock bool
 }
 
 // Released reports whether nobody holds the lease.
 func (r Record) Released() bool { return r.LeaderID == "" }
 
-// Expired reports whether the lease is free for the taking with the given lease
-// duration: released, or not renewed for at least lease by the database clock.
-func (r Record) Expired(lease time.Duration) bool {
-	return r.Released() || r.Age >= lease
+// LeaseOr returns the lease duration the row records, or own when it records none.
+func (r Record) LeaseOr(own time.Duration) time.Duration {
+	if r.Lease > 0 {
+		return r.Lease
+	}
+	return own
+}
+
+// Handed reports whether the lease was handed over to its leader and not claimed
+// yet: the target takes it with an election write, which only it can win
+// (see the stores' Elect).
+func (r Record) Handed() bool {
+	return r.LeaderID != "" && r.HandoverTo == r.LeaderID && !r.StepDown
+}
+
+// Expired reports whether the lease is free for the taking: released, or not
+// renewed for at least the lease the row records (own when it records none) by the
+// database clock.
+func (r Record) Expired(own time.Duration) bool {
+	return r.Released() || r.Age >= r.LeaseOr(own)
 }
 
 // Remaining returns how long the lease has left by the database clock at the read,
-// or zero when it has expired.
-func (r Record) Remaining(lease time.Duration) time.Duration {
-	if r.Expired(lease) {
+// or zero when it has expired. own is used when the row records no lease.
+func (r Record) Remaining(own time.Duration) time.Duration {
+	if r.Expired(own) {
 		return 0
 	}
-	return lease - r.Age
+	return r.LeaseOr(own) - r.Age
+}
+
+// Candidate is who sends an election write (Insert, Elect, ElectReleased and their
+// batched forms), as the row records it.
+type Candidate struct {
+	// ID is the candidate's ID, written to leader_id.
+	ID string
+	// Incarnation names the running process: random and fixed for its life, so
+	// that two processes started with one ID (by mistake) are told apart. The row
+	// records it with every term the process starts, and a process adopts a term
+	// it reads only under its own incarnation.
+	Incarnation string
+	// Lease is the candidate's lease duration, recorded in the row with the term
+	// so that every reader judges the lease by it. 0 records none.
+	Lease time.Duration
 }
 
 // Error kinds. Test them with errors.Is.

@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"unicode/utf8"
 )
@@ -93,4 +94,25 @@ func versionLimitError(version int64) error {
 		"no new term can be issued from this row. To fix it: stop every candidate of the key, delete the row, reset whatever compares its fencing tokens "+
 		"(the next term restarts from the database clock, below the terms issued so far), then restart the candidates",
 		ErrInvalidRow, version, VersionLimit)
+}
+
+// ValidateCandidate checks the parts of an election write's candidate that
+// [ValidateNames] does not: an incarnation of at most [MaxKeyLen] bytes of UTF-8
+// with no NUL byte (it may be empty), and a lease that is not negative.
+func ValidateCandidate(c Candidate) error {
+	if c.Incarnation != "" {
+		if err := ValidateName("incarnation", c.Incarnation); err != nil {
+			return err
+		}
+	}
+	if c.Lease < 0 {
+		return fmt.Errorf("%w: lease %v is negative", ErrInvalidArgument, c.Lease)
+	}
+	return nil
+}
+
+// NewIncarnation returns a new random incarnation (see [Candidate.Incarnation]):
+// 16 hexadecimal digits, drawn once per running elector.
+func NewIncarnation() string {
+	return fmt.Sprintf("%016x", rand.Uint64())
 }

@@ -716,8 +716,8 @@ func TestStatusShowsAnInvalidRowAndTheOthers(t *testing.T) {
 	defer sq.Close()
 	now := time.Now().UnixMicro()
 	for _, q := range []string{
-		`INSERT INTO ` + db.table + ` VALUES ('a-good', 3, 'x', 2, ?, '', 0, ?, ?)`,
-		`INSERT INTO ` + db.table + ` VALUES ('b-bad', 0, 'x', 2, ?, '', 0, ?, ?)`, // version 0: never written
+		`INSERT INTO ` + db.table + ` VALUES ('a-good', 3, 'x', 2, ?, '', 0, 0, '', ?, ?)`,
+		`INSERT INTO ` + db.table + ` VALUES ('b-bad', 0, 'x', 2, ?, '', 0, 0, '', ?, ?)`, // version 0: never written
 	} {
 		if _, err := sq.Exec(q, now, now, now); err != nil {
 			t.Fatal(err)
@@ -745,7 +745,7 @@ func TestStatusQuotesKeysAndIDsThatCouldBreakTheTable(t *testing.T) {
 	defer sq.Close()
 	now := time.Now().UnixMicro()
 	const evilKey, evilID = "evil\x1b[2J\nkey\tx", "id with\x07bell"
-	if _, err := sq.Exec(`INSERT INTO `+db.table+` VALUES (?, 3, ?, 2, ?, ?, 1, ?, ?)`, evilKey, evilID, now, "to\rx", now, now); err != nil {
+	if _, err := sq.Exec(`INSERT INTO `+db.table+` VALUES (?, 3, ?, 2, ?, ?, 1, 0, '', ?, ?)`, evilKey, evilID, now, "to\rx", now, now); err != nil {
 		t.Fatal(err)
 	}
 	r := runCL(t, nil, append(db.args(), "status")...)

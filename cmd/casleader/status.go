@@ -28,8 +28,9 @@ term (the fencing token), the row's version, how long ago the leader last renewe
 (by the database's clock, never this host's), and whether the lease is live, expired
 or released. A pending step-down or handover request is shown too.
 
-The lease duration is a client setting, not stored in the row: pass the --lease your
-candidates use (default 15s, the library's default) to judge expiry.
+Expiry is judged by the lease the row records (the leader's own). --lease (default
+15s, the library's default) judges rows written before the row recorded its lease, and
+sets the members' window below.
 
 --json prints JSON instead of the table: with --key one object, otherwise an array of
 them, one per key and line ("[]" when the table holds no election). Each object has
@@ -65,7 +66,7 @@ func cmdStatus(a *app, args []string) error {
 	showMembers := fs.Bool("members", false, "list the members of each election below the table (JSON always has them)")
 	watch := fs.Bool("watch", false, "refresh until interrupted")
 	interval := fs.Duration("interval", time.Second, "time between two refreshes with --watch")
-	lease := fs.Duration("lease", casleader.DefaultLeaseDuration, "the candidates' lease, to judge expiry")
+	lease := fs.Duration("lease", casleader.DefaultLeaseDuration, "the candidates' lease, for rows that record none and the members' window")
 	if err := a.parse(fs, args); err != nil {
 		return err
 	}
@@ -142,6 +143,7 @@ type statusRow struct {
 	MembersError      string         `json:"members_error,omitempty"` // why the members table cannot be read
 
 	age, remaining time.Duration
+	lease          time.Duration // the lease expiry is judged by
 }
 
 // statusMember is one member of an election as status prints it.
@@ -172,10 +174,12 @@ func (s *statusCmd) readMembers(ctx context.Context, r *statusRow) {
 }
 
 func newStatusRow(key string, rec store.Record, found bool, lease time.Duration) statusRow {
-	r := statusRow{Key: key, Found: found, LeaseSeconds: lease.Seconds()}
+	r := statusRow{Key: key, Found: found, LeaseSeconds: lease.Seconds(), lease: lease}
 	if !found {
 		return r
 	}
+	r.lease = rec.LeaseOr(lease)
+	r.LeaseSeconds = r.lease.Seconds()
 	r.Leader, r.Term, r.Version = rec.LeaderID, rec.Term, rec.Version
 	r.age, r.remaining = rec.Age, rec.Remaining(lease)
 	r.AgeSeconds, r.RemainingSeconds = rec.Age.Seconds(), r.remaining.Seconds()
@@ -200,7 +204,7 @@ func (s *statusCmd) snapshot(ctx context.Context) ([]statusRow, error) {
 		rec, found, err := s.d.st.Observe(ctx, k)
 		if errors.Is(err, store.ErrInvalidRow) {
 			// Show it and go on with the other keys.
-			rows = append(rows, statusRow{Key: k, Found: true, LeaseSeconds: s.lease.Seconds(),
+			rows = append(rows, statusRow{Key: k, Found: true, LeaseSeconds: s.lease.Seconds(), lease: s.lease,
 				Invalid: s.a.redactString(err.Error())})
 			continue
 		}
@@ -287,7 +291,7 @@ func (s *statusCmd) render(w io.Writer, rows []statusRow, compact bool) error {
 		if r.Leader != "" {
 			leader = quoteName(r.Leader)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\n", key, leader, r.Term, r.Version, fmtDur(r.age), r.state(s.lease))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\n", key, leader, r.Term, r.Version, fmtDur(r.age), r.state())
 	}
 	if err := tw.Flush(); err != nil || !s.members {
 		return err
@@ -354,7 +358,8 @@ func printable(s string) string {
 }
 
 // state describes the lease: live, expired or released, and a pending request.
-func (r statusRow) state(lease time.Duration) string {
+func (r statusRow) state() string {
+	lease := r.lease
 	var st string
 	switch {
 	case r.Released:

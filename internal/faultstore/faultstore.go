@@ -41,8 +41,8 @@ const (
 // Inner is the store being decorated: the methods of casleader.Store.
 type Inner interface {
 	Observe(ctx context.Context, key string) (rec store.Record, found bool, err error)
-	Insert(ctx context.Context, key, id string) (term int64, inserted bool, err error)
-	Elect(ctx context.Context, key, id string, version int64, lease time.Duration) (term int64, won bool, err error)
+	Insert(ctx context.Context, key string, cand store.Candidate) (term int64, inserted bool, err error)
+	Elect(ctx context.Context, key string, cand store.Candidate, version int64) (term int64, won bool, err error)
 	Renew(ctx context.Context, key, id string, version int64) (swapped bool, err error)
 	Release(ctx context.Context, key, id string, version int64) (swapped bool, err error)
 	Handover(ctx context.Context, key, id string, version int64, to string) (term int64, ok bool, err error)
@@ -101,13 +101,15 @@ func (s *Store) Observe(ctx context.Context, key string) (store.Record, bool, er
 }
 
 // Insert creates the row, with the faults of OpInsert.
-func (s *Store) Insert(ctx context.Context, key, id string) (int64, bool, error) {
-	return s.writeTerm(ctx, OpInsert, func() (int64, bool, error) { return s.inner.Insert(ctx, key, id) })
+func (s *Store) Insert(ctx context.Context, key string, cand store.Candidate) (int64, bool, error) {
+	return s.writeTerm(ctx, OpInsert, func() (int64, bool, error) { return s.inner.Insert(ctx, key, cand) })
 }
 
 // Elect sends an election, with the faults of OpElect.
-func (s *Store) Elect(ctx context.Context, key, id string, version int64, lease time.Duration) (int64, bool, error) {
-	return s.writeTerm(ctx, OpElect, func() (int64, bool, error) { return s.inner.Elect(ctx, key, id, version, lease) })
+func (s *Store) Elect(ctx context.Context, key string, cand store.Candidate, version int64) (int64, bool, error) {
+	return s.writeTerm(ctx, OpElect, func() (int64, bool, error) {
+		return s.inner.Elect(ctx, key, cand, version)
+	})
 }
 
 // Renew sends a renewal, with the faults of OpRenew.

@@ -67,15 +67,12 @@ func (c *Core) ObserveMany(ctx context.Context, keys []string) (map[string]store
 	defer rows.Close()
 	out := make(map[string]store.Record, len(keys))
 	for rows.Next() {
-		var (
-			key                                string
-			version, term, ageMicros, stepdown sql.NullInt64
-			leader, handover                   sql.NullString
-		)
-		if err := rows.Scan(&key, &version, &leader, &term, &ageMicros, &handover, &stepdown); err != nil {
+		var key string
+		var r scanned
+		if err := rows.Scan(append([]any{&key}, r.dest()...)...); err != nil {
 			return nil, c.wrap("observe many", keys[0], err)
 		}
-		rec, err := decode(key, version, leader, term, ageMicros, handover, stepdown)
+		rec, err := r.decode(key, c.oneClock())
 		if err != nil {
 			return nil, fmt.Errorf("observe %s %q: %w", c.table, key, err)
 		}
@@ -91,41 +88,57 @@ func (c *Core) ObserveMany(ctx context.Context, keys []string) (map[string]store
 // and returns the keys whose compare-and-set won: their version is now Version+1.
 // An error means the outcome of every key is unknown: settle with ObserveMany.
 func (c *Core) RenewMany(ctx context.Context, id string, held []store.KeyVersion) (renewed []store.Won, err error) {
-	return c.batchCAS(ctx, "renew many", id, held, c.bq.renewMany, nil, false, true, func(r readBack, kv store.KeyVersion) bool {
+	return c.batchCAS(ctx, "renew many", id, held, c.bq.renewMany, nil, nil, false, true, func(r readBack, kv store.KeyVersion) bool {
 		return r.version == kv.Version+1 && r.leader == id && r.fresh
 	})
 }
 
-// ElectMany makes id the leader of each key whose row is still at Version and whose
-// lease is released or has expired by the database clock for lease, like Elect per
-// key. It returns the keys won, each with its new term (chosen as [Core.Elect]
-// chooses it), which is also the row's new version.
-func (c *Core) ElectMany(ctx context.Context, id string, from []store.KeyVersion, lease time.Duration) (won []store.Won, err error) {
-	return c.batchCAS(ctx, "elect many", id, from, c.bq.electMany, []any{lease.Microseconds()}, true, false, func(r readBack, kv store.KeyVersion) bool {
-		return r.startedTerm(id, kv.Version)
+// ElectMany makes candidate c the leader of each key whose row is still at Version
+// and whose lease it could take with Elect, like Elect per key. It returns the keys
+// won, each with its new term (chosen as [Core.Elect] chooses it), which is also the
+// row's new version.
+func (c *Core) ElectMany(ctx context.Context, cand store.Candidate, from []store.KeyVersion) (won []store.Won, err error) {
+	if err := store.ValidateCandidate(cand); err != nil {
+		return nil, err
+	}
+	var extra []any
+	if c.dialect == schema.MySQL { // see mysqlTakeable
+		extra = []any{cand.Lease.Microseconds(), cand.ID, cand.ID}
+	}
+	return c.batchCAS(ctx, "elect many", cand.ID, from, c.bq.electMany, c.candidateArgs(cand), extra, true, false, func(r readBack, kv store.KeyVersion) bool {
+		return r.startedTerm(cand.ID, kv.Version)
 	})
+}
+
+// candidateArgs are the arguments that follow the ID in the batched writes that
+// start terms: the incarnation and the lease in microseconds.
+func (c *Core) candidateArgs(cand store.Candidate) []any {
+	return []any{cand.Incarnation, cand.Lease.Microseconds()}
 }
 
 // ReleaseMany gives up id's lease on each key held at its version, like Release per
 // key, and returns the keys released.
 func (c *Core) ReleaseMany(ctx context.Context, id string, held []store.KeyVersion) (released []store.Won, err error) {
-	released, err = c.batchCAS(ctx, "release many", id, held, c.bq.releaseMany, nil, false, true, func(r readBack, kv store.KeyVersion) bool {
+	released, err = c.batchCAS(ctx, "release many", id, held, c.bq.releaseMany, nil, nil, false, true, func(r readBack, kv store.KeyVersion) bool {
 		return r.version == kv.Version+1 && r.leader == ""
 	})
 	c.wakeReleased(held, released)
 	return released, err
 }
 
-// InsertMany creates the missing rows among keys with id as their first leader,
-// like Insert per key, and returns the keys it created, each with its first term,
-// which is also the row's version.
-func (c *Core) InsertMany(ctx context.Context, id string, keys []string) (inserted []store.Won, err error) {
+// InsertMany creates the missing rows among keys with candidate c as their first
+// leader, like Insert per key, and returns the keys it created, each with its first
+// term, which is also the row's version.
+func (c *Core) InsertMany(ctx context.Context, cand store.Candidate, keys []string) (inserted []store.Won, err error) {
+	if err := store.ValidateCandidate(cand); err != nil {
+		return nil, err
+	}
 	kvs := make([]store.KeyVersion, len(keys))
 	for i, k := range keys {
 		kvs[i] = store.KeyVersion{Key: k}
 	}
-	return c.batchCAS(ctx, "insert many", id, kvs, c.bq.insertMany, nil, true, false, func(r readBack, kv store.KeyVersion) bool {
-		return r.startedTerm(id, kv.Version)
+	return c.batchCAS(ctx, "insert many", cand.ID, kvs, c.bq.insertMany, c.candidateArgs(cand), nil, true, false, func(r readBack, kv store.KeyVersion) bool {
+		return r.startedTerm(cand.ID, kv.Version)
 	})
 }
 
@@ -145,8 +158,8 @@ func (r readBack) startedTerm(id string, version int64) bool {
 	return r.leader == id && r.fresh && r.term > version && r.version == r.term
 }
 
-// batchCAS runs one batched compare-and-set. Its argument list is: id, then
-// (key, version) pairs, then extra. startsTerm says that the write starts a term and
+// batchCAS runs one batched compare-and-set. Its argument list is: id, then pre,
+// then the (key, version) pairs (on PostgreSQL: two arrays, before pre), then extra. startsTerm says that the write starts a term and
 // reports it in store.Won.Term. When the dialect needs a read-back (MySQL has no
 // RETURNING), won decides per key from the row read after the write, and the row's
 // tick_time must be younger than the time since the write was sent: a row that
@@ -156,7 +169,7 @@ func (r readBack) startedTerm(id string, version int64) bool {
 // every key decides the outcome too (see countSettles): writes that start a term
 // read back anyway, for the term.
 func (c *Core) batchCAS(ctx context.Context, op, id string, kvs []store.KeyVersion, build func(int) (string, string),
-	extra []any, startsTerm, byCount bool, won func(readBack, store.KeyVersion) bool) ([]store.Won, error) {
+	pre, extra []any, startsTerm, byCount bool, won func(readBack, store.KeyVersion) bool) ([]store.Won, error) {
 	if err := checkBatch(id, len(kvs)); err != nil {
 		return nil, err
 	}
@@ -177,7 +190,7 @@ func (c *Core) batchCAS(ctx context.Context, op, id string, kvs []store.KeyVersi
 		return nil, err
 	}
 	write, back := build(len(uniq))
-	args := c.casArgs(id, uniq, extra)
+	args := c.casArgs(id, pre, uniq, extra)
 	sent := time.Now()
 	if back == "" {
 		rows, err := c.b.Query(ctx, write, args...)
@@ -308,17 +321,17 @@ func (c *Core) keyArgs(keys []string) []any {
 	return args
 }
 
-func (c *Core) casArgs(id string, kvs []store.KeyVersion, extra []any) []any {
+func (c *Core) casArgs(id string, pre []any, kvs []store.KeyVersion, extra []any) []any {
 	if c.dialect == schema.Postgres {
 		keys := make([]string, len(kvs))
 		versions := make([]int64, len(kvs))
 		for i, kv := range kvs {
 			keys[i], versions[i] = kv.Key, kv.Version
 		}
-		return append([]any{id, keys, versions}, extra...)
+		return append(append([]any{id, keys, versions}, pre...), extra...)
 	}
-	args := make([]any, 0, 1+2*len(kvs)+len(extra))
-	args = append(args, id)
+	args := make([]any, 0, 1+len(pre)+2*len(kvs)+len(extra))
+	args = append(append(args, id), pre...)
 	for _, kv := range kvs {
 		args = append(args, kv.Key, kv.Version)
 	}
@@ -335,7 +348,7 @@ func pairs(n int) string { return strings.TrimSuffix(strings.Repeat("(?, ?), ", 
 type mysqlBatch struct{ t string }
 
 func (q mysqlBatch) observeMany(n int) string {
-	return `SELECT elect_key, version, leader_id, term, ` + mysqlAge + `, handover_to, stepdown FROM ` + q.t +
+	return `SELECT elect_key, version, leader_id, term, ` + mysqlAge + `, handover_to, stepdown, lease, incarnation FROM ` + q.t +
 		` WHERE elect_key IN (` + placeholders(n) + `)`
 }
 
@@ -358,12 +371,12 @@ func (q mysqlBatch) renewMany(n int) (string, string) {
 }
 
 func (q mysqlBatch) electMany(n int) (string, string) {
-	return `UPDATE ` + q.t + ` SET leader_id = ?, term = ` + mysqlNewTerm + `, tick_time = NOW(6), handover_to = '', stepdown = 0, update_time = NOW(6), version = ` + mysqlNewTerm +
-		` WHERE (elect_key, version) IN (` + pairs(n) + `) AND (leader_id = '' OR ` + mysqlAge + ` >= ?)`, q.readBack(n)
+	return `UPDATE ` + q.t + ` SET leader_id = ?, incarnation = ?, lease = ?, term = ` + mysqlNewTerm + `, tick_time = NOW(6), handover_to = '', stepdown = 0, update_time = NOW(6), version = ` + mysqlNewTerm +
+		` WHERE (elect_key, version) IN (` + pairs(n) + `) AND ` + mysqlTakeable, q.readBack(n)
 }
 
 func (q mysqlBatch) releaseMany(n int) (string, string) {
-	return `UPDATE ` + q.t + ` SET version = version + 1, leader_id = '', tick_time = NOW(6), handover_to = '', stepdown = 0, update_time = NOW(6)` +
+	return `UPDATE ` + q.t + ` SET version = version + 1, leader_id = '', incarnation = '', tick_time = NOW(6), handover_to = '', stepdown = 0, update_time = NOW(6)` +
 		` WHERE leader_id = ? AND (elect_key, version) IN (` + pairs(n) + `)`, q.readBack(n)
 }
 
@@ -372,8 +385,8 @@ func (q mysqlBatch) releaseMany(n int) (string, string) {
 // differently.
 func (q mysqlBatch) insertMany(n int) (string, string) {
 	derived := `SELECT ? AS k, ? AS v` + strings.Repeat(` UNION ALL SELECT ?, ?`, n-1)
-	return `INSERT IGNORE INTO ` + q.t + ` (elect_key, version, leader_id, term, tick_time, handover_to, stepdown, create_time, update_time)` +
-		` SELECT d.k, ` + mysqlEpochMicros + `, ?, ` + mysqlEpochMicros + `, NOW(6), '', 0, NOW(6), NOW(6) FROM (` + derived + `) AS d`, q.readBack(n)
+	return `INSERT IGNORE INTO ` + q.t + ` (elect_key, version, leader_id, incarnation, lease, term, tick_time, handover_to, stepdown, create_time, update_time)` +
+		` SELECT d.k, ` + mysqlEpochMicros + `, ?, ?, ?, ` + mysqlEpochMicros + `, NOW(6), '', 0, NOW(6), NOW(6) FROM (` + derived + `) AS d`, q.readBack(n)
 }
 
 // --- PostgreSQL: UPDATE … FROM unnest($2::text[], $3::bigint[]) … RETURNING.
@@ -381,7 +394,7 @@ func (q mysqlBatch) insertMany(n int) (string, string) {
 type postgresBatch struct{ t, notify string }
 
 func (q postgresBatch) observeMany(int) string {
-	return `SELECT elect_key, version, leader_id, term, ` + pgAge + `, handover_to, stepdown FROM unnest($1::text[]) AS v(k) JOIN ` + q.t + ` AS e ON e.elect_key = ANY (ARRAY[v.k])`
+	return `SELECT elect_key, version, leader_id, term, ` + pgAge + `, handover_to, stepdown, lease, incarnation FROM unnest($1::text[]) AS v(k) JOIN ` + q.t + ` AS e ON e.elect_key = ANY (ARRAY[v.k])`
 }
 
 // pgFrom joins the table to the batch's (key, version) pairs. The comparisons go
@@ -408,18 +421,18 @@ func (q postgresBatch) renewMany(int) (string, string) {
 }
 
 func (q postgresBatch) electMany(int) (string, string) {
-	return `UPDATE ` + q.t + ` AS e SET version = ` + pgNewTerm + `, leader_id = $1, term = ` + pgNewTerm + `, tick_time = clock_timestamp(), handover_to = '', stepdown = 0, update_time = clock_timestamp()` +
-		pgFrom + ` AND (e.leader_id = '' OR e.tick_time <= clock_timestamp() - $4::bigint * interval '1 microsecond') RETURNING e.elect_key, e.term`, ""
+	return `UPDATE ` + q.t + ` AS e SET version = ` + pgNewTerm + `, leader_id = $1, incarnation = $4, lease = $5, term = ` + pgNewTerm + `, tick_time = clock_timestamp(), handover_to = '', stepdown = 0, update_time = clock_timestamp()` +
+		pgFrom + ` AND ` + pgTakeable("e.", "$1", "$5") + ` RETURNING e.elect_key, e.term`, ""
 }
 
 func (q postgresBatch) releaseMany(int) (string, string) {
-	return `WITH u AS (UPDATE ` + q.t + ` AS e SET version = e.version + 1, leader_id = '', tick_time = clock_timestamp(), handover_to = '', stepdown = 0, update_time = clock_timestamp()` +
+	return `WITH u AS (UPDATE ` + q.t + ` AS e SET version = e.version + 1, leader_id = '', incarnation = '', tick_time = clock_timestamp(), handover_to = '', stepdown = 0, update_time = clock_timestamp()` +
 		pgFrom + pgHeldBy + ` RETURNING e.elect_key) ` + q.notify, ""
 }
 
 func (q postgresBatch) insertMany(int) (string, string) {
-	return `INSERT INTO ` + q.t + ` (elect_key, version, leader_id, term, tick_time, handover_to, stepdown, create_time, update_time)` +
-		` SELECT v.k, ` + pgEpochMicros + `, $1, ` + pgEpochMicros + `, clock_timestamp(), '', 0, clock_timestamp(), clock_timestamp() FROM unnest($2::text[], $3::bigint[]) AS v(k, ver)` +
+	return `INSERT INTO ` + q.t + ` (elect_key, version, leader_id, incarnation, lease, term, tick_time, handover_to, stepdown, create_time, update_time)` +
+		` SELECT v.k, ` + pgEpochMicros + `, $1, $4, $5, ` + pgEpochMicros + `, clock_timestamp(), '', 0, clock_timestamp(), clock_timestamp() FROM unnest($2::text[], $3::bigint[]) AS v(k, ver)` +
 		` ON CONFLICT (elect_key) DO NOTHING RETURNING elect_key, term`, ""
 }
 
@@ -428,7 +441,7 @@ func (q postgresBatch) insertMany(int) (string, string) {
 type sqliteBatch struct{ t string }
 
 func (q sqliteBatch) observeMany(n int) string {
-	return `SELECT elect_key, version, leader_id, term, ` + sqliteNow + ` - tick_time, handover_to, stepdown FROM ` + q.t +
+	return `SELECT elect_key, version, leader_id, term, ` + sqliteNow + ` - tick_time, handover_to, stepdown, lease, incarnation FROM ` + q.t +
 		` WHERE elect_key IN (` + placeholders(n) + `)`
 }
 
@@ -440,18 +453,18 @@ func (q sqliteBatch) renewMany(n int) (string, string) {
 }
 
 func (q sqliteBatch) electMany(n int) (string, string) {
-	return `UPDATE ` + q.t + ` SET leader_id = ?1, term = ` + sqliteNewTerm + `, version = ` + sqliteNewTerm + `, tick_time = ` + sqliteNow + `, handover_to = '', stepdown = 0, update_time = ` + sqliteNow +
-		` WHERE (elect_key, version) IN (` + values(n) + `) AND (leader_id = '' OR ` + sqliteNow + ` - tick_time >= ?) RETURNING elect_key, term`, ""
+	return `UPDATE ` + q.t + ` SET leader_id = ?1, incarnation = ?2, lease = ?3, term = ` + sqliteNewTerm + `, version = ` + sqliteNewTerm + `, tick_time = ` + sqliteNow + `, handover_to = '', stepdown = 0, update_time = ` + sqliteNow +
+		` WHERE (elect_key, version) IN (` + values(n) + `) AND ` + sqliteTakeable("?1", "?3") + ` RETURNING elect_key, term`, ""
 }
 
 func (q sqliteBatch) releaseMany(n int) (string, string) {
-	return `UPDATE ` + q.t + ` SET version = version + 1, leader_id = '', tick_time = ` + sqliteNow + `, handover_to = '', stepdown = 0, update_time = ` + sqliteNow +
+	return `UPDATE ` + q.t + ` SET version = version + 1, leader_id = '', incarnation = '', tick_time = ` + sqliteNow + `, handover_to = '', stepdown = 0, update_time = ` + sqliteNow +
 		` WHERE leader_id = ?1 AND (elect_key, version) IN (` + values(n) + `) RETURNING elect_key`, ""
 }
 
 func (q sqliteBatch) insertMany(n int) (string, string) {
-	return `INSERT INTO ` + q.t + ` (elect_key, version, leader_id, term, tick_time, handover_to, stepdown, create_time, update_time)` +
-		` SELECT column1, ` + sqliteNow + `, ?1, ` + sqliteNow + `, ` + sqliteNow + `, '', 0, ` + sqliteNow + `, ` + sqliteNow + ` FROM (` + values(n) + `) WHERE true` +
+	return `INSERT INTO ` + q.t + ` (elect_key, version, leader_id, incarnation, lease, term, tick_time, handover_to, stepdown, create_time, update_time)` +
+		` SELECT column1, ` + sqliteNow + `, ?1, ?2, ?3, ` + sqliteNow + `, ` + sqliteNow + `, '', 0, ` + sqliteNow + `, ` + sqliteNow + ` FROM (` + values(n) + `) WHERE true` +
 		` ON CONFLICT (elect_key) DO NOTHING RETURNING elect_key, term`, ""
 }
 

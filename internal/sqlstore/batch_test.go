@@ -81,11 +81,11 @@ func TestBatchedWriteThatChangedNoRowWonNoKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.checked.Store(true)
-	ins, err := c.InsertMany(t.Context(), "me", []string{"a", "b"})
+	ins, err := c.InsertMany(t.Context(), store.Candidate{ID: "me"}, []string{"a", "b"})
 	if err != nil || len(ins) != 0 {
 		t.Errorf("InsertMany = %v, %v; want nothing inserted", ins, err)
 	}
-	won, err := c.ElectMany(t.Context(), "me", []store.KeyVersion{{Key: "a", Version: 3}}, time.Second)
+	won, err := c.ElectMany(t.Context(), store.Candidate{ID: "me", Lease: time.Second}, []store.KeyVersion{{Key: "a", Version: 3}})
 	if err != nil || len(won) != 0 {
 		t.Errorf("ElectMany = %v, %v; want nothing won", won, err)
 	}

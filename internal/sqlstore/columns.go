@@ -47,27 +47,9 @@ func columnsQuery(d schema.Dialect, table, quoted string) (string, []any) {
 // Every store runs the same check once before its first statement (until it has
 // passed), so that an election never starts on a wrong table.
 func (c *Core) Check(ctx context.Context) error {
-	quoted, err := schema.Quote(c.dialect, c.table)
+	found, err := c.columns(ctx)
 	if err != nil {
 		return err
-	}
-	q, args := columnsQuery(c.dialect, c.table, quoted)
-	rows, err := c.b.Query(ctx, q, args...)
-	if err != nil {
-		return c.wrap("check", "", err)
-	}
-	var found []schema.FoundColumn
-	for rows.Next() {
-		var col schema.FoundColumn
-		if err := rows.Scan(&col.Name, &col.Type, &col.Collation); err != nil {
-			rows.Close()
-			return c.wrap("check", "", err)
-		}
-		found = append(found, col)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return c.wrap("check", "", err)
 	}
 	if len(found) > 0 {
 		if err := schema.CheckColumns(c.dialect, c.table, found); err != nil {
@@ -82,9 +64,72 @@ func (c *Core) Check(ctx context.Context) error {
 		err = nil
 	}
 	if err == nil {
+		c.detectGalera(ctx)
 		c.checked.Store(true)
 	}
 	return c.wrap("check", "", err)
+}
+
+// detectGalera asks a MySQL server once whether it is a Galera node (see
+// [Core.oneClock]); an error leaves the answer unknown.
+func (c *Core) detectGalera(ctx context.Context) {
+	if c.dialect != schema.MySQL || c.wsrep.Load() != 0 {
+		return
+	}
+	var name, value string
+	err := c.b.QueryRow(ctx, `SHOW VARIABLES LIKE 'wsrep_on'`).Scan(&name, &value)
+	switch {
+	case errors.Is(err, sql.ErrNoRows): // MySQL without wsrep
+		c.wsrep.Store(1)
+	case err != nil:
+	case strings.EqualFold(value, "ON"):
+		c.wsrep.Store(2)
+	default:
+		c.wsrep.Store(1)
+	}
+}
+
+// columns lists the election table's columns from the catalog (none for a table
+// that does not exist).
+func (c *Core) columns(ctx context.Context) ([]schema.FoundColumn, error) {
+	quoted, err := schema.Quote(c.dialect, c.table)
+	if err != nil {
+		return nil, err
+	}
+	q, args := columnsQuery(c.dialect, c.table, quoted)
+	rows, err := c.b.Query(ctx, q, args...)
+	if err != nil {
+		return nil, c.wrap("check", "", err)
+	}
+	defer rows.Close()
+	var found []schema.FoundColumn
+	for rows.Next() {
+		var col schema.FoundColumn
+		if err := rows.Scan(&col.Name, &col.Type, &col.Collation); err != nil {
+			return nil, c.wrap("check", "", err)
+		}
+		found = append(found, col)
+	}
+	return found, c.wrap("check", "", rows.Err())
+}
+
+// upgrade adds to an existing election table the columns that later versions
+// added (see [schema.Upgrade]).
+func (c *Core) upgrade(ctx context.Context) error {
+	found, err := c.columns(ctx)
+	if err != nil {
+		return err
+	}
+	stmts, err := schema.Upgrade(c.dialect, c.table, found)
+	if err != nil {
+		return err
+	}
+	for _, s := range stmts {
+		if _, err := c.b.Exec(ctx, s); err != nil {
+			return fmt.Errorf("upgrade table %q (%s) with %s: %w", c.table, c.dialect, s, c.classify(err))
+		}
+	}
+	return nil
 }
 
 // ready runs [Core.Check] before the store's first statement, until it passes.

@@ -155,25 +155,57 @@ func (c *Core) Observe(ctx context.Context, key string) (rec store.Record, found
 	if err := store.ValidateNames(key); err != nil {
 		return store.Record{}, false, err
 	}
-	var (
-		version, term, ageMicros, stepdown sql.NullInt64
-		leader, handover                   sql.NullString
-	)
 	if err := c.ready(ctx); err != nil {
 		return store.Record{}, false, err
 	}
-	err = c.b.QueryRow(ctx, c.q.observe, key).Scan(&version, &leader, &term, &ageMicros, &handover, &stepdown)
+	var r scanned
+	err = c.b.QueryRow(ctx, c.q.observe, key).Scan(r.dest()...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.Record{}, false, nil
 	}
 	if err != nil {
 		return store.Record{}, false, c.wrap("observe", key, err)
 	}
-	rec, err = decode(key, version, leader, term, ageMicros, handover, stepdown)
+	rec, err = r.decode(key, c.oneClock())
 	if err != nil {
 		return store.Record{}, false, fmt.Errorf("observe %s %q: %w", c.table, key, err)
 	}
 	return rec, true, nil
+}
+
+// scanned is a row as a read scans it, in the order of the observe statements.
+type scanned struct {
+	version, term, ageMicros, stepdown, leaseMicros sql.NullInt64
+	leader, handover, incarnation                   sql.NullString
+}
+
+func (r *scanned) dest() []any {
+	return []any{&r.version, &r.leader, &r.term, &r.ageMicros, &r.handover, &r.stepdown, &r.leaseMicros, &r.incarnation}
+}
+
+// decode turns r into the Record of key; oneClock says whether the age was read
+// on a single-primary server (see [store.Record.OneClock]).
+func (r *scanned) decode(key string, oneClock bool) (store.Record, error) {
+	if !r.leaseMicros.Valid || !r.incarnation.Valid {
+		return store.Record{}, fmt.Errorf("%w: column lease or incarnation is NULL: fix or delete the row", store.ErrInvalidRow)
+	}
+	rec, err := decode(key, r.version, r.leader, r.term, r.ageMicros, r.handover, r.stepdown)
+	if err != nil {
+		return store.Record{}, err
+	}
+	rec.Lease = time.Duration(max(r.leaseMicros.Int64, 0)) * time.Microsecond
+	rec.Incarnation = r.incarnation.String
+	rec.OneClock = oneClock
+	return rec, nil
+}
+
+// oneClock reports whether the store's server is single-primary, so that a row's
+// age is read by the clock that wrote it: PostgreSQL (a promoted standby takes
+// over from the primary, it never writes beside it), SQLite, and MySQL/MariaDB
+// that is not a Galera node. Check asks MySQL once; until then, and when it could
+// not tell, the answer is no.
+func (c *Core) oneClock() bool {
+	return c.dialect != schema.MySQL || c.wsrep.Load() == 1
 }
 
 // decode turns scanned columns into a store.Record, rejecting values casleader never writes.
@@ -229,23 +261,26 @@ func record(key string, version sql.NullInt64, leader sql.NullString, term sql.N
 	}
 }
 
-// Insert creates the row of key with id as its first leader and returns the new
-// term (see [Core.Elect] for how terms are chosen). It never overwrites: inserted is
-// false when the row exists.
-func (c *Core) Insert(ctx context.Context, key, id string) (term int64, inserted bool, err error) {
-	if err := store.ValidateNames(key, id); err != nil {
+// Insert creates the row of key with candidate c as its first leader and returns the
+// new term (see [Core.Elect] for how terms are chosen). It never overwrites: inserted
+// is false when the row exists.
+func (c *Core) Insert(ctx context.Context, key string, cand store.Candidate) (term int64, inserted bool, err error) {
+	if err := c.validCandidate(key, cand); err != nil {
 		return 0, false, err
 	}
 	if err := c.ready(ctx); err != nil {
 		return 0, false, err
 	}
-	term, inserted, err = c.writeTerm(ctx, c.q.insert, key, id)
+	term, inserted, err = c.writeTerm(ctx, c.q.insert, key, cand.ID, cand.Incarnation, cand.Lease.Microseconds())
 	return term, inserted, c.wrap("insert", key, err)
 }
 
-// Elect makes id the leader of key if the row is still at version and its lease is
-// released or has expired by the database clock, at execution, for the given lease.
-// On success it returns the new term, which is also the row's new version.
+// Elect makes candidate c the leader of key if the row is still at version and its
+// lease is released, has expired by the database clock at execution (judged by the
+// lease the row records, or c.Lease when it records none), or was handed over to
+// c.ID and not claimed yet ([store.Record.Handed]; of two processes that share an
+// ID, one wins the claim). The row records c's incarnation and lease. On success it
+// returns the new term, which is also the row's new version.
 //
 // A term is the greater of version+1 and the database clock in microseconds since
 // the Unix epoch, at execution. So terms increase with every election even when the
@@ -253,8 +288,8 @@ func (c *Core) Insert(ctx context.Context, key, id string) (term int64, inserted
 // cannot hand out a term again, or a lower one, as long as the new server's clock is
 // not behind the old one's by more than the time between the lost term's election
 // and the next (at least the failover's duration; see docs/SAFETY.md).
-func (c *Core) Elect(ctx context.Context, key, id string, version int64, lease time.Duration) (term int64, won bool, err error) {
-	if err := store.ValidateNames(key, id); err != nil {
+func (c *Core) Elect(ctx context.Context, key string, cand store.Candidate, version int64) (term int64, won bool, err error) {
+	if err := c.validCandidate(key, cand); err != nil {
 		return 0, false, err
 	}
 	if err := c.checkVersion("elect", key, version); err != nil {
@@ -263,30 +298,43 @@ func (c *Core) Elect(ctx context.Context, key, id string, version int64, lease t
 	if err := c.ready(ctx); err != nil {
 		return 0, false, err
 	}
-	term, won, err = c.writeTerm(ctx, c.q.elect, id, key, version, lease.Microseconds())
+	lease := cand.Lease.Microseconds()
+	args := []any{cand.ID, cand.Incarnation, lease, key, version}
+	if c.dialect == schema.MySQL { // MySQL's ? placeholders cannot name one argument twice
+		args = append(args, lease, cand.ID, cand.ID)
+	}
+	term, won, err = c.writeTerm(ctx, c.q.elect, args...)
 	return term, won, c.wrap("elect", key, err)
 }
 
-// ElectReleased makes id the leader of key if its lease is released (the row has no
-// leader), whatever the row's version, and returns the new term, chosen as
-// [Core.Elect] chooses it, which is also the row's new version. It is the election
-// of a follower woken by a release that carries no version (a MySQL named lock): one
-// round trip instead of a read and then [Core.Elect].
+// ElectReleased makes candidate c the leader of key if its lease is released (the
+// row has no leader), whatever the row's version, and returns the new term, chosen
+// as [Core.Elect] chooses it, which is also the row's new version. It is the
+// election of a follower woken by a release that carries no version (a MySQL named
+// lock): one round trip instead of a read and then [Core.Elect].
 //
 // It is as safe as Elect from the version a read showed released: no clock is
 // involved (a released lease is free for the taking at once), the statement judges
 // the row as it stands when it executes, and once one racer has won, the row has a
 // leader and every other racer's statement changes nothing. A row that is not
 // released (a live lease, a handover) or whose version is invalid is not won.
-func (c *Core) ElectReleased(ctx context.Context, key, id string) (term int64, won bool, err error) {
-	if err := store.ValidateNames(key, id); err != nil {
+func (c *Core) ElectReleased(ctx context.Context, key string, cand store.Candidate) (term int64, won bool, err error) {
+	if err := c.validCandidate(key, cand); err != nil {
 		return 0, false, err
 	}
 	if err := c.ready(ctx); err != nil {
 		return 0, false, err
 	}
-	term, won, err = c.writeTerm(ctx, c.q.electReleased, id, key)
+	term, won, err = c.writeTerm(ctx, c.q.electReleased, cand.ID, cand.Incarnation, cand.Lease.Microseconds(), key)
 	return term, won, c.wrap("elect released", key, err)
+}
+
+// validCandidate checks the key and the candidate of an election write.
+func (c *Core) validCandidate(key string, cand store.Candidate) error {
+	if err := store.ValidateNames(key, cand.ID); err != nil {
+		return err
+	}
+	return store.ValidateCandidate(cand)
 }
 
 // releasedVersions is the WHERE condition on the version of a row that an
@@ -417,7 +465,8 @@ func (c *Core) RequestStepDown(ctx context.Context, key string, version int64, t
 
 // CreateTable creates the election table and its members table (see
 // [schema.MembersTable]) if they do not exist, through the store's own connection.
-// It is idempotent and needs the right to create tables.
+// It is idempotent and needs the right to create tables. A table made by an earlier
+// version gets the columns added since (see [schema.Upgrade]).
 func (c *Core) CreateTable(ctx context.Context) error {
 	ddl, err := schema.DDL(c.dialect, c.table)
 	if err != nil {
@@ -425,6 +474,9 @@ func (c *Core) CreateTable(ctx context.Context) error {
 	}
 	if _, err := c.b.Exec(ctx, ddl); err != nil {
 		return fmt.Errorf("create table %q (%s): %w", c.table, c.dialect, c.classify(err))
+	}
+	if err := c.upgrade(ctx); err != nil {
+		return err
 	}
 	return c.CreateMembersTable(ctx)
 }

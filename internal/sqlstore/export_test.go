@@ -28,20 +28,24 @@ func BatchStatements(d schema.Dialect, table string, kvs []store.KeyVersion) ([]
 		keys[i] = kv.Key
 	}
 	n := len(kvs)
-	lease := []any{(5 * time.Second).Microseconds()}
+	cand := c.candidateArgs(store.Candidate{ID: "me", Incarnation: "inc", Lease: 5 * time.Second})
+	var electExtra []any
+	if d == schema.MySQL {
+		electExtra = []any{(5 * time.Second).Microseconds(), "me", "me"}
+	}
 	var out []Statement
-	add := func(name string, build func(int) (string, string), extra []any) {
+	add := func(name string, build func(int) (string, string), pre, extra []any) {
 		write, back := build(n)
-		out = append(out, Statement{name, write, c.casArgs("me", kvs, extra)})
+		out = append(out, Statement{name, write, c.casArgs("me", pre, kvs, extra)})
 		if back != "" {
 			out = append(out, Statement{name + " (read back)", back, c.keyArgs(keys)})
 		}
 	}
 	out = append(out, Statement{"observe many", c.bq.observeMany(n), c.keyArgs(keys)})
-	add("renew many", c.bq.renewMany, nil)
-	add("elect many", c.bq.electMany, lease)
-	add("release many", c.bq.releaseMany, nil)
-	add("insert many", c.bq.insertMany, nil)
+	add("renew many", c.bq.renewMany, nil, nil)
+	add("elect many", c.bq.electMany, cand, electExtra)
+	add("release many", c.bq.releaseMany, nil, nil)
+	add("insert many", c.bq.insertMany, cand, nil)
 	return out, nil
 }
 

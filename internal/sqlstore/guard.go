@@ -55,16 +55,17 @@ import (
 
 // guardQueries returns the guard's statements for dialect d and the quoted table:
 // lock (may be empty) takes the write lock where the database has no row locks; read
-// selects leader_id, term and the age in microseconds of the row of key, locked.
+// selects leader_id, term, the age in microseconds and the lease of the row of key,
+// locked.
 func guardQueries(d schema.Dialect, t string) (lock, read string) {
 	switch d {
 	case schema.MySQL:
-		return "", `SELECT leader_id, term, ` + mysqlAge + ` FROM ` + t + ` WHERE elect_key = ? LOCK IN SHARE MODE`
+		return "", `SELECT leader_id, term, ` + mysqlAge + `, lease FROM ` + t + ` WHERE elect_key = ? LOCK IN SHARE MODE`
 	case schema.Postgres:
-		return "", `SELECT leader_id, term, ` + pgAge + ` FROM ` + t + ` WHERE elect_key = $1 FOR SHARE`
+		return "", `SELECT leader_id, term, ` + pgAge + `, lease FROM ` + t + ` WHERE elect_key = $1 FOR SHARE`
 	default: // SQLite
 		return `UPDATE ` + t + ` SET version = version WHERE 0`,
-			`SELECT leader_id, term, ` + sqliteNow + ` - tick_time FROM ` + t + ` WHERE elect_key = ?`
+			`SELECT leader_id, term, ` + sqliteNow + ` - tick_time, lease FROM ` + t + ` WHERE elect_key = ?`
 	}
 }
 
@@ -154,10 +155,9 @@ func (c *Core) guardSQL(ctx context.Context, tx txQuerier, key, id string, token
 			return err
 		}
 	}
-	var leader sql.NullString
-	var term, age sql.NullInt64
-	err = tx.QueryRowContext(ctx, read, key).Scan(&leader, &term, &age)
-	return c.judge(key, id, token, lease, leader, term, age, err)
+	var r guardRow
+	err = tx.QueryRowContext(ctx, read, key).Scan(&r.leader, &r.term, &r.age, &r.lease)
+	return c.judge(key, id, token, lease, r, err)
 }
 
 // RowQuerier is a transaction that reads one row: the PostgreSQL package adapts a
@@ -182,10 +182,9 @@ func GuardRow(ctx context.Context, c *Core, tx RowQuerier, key, id string, token
 		return err
 	}
 	_, read := guardQueries(c.dialect, quoted)
-	var leader sql.NullString
-	var term, age sql.NullInt64
-	err = tx.QueryRow(ctx, read, key).Scan(&leader, &term, &age)
-	return c.judge(key, id, token, lease, leader, term, age, err)
+	var r guardRow
+	err = tx.QueryRow(ctx, read, key).Scan(&r.leader, &r.term, &r.age, &r.lease)
+	return c.judge(key, id, token, lease, r, err)
 }
 
 func (c *Core) guardArgs(key, id string, token int64, lease time.Duration) error {
@@ -201,8 +200,21 @@ func (c *Core) guardArgs(key, id string, token int64, lease time.Duration) error
 	return nil
 }
 
+// guardRow is the guard's read of the row.
+type guardRow struct {
+	leader           sql.NullString
+	term, age, lease sql.NullInt64
+}
+
 // judge turns the guard's read into nil (the token holds the lease) or an error.
-func (c *Core) judge(key, id string, token int64, lease time.Duration, leader sql.NullString, term, age sql.NullInt64, err error) error {
+// The lease is judged by the shorter of own, the leader's setting, and the lease
+// the row records, by which the followers judge it.
+func (c *Core) judge(key, id string, token int64, own time.Duration, r guardRow, err error) error {
+	leader, term, age := r.leader, r.term, r.age
+	lease := own
+	if rl := time.Duration(r.lease.Int64) * time.Microsecond; rl > 0 {
+		lease = min(lease, rl)
+	}
 	fenced := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s (guard %s %q, token %d, id %q)", store.ErrFenced, fmt.Sprintf(format, args...), c.table, key, token, id)
 	}
@@ -211,7 +223,7 @@ func (c *Core) judge(key, id string, token int64, lease time.Duration, leader sq
 		return fenced("the election row does not exist")
 	case err != nil:
 		return c.wrap("guard", key, err)
-	case !leader.Valid || !term.Valid || !age.Valid:
+	case !leader.Valid || !term.Valid || !age.Valid || !r.lease.Valid:
 		return fmt.Errorf("guard %s %q: %w: a column is NULL: fix or delete the row", c.table, key, store.ErrInvalidRow)
 	case term.Int64 > token:
 		return fenced("a newer term %d was won by %q", term.Int64, leader.String)

@@ -18,24 +18,32 @@ const mysqlNewTerm = `GREATEST(version + 1, ` + mysqlEpochMicros + `)`
 // mysqlAge is the age of tick_time by the database clock, in microseconds.
 const mysqlAge = `TIMESTAMPDIFF(MICROSECOND, tick_time, NOW(6))`
 
+// mysqlTakeable is the condition under which an election takes the row, with one
+// placeholder for the elector's lease in microseconds (judging a row that records
+// no lease) and two for its ID: a released lease, a lease expired by the lease the
+// row records, or a lease handed over to the elector and not yet claimed (see
+// [store.Record.Handed]).
+const mysqlTakeable = `(leader_id = '' OR ` + mysqlAge + ` >= CASE WHEN lease > 0 THEN lease ELSE ? END` +
+	` OR (leader_id = ? AND handover_to = ? AND stepdown = 0))`
+
 func mysqlQueries(t, _ string) queries {
 	const now = "NOW(6)"
 	return queries{
-		observe: `SELECT version, leader_id, term, ` + mysqlAge + `, handover_to, stepdown FROM ` + t + ` WHERE elect_key = ?`,
-		insert: `INSERT IGNORE INTO ` + t + ` (elect_key, version, leader_id, term, tick_time, handover_to, stepdown, create_time, update_time)` +
-			` VALUES (?, LAST_INSERT_ID(` + mysqlEpochMicros + `), ?, ` + mysqlEpochMicros + `, ` + now + `, '', 0, ` + now + `, ` + now + `)`,
+		observe: `SELECT version, leader_id, term, ` + mysqlAge + `, handover_to, stepdown, lease, incarnation FROM ` + t + ` WHERE elect_key = ?`,
+		insert: `INSERT IGNORE INTO ` + t + ` (elect_key, version, leader_id, incarnation, lease, term, tick_time, handover_to, stepdown, create_time, update_time)` +
+			` VALUES (?, LAST_INSERT_ID(` + mysqlEpochMicros + `), ?, ?, ?, ` + mysqlEpochMicros + `, ` + now + `, '', 0, ` + now + `, ` + now + `)`,
 		elect: `UPDATE ` + t + ` SET term = LAST_INSERT_ID(` + mysqlNewTerm + `), version = ` + mysqlNewTerm +
-			`, leader_id = ?, tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +
-			` WHERE elect_key = ? AND version = ? AND (leader_id = '' OR ` + mysqlAge + ` >= ?)`,
+			`, leader_id = ?, incarnation = ?, lease = ?, tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +
+			` WHERE elect_key = ? AND version = ? AND ` + mysqlTakeable,
 		electReleased: `UPDATE ` + t + ` SET term = LAST_INSERT_ID(` + mysqlNewTerm + `), version = ` + mysqlNewTerm +
-			`, leader_id = ?, tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +
+			`, leader_id = ?, incarnation = ?, lease = ?, tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +
 			` WHERE elect_key = ? AND leader_id = '' AND ` + releasedVersions,
 		renew: `UPDATE ` + t + ` SET version = ?, tick_time = ` + now + `, update_time = ` + now +
 			` WHERE elect_key = ? AND version = ? AND leader_id = ?`,
-		release: `UPDATE ` + t + ` SET version = ?, leader_id = '', tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +
+		release: `UPDATE ` + t + ` SET version = ?, leader_id = '', incarnation = '', tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +
 			` WHERE elect_key = ? AND version = ? AND leader_id = ?`,
 		handover: `UPDATE ` + t + ` SET term = LAST_INSERT_ID(` + mysqlNewTerm + `), version = ` + mysqlNewTerm +
-			`, leader_id = ?, tick_time = ` + now + `, handover_to = ?, stepdown = 0, update_time = ` + now +
+			`, leader_id = ?, incarnation = '', tick_time = ` + now + `, handover_to = ?, stepdown = 0, update_time = ` + now +
 			` WHERE elect_key = ? AND version = ? AND leader_id = ?`,
 		request: `UPDATE ` + t + ` SET version = ?, handover_to = ?, stepdown = 1, update_time = ` + now +
 			` WHERE elect_key = ? AND version = ? AND leader_id <> ''`,

@@ -114,24 +114,32 @@ const (
 	pgNewTerm = `GREATEST(version + 1, ` + pgEpochMicros + `)`
 )
 
+// pgTakeable is the condition under which an election takes the row e (see
+// mysqlTakeable), with the elector's ID and lease in microseconds as the given
+// placeholders.
+func pgTakeable(e, id, lease string) string {
+	return `(` + e + `leader_id = '' OR ` + e + `tick_time <= clock_timestamp() - (CASE WHEN ` + e + `lease > 0 THEN ` + e + `lease ELSE ` + lease + `::bigint END) * interval '1 microsecond'` +
+		` OR (` + e + `leader_id = ` + id + ` AND ` + e + `handover_to = ` + id + ` AND ` + e + `stepdown = 0))`
+}
+
 func postgresQueries(t, table string) queries {
 	const now = "clock_timestamp()"
 	return queries{
-		observe: `SELECT version, leader_id, term, ` + pgAge + `, handover_to, stepdown FROM ` + t + ` WHERE elect_key = $1`,
-		insert: `INSERT INTO ` + t + ` (elect_key, version, leader_id, term, tick_time, handover_to, stepdown, create_time, update_time)` +
-			` VALUES ($1, ` + pgEpochMicros + `, $2, ` + pgEpochMicros + `, ` + now + `, '', 0, ` + now + `, ` + now + `) ON CONFLICT (elect_key) DO NOTHING RETURNING term`,
+		observe: `SELECT version, leader_id, term, ` + pgAge + `, handover_to, stepdown, lease, incarnation FROM ` + t + ` WHERE elect_key = $1`,
+		insert: `INSERT INTO ` + t + ` (elect_key, version, leader_id, incarnation, lease, term, tick_time, handover_to, stepdown, create_time, update_time)` +
+			` VALUES ($1, ` + pgEpochMicros + `, $2, $3, $4, ` + pgEpochMicros + `, ` + now + `, '', 0, ` + now + `, ` + now + `) ON CONFLICT (elect_key) DO NOTHING RETURNING term`,
 		elect: `UPDATE ` + t + ` SET version = ` + pgNewTerm + `, term = ` + pgNewTerm +
-			`, leader_id = $1, tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +
-			` WHERE elect_key = $2 AND version = $3 AND (leader_id = '' OR tick_time <= clock_timestamp() - $4::bigint * interval '1 microsecond') RETURNING term`,
+			`, leader_id = $1, incarnation = $2, lease = $3, tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +
+			` WHERE elect_key = $4 AND version = $5 AND ` + pgTakeable("", "$1", "$3") + ` RETURNING term`,
 		electReleased: `UPDATE ` + t + ` SET version = ` + pgNewTerm + `, term = ` + pgNewTerm +
-			`, leader_id = $1, tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +
-			` WHERE elect_key = $2 AND leader_id = '' AND ` + releasedVersions + ` RETURNING term`,
+			`, leader_id = $1, incarnation = $2, lease = $3, tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +
+			` WHERE elect_key = $4 AND leader_id = '' AND ` + releasedVersions + ` RETURNING term`,
 		renew: `UPDATE ` + t + ` SET version = $1, tick_time = ` + now + `, update_time = ` + now +
 			` WHERE elect_key = $2 AND version = $3 AND leader_id = $4`,
-		release: `WITH u AS (UPDATE ` + t + ` SET version = $1, leader_id = '', tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +
+		release: `WITH u AS (UPDATE ` + t + ` SET version = $1, leader_id = '', incarnation = '', tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +
 			` WHERE elect_key = $2 AND version = $3 AND leader_id = $4 RETURNING elect_key, version) ` + pgNotify(table, "elect_key", "version"),
 		handover: `WITH u AS (UPDATE ` + t + ` SET version = ` + pgNewTerm + `, term = ` + pgNewTerm +
-			`, leader_id = $1, tick_time = ` + now + `, handover_to = $1, stepdown = 0, update_time = ` + now +
+			`, leader_id = $1, incarnation = '', tick_time = ` + now + `, handover_to = $1, stepdown = 0, update_time = ` + now +
 			` WHERE elect_key = $2 AND version = $3 AND leader_id = $4 RETURNING elect_key, term) ` + pgNotify(table, "term", "'"+handoverPrefix+"' || char_length($1) || ' ' || $1"),
 		request: `UPDATE ` + t + ` SET version = $1, handover_to = $2, stepdown = 1, update_time = ` + now +
 			` WHERE elect_key = $3 AND version = $4 AND leader_id <> ''`,

@@ -21,20 +21,28 @@ const (
 	sqliteNewTerm = `max(version + 1, ` + sqliteNow + `)`
 )
 
+// sqliteTakeable is the condition under which an election takes the row (see
+// mysqlTakeable), with the elector's ID and lease in microseconds as the given
+// numbered placeholders.
+func sqliteTakeable(id, lease string) string {
+	return `(leader_id = '' OR ` + sqliteNow + ` - tick_time >= CASE WHEN lease > 0 THEN lease ELSE ` + lease + ` END` +
+		` OR (leader_id = ` + id + ` AND handover_to = ` + id + ` AND stepdown = 0))`
+}
+
 func sqliteQueries(t, _ string) queries {
 	return queries{
-		observe: `SELECT version, leader_id, term, ` + sqliteNow + ` - tick_time, handover_to, stepdown FROM ` + t + ` WHERE elect_key = ?`,
-		insert: `INSERT INTO ` + t + ` (elect_key, version, leader_id, term, tick_time, handover_to, stepdown, create_time, update_time)` +
-			` VALUES (?, ` + sqliteNow + `, ?, ` + sqliteNow + `, ` + sqliteNow + `, '', 0, ` + sqliteNow + `, ` + sqliteNow + `) ON CONFLICT (elect_key) DO NOTHING RETURNING term`,
-		elect: `UPDATE ` + t + ` SET version = ` + sqliteNewTerm + `, term = ` + sqliteNewTerm + `, leader_id = ?, tick_time = ` + sqliteNow + `, handover_to = '', stepdown = 0, update_time = ` + sqliteNow +
-			` WHERE elect_key = ? AND version = ? AND (leader_id = '' OR ` + sqliteNow + ` - tick_time >= ?) RETURNING term`,
-		electReleased: `UPDATE ` + t + ` SET version = ` + sqliteNewTerm + `, term = ` + sqliteNewTerm + `, leader_id = ?, tick_time = ` + sqliteNow + `, handover_to = '', stepdown = 0, update_time = ` + sqliteNow +
-			` WHERE elect_key = ? AND leader_id = '' AND ` + releasedVersions + ` RETURNING term`,
+		observe: `SELECT version, leader_id, term, ` + sqliteNow + ` - tick_time, handover_to, stepdown, lease, incarnation FROM ` + t + ` WHERE elect_key = ?`,
+		insert: `INSERT INTO ` + t + ` (elect_key, version, leader_id, incarnation, lease, term, tick_time, handover_to, stepdown, create_time, update_time)` +
+			` VALUES (?, ` + sqliteNow + `, ?, ?, ?, ` + sqliteNow + `, ` + sqliteNow + `, '', 0, ` + sqliteNow + `, ` + sqliteNow + `) ON CONFLICT (elect_key) DO NOTHING RETURNING term`,
+		elect: `UPDATE ` + t + ` SET version = ` + sqliteNewTerm + `, term = ` + sqliteNewTerm + `, leader_id = ?1, incarnation = ?2, lease = ?3, tick_time = ` + sqliteNow + `, handover_to = '', stepdown = 0, update_time = ` + sqliteNow +
+			` WHERE elect_key = ?4 AND version = ?5 AND ` + sqliteTakeable("?1", "?3") + ` RETURNING term`,
+		electReleased: `UPDATE ` + t + ` SET version = ` + sqliteNewTerm + `, term = ` + sqliteNewTerm + `, leader_id = ?1, incarnation = ?2, lease = ?3, tick_time = ` + sqliteNow + `, handover_to = '', stepdown = 0, update_time = ` + sqliteNow +
+			` WHERE elect_key = ?4 AND leader_id = '' AND ` + releasedVersions + ` RETURNING term`,
 		renew: `UPDATE ` + t + ` SET version = ?, tick_time = ` + sqliteNow + `, update_time = ` + sqliteNow +
 			` WHERE elect_key = ? AND version = ? AND leader_id = ?`,
-		release: `UPDATE ` + t + ` SET version = ?, leader_id = '', tick_time = ` + sqliteNow + `, handover_to = '', stepdown = 0, update_time = ` + sqliteNow +
+		release: `UPDATE ` + t + ` SET version = ?, leader_id = '', incarnation = '', tick_time = ` + sqliteNow + `, handover_to = '', stepdown = 0, update_time = ` + sqliteNow +
 			` WHERE elect_key = ? AND version = ? AND leader_id = ?`,
-		handover: `UPDATE ` + t + ` SET version = ` + sqliteNewTerm + `, term = ` + sqliteNewTerm + `, leader_id = ?1, tick_time = ` + sqliteNow + `, handover_to = ?1, stepdown = 0, update_time = ` + sqliteNow +
+		handover: `UPDATE ` + t + ` SET version = ` + sqliteNewTerm + `, term = ` + sqliteNewTerm + `, leader_id = ?1, incarnation = '', tick_time = ` + sqliteNow + `, handover_to = ?1, stepdown = 0, update_time = ` + sqliteNow +
 			` WHERE elect_key = ?2 AND version = ?3 AND leader_id = ?4 RETURNING term`,
 		request: `UPDATE ` + t + ` SET version = ?, handover_to = ?, stepdown = 1, update_time = ` + sqliteNow +
 			` WHERE elect_key = ? AND version = ? AND leader_id <> ''`,

@@ -61,6 +61,7 @@ func (s *Store) ObserveMany(ctx context.Context, keys []string) (map[string]stor
 				continue
 			}
 			rec, err := r.record(k, now)
+			rec.OneClock = !s.nodes
 			if err != nil {
 				return false, fmt.Errorf("observe %s %q: %w", s.name, k, err)
 			}
@@ -111,34 +112,36 @@ func (s *Store) batch(ctx context.Context, op, id string, kvs []store.KeyVersion
 
 // InsertMany is Insert per key, in one round trip: it creates the missing rows among
 // keys with id as first leader, each in a new term.
-func (s *Store) InsertMany(ctx context.Context, id string, keys []string) ([]store.Won, error) {
+func (s *Store) InsertMany(ctx context.Context, cand store.Candidate, keys []string) ([]store.Won, error) {
 	kvs := make([]store.KeyVersion, len(keys))
 	for i, k := range keys {
 		kvs[i] = store.KeyVersion{Key: k}
 	}
-	return s.batch(ctx, OpInsertMany, id, kvs, func(kv store.KeyVersion, now time.Time) (int64, bool) {
+	if err := store.ValidateCandidate(cand); err != nil {
+		return nil, err
+	}
+	return s.batch(ctx, OpInsertMany, cand.ID, kvs, func(kv store.KeyVersion, now time.Time) (int64, bool) {
 		if _, ok := s.rows[kv.Key]; ok {
 			return 0, false
 		}
 		term := newTerm(0, now)
-		s.rows[kv.Key] = &row{version: term, term: term, leader: id, tick: now}
+		s.rows[kv.Key] = elected(cand, term, now)
 		return term, true
 	})
 }
 
 // ElectMany is Elect per key, in one round trip.
-func (s *Store) ElectMany(ctx context.Context, id string, from []store.KeyVersion, lease time.Duration) ([]store.Won, error) {
-	return s.batch(ctx, OpElectMany, id, from, func(kv store.KeyVersion, now time.Time) (int64, bool) {
+func (s *Store) ElectMany(ctx context.Context, cand store.Candidate, from []store.KeyVersion) ([]store.Won, error) {
+	if err := store.ValidateCandidate(cand); err != nil {
+		return nil, err
+	}
+	return s.batch(ctx, OpElectMany, cand.ID, from, func(kv store.KeyVersion, now time.Time) (int64, bool) {
 		r := s.rows[kv.Key]
-		if r == nil || r.version != kv.Version {
-			return 0, false
-		}
-		released := r.leader == "" && r.null != "leader_id"
-		if !released && now.Sub(r.tick).Microseconds() < lease.Microseconds() {
+		if r == nil || r.version != kv.Version || !takeable(r, cand, now) {
 			return 0, false
 		}
 		term := newTerm(kv.Version, now)
-		*r = row{version: term, term: term, leader: id, tick: now}
+		s.rows[kv.Key] = elected(cand, term, now)
 		return term, true
 	})
 }
@@ -162,7 +165,7 @@ func (s *Store) ReleaseMany(ctx context.Context, id string, held []store.KeyVers
 		if r == nil {
 			return 0, false
 		}
-		*r = row{version: kv.Version + 1, term: r.term, tick: now}
+		*r = row{version: kv.Version + 1, term: r.term, lease: r.lease, tick: now}
 		return 0, true
 	})
 }

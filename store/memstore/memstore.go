@@ -61,6 +61,7 @@ type table struct {
 	mu      sync.Mutex
 	created bool
 	rows    map[string]*row
+	nodes   bool // Node was called: a multi-primary cluster, whose reads are not OneClock
 }
 
 type row struct {
@@ -68,7 +69,31 @@ type row struct {
 	leader, handover string
 	stepdown         bool
 	tick             time.Time
+	lease            time.Duration // the lease the row records (0: none)
+	incarnation      string
 	null             string // a column that Corrupt set to NULL
+}
+
+// elected is the row that an election of cand at now leaves in term.
+func elected(cand store.Candidate, term int64, now time.Time) *row {
+	return &row{version: term, term: term, leader: cand.ID, incarnation: cand.Incarnation, lease: cand.Lease.Truncate(time.Microsecond), tick: now}
+}
+
+// takeable reports whether an election of cand at now takes r, as the SQL stores
+// judge it: a released lease, a lease expired by the lease the row records (or
+// cand's, when it records none), or a lease handed to cand and not yet claimed.
+func takeable(r *row, cand store.Candidate, now time.Time) bool {
+	if r.leader == "" && r.null != "leader_id" { // NULL = '' is not true in SQL
+		return true
+	}
+	lease := cand.Lease
+	if r.lease > 0 {
+		lease = r.lease
+	}
+	if now.Sub(r.tick).Microseconds() >= lease.Microseconds() {
+		return true
+	}
+	return r.leader == cand.ID && r.handover == cand.ID && !r.stepdown
 }
 
 // New returns a store whose table exists and is empty.
@@ -96,6 +121,9 @@ func NewWithoutTable(name string) *Store {
 // its writes stamp tick_time with its own clock and its reads and elections judge
 // ages by it. Rows, faults and counters are shared with s.
 func (s *Store) Node(skew time.Duration) *Store {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nodes = true
 	return &Store{table: s.table, skew: s.skew + skew}
 }
 
@@ -118,6 +146,9 @@ func (s *Store) Put(rec store.Record) {
 		handover: rec.HandoverTo,
 		stepdown: rec.StepDown,
 		tick:     s.now().Add(-rec.Age),
+
+		lease:       rec.Lease,
+		incarnation: rec.Incarnation,
 	}
 }
 
@@ -169,6 +200,7 @@ func (s *Store) Observe(ctx context.Context, key string) (rec store.Record, foun
 			return false, nil
 		}
 		rec, err = r.record(key, now)
+		rec.OneClock = !s.nodes
 		if err != nil {
 			return false, fmt.Errorf("observe %s %q: %w", s.name, key, err)
 		}
@@ -183,8 +215,8 @@ func (s *Store) Observe(ctx context.Context, key string) (rec store.Record, foun
 
 // Insert creates the row of key with id as its first leader and returns its term
 // (see [Store.Elect]). It never overwrites: inserted is false when the row exists.
-func (s *Store) Insert(ctx context.Context, key, id string) (term int64, inserted bool, err error) {
-	if err := validateNames(key, id); err != nil {
+func (s *Store) Insert(ctx context.Context, key string, cand store.Candidate) (term int64, inserted bool, err error) {
+	if err := validCandidate(key, cand); err != nil {
 		return 0, false, err
 	}
 	return s.writeTerm(ctx, OpInsert, key, func(now time.Time) int64 {
@@ -192,16 +224,16 @@ func (s *Store) Insert(ctx context.Context, key, id string) (term int64, inserte
 			return 0
 		}
 		term := newTerm(0, now)
-		s.rows[key] = &row{version: term, term: term, leader: id, tick: now}
+		s.rows[key] = elected(cand, term, now)
 		return term
 	})
 }
 
-// Elect makes id the leader of key if the row is at version and its lease is
-// released or at least lease old by the clock. Version and term become the new term:
-// the greater of version+1 and the clock in microseconds since the Unix epoch.
-func (s *Store) Elect(ctx context.Context, key, id string, version int64, lease time.Duration) (term int64, won bool, err error) {
-	if err := validateNames(key, id); err != nil {
+// Elect makes cand the leader of key if the row is at version and cand may take it
+// (see takeable). Version and term become the new term: the greater of version+1
+// and the clock in microseconds since the Unix epoch.
+func (s *Store) Elect(ctx context.Context, key string, cand store.Candidate, version int64) (term int64, won bool, err error) {
+	if err := validCandidate(key, cand); err != nil {
 		return 0, false, err
 	}
 	if err := s.checkVersion(OpElect, key, version); err != nil {
@@ -209,15 +241,11 @@ func (s *Store) Elect(ctx context.Context, key, id string, version int64, lease 
 	}
 	return s.writeTerm(ctx, OpElect, key, func(now time.Time) int64 {
 		r := s.rows[key]
-		if r == nil || r.version != version {
-			return 0
-		}
-		released := r.leader == "" && r.null != "leader_id" // NULL = '' is not true in SQL
-		if !released && now.Sub(r.tick).Microseconds() < lease.Microseconds() {
+		if r == nil || r.version != version || !takeable(r, cand, now) {
 			return 0
 		}
 		term := newTerm(version, now)
-		*r = row{version: term, term: term, leader: id, tick: now}
+		s.rows[key] = elected(cand, term, now)
 		return term
 	})
 }
@@ -225,8 +253,8 @@ func (s *Store) Elect(ctx context.Context, key, id string, version int64, lease 
 // ElectReleased makes id the leader of key if its lease is released, whatever the
 // row's version (as the SQL stores' ElectReleased: a row with an invalid version is
 // not won). Version and term become the new term, which it returns.
-func (s *Store) ElectReleased(ctx context.Context, key, id string) (term int64, won bool, err error) {
-	if err := validateNames(key, id); err != nil {
+func (s *Store) ElectReleased(ctx context.Context, key string, cand store.Candidate) (term int64, won bool, err error) {
+	if err := validCandidate(key, cand); err != nil {
 		return 0, false, err
 	}
 	return s.writeTerm(ctx, OpElectReleased, key, func(now time.Time) int64 {
@@ -235,7 +263,7 @@ func (s *Store) ElectReleased(ctx context.Context, key, id string) (term int64, 
 			return 0
 		}
 		term := newTerm(r.version, now)
-		*r = row{version: term, term: term, leader: id, tick: now}
+		s.rows[key] = elected(cand, term, now)
 		return term
 	})
 }
@@ -279,7 +307,7 @@ func (s *Store) Release(ctx context.Context, key, id string, version int64) (swa
 		if r == nil {
 			return false
 		}
-		*r = row{version: version + 1, term: r.term, tick: now}
+		*r = row{version: version + 1, term: r.term, lease: r.lease, tick: now}
 		return true
 	})
 }
@@ -297,11 +325,12 @@ func (s *Store) Handover(ctx context.Context, key, id string, version int64, to 
 		return 0, false, err
 	}
 	return s.writeTerm(ctx, OpHandover, key, func(now time.Time) int64 {
-		if s.held(key, id, version) == nil {
+		r := s.held(key, id, version)
+		if r == nil {
 			return 0
 		}
 		term := newTerm(version, now)
-		s.rows[key] = &row{version: term, term: term, leader: to, handover: to, tick: now}
+		s.rows[key] = &row{version: term, term: term, leader: to, handover: to, lease: r.lease, tick: now}
 		return term
 	})
 }
@@ -436,7 +465,19 @@ func (r *row) record(key string, now time.Time) (store.Record, error) {
 		Ahead:      max(-age, 0),
 		HandoverTo: r.handover,
 		StepDown:   r.stepdown,
+
+		Lease:       r.lease,
+		Incarnation: r.incarnation,
 	}, nil
+}
+
+// validCandidate checks the key and the candidate of an election write, as the SQL
+// stores do.
+func validCandidate(key string, cand store.Candidate) error {
+	if err := validateNames(key, cand.ID); err != nil {
+		return err
+	}
+	return store.ValidateCandidate(cand)
 }
 
 // checkVersion is package store's version limit, with the SQL stores' message.

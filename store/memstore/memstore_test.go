@@ -27,7 +27,7 @@ var errBoom = errors.New("boom")
 func leader(t *testing.T) (*memstore.Store, int64) {
 	t.Helper()
 	s := memstore.New()
-	term, ok, err := s.Insert(t.Context(), "k", "a")
+	term, ok, err := s.Insert(t.Context(), "k", store.Candidate{ID: "a"})
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.Positive(t, term)
@@ -102,7 +102,7 @@ func TestCommitThenFailOfAnElectionReportsNoTerm(t *testing.T) {
 	require.True(t, ok)
 	s.CommitThenFail(memstore.OpElect, store.ErrTransient)
 
-	term, ok, err := s.Elect(t.Context(), "k", "b", v+1, time.Hour)
+	term, ok, err := s.Elect(t.Context(), "k", store.Candidate{ID: "b", Lease: time.Hour}, v+1)
 	require.ErrorIs(t, err, store.ErrTransient)
 	assert.False(t, ok, "an ambiguous call reports no win")
 	assert.Zero(t, term, "an ambiguous call reports no term")
@@ -166,11 +166,11 @@ func TestLeaseExpiresInTheBubblesTime(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, 10*time.Second, rec.Age)
 
-		term, ok, err := s.Elect(t.Context(), "k", "b", v, 10*time.Second+time.Microsecond)
+		term, ok, err := s.Elect(t.Context(), "k", store.Candidate{ID: "b", Lease: 10*time.Second + time.Microsecond}, v)
 		require.NoError(t, err)
 		assert.False(t, ok, "the lease has a microsecond left")
 		assert.Zero(t, term, "a lost election reports no term")
-		term, ok, err = s.Elect(t.Context(), "k", "b", v, 10*time.Second)
+		term, ok, err = s.Elect(t.Context(), "k", store.Candidate{ID: "b", Lease: 10 * time.Second}, v)
 		require.NoError(t, err)
 		assert.True(t, ok, "a lease expires when its age reaches it")
 		assert.Greater(t, term, v)
@@ -188,7 +188,7 @@ func TestTermsAreTheBubbleClockInMicrosecondsOrVersionPlusOne(t *testing.T) {
 		ok, err := s.Release(t.Context(), "k", "a", v)
 		require.NoError(t, err)
 		require.True(t, ok)
-		term, ok, err := s.Elect(t.Context(), "k", "b", v+1, time.Hour)
+		term, ok, err := s.Elect(t.Context(), "k", store.Candidate{ID: "b", Lease: time.Hour}, v+1)
 		require.NoError(t, err)
 		require.True(t, ok)
 		assert.Equal(t, time.Now().UnixMicro(), term, "the election's term is the clock")
@@ -204,7 +204,7 @@ func TestTermsAreTheBubbleClockInMicrosecondsOrVersionPlusOne(t *testing.T) {
 		assert.Equal(t, ahead+1, term)
 		rec, _, err := s.Observe(t.Context(), "k")
 		require.NoError(t, err)
-		assert.Equal(t, store.Record{Key: "k", Version: ahead + 1, LeaderID: "c", Term: ahead + 1, HandoverTo: "c"}, rec)
+		assert.Equal(t, store.Record{Key: "k", Version: ahead + 1, LeaderID: "c", Term: ahead + 1, HandoverTo: "c", OneClock: true}, rec)
 	})
 }
 
@@ -218,7 +218,7 @@ func TestPutWritesAnyRow(t *testing.T) {
 			require.True(t, ok)
 		}
 		// A failover that lost writes: the row is back at the first renewal's version.
-		old := store.Record{Key: "k", Version: term + 1, LeaderID: "a", Term: term, Age: 3 * time.Second}
+		old := store.Record{Key: "k", Version: term + 1, LeaderID: "a", Term: term, Age: 3 * time.Second, Lease: time.Second, Incarnation: "x", OneClock: true}
 		s.Put(old)
 		rec, found, err := s.Observe(t.Context(), "k")
 		require.NoError(t, err)

@@ -46,7 +46,7 @@ func TestEveryHostReadOnlyIsNotWritable(t *testing.T) {
 			for op, err := range map[string]error{
 				"check":   st.Check(ctx),
 				"observe": observeErr,
-				"insert":  errOf3(st.Insert(ctx, "k", "a")),
+				"insert":  errOf3(st.Insert(ctx, "k", store.Candidate{ID: "a"})),
 				"renew":   errOf2(st.Renew(ctx, "k", "a", 1)),
 			} {
 				require.Error(t, err, op)

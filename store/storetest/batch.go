@@ -21,8 +21,8 @@ import (
 type Batch interface {
 	Store
 	ObserveMany(ctx context.Context, keys []string) (map[string]store.Record, error)
-	InsertMany(ctx context.Context, id string, keys []string) (inserted []store.Won, err error)
-	ElectMany(ctx context.Context, id string, from []store.KeyVersion, lease time.Duration) (won []store.Won, err error)
+	InsertMany(ctx context.Context, cand store.Candidate, keys []string) (inserted []store.Won, err error)
+	ElectMany(ctx context.Context, cand store.Candidate, from []store.KeyVersion) (won []store.Won, err error)
 	RenewMany(ctx context.Context, id string, held []store.KeyVersion) (renewed []store.Won, err error)
 	ReleaseMany(ctx context.Context, id string, held []store.KeyVersion) (released []store.Won, err error)
 }
@@ -137,12 +137,12 @@ func observeManyReadsLikeObserve(t *testing.T, s batchStore) {
 func insertManyCreatesOnlyMissingRows(t *testing.T, s batchStore) {
 	ctx := t.Context()
 	insert(t, s, "taken", "other")
-	ins, err := s.InsertMany(ctx, "me", []string{"taken", "new1", "new2", "new1"})
+	ins, err := s.InsertMany(ctx, store.Candidate{ID: "me"}, []string{"taken", "new1", "new2", "new1"})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"new1", "new2"}, sorted(t, ins))
 	newTerms(t, s, "me", ins, nil, "InsertMany")
 	assert.Equal(t, "other", observe(t, s, "taken").LeaderID)
-	ins, err = s.InsertMany(ctx, "me", []string{"new1"})
+	ins, err = s.InsertMany(ctx, store.Candidate{ID: "me"}, []string{"new1"})
 	require.NoError(t, err)
 	assert.Empty(t, ins, "a second insert never overwrites, not even its own row")
 }
@@ -203,8 +203,9 @@ func electManyWinsOnlyExpired(t *testing.T, s batchStore) {
 	won(t, ok, err, "Renew")
 	from := map[string]int64{"expired": v["expired"], "released": v["released"] + 1, "stale": v["stale"] - 1, "live": v["live"] + 1, "missing": 0}
 	sent := time.Now()
-	won2, err := s.ElectMany(ctx, "me", []store.KeyVersion{kv("expired", from["expired"]), kv("released", from["released"]),
-		kv("stale", from["stale"]), kv("live", from["live"]), kv("missing", from["missing"])}, shortLease)
+	won2, err := s.ElectMany(ctx, store.Candidate{ID: "me", Lease: shortLease}, []store.KeyVersion{kv("expired", from["expired"]), kv("released", from["released"]),
+		kv("stale", from["stale"]), kv("live", from["live"]), kv("missing", from["missing"])})
+
 	require.NoError(t, err)
 	assert.Equal(t, []string{"expired", "released"}, sorted(t, won2))
 	terms := newTerms(t, s, "me", won2, from, "ElectMany")
@@ -228,7 +229,7 @@ func electManyWinsOnlyExpired(t *testing.T, s batchStore) {
 func electManyTermsOutrunARolledBackRow(t *testing.T, s batchStore) {
 	ctx := t.Context()
 	keys := []string{"k1", "k2"}
-	ins, err := s.InsertMany(ctx, "a", keys)
+	ins, err := s.InsertMany(ctx, store.Candidate{ID: "a"}, keys)
 	require.NoError(t, err)
 	require.Len(t, ins, len(keys))
 	first := newTerms(t, s, "a", ins, nil, "InsertMany")
@@ -236,7 +237,7 @@ func electManyTermsOutrunARolledBackRow(t *testing.T, s batchStore) {
 	require.NoError(t, err)
 	require.Len(t, rel, len(keys))
 	from := map[string]int64{"k1": first["k1"] + 1, "k2": first["k2"] + 1}
-	el, err := s.ElectMany(ctx, "b", []store.KeyVersion{kv("k1", from["k1"]), kv("k2", from["k2"])}, longLease)
+	el, err := s.ElectMany(ctx, store.Candidate{ID: "b", Lease: longLease}, []store.KeyVersion{kv("k1", from["k1"]), kv("k2", from["k2"])})
 	require.NoError(t, err)
 	require.Len(t, el, len(keys))
 	lostTerms := newTerms(t, s, "b", el, from, "ElectMany")
@@ -251,7 +252,7 @@ func electManyTermsOutrunARolledBackRow(t *testing.T, s batchStore) {
 		require.Equal(t, int64(1), old.Term, "key %q", k)
 		require.True(t, old.Expired(longLease), "key %q: the rolled-back lease is an hour old", k)
 	}
-	el, err = s.ElectMany(ctx, "c", []store.KeyVersion{kv("k1", 1), kv("k2", 1)}, longLease)
+	el, err = s.ElectMany(ctx, store.Candidate{ID: "c", Lease: longLease}, []store.KeyVersion{kv("k1", 1), kv("k2", 1)})
 	require.NoError(t, err)
 	assert.Equal(t, keys, sorted(t, el))
 	// Above the lost terms, not only above the rolled-back version.
@@ -290,7 +291,7 @@ func racingBatchElectors(t *testing.T, s batchStore) {
 	for i := range nKeys {
 		keys = append(keys, fmt.Sprintf("key-%02d", i))
 	}
-	ins, err := s.InsertMany(ctx, "dead", keys)
+	ins, err := s.InsertMany(ctx, store.Candidate{ID: "dead"}, keys)
 	require.NoError(t, err)
 	require.Len(t, ins, nKeys)
 	time.Sleep(outlive)
@@ -314,7 +315,7 @@ func racingBatchElectors(t *testing.T, s batchStore) {
 			slices.Reverse(order)
 		}
 		wg.Go(func() {
-			won, err := s.ElectMany(ctx, id, order, shortLease)
+			won, err := s.ElectMany(ctx, store.Candidate{ID: id, Lease: shortLease}, order)
 			assert.NoError(t, err, id)
 			mu.Lock()
 			for _, w := range won {
@@ -347,7 +348,7 @@ func batchesInAnyOrderNeverDeadlock(t *testing.T, s batchStore) {
 	for i := range keys {
 		keys[i] = fmt.Sprintf("key-%03d", i)
 	}
-	_, err := s.InsertMany(ctx, "first", keys)
+	_, err := s.InsertMany(ctx, store.Candidate{ID: "first"}, keys)
 	require.NoError(t, err)
 	var mu sync.Mutex
 	won := map[store.Won]string{} // key and term (Since zeroed) -> winner
@@ -375,7 +376,7 @@ func batchesInAnyOrderNeverDeadlock(t *testing.T, s batchStore) {
 				}
 				// A lease of 1µs: every row is expired, so a candidate wins each key
 				// whose version it read first.
-				ws, err := s.ElectMany(ctx, id, from, time.Microsecond)
+				ws, err := s.ElectMany(ctx, store.Candidate{ID: id, Lease: time.Microsecond}, from)
 				if !assert.NoError(t, err, "%s: racing batched elections must not fail", id) {
 					return
 				}
@@ -402,7 +403,7 @@ func maxBatchOfHostileKeys(t *testing.T, s batchStore) {
 	for i := len(keys); i < store.MaxBatch; i++ {
 		keys = append(keys, fmt.Sprintf("key-%05d", i))
 	}
-	ins, err := s.InsertMany(ctx, "me", keys)
+	ins, err := s.InsertMany(ctx, store.Candidate{ID: "me"}, keys)
 	require.NoError(t, err)
 	require.Len(t, ins, len(keys))
 	held := make([]store.KeyVersion, len(ins))
@@ -439,11 +440,11 @@ func oversizedBatchIsRefused(t *testing.T, s batchStore) {
 	}
 	_, err := s.ObserveMany(ctx, keys)
 	assert.ErrorIs(t, err, store.ErrInvalidArgument)
-	_, err = s.InsertMany(ctx, "me", keys)
+	_, err = s.InsertMany(ctx, store.Candidate{ID: "me"}, keys)
 	assert.ErrorIs(t, err, store.ErrInvalidArgument)
 	_, err = s.RenewMany(ctx, "me", held)
 	assert.ErrorIs(t, err, store.ErrInvalidArgument)
-	_, err = s.ElectMany(ctx, "me", held, shortLease)
+	_, err = s.ElectMany(ctx, store.Candidate{ID: "me", Lease: shortLease}, held)
 	assert.ErrorIs(t, err, store.ErrInvalidArgument)
 	_, err = s.ReleaseMany(ctx, "me", held)
 	assert.ErrorIs(t, err, store.ErrInvalidArgument)
