@@ -15,12 +15,15 @@ import (
 	"github.com/casleader/casleader/store"
 )
 
-// PauseLeader is the fault of a [Cluster] that holds the leader for 2 to 3 leases,
-// as a GC pause, a frozen VM or SIGSTOP would: its election store's calls fail,
-// and its next [Candidate.Act] waits before it runs the action, until the pause
-// heals. The action then runs with the decision the leader took before the pause.
-// (A Cluster injects [KillLeader] and [RefuseLeader] too, in this process; a
-// [ProcessCluster] injects the other kinds, on real processes.)
+// PauseLeader is the fault of a [Cluster] that holds the leader's action after it
+// began, as a packet held in the network or a process frozen inside the driver
+// would: the first statement of its action on [DB.SQL] that would change the
+// database waits, for 2 to 3 leases and until another candidate has led and
+// acted, and is then delivered whatever its context says; the leader's election
+// store's calls fail meanwhile (see "The pause" in the package doc). A pause that
+// finds no such statement is not applied. (A Cluster injects [KillLeader] and
+// [RefuseLeader] too, in this process; a [ProcessCluster] injects the other kinds,
+// on real processes.)
 const PauseLeader = "pause-leader"
 
 // RestartDatabase is the fault of a [Cluster] that restarts the database server
@@ -54,9 +57,12 @@ type Cluster struct {
 	// Lease is the lease duration. The renew deadline is 3/5 of it, the
 	// heartbeat 1/6 and the poll interval 1/5. Default 500 ms.
 	Lease time.Duration
-	// Trials is how many faults to inject, one after the other. Default 3.
+	// Trials is how many faults to inject, one after the other: every kind of
+	// Kinds once, in a shuffled order, before any comes again. Default, and at
+	// least, the number of Kinds.
 	Trials int
-	// Kinds are the fault kinds to choose from: [PauseLeader]; [KillLeader], which
+	// Kinds are the fault kinds to inject, each at least once (a run that
+	// could not apply one fails): [PauseLeader]; [KillLeader], which
 	// in this process ends the leader without releasing its lease (its store's
 	// calls fail, its actions are refused from then on, and a fresh candidate
 	// takes its place); [RefuseLeader], which makes the leader's election store and
@@ -221,9 +227,6 @@ func (cl Cluster) Run(t testing.TB) Report {
 	}
 	if cl.Lease == 0 {
 		cl.Lease = 500 * time.Millisecond
-	}
-	if cl.Trials == 0 {
-		cl.Trials = 3
 	}
 	if len(cl.Kinds) == 0 {
 		cl.Kinds = []string{PauseLeader, KillLeader, RefuseLeader}

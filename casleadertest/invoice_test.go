@@ -50,8 +50,8 @@ func newInvoices(t *testing.T, db *casleadertest.DB) *invoices {
 // night not invoiced yet (a night lasts 10 ms here, or inv.prepare). A round (the
 // decision, the rendering, the send) runs to its end once begun: its context is
 // not the leadership's. So only a guard in the send's own transaction keeps a
-// leader that was paused between its decision and its send from sending an
-// invoice again. guarded says whether it checks one.
+// leader whose send was held past its lease from sending an invoice again.
+// guarded says whether it checks one.
 func (inv *invoices) job(guarded bool) func(ctx context.Context, c *casleadertest.Candidate) {
 	return func(ctx context.Context, c *casleadertest.Candidate) {
 		for ctx.Err() == nil {
