@@ -15,12 +15,15 @@ import (
 	"github.com/casleader/casleader/store"
 )
 
-// PauseLeader is the fault of a [Cluster] that holds the leader for 2 to 3 leases,
-// as a GC pause, a frozen VM or SIGSTOP would: its election store's calls fail,
-// and its next [Candidate.Act] waits before it runs the action, until the pause
-// heals. The action then runs with the decision the leader took before the pause.
-// (A Cluster injects [KillLeader] and [RefuseLeader] too, in this process; a
-// [ProcessCluster] injects the other kinds, on real processes.)
+// PauseLeader is the fault of a [Cluster] that holds the leader's action after it
+// began, as a packet held in the network or a process frozen inside the driver
+// would: the first statement of its action on [DB.SQL] that would change the
+// database waits, for 2 to 3 leases and until another candidate has led and
+// acted, and is then delivered whatever its context says; the leader's election
+// store's calls fail meanwhile (see "The pause" in the package doc). A pause that
+// finds no such statement is not applied. (A Cluster injects [KillLeader] and
+// [RefuseLeader] too, in this process; a [ProcessCluster] injects the other kinds,
+// on real processes.)
 const PauseLeader = "pause-leader"
 
 // RestartDatabase is the fault of a [Cluster] that restarts the database server
@@ -54,9 +57,12 @@ type Cluster struct {
 	// Lease is the lease duration. The renew deadline is 3/5 of it, the
 	// heartbeat 1/6 and the poll interval 1/5. Default 500 ms.
 	Lease time.Duration
-	// Trials is how many faults to inject, one after the other. Default 3.
+	// Trials is how many faults to inject, one after the other: every kind of
+	// Kinds once, in a shuffled order, before any comes again. Default, and at
+	// least, the number of Kinds.
 	Trials int
-	// Kinds are the fault kinds to choose from: [PauseLeader]; [KillLeader], which
+	// Kinds are the fault kinds to inject, each at least once (a run that
+	// could not apply one fails): [PauseLeader]; [KillLeader], which
 	// in this process ends the leader without releasing its lease (its store's
 	// calls fail, its actions are refused from then on, and a fresh candidate
 	// takes its place); [RefuseLeader], which makes the leader's election store and
@@ -99,7 +105,7 @@ type node struct {
 	done   chan struct{}
 
 	mu     sync.Mutex
-	held   chan struct{} // closed when a pause heals; nil when not paused
+	trap   *trap // a pause armed, waiting for a statement to hold; nil if none
 	killed bool
 }
 
@@ -117,24 +123,23 @@ type recorder struct {
 // action took effect in the term of c.Token, between the moment Act called do and
 // the moment do returned. do's error is returned as it is; a refused action (an
 // error matching casleader.ErrNotLeader or store.ErrFenced) is counted as such.
-// During a [PauseLeader] fault, Act waits before it calls do until the pause heals;
-// after a [KillLeader] fault it returns [ErrKilled].
+// do must run its statements on [DB.SQL] with the ctx it is given (or one derived
+// from it, context.WithoutCancel included): that is where a [PauseLeader] fault
+// holds the action's statement. An action whose held statement took effect is
+// recorded as having begun when the kit let the statement through, whatever do
+// returned. After a [KillLeader] fault Act returns [ErrKilled].
 func (c *Candidate) Act(ctx context.Context, do func(ctx context.Context) error) error {
-	if n := c.node; n != nil {
-		n.mu.Lock()
-		held, killed := n.held, n.killed
-		n.mu.Unlock()
-		if held != nil {
-			<-held
-			killed = n.isKilled()
-		}
-		if killed {
-			return ErrKilled
-		}
+	if c.node != nil && c.node.isKilled() {
+		return ErrKilled
 	}
+	a := &act{n: c.node}
 	check := Mono()
-	err := do(ctx)
-	c.record(check, Mono(), err)
+	err := do(context.WithValue(ctx, actKey{}, a))
+	rerr := err
+	if a.applied.Load() {
+		rerr = nil
+	}
+	c.record(max(check, a.released.Load()), Mono(), rerr)
 	return err
 }
 
@@ -223,9 +228,6 @@ func (cl Cluster) Run(t testing.TB) Report {
 	if cl.Lease == 0 {
 		cl.Lease = 500 * time.Millisecond
 	}
-	if cl.Trials == 0 {
-		cl.Trials = 3
-	}
 	if len(cl.Kinds) == 0 {
 		cl.Kinds = []string{PauseLeader, KillLeader, RefuseLeader}
 	}
@@ -287,7 +289,6 @@ func (cl Cluster) Run(t testing.TB) Report {
 	}
 	defer func() {
 		for _, n := range nodes {
-			n.resume()
 			n.cancel()
 			<-n.done
 		}
@@ -309,7 +310,7 @@ func (cl Cluster) Run(t testing.TB) Report {
 		t.Fatalf("casleadertest: no leader within %v of the start", harness)
 	}
 	errDown := fmt.Errorf("casleadertest: database unreachable: %w", store.ErrTransient)
-	for trial := range cl.Trials {
+	for trial, kind := range schedule(rng, cl.Kinds, max(cl.Trials, len(cl.Kinds))) {
 		time.Sleep(time.Duration(3+rng.IntN(6)) * beat) // let the leader work
 		waited := time.Now()
 		leader := waitLeader(bounds.Liveness())
@@ -326,18 +327,17 @@ func (cl Cluster) Run(t testing.TB) Report {
 		if leader == nil {
 			t.Fatalf("casleadertest: trial %d: no leader to hit within %v", trial, harness)
 		}
-		kind := cl.Kinds[rng.IntN(len(cl.Kinds))]
 		f := Fault{Kinds: []string{kind}, Targets: []string{leader.id}, Leader: leader.id, Start: Mono()}
 		d := cl.Lease + time.Duration((0.2+rng.Float64())*float64(cl.Lease))
 		switch kind {
 		case PauseLeader:
 			// Long enough for another candidate to be elected and to act.
 			d = 2*cl.Lease + time.Duration(rng.Float64()*float64(cl.Lease))
-			leader.pause()
-			leader.faults.Fail(faultstore.AnyOp, errDown)
-			time.Sleep(d)
-			leader.faults.Fail(faultstore.AnyOp, nil)
-			leader.resume()
+			var caught bool
+			if f.Start, caught = pause(leader, rec, d, bounds.Liveness(), errDown); !caught {
+				t.Logf("casleadertest: trial %d: %s on %s not applied: none of its actions sent a statement through DB.SQL within %v", trial, kind, leader.id, bounds.Liveness())
+				continue
+			}
 		case RefuseLeader:
 			leader.faults.Fail(faultstore.AnyOp, errDown)
 			time.Sleep(d)
@@ -400,7 +400,95 @@ func (cl Cluster) Run(t testing.TB) Report {
 	}
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	return Check(rec.hist, bounds)
+	rep := Check(rec.hist, bounds)
+	rep.Violations = append(rep.Violations, untested(rec.hist, cl.Kinds)...)
+	return rep
+}
+
+// schedule returns the fault kinds of n trials: every kind once, in a shuffled
+// order, before any kind comes again.
+func schedule(rng *rand.Rand, kinds []string, n int) []string {
+	var out []string
+	for len(out) < n {
+		round := slices.Clone(kinds)
+		rng.Shuffle(len(round), func(i, j int) { round[i], round[j] = round[j], round[i] })
+		out = append(out, round...)
+	}
+	return out[:n]
+}
+
+// pause holds the next statement of n's actions that would change the database,
+// fails n's election store meanwhile (a frozen process renews nothing), and lets
+// the statement go on once d has passed and another candidate has completed an
+// action since (waiting at most wait for that). It returns when the statement was
+// caught, or false if no statement came within wait.
+func pause(n *node, rec *recorder, d, wait time.Duration, errDown error) (int64, bool) {
+	t := n.arm()
+	defer t.release()
+	select {
+	case <-t.caught:
+	case <-time.After(wait):
+		if n.disarm(t) {
+			return 0, false
+		}
+		<-t.caught // caught as the wait ended
+	}
+	start := Mono()
+	n.faults.Fail(faultstore.AnyOp, errDown)
+	defer n.faults.Fail(faultstore.AnyOp, nil)
+	time.Sleep(d)
+	for end := time.Now().Add(wait); time.Now().Before(end) && !rec.actedSince(n.id, start); {
+		time.Sleep(2 * time.Millisecond)
+	}
+	return start, true
+}
+
+// actedSince reports whether a candidate other than id began an action after at.
+func (r *recorder) actedSince(id string, at int64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, a := range r.hist.Actions {
+		if a.Cand != id && a.Check > at {
+			return true
+		}
+	}
+	return false
+}
+
+// untested returns the verdicts on a run that proved less than it was asked to:
+// one without any action recorded, one in which a requested fault kind was never
+// applied.
+func untested(h History, kinds []string) []Violation {
+	var vs []Violation
+	if len(h.Actions) == 0 {
+		detail := "no action was recorded: the Lead function must perform its writes through Act, or the run proves nothing"
+		refused := 0
+		for _, n := range h.Rejected {
+			refused += n
+		}
+		if refused > 0 {
+			detail += fmt.Sprintf(" (%d actions were refused or failed)", refused)
+		}
+		vs = append(vs, Violation{Property: "untested", Detail: detail})
+	}
+	applied := map[string]bool{}
+	for _, f := range h.Faults {
+		for _, k := range f.Kinds {
+			applied[k] = true
+		}
+	}
+	for _, k := range kinds {
+		if applied[k] {
+			continue
+		}
+		applied[k] = true // one verdict per kind
+		detail := fmt.Sprintf("the %s fault was requested and never applied", k)
+		if k == PauseLeader {
+			detail += ": no action of a paused leader sent a statement that changes the database through DB.SQL with the ctx Act gives it, so no statement could be held"
+		}
+		vs = append(vs, Violation{Property: "untested", Detail: detail})
+	}
+	return vs
 }
 
 func nodeID(n *node) string {
@@ -416,24 +504,6 @@ func (n *node) isKilled() bool {
 	return n.killed
 }
 
-// pause makes the node's next actions wait until resume.
-func (n *node) pause() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.held == nil {
-		n.held = make(chan struct{})
-	}
-}
-
-func (n *node) resume() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.held != nil {
-		close(n.held)
-		n.held = nil
-	}
-}
-
 // kill ends the node without a release: its store fails from now on, its actions
 // are refused, its elector is stopped.
 func (n *node) kill() {
@@ -441,6 +511,5 @@ func (n *node) kill() {
 	n.mu.Lock()
 	n.killed = true
 	n.mu.Unlock()
-	n.resume()
 	n.cancel()
 }

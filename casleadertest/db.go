@@ -161,7 +161,7 @@ func newDB(t testing.TB, d Dialect, own bool) *DB {
 		}
 		db.from = "a SQLite file, which has no server"
 		db.DSN = filepath.Join(t.TempDir(), "casleader.db")
-		db.SQL, err = sqlite.Open(db.DSN)
+		db.SQL, err = openHeld(SQLite, db.DSN)
 		if err != nil {
 			t.Fatalf("casleadertest: open SQLite: %v", err)
 		}
@@ -223,17 +223,10 @@ func (db *DB) drop(t testing.TB) {
 	}
 }
 
-// open opens a pool on a server of dialect d and checks that it answers.
+// open opens a pool on a server of dialect d (through the connector that lets a
+// pause hold an action's statement) and checks that it answers.
 func open(d Dialect, dsn string) (*sql.DB, error) {
-	var (
-		db  *sql.DB
-		err error
-	)
-	if d == MySQL {
-		db, err = mysql.Open(dsn)
-	} else {
-		db, err = sql.Open("pgx", dsn)
-	}
+	db, err := openHeld(d, dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", d, err)
 	}

@@ -24,11 +24,13 @@
 // application's [Cluster.Lead] while it leads, with a [Candidate] that carries the
 // term's fencing token. Lead calls [Candidate.Act] around each action it takes:
 // Act records when the action began and completed, in which term, or that it was
-// refused. Faults hit the leader, one at a time ([Cluster.Trials]):
+// refused. Faults hit the leader, one at a time ([Cluster.Trials]), every kind of
+// [Cluster.Kinds] once, in a shuffled order, before any comes again:
 //
-//   - [PauseLeader]: the leader is held for two to three leases, as a GC pause or a
-//     frozen VM would hold it, between its decision to act and the action itself;
-//     its election store's calls fail meanwhile;
+//   - [PauseLeader]: the leader's action is held after it began: the first
+//     statement of it that would change the database is held on its way (see
+//     "The pause" below) for two to three leases, and until another candidate has
+//     led and acted; its election store's calls fail meanwhile;
 //   - [KillLeader]: the leader ends without releasing its lease, and a fresh
 //     candidate takes its place;
 //   - [RefuseLeader]: the leader cannot reach the election table for longer than
@@ -37,6 +39,38 @@
 //     under every candidate (stopped with its fast shutdown, which drops their
 //     connections, kept down for [Cluster.Down], started again on the same data);
 //     a leader must be back within the bound once the server answers again.
+//
+// A run proves only what it did. One in which Lead recorded no action through
+// Act ("no action was recorded: the Lead function must perform its writes through
+// Act, or the run proves nothing"), or in which a requested kind could not be
+// applied, fails: its [Report] has a violation of property "untested" that says
+// which. The report counts the faults applied by kind ([Report.FaultsByKind]).
+//
+// # The pause
+//
+// A leader's context does not make its action safe: a statement already sent can
+// be held in the network (or the process frozen inside the driver, after its
+// context check) past the lease, and land after the next leader began. [NewDB]
+// opens [DB.SQL] through a driver connector of the kit's, which the PauseLeader
+// fault uses to do just that, as a delayed packet would: the first statement of
+// the paused leader's action (run with the ctx that [Candidate.Act] hands it, or
+// one derived from it) that would change the database, a statement outside a
+// transaction other than SELECT or SHOW, or the commit of a transaction the action
+// began, waits until the fault heals, and is then delivered whatever its context
+// says. No context can call it back. The action is recorded as begun when the kit
+// let the statement through, and as taken effect when the statement did, whatever
+// the job's code made of the reply.
+//
+// An unguarded job then fails whether or not it honours its context, and a
+// guarded one passes: the guard in the same transaction holds the election row, so
+// the next leader waits for the held commit (or the guard refuses the send). One
+// case is safe without the guard: on SQLite, the kit's pool (as the library's
+// store/sqlite.Open) begins every transaction with the file's write lock, which
+// keeps the next election out until a held commit has landed; there an insert
+// sent without a transaction is what the pause catches.
+//
+// A pause that finds no such statement within the liveness bound is not applied;
+// a run in which no PauseLeader could be applied fails (see above).
 //
 // # A database the kit may restart
 //
@@ -85,14 +119,16 @@
 // # Test your leader code
 //
 // The test of a job that sends each night's invoice, guarded by the elector's
-// fence, on each database (see the Cluster example for the job):
+// fence, on each database (the README's section "Test your leader code" has the job,
+// and the same job without the guard, which the same test catches):
 //
 //	func TestNightlyInvoiceIsSentOnce(t *testing.T) {
 //		for _, d := range []casleadertest.Dialect{casleadertest.MySQL, casleadertest.Postgres, casleadertest.SQLite} {
 //			t.Run(string(d), func(t *testing.T) {
+//				t.Parallel()
 //				db := casleadertest.NewDB(t, d)
-//				inv := newInvoices(t, db)
-//				rep := casleadertest.Cluster{DB: db, Lead: inv.job, Trials: 4}.Run(t)
+//				inv := newInvoices(t, db) // creates the invoices table
+//				rep := casleadertest.Cluster{DB: db, Lead: inv.send, Lease: 400 * time.Millisecond}.Run(t)
 //				if !rep.OK() {
 //					t.Fatalf("the nightly invoice job acted twice:\n%s", rep)
 //				}
@@ -100,9 +136,9 @@
 //		}
 //	}
 //
-// Without the guard, the same test fails with a stale-action violation: a leader
-// paused between its decision and its send sent a night's invoice again, after
-// the next leader had sent it. So does a [ProcessCluster] of candidate processes
-// whose leader is frozen (SIGSTOP) between its decision and its send, on the three
-// databases (casleadertest's TestNightlyInvoiceInProcesses).
+// Without the guard, the same test fails with a stale-action violation, also when
+// the job honours its context: the paused leader's insert landed after the next
+// leader had sent the night's invoice. So does a [ProcessCluster] of candidate
+// processes whose leader is frozen (SIGSTOP) between its decision and its send, on
+// the three databases (casleadertest's TestNightlyInvoiceInProcesses).
 package casleadertest

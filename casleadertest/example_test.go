@@ -12,9 +12,9 @@ import (
 )
 
 // A job that sends the invoice of the next night not invoiced yet, while leading.
-// Each send is a transaction that checks the elector's guard before it writes: a
-// leader that was paused between its decision and its send, and lost its lease
-// meanwhile, is refused. The test runs it on three candidates under faults and
+// Each send is a transaction that checks the elector's guard before it writes: the
+// next leader waits for a send whose commit was held, and a send begun after the
+// lease was lost is refused. The test runs it on three candidates under faults and
 // fails on any violation. (No output: it runs as a test, see invoice_test.go.)
 func ExampleCluster() {
 	job := func(db *casleadertest.DB) func(ctx context.Context, c *casleadertest.Candidate) {

@@ -24,10 +24,18 @@ type invoices struct {
 	// night to invoice and the send. The rendering does not watch the leadership,
 	// and paces the job (without it, the job waits 10 ms between two sends).
 	prepare time.Duration
+	// next selects the next night to invoice; insert records a sent invoice
+	// (night, token, sender), with the dialect's placeholders.
+	next, insert string
 }
 
 func newInvoices(t *testing.T, db *casleadertest.DB) *invoices {
 	inv := &invoices{db: db, table: db.Table + "_invoices"}
+	inv.next = "SELECT COALESCE(MAX(night), 0) + 1 FROM " + inv.table
+	inv.insert = "INSERT INTO " + inv.table + " (night, token, sender) VALUES (?, ?, ?)"
+	if db.Dialect == casleadertest.Postgres {
+		inv.insert = "INSERT INTO " + inv.table + " (night, token, sender) VALUES ($1, $2, $3)"
+	}
 	_, err := db.SQL.ExecContext(t.Context(), "CREATE TABLE "+inv.table+" (night BIGINT NOT NULL, token BIGINT NOT NULL, sender VARCHAR(64) NOT NULL)")
 	require.NoError(t, err)
 	t.Cleanup(func() {
@@ -42,18 +50,14 @@ func newInvoices(t *testing.T, db *casleadertest.DB) *invoices {
 // night not invoiced yet (a night lasts 10 ms here, or inv.prepare). A round (the
 // decision, the rendering, the send) runs to its end once begun: its context is
 // not the leadership's. So only a guard in the send's own transaction keeps a
-// leader that was paused between its decision and its send from sending an
-// invoice again. guarded says whether it checks one.
+// leader whose send was held past its lease from sending an invoice again.
+// guarded says whether it checks one.
 func (inv *invoices) job(guarded bool) func(ctx context.Context, c *casleadertest.Candidate) {
-	insert := "INSERT INTO " + inv.table + " (night, token, sender) VALUES (?, ?, ?)"
-	if inv.db.Dialect == casleadertest.Postgres {
-		insert = "INSERT INTO " + inv.table + " (night, token, sender) VALUES ($1, $2, $3)"
-	}
 	return func(ctx context.Context, c *casleadertest.Candidate) {
 		for ctx.Err() == nil {
 			var night int64
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			err := inv.db.SQL.QueryRowContext(rctx, "SELECT COALESCE(MAX(night), 0) + 1 FROM "+inv.table).Scan(&night)
+			err := inv.db.SQL.QueryRowContext(rctx, inv.next).Scan(&night)
 			cancel()
 			rendered := err == nil && inv.prepare > 0
 			if err == nil {
@@ -71,7 +75,7 @@ func (inv *invoices) job(guarded bool) func(ctx context.Context, c *casleadertes
 							return err
 						}
 					}
-					if _, err := tx.ExecContext(ctx, insert, night, c.Token, c.ID); err != nil {
+					if _, err := tx.ExecContext(ctx, inv.insert, night, c.Token, c.ID); err != nil {
 						return err
 					}
 					return tx.Commit()
@@ -111,47 +115,38 @@ func (inv *invoices) sentTwice(t *testing.T) (twice []string, sent int) {
 
 var dialects = []casleadertest.Dialect{casleadertest.MySQL, casleadertest.Postgres, casleadertest.SQLite}
 
-// The user's test: about 20 lines.
-func TestNightlyInvoiceIsSentOnce(t *testing.T) {
-	for _, d := range dialects {
+// A transaction that writes without the guard, whose round runs to its end once
+// begun (context.WithoutCancel): its commit, held past the lease, lands after the
+// next leader sent the night's invoice. On MariaDB and PostgreSQL the kit catches
+// it. (On SQLite every transaction of the kit's pool begins with the file's write
+// lock, so a held commit holds the election off as the guard would: the unguarded
+// insert without a transaction is caught there, see TestNightlyInvoiceWithoutTheGuardIsCaught.)
+func TestNightlyInvoiceInATransactionWithoutTheGuardIsCaught(t *testing.T) {
+	for _, d := range []casleadertest.Dialect{casleadertest.MySQL, casleadertest.Postgres} {
 		t.Run(string(d), func(t *testing.T) {
 			t.Parallel()
 			db := casleadertest.NewDB(t, d)
 			inv := newInvoices(t, db)
-			rep := casleadertest.Cluster{DB: db, Lead: inv.job(true), Trials: 4}.Run(t)
-			if !rep.OK() {
-				t.Fatalf("the nightly invoice job acted twice:\n%s", rep)
-			}
-			twice, sent := inv.sentTwice(t)
-			assert.Empty(t, twice, "invoices sent twice")
-			assert.Positive(t, sent, "no invoice was sent")
-			assert.Positive(t, rep.ActionsChecked)
-		})
-	}
-}
-
-// Without the guard, a leader paused between its decision and its send sends a
-// night's invoice again: the kit must catch it, on every database.
-func TestNightlyInvoiceWithoutTheGuardIsCaught(t *testing.T) {
-	for _, d := range dialects {
-		t.Run(string(d), func(t *testing.T) {
-			t.Parallel()
-			db := casleadertest.NewDB(t, d)
-			inv := newInvoices(t, db)
-			rep := casleadertest.Cluster{DB: db, Lead: inv.job(false), Trials: 3, Kinds: []string{casleadertest.PauseLeader}}.Run(t)
+			rep := casleadertest.Cluster{DB: db, Lead: inv.job(false), Lease: 400 * time.Millisecond, Trials: 2, Kinds: []string{casleadertest.PauseLeader}}.Run(t)
 			require.False(t, rep.OK(), "the checker found nothing wrong in the unguarded job:\n%s", rep)
 			t.Logf("caught:\n%s", rep)
-			props := map[string]bool{}
-			for _, v := range rep.Violations {
-				props[v.Property] = true
-			}
-			assert.True(t, props["stale-action"], "no stale action reported:\n%s", rep)
+			assert.True(t, hasViolation(rep, "stale-action"), "no stale action reported:\n%s", rep)
 			assert.Contains(t, rep.String(), "begins action", "the report prints the interleaving")
 			twice, _ := inv.sentTwice(t)
 			assert.NotEmpty(t, twice, "the violations the checker reports are real: an invoice was sent twice")
 			assert.False(t, strings.Contains(rep.String(), "VIOLATION liveness"), "the leader came back in time:\n%s", rep)
 		})
 	}
+}
+
+// hasViolation reports whether rep has a violation of property.
+func hasViolation(rep casleadertest.Report, property string) bool {
+	for _, v := range rep.Violations {
+		if v.Property == property {
+			return true
+		}
+	}
+	return false
 }
 
 // The job under database restarts: the kit stops the server under the running
