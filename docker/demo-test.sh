@@ -44,7 +44,7 @@ cleanup() {
   if ((rc != 0)); then
     compose logs --no-color --tail=60 "${REPLICAS[@]}" migrate >&2 || true
   fi
-  compose down -v --remove-orphans >/dev/null 2>&1 || printf -- '!! demo: compose down -v failed\n' >&2
+  compose down -v >/dev/null 2>&1 || printf -- '!! demo: compose down -v failed\n' >&2
   say "removed the demo (compose down -v); exit $rc"
 }
 trap cleanup EXIT
