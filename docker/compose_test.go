@@ -1,7 +1,9 @@
 // Package docker_test checks docker-compose.yml and the Dockerfile without a Docker
 // engine: the compose file must parse, and the demo it describes must hang together
-// (services, dependencies, healthchecks, the replicas' flags and timings). CI also
-// runs `docker compose config` when a compose tool is installed.
+// (services, dependencies, healthchecks, the replicas' flags and timings), and the
+// override for machines without a registry must replace the images only. CI also
+// runs `docker compose config` when a compose tool is installed, and demo-test.sh,
+// which runs the demo; its commands must be the README's.
 package docker_test
 
 import (
@@ -42,13 +44,19 @@ type service struct {
 }
 
 type build struct {
-	Context    string `yaml:"context"`
-	Dockerfile string `yaml:"dockerfile"`
+	Context    string            `yaml:"context"`
+	Dockerfile string            `yaml:"dockerfile"`
+	Args       map[string]string `yaml:"args"`
 }
 
 func load(t *testing.T) compose {
 	t.Helper()
-	b, err := os.ReadFile("docker-compose.yml")
+	return loadFile(t, "docker-compose.yml")
+}
+
+func loadFile(t *testing.T, name string) compose {
+	t.Helper()
+	b, err := os.ReadFile(name)
 	require.NoError(t, err)
 	var c compose
 	dec := yaml.NewDecoder(strings.NewReader(string(b)))
