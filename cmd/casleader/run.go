@@ -221,6 +221,9 @@ func cmdRun(a *app, args []string) error {
 	finished, code, msg := r.finished, r.code, r.msg
 	r.mu.Unlock()
 	switch {
+	case errors.Is(runErr, casleader.ErrNotDrained):
+		// Not a database error: the child's supervision did not end in time.
+		return failf("election %q: %v", *key, runErr)
 	case runErr != nil:
 		return a.storeError("election "+fmt.Sprintf("%q", *key), d.target, runErr)
 	case !finished:
