@@ -11,12 +11,16 @@ import (
 	"os"
 	"time"
 
+	"github.com/casleader/casleader/internal/timing"
 	"github.com/casleader/casleader/store"
 )
 
-// Default timing parameters, as in client-go's leader election.
+// Default timing parameters, as in client-go's leader election. A Config that sets
+// LeaseDuration but not RenewDeadline or HeartbeatInterval keeps their ratios:
+// RenewDeadline defaults to 2/3 of LeaseDuration, HeartbeatInterval to 1/5 of
+// RenewDeadline.
 const (
-	DefaultLeaseDuration     = 15 * time.Second
+	DefaultLeaseDuration     = timing.DefaultLease
 	DefaultRenewDeadline     = 10 * time.Second
 	DefaultHeartbeatInterval = 2 * time.Second
 	DefaultPollInterval      = 5 * time.Second
@@ -84,12 +88,12 @@ type Config struct {
 
 	// RenewDeadline is how long after the send time of its last successful renewal the
 	// leader trusts its leadership, by its monotonic clock. Must be less than
-	// LeaseDuration. Default 10 s.
+	// LeaseDuration. Default 2/3 of LeaseDuration (10 s).
 	RenewDeadline time.Duration
 
 	// HeartbeatInterval is the time between two renewals. Must be less than
 	// RenewDeadline, so that several renewals can fail before leadership is lost.
-	// Default 2 s.
+	// Default 1/5 of RenewDeadline (2 s).
 	HeartbeatInterval time.Duration
 
 	// PollInterval is the longest time a follower waits between two reads of the row.
@@ -187,9 +191,7 @@ type Config struct {
 
 // withDefaults returns c with zero values replaced by defaults.
 func (c Config) withDefaults() Config {
-	c.LeaseDuration = cmp.Or(c.LeaseDuration, DefaultLeaseDuration)
-	c.RenewDeadline = cmp.Or(c.RenewDeadline, DefaultRenewDeadline)
-	c.HeartbeatInterval = cmp.Or(c.HeartbeatInterval, DefaultHeartbeatInterval)
+	c.LeaseDuration, c.RenewDeadline, c.HeartbeatInterval = timing.Fill(c.LeaseDuration, c.RenewDeadline, c.HeartbeatInterval)
 	if c.PollInterval == 0 && c.Notifier != nil {
 		c.PollInterval = c.LeaseDuration // woken on release: poll only as a fallback
 	}

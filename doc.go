@@ -75,7 +75,8 @@
 // # Tuning
 //
 // HeartbeatInterval < RenewDeadline < LeaseDuration. The defaults (2 s, 10 s, 15 s)
-// follow client-go. LeaseDuration bounds crash failover; LeaseDuration − RenewDeadline
+// follow client-go; set only LeaseDuration and the others keep their ratios
+// (RenewDeadline 2/3 of it, HeartbeatInterval 1/5 of RenewDeadline). LeaseDuration bounds crash failover; LeaseDuration − RenewDeadline
 // is the safety margin; RenewDeadline / HeartbeatInterval is how many renewals may
 // fail in a row before leadership is lost. Give the elector a small pool of its own:
 // renewals starved by the application's queries are the commonest cause of lost

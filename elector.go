@@ -70,13 +70,20 @@ type Notifier interface {
 
 // Errors returned by the elector.
 var (
-	ErrNotLeader      = term.ErrNotLeader
+	// ErrNotLeader is returned by HandoverTo, and by a term's Resign, when this
+	// candidate does not lead (in that term). It is [term.ErrNotLeader].
+	ErrNotLeader = term.ErrNotLeader
+	// ErrAlreadyRunning is returned by Run while another Run of the same elector runs.
 	ErrAlreadyRunning = errors.New("casleader: Run is already running")
-	ErrNotRunning     = errors.New("casleader: Run is not running")
-	// ErrNotDrained is returned by a resign or handover whose leader's work
-	// (OnStartedLeading) did not return within DrainTimeout after its context was
-	// cancelled: the lease was not released and expires by itself, so that the next
-	// leader cannot start while that work may still act.
+	// ErrNotRunning is returned by Resign, ResignFor and HandoverTo when no Run
+	// runs (there is no leadership to give up), and by Run after Stop (a stopped
+	// elector does not run again: create a new one with [New]).
+	ErrNotRunning = errors.New("casleader: the elector is not running")
+	// ErrNotDrained is returned when the leader's work (OnStartedLeading) did not
+	// return within DrainTimeout after its context was cancelled: by a resign or
+	// handover, and by Run when it returns while that work still runs. The lease
+	// was not released and expires by itself, so that the next leader cannot start
+	// while that work may still act.
 	ErrNotDrained = errors.New("casleader: the leader's work did not return within DrainTimeout")
 	// ErrDuplicateID is returned by Run when the row names this candidate's ID in
 	// a term that this process never won and that lease is being renewed, or shows
@@ -124,6 +131,7 @@ type request struct {
 	cooldown   time.Duration // resign only
 	term       int64         // the only term it may end; 0 for any
 	done       chan error    // buffered: the answer never blocks
+	caller     uint64        // the goroutine that waits for the answer (see goid)
 }
 
 // New returns an elector for cfg on st. It validates cfg and does no I/O.
@@ -265,10 +273,12 @@ func (e *Elector) Resign(ctx context.Context) error {
 // It stops acting first (IsLeader turns false, the leader's context is cancelled),
 // waits for OnStartedLeading to return (at most DrainTimeout), then releases the row
 // so that a follower can take over at once. It returns when the row is released, or
-// when ctx ends. Without a running Run it only sets the cool-down. When
-// OnStartedLeading does not return within DrainTimeout, the row is not released
-// (the lease expires by itself, so that no other leader starts while that work may
-// still act) and ResignFor returns an error matching [ErrNotDrained].
+// when ctx ends. A follower only sets the cool-down. Without a running Run it does
+// nothing and returns [ErrNotRunning] (to keep a candidate out of elections from
+// its start, call [Elector.Pause] before Run). When OnStartedLeading does not
+// return within DrainTimeout, the row is not released (the lease expires by
+// itself, so that no other leader starts while that work may still act) and
+// ResignFor returns an error matching [ErrNotDrained].
 func (e *Elector) ResignFor(ctx context.Context, cooldown time.Duration) error {
 	return e.send(ctx, request{cooldown: cooldown})
 }
@@ -296,15 +306,14 @@ func (e *Elector) send(ctx context.Context, r request) error {
 		return nil
 	}
 	r.done = make(chan error, 1)
+	r.caller = goid()
 	e.mu.Lock()
 	if !e.running {
+		e.mu.Unlock()
 		if r.handoverTo != "" {
-			e.mu.Unlock()
 			return ErrNotRunning
 		}
-		e.cooldown = time.Now().Add(r.cooldown)
-		e.mu.Unlock()
-		return nil
+		return fmt.Errorf("%w: it leads nothing, so there is nothing to resign (to keep it out of elections from the start, call Pause before Run)", ErrNotRunning)
 	}
 	e.pending = append(e.pending, r)
 	e.interruptLocked()
@@ -489,7 +498,9 @@ func (c *callbacks) run() {
 // is blocked, at most twice DrainTimeout after ctx ended (once while the leader's
 // work drains before the release is decided, once more for the callbacks left):
 // the blocked callback is logged at Error level and left running (it is never
-// called again by this Run).
+// called again by this Run). When OnStartedLeading is what was left running, the
+// lease was not released (it expires by itself) and Run returns an error matching
+// [ErrNotDrained]. After [Elector.Stop], Run returns [ErrNotRunning] at once.
 func (e *Elector) Run(ctx context.Context) error {
 	e.mu.Lock()
 	if e.running {
@@ -498,7 +509,7 @@ func (e *Elector) Run(ctx context.Context) error {
 	}
 	if e.stopped {
 		e.mu.Unlock()
-		return nil
+		return fmt.Errorf("%w: Stop was called, and a stopped elector does not run again: create a new one with New", ErrNotRunning)
 	}
 	e.running = true
 	done := make(chan struct{})
@@ -520,7 +531,9 @@ func (e *Elector) Run(ctx context.Context) error {
 	}
 	stopMembers := e.startMembers(ctx)
 	err := r.loop(ctx)
-	r.finish()
+	if werr := r.finish(); err == nil {
+		err = werr
+	}
 	stopMembers()
 	e.mu.Lock()
 	e.running = false
@@ -542,7 +555,7 @@ func (e *Elector) Run(ctx context.Context) error {
 // context (a shutdown hook). It returns nil once Run has returned (or when none
 // runs), or an error wrapping ctx.Err() when ctx ends first: Run then still
 // finishes on its own. A stopped elector does not run again: a later Run returns
-// nil at once; create a new elector to campaign again. Stop may be called more
+// [ErrNotRunning] at once; create a new elector to campaign again. Stop may be called more
 // than once.
 //
 // Called with the leadership context of OnStartedLeading (or one derived from it),
@@ -578,6 +591,7 @@ type run struct {
 	// drained returns; nil when no such work runs. This candidate does not
 	// campaign while it runs.
 	undrained <-chan struct{}
+	worker    atomic.Uint64 // the goroutine of the last OnStartedLeading (see goid)
 
 	// failures counts the election writes in a row that failed or lost although
 	// the row looked free; after the second, the next read waits retry.Backoff, so
@@ -855,6 +869,7 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 			defer e.Wake() // a follower that waits for this work to end
 			defer close(workDone)
 			defer e.crashOnPanic("OnStartedLeading", token)
+			r.worker.Store(goid())
 			f(lctx, token)
 		}()
 	} else {
@@ -891,7 +906,7 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 		case heartbeat.Expired:
 			m.DeadlinePassed(time.Now())
 			d = cas.Decision{Action: cas.StepDown}
-			e.log.Warn("casleader: stepping down: no renewal succeeded within the renew deadline", "term", token, "error", res.Err)
+			e.log.Warn("casleader: stepping down: no renewal succeeded within the renew deadline", errAttr([]any{"term", token}, res.Err)...)
 		case heartbeat.Lost:
 			d = r.settle(ctx, w.ambiguous)
 			w.ambiguous = false // the machine keeps it until a renewal wins
@@ -936,10 +951,7 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 		// The work may still act: releasing now would let the next leader start
 		// while it runs. The lease expires by itself, LeaseDuration after the last
 		// renewal, by the database clock.
-		e.log.Error("casleader: not releasing the lease: OnStartedLeading is still running after DrainTimeout; the lease expires by itself",
-			"term", token, "drain_timeout", e.cfg.DrainTimeout, "handover_to", d.To)
-		err = fmt.Errorf("%w: key %q, term %d: the lease was not released and expires by itself; make OnStartedLeading return when its context is cancelled, or raise DrainTimeout",
-			ErrNotDrained, e.cfg.Key, token)
+		err = r.notDrained(token, d.To, req)
 	case d.Action == cas.Handover:
 		err = r.release(ctx, token, version, d.To)
 	case d.Action == cas.Release:
@@ -956,15 +968,23 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 		e.cooldown = time.Now().Add(e.cfg.LeaseDuration)
 		e.mu.Unlock()
 	}
-	e.log.Info("casleader: stopped leading", "term", token, "reason", d.Action.String())
+	reason := d.Action.String()
+	if errors.Is(err, ErrNotDrained) {
+		reason = "not-drained" // nothing was released: the lease expires by itself
+	}
+	e.log.Info("casleader: stopped leading", "term", token, "reason", reason)
 	e.hookStopped(token)
 	if f := e.cfg.OnStoppedLeading; f != nil {
 		r.stoppedLeading(f, token)
 	}
 	if fatal != nil {
 		e.log.Error("casleader: election stopped: fix the deployment and restart", "error", fatal)
+		return fatal
 	}
-	return fatal
+	if req == nil && ctx.Err() != nil && errors.Is(err, ErrNotDrained) {
+		return err // Run's end left the work running: Run says so
+	}
+	return nil
 }
 
 // stopped decides what an interrupted heartbeat means: Run's context ended, a
@@ -1073,8 +1093,9 @@ func (r *run) stoppedLeading(f func(), token int64) {
 }
 
 // finish waits for the callbacks and the leader's work started by this Run, at
-// most DrainTimeout, and logs those that did not return.
-func (r *run) finish() {
+// most DrainTimeout, and logs those that did not return. It returns an error
+// matching ErrNotDrained when the leader's work did not.
+func (r *run) finish() error {
 	e := r.e
 	r.cb.close()
 	work := make(chan struct{})
@@ -1092,17 +1113,20 @@ func (r *run) finish() {
 		case <-cbDone:
 			cbDone = nil
 		case <-t.C:
-			if work != nil {
-				e.log.Error("casleader: Run returns while OnStartedLeading still runs: it did not return within DrainTimeout after its context was cancelled",
-					"drain_timeout", e.cfg.DrainTimeout)
-			}
 			if cbDone != nil {
 				e.log.Error("casleader: Run returns while OnNewLeader or OnStoppedLeading still runs: it did not return within DrainTimeout",
 					"drain_timeout", e.cfg.DrainTimeout)
 			}
-			return
+			if work != nil {
+				e.log.Error("casleader: Run returns while OnStartedLeading still runs: it did not return within DrainTimeout after its context was cancelled; its lease was not released",
+					"drain_timeout", e.cfg.DrainTimeout)
+				return fmt.Errorf("%w: key %q: Run returns while it still runs, and its lease was not released (it expires by itself): make OnStartedLeading return when its context is cancelled",
+					ErrNotDrained, e.cfg.Key)
+			}
+			return nil
 		}
 	}
+	return nil
 }
 
 // drain waits for OnStartedLeading to return, at most DrainTimeout, and reports

@@ -398,6 +398,7 @@ func TestHandoverReachesACandidateInCoolDown(t *testing.T) {
 		time.Sleep(time.Millisecond)
 		b := newElector(t, st, cfg("b"))
 		stopB := running(t, b)
+		synctest.Wait()                                         // b runs: a Resign before Run is refused
 		require.NoError(t, b.ResignFor(t.Context(), time.Hour)) // b cools down for an hour
 		// b has read a's live lease: a term then handed to b cannot be an election
 		// (a candidate adopts a term it did not win only when handed so).

@@ -27,7 +27,7 @@ func (e *Elector) startMembers(ctx context.Context) (stop func()) {
 			Lease:    e.cfg.LeaseDuration,
 			Snapshot: e.memberRow,
 			Keep:     func() bool { return e.cfg.KeepLeaseOnExit },
-			Logger:   e.log,
+			Logger:   e.cfg.Logger.With("id", e.cfg.ID), // it logs the key where a line is about one
 			Priority: int64(e.cfg.Priority),
 			Leading:  e.leading,
 			Handover: func(_ string, term int64, to string) {

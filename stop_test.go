@@ -35,7 +35,7 @@ func TestStop(t *testing.T) {
 			require.NoError(t, el.Stop(t.Context()))
 			assert.False(t, el.IsLeader())
 			// A Run still running would make this one return ErrAlreadyRunning.
-			require.NoError(t, el.Run(t.Context()), "Stop returned before Run did")
+			require.ErrorIs(t, el.Run(t.Context()), casleader.ErrNotRunning, "Stop returned before Run did")
 			assert.NoError(t, <-runErr)
 			select {
 			case <-drained:
@@ -59,7 +59,7 @@ func TestStop(t *testing.T) {
 			st := memstore.New()
 			el := newElector(t, st, cfg("a"))
 			require.NoError(t, el.Stop(t.Context()), "Stop without a Run")
-			require.NoError(t, el.Run(t.Context()), "Run after Stop returns at once")
+			require.ErrorIs(t, el.Run(t.Context()), casleader.ErrNotRunning, "Run after Stop returns at once")
 			_, found, err := st.Observe(t.Context(), "k")
 			require.NoError(t, err)
 			assert.False(t, found, "a stopped elector wrote nothing")
@@ -85,7 +85,7 @@ func TestStop(t *testing.T) {
 			require.ErrorIs(t, err, context.DeadlineExceeded)
 			assert.Equal(t, c.DrainTimeout/2, time.Since(start), "Stop waited until its context ended")
 			assert.False(t, el.IsLeader(), "the leader stopped acting at once")
-			assert.NoError(t, <-runErr, "Run returns on its own, leaving the blocked callback running")
+			assert.ErrorIs(t, <-runErr, casleader.ErrNotDrained, "Run returns on its own, leaving the blocked callback running, and says so")
 			close(release)
 		})
 	})

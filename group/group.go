@@ -59,6 +59,7 @@ import (
 
 	"github.com/casleader/casleader/cas"
 	"github.com/casleader/casleader/internal/retry"
+	"github.com/casleader/casleader/internal/timing"
 	"github.com/casleader/casleader/notify"
 	"github.com/casleader/casleader/store"
 	"github.com/casleader/casleader/term"
@@ -129,8 +130,10 @@ type Config struct {
 	// Keys are the elections to take part in from the start; see also [Group.Add].
 	Keys []string
 	// LeaseDuration, RenewDeadline, HeartbeatInterval and PollInterval mean what
-	// they mean in casleader.Config, with the same defaults (15 s, 10 s, 2 s, 5 s) and
-	// the same rule HeartbeatInterval < RenewDeadline < LeaseDuration.
+	// they mean in casleader.Config, with the same defaults (15 s, 10 s, 2 s, 5 s;
+	// given only LeaseDuration, RenewDeadline is 2/3 of it and HeartbeatInterval 1/5
+	// of RenewDeadline) and the same rule HeartbeatInterval < RenewDeadline <
+	// LeaseDuration.
 	LeaseDuration, RenewDeadline, HeartbeatInterval, PollInterval time.Duration
 	// BatchSize is the largest number of keys in one statement. Default 1000, at
 	// most store.MaxBatch.
@@ -277,9 +280,7 @@ func New(st Store, cfg Config) (*Group, error) {
 	if st == nil {
 		return nil, fmt.Errorf("%w: Store is nil", ErrInvalidConfig)
 	}
-	cfg.LeaseDuration = cmp.Or(cfg.LeaseDuration, 15*time.Second)
-	cfg.RenewDeadline = cmp.Or(cfg.RenewDeadline, 10*time.Second)
-	cfg.HeartbeatInterval = cmp.Or(cfg.HeartbeatInterval, 2*time.Second)
+	cfg.LeaseDuration, cfg.RenewDeadline, cfg.HeartbeatInterval = timing.Fill(cfg.LeaseDuration, cfg.RenewDeadline, cfg.HeartbeatInterval)
 	cfg.PollInterval = cmp.Or(cfg.PollInterval, 5*time.Second)
 	if cfg.DrainTimeout == 0 && cfg.LeaseDuration > cfg.RenewDeadline {
 		cfg.DrainTimeout = cfg.LeaseDuration - cfg.RenewDeadline

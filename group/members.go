@@ -30,7 +30,7 @@ func (g *Group) startMembers(ctx context.Context) (stop func()) {
 			Lease:    g.cfg.LeaseDuration,
 			Snapshot: g.memberRows,
 			Keep:     func() bool { return g.cfg.KeepLeaseOnExit },
-			Logger:   g.cfg.Logger,
+			Logger:   g.cfg.Logger.With("id", g.cfg.ID),
 			Priority: int64(g.cfg.Priority),
 			Leading:  g.ledTerms,
 			Handover: g.handover,

@@ -126,18 +126,21 @@ func TestRunKeepsItsDutiesWhenItsOutputPipeCloses(t *testing.T) {
 }
 
 // TestRunZeroTimingFlagsMeanTheDefaults: a zero --lease or --renew is the library's
-// default, and every timing run derives (the grace, the supervisor's kill time)
-// follows the configuration the elector runs with, not the raw flags.
+// default, timing flags left out scale from --lease by the library's rule (an
+// explicit one wins), and every timing run derives (the grace, the supervisor's
+// kill time) follows the configuration the elector runs with, not the raw flags.
 func TestRunZeroTimingFlagsMeanTheDefaults(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name         string
-		flags        []string
-		lease, renew time.Duration
+		name                    string
+		flags                   []string
+		lease, renew, heartbeat time.Duration
 	}{
-		{"LeaseZero", []string{"--lease", "0"}, 15 * time.Second, 10 * time.Second},
-		{"RenewZero", []string{"--renew", "0", "--lease", "20s"}, 20 * time.Second, 10 * time.Second},
-		{"AllZero", []string{"--lease", "0", "--renew", "0", "--heartbeat", "0", "--poll", "0"}, 15 * time.Second, 10 * time.Second},
+		{"LeaseZero", []string{"--lease", "0"}, 15 * time.Second, 10 * time.Second, 2 * time.Second},
+		{"RenewZero", []string{"--renew", "0", "--lease", "21s"}, 21 * time.Second, 14 * time.Second, 2800 * time.Millisecond},
+		{"AllZero", []string{"--lease", "0", "--renew", "0", "--heartbeat", "0", "--poll", "0"}, 15 * time.Second, 10 * time.Second, 2 * time.Second},
+		{"LeaseAloneScales", []string{"--lease", "3s"}, 3 * time.Second, 2 * time.Second, 400 * time.Millisecond},
+		{"ExplicitRenewWins", []string{"--lease", "3s", "--renew", "2500ms"}, 3 * time.Second, 2500 * time.Millisecond, 500 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -151,7 +154,7 @@ func TestRunZeroTimingFlagsMeanTheDefaults(t *testing.T) {
 			first := waitChildLines(t, log, "start", 1)[0]
 
 			margin := tc.lease - tc.renew
-			want := fmt.Sprintf("lease=%v renew=%v", tc.lease, tc.renew)
+			want := fmt.Sprintf("lease=%v renew=%v heartbeat=%v", tc.lease, tc.renew, tc.heartbeat)
 			wantGrace := fmt.Sprintf("grace=%v", margin*3/4)
 			if s := p.stderr.String(); !strings.Contains(s, want) || !strings.Contains(s, wantGrace) {
 				t.Fatalf("run does not campaign with %s and %s:\n%s", want, wantGrace, s)

@@ -71,6 +71,7 @@ func TestUsageErrorsExit2WithAHint(t *testing.T) {
 		{"BadDuration", []string{"run", "--key", "k", "--lease", "soon", "--", "true"}, "durations look like"},
 		{"RenewNotBelowLease", []string{"run", "--key", "k", "--lease", "1s", "--renew", "2s", "--", "true"}, "--renew (2s) must be less than --lease (1s)"},
 		{"HeartbeatNotBelowRenew", []string{"run", "--key", "k", "--lease", "3s", "--renew", "1s", "--heartbeat", "1s", "--", "true"}, "--heartbeat"},
+		{"HeartbeatNotBelowScaledRenew", []string{"run", "--key", "k", "--lease", "3s", "--heartbeat", "2s", "--", "true"}, "--heartbeat (2s) must be less than --renew (2s)"},
 		{"GraceTooLong", []string{"run", "--key", "k", "--lease", "3s", "--renew", "1s", "--heartbeat", "300ms", "--grace", "2s", "--", "true"}, "--grace"},
 		{"BadListenAddress", []string{"--dsn", "sqlite://e.db", "run", "--key", "k", "--listen", "no-port-here", "--", "true"}, "--listen no-port-here"},
 		{"RunWithoutDSN", []string{"run", "--key", "k", "--", "true"}, "no database given: run needs --dsn or $CASLEADER_DSN"},

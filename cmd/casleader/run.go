@@ -92,7 +92,10 @@ checked. The endpoints have no authentication: bind them to a private interface.
 
 Timing: heartbeat < renew < lease. The leader trusts its lease for --renew after the
 send time of its last successful renewal; followers take over --lease after it, by
-the database clock. Followers read the row at least every --poll.
+the database clock. Followers read the row at least every --poll. Left out, --renew
+is 2/3 of --lease, --heartbeat 1/5 of --renew and --grace 3/4 of lease - renew, as
+in the library's defaults (15s, 10s, 2s, 3.75s): --lease 3s alone runs with 2s,
+400ms and 750ms. The "campaigning" line at start shows the values in effect.
 `
 
 func cmdRun(a *app, args []string) error {
@@ -101,8 +104,8 @@ func cmdRun(a *app, args []string) error {
 	id := fs.String("id", "", "this candidate's `ID`, unique among the candidates (default hostname-pid-random)")
 	priority := fs.Int("priority", 0, "this candidate's priority `N`: a leader hands over to a live candidate of higher priority once it has been live for a full lease")
 	lease := fs.Duration("lease", casleader.DefaultLeaseDuration, "lease: followers take over this long after the leader's last renewal, by the database clock")
-	renew := fs.Duration("renew", casleader.DefaultRenewDeadline, "renew deadline: the leader stops (and terminates the child) this long after the send time of its last successful renewal")
-	heartbeat := fs.Duration("heartbeat", casleader.DefaultHeartbeatInterval, "time between two renewals by the leader")
+	renew := fs.Duration("renew", 0, "renew deadline: the leader stops (and terminates the child) this long after the send time of its last successful renewal (default 2/3 of --lease: 10s)")
+	heartbeat := fs.Duration("heartbeat", 0, "time between two renewals by the leader (default 1/5 of --renew: 2s)")
 	poll := fs.Duration("poll", casleader.DefaultPollInterval, "longest time between two reads of the row by a follower")
 	grace := fs.Duration("grace", 0, "time between SIGTERM and SIGKILL when leadership ends (default 3/4 of lease - renew)")
 	exitOnLoss := fs.Bool("exit-on-loss", false, "exit with code 4 after leadership is lost, instead of campaigning again")
@@ -218,6 +221,9 @@ func cmdRun(a *app, args []string) error {
 	finished, code, msg := r.finished, r.code, r.msg
 	r.mu.Unlock()
 	switch {
+	case errors.Is(runErr, casleader.ErrNotDrained):
+		// Not a database error: the child's supervision did not end in time.
+		return failf("election %q: %v", *key, runErr)
 	case runErr != nil:
 		return a.storeError("election "+fmt.Sprintf("%q", *key), d.target, runErr)
 	case !finished:

@@ -75,7 +75,8 @@ type Config struct {
 	// place (the candidate keeps its leases on exit, as a crashed one does) instead
 	// of deleting them.
 	Keep func() bool
-	// Logger receives the warnings.
+	// Logger receives the warnings. It carries the candidate's id attribute: Run
+	// does not add it (a line about one key adds the key).
 	Logger *slog.Logger
 
 	// Priority is the candidate's priority. With Leading and Handover set, a
@@ -106,7 +107,7 @@ func Run(ctx context.Context, c Config) {
 	)
 	warn := func(msg string, err error) {
 		if ok, suppressed := lim.Allow(); ok {
-			c.Logger.Warn(msg, "id", c.ID, "error", err, "suppressed", suppressed)
+			c.Logger.Warn(msg, "error", err, "suppressed", suppressed)
 		}
 	}
 	// The first prune comes at a random period, so that candidates that start
@@ -128,7 +129,7 @@ func Run(ctx context.Context, c Config) {
 			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deleteTimeout)
 			defer cancel()
 			if err := c.Store.DeleteMembers(dctx, c.ID, keys); err != nil {
-				c.Logger.Warn("casleader: could not delete this candidate's rows from the members table on stop; they expire by age", "id", c.ID, "error", err)
+				c.Logger.Warn("casleader: could not delete this candidate's rows from the members table on stop; they expire by age", "error", err)
 			}
 			return
 		case <-t.C:
@@ -202,7 +203,7 @@ func prefer(ctx context.Context, c Config, prefs map[string]*cas.Preference) err
 			prefs[k] = p
 		}
 		if to := p.Seen(byKey[k], sent, led[k]); to != "" {
-			c.Logger.Info("casleader: handing over to a live candidate of higher priority", "key", k, "id", c.ID, "term", led[k], "priority", c.Priority, "handover_to", to)
+			c.Logger.Info("casleader: handing over to a live candidate of higher priority", "key", k, "term", led[k], "priority", c.Priority, "handover_to", to)
 			c.Handover(k, led[k], to)
 		}
 	}
