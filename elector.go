@@ -131,7 +131,6 @@ type request struct {
 	cooldown   time.Duration // resign only
 	term       int64         // the only term it may end; 0 for any
 	done       chan error    // buffered: the answer never blocks
-	caller     uint64        // the goroutine that waits for the answer (see goid)
 }
 
 // New returns an elector for cfg on st. It validates cfg and does no I/O.
@@ -306,7 +305,6 @@ func (e *Elector) send(ctx context.Context, r request) error {
 		return nil
 	}
 	r.done = make(chan error, 1)
-	r.caller = goid()
 	e.mu.Lock()
 	if !e.running {
 		e.mu.Unlock()
@@ -591,7 +589,6 @@ type run struct {
 	// drained returns; nil when no such work runs. This candidate does not
 	// campaign while it runs.
 	undrained <-chan struct{}
-	worker    atomic.Uint64 // the goroutine of the last OnStartedLeading (see goid)
 
 	// failures counts the election writes in a row that failed or lost although
 	// the row looked free; after the second, the next read waits retry.Backoff, so
@@ -869,7 +866,6 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 			defer e.Wake() // a follower that waits for this work to end
 			defer close(workDone)
 			defer e.crashOnPanic("OnStartedLeading", token)
-			r.worker.Store(goid())
 			f(lctx, token)
 		}()
 	} else {
@@ -951,7 +947,7 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 		// The work may still act: releasing now would let the next leader start
 		// while it runs. The lease expires by itself, LeaseDuration after the last
 		// renewal, by the database clock.
-		err = r.notDrained(token, d.To, req)
+		err = r.notDrained(token, d.To)
 	case d.Action == cas.Handover:
 		err = r.release(ctx, token, version, d.To)
 	case d.Action == cas.Release:
