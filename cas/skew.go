@@ -204,15 +204,18 @@ const SkewMessage = "casleader: the clocks of the database servers disagree (the
 // whole term. A lease that is not renewed any more is read again when it can
 // expire, one read later than without the timing, and no later.
 //
-// It returns wait unchanged when held is false (the read found no row, or a
-// released one: nobody renews), when wait is a heartbeat or less (the reads are
+// It returns wait unchanged when the read (rec, found) shows no lease that is
+// renewed (no row, or a released one), when rec was read on a single-primary
+// database (rec.OneClock: the age read is exact, and expiry is judged by it, so a
+// fresh view of the term gains nothing), when wait is a heartbeat or less (the reads are
 // then at least as frequent as the renewals), when no renewal is expected within
 // wait, or when heartbeat is not set. Callers use it for some reads only (half of
 // them, at random): with clock skew between servers (age is then off by the skew)
 // or a leader on another heartbeat, timed reads could all land just before the
 // renewals, and the others keep the phase moving.
-func ReadAfterRenewal(age, heartbeat, wait time.Duration, held bool) time.Duration {
-	if !held || heartbeat <= 0 || wait <= heartbeat || age < 0 {
+func ReadAfterRenewal(rec store.Record, found bool, heartbeat, wait time.Duration) time.Duration {
+	age := rec.Age
+	if !found || rec.Released() || rec.OneClock || heartbeat <= 0 || wait <= heartbeat || age < 0 {
 		return wait
 	}
 	if w := wait - (wait+age)%heartbeat; w > 0 {

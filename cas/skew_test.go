@@ -171,13 +171,22 @@ func TestReadAfterRenewal(t *testing.T) {
 		{age: 100 * ms, heartbeat: 0, poll: 500 * ms, want: 500 * ms},
 		{age: 100 * ms, heartbeat: 60 * ms, poll: 0, want: 0},
 	} {
-		got := ReadAfterRenewal(c.age, c.heartbeat, c.poll, !c.released)
+		rec := store.Record{LeaderID: "x", Age: c.age}
+		if c.released {
+			rec.LeaderID = ""
+		}
+		got := ReadAfterRenewal(rec, true, c.heartbeat, c.poll)
 		assert.Equal(t, c.want, got, "age %v, heartbeat %v, poll %v", c.age, c.heartbeat, c.poll)
 	}
+	// No row, or one read on one clock: the wait is left as it is.
+	held := store.Record{LeaderID: "x", Age: 500 * ms}
+	assert.Equal(t, 5000*ms, ReadAfterRenewal(held, false, 2000*ms, 5000*ms), "no row")
+	held.OneClock = true
+	assert.Equal(t, 5000*ms, ReadAfterRenewal(held, true, 2000*ms, 5000*ms), "one clock")
 	// Every wait is within (0, poll] and, when shorter than poll, ends on a renewal.
 	for age := time.Duration(0); age < 3*time.Second; age += 7 * ms {
 		for _, hp := range [][2]time.Duration{{2 * time.Second, 5 * time.Second}, {time.Second, 400 * ms}, {60 * ms, 100 * ms}} {
-			w := ReadAfterRenewal(age, hp[0], hp[1], true)
+			w := ReadAfterRenewal(store.Record{LeaderID: "x", Age: age}, true, hp[0], hp[1])
 			require.Greater(t, w, time.Duration(0))
 			require.LessOrEqual(t, w, hp[1])
 			if w < hp[1] {

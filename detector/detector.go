@@ -30,10 +30,11 @@ type Config struct {
 	Key     string
 	Poll    time.Duration // longest time between two reads
 	Timeout time.Duration // timeout of one read
-	// Heartbeat is the leader's renewal interval: half of the reads of a lease that
-	// would wait more than a heartbeat (Poll, or until the lease can expire) are
-	// timed to follow a renewal instead ([cas.ReadAfterRenewal]), which keeps the
-	// follower's view of the term fresh. Zero: no read is timed so.
+	// Heartbeat is the leader's renewal interval: where the database has several
+	// clocks (Galera), half of the reads of a lease that would wait more than a
+	// heartbeat (Poll, or until the lease can expire) are timed to follow a renewal
+	// instead ([cas.ReadAfterRenewal]), which keeps the follower's view of the term
+	// fresh. Zero: no read is timed so.
 	Heartbeat time.Duration
 	// Logger receives the watch's lines, which carry no key of their own: the
 	// caller's logger names it (the elector's has key and id). nil means discard.
@@ -87,7 +88,7 @@ func Watch(ctx context.Context, r Reader, cfg Config, wake <-chan struct{},
 				return obs, nil
 			}
 			if wait = min(wait, cfg.Poll); rand.N(2) == 0 {
-				wait = cas.ReadAfterRenewal(obs.Age, cfg.Heartbeat, wait, obs.Found && !obs.Released())
+				wait = cas.ReadAfterRenewal(obs.Record, obs.Found, cfg.Heartbeat, wait)
 			}
 			wait += jitter(cfg.Poll)
 		case ctx.Err() != nil:

@@ -191,6 +191,7 @@ func TestHalfTheReadsFollowARenewal(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				st := memstore.New()
+				st.Node(0) // a cluster of servers (Galera): reads are not on one clock
 				v, _, err := st.Insert(t.Context(), "k", store.Candidate{ID: "a"})
 				require.NoError(t, err)
 				ctx, cancel := context.WithCancel(t.Context())

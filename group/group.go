@@ -1218,7 +1218,7 @@ func (r *run) follow(ctx context.Context) error {
 					wait = g.cfg.PollInterval
 				}
 				if afterRenewal {
-					wait = cas.ReadAfterRenewal(rec.Age, g.cfg.HeartbeatInterval, wait, found && !rec.Released())
+					wait = cas.ReadAfterRenewal(rec, found, g.cfg.HeartbeatInterval, wait)
 				}
 				// From the reply, not the send: a read timed for the lease's
 				// expiry then reaches the database after it, whatever this

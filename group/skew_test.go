@@ -43,13 +43,13 @@ func TestGroupOnAServerAheadTakesNoLiveLease(t *testing.T) {
 	})
 }
 
-// TestFollowerReadsAfterRenewalsSoTakeoversFollowTheExpiry: a follower that polls
+// TestTakeoversFollowTheExpiryWhateverThePhaseOfTheReads: a follower that polls
 // every two heartbeats, started half a heartbeat after the leader's renewals,
-// would read every lease half a heartbeat after a renewal, and judge its expiry
-// that much late. Its reads timed after a renewal (cas.ReadAfterRenewal) make its
-// view fresh: after the leader crashes, the keys are won within a quarter of a
-// heartbeat of their expiry, by the database clock.
-func TestFollowerReadsAfterRenewalsSoTakeoversFollowTheExpiry(t *testing.T) {
+// reads every lease half a heartbeat after a renewal. On one database server the
+// age it reads is exact and expiry is judged by it (store.Record.OneClock): after
+// the leader crashes, the keys are won within a quarter of a heartbeat of their
+// expiry, by the database clock.
+func TestTakeoversFollowTheExpiryWhateverThePhaseOfTheReads(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := memstore.New()
 		ks := keys(20)
