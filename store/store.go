@@ -148,8 +148,21 @@ type MissingTableError struct {
 }
 
 func (e *MissingTableError) Error() string {
-	return fmt.Sprintf("%v: table %q does not exist: create it with schema.Apply, the store's CreateTable or `casleader migrate` (%s %s %q): %v",
-		ErrDeployment, e.Table, e.Op, e.Dialect, e.Key, e.Err)
+	return fmt.Sprintf("%v: table %q does not exist: create it with `casleader migrate`, schema.Apply or the store's CreateTable (%s): %v",
+		ErrDeployment, e.Table, where(e.Op, e.Key, e.Dialect), e.Err)
+}
+
+// where describes an operation for a message: op, then the election key quoted
+// when there is one, then the dialect when given ("observe \"k\", postgres";
+// "check").
+func where(op, key, dialect string) string {
+	if key != "" {
+		op += fmt.Sprintf(" %q", key)
+	}
+	if dialect != "" {
+		op += ", " + dialect
+	}
+	return op
 }
 
 // Unwrap returns the database's error.

@@ -1,0 +1,150 @@
+package casleader_test
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/casleader/casleader/internal/testdb"
+	"github.com/casleader/casleader/schema"
+	"github.com/casleader/casleader/store"
+	"github.com/casleader/casleader/store/mysql"
+	"github.com/casleader/casleader/store/postgres"
+	"github.com/casleader/casleader/store/sqlite"
+)
+
+// creator is a store that creates and checks its tables.
+type creator interface {
+	CreateTable(ctx context.Context) error
+	Check(ctx context.Context) error
+}
+
+// freshStores opens n stores on one fresh table name (dropped when t ends) on
+// each server.
+func freshStores(t *testing.T, n int) map[string][]creator {
+	out := map[string][]creator{}
+	drop := func(d schema.Dialect, exec func(q string) error, table string) {
+		t.Cleanup(func() {
+			for _, name := range []string{table, table + schema.MembersSuffix} {
+				q, _ := schema.Quote(d, name)
+				assert.NoError(t, exec("DROP TABLE IF EXISTS "+q))
+			}
+		})
+	}
+	my := testdb.MySQL(t)
+	pg := testdb.Postgres(t)
+	lite := testdb.SQLite(t)
+	myTable, pgTable, liteTable := testdb.Name(t)+"_my", testdb.Name(t)+"_pg", testdb.Name(t)+"_lite"
+	drop(schema.MySQL, func(q string) error { _, err := my.Exec(q); return err }, myTable)
+	drop(schema.Postgres, func(q string) error { _, err := pg.Exec(context.Background(), q); return err }, pgTable)
+	drop(schema.SQLite, func(q string) error { _, err := lite.Exec(q); return err }, liteTable)
+	for range n {
+		// One pool per replica, as separate processes would have.
+		mdb, err := mysql.Open(testdb.MySQLDSN(t))
+		require.NoError(t, err)
+		t.Cleanup(func() { mdb.Close() })
+		ms, err := mysql.New(mdb, myTable)
+		require.NoError(t, err)
+		pool, err := postgres.Open(t.Context(), testdb.PostgresDSN(t))
+		require.NoError(t, err)
+		t.Cleanup(pool.Close)
+		ps, err := postgres.New(pool, pgTable)
+		require.NoError(t, err)
+		ls, err := sqlite.New(lite, liteTable)
+		require.NoError(t, err)
+		out["MariaDB"] = append(out["MariaDB"], ms)
+		out["PostgreSQL"] = append(out["PostgreSQL"], ps)
+		out["SQLite"] = append(out["SQLite"], ls)
+	}
+	return out
+}
+
+// TestCreateTableFromEveryReplicaAtOnce: replicas that all call CreateTable at
+// start-up on a table that does not exist yet all succeed (PostgreSQL's CREATE
+// TABLE IF NOT EXISTS alone fails in all but one with a unique violation on
+// pg_type).
+func TestCreateTableFromEveryReplicaAtOnce(t *testing.T) {
+	const replicas = 5
+	for name, stores := range freshStores(t, replicas) {
+		t.Run(name, func(t *testing.T) {
+			for round := range 3 { // the race is won by timing: give it several chances
+				if round > 0 {
+					// Drop the tables again so that the next round also races.
+					dropAll(t, name, stores[0])
+				}
+				var wg sync.WaitGroup
+				errs := make([]error, replicas)
+				start := make(chan struct{})
+				for i, st := range stores {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						<-start
+						errs[i] = st.CreateTable(t.Context())
+					}()
+				}
+				close(start)
+				wg.Wait()
+				for i, err := range errs {
+					require.NoError(t, err, "round %d, replica %d", round, i)
+				}
+				require.NoError(t, stores[0].Check(t.Context()))
+			}
+		})
+	}
+}
+
+// dropAll drops the election and members tables of st.
+func dropAll(t *testing.T, name string, st creator) {
+	t.Helper()
+	var (
+		d    schema.Dialect
+		exec func(q string) error
+	)
+	switch name {
+	case "MariaDB":
+		d, exec = schema.MySQL, func(q string) error { _, err := testdb.MySQL(t).Exec(q); return err }
+	case "PostgreSQL":
+		d, exec = schema.Postgres, func(q string) error { _, err := testdb.Postgres(t).Exec(t.Context(), q); return err }
+	default:
+		return // SQLite serialises its writers: one round shows it
+	}
+	tabler := st.(interface {
+		Table() string
+		MembersTable() string
+	})
+	for _, tb := range []string{tabler.Table(), tabler.MembersTable()} {
+		q, _ := schema.Quote(d, tb)
+		require.NoError(t, exec("DROP TABLE IF EXISTS "+q))
+	}
+}
+
+// TestCreateTableOnSQLiteNeedsNoWriteWhenTheTablesExist: on SQLite, least
+// privilege is a connection that may not write the schema: a read-only one.
+// CreateTable on tables that exist and are right succeeds without writing; on a
+// missing table it says to run `casleader migrate` once.
+func TestCreateTableOnSQLiteNeedsNoWriteWhenTheTablesExist(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "e.db")
+	admin, err := sqlite.Open(path)
+	require.NoError(t, err)
+	t.Cleanup(func() { admin.Close() })
+	require.NoError(t, schema.Apply(t.Context(), admin, schema.SQLite, "elect"))
+
+	ro, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	require.NoError(t, err)
+	t.Cleanup(func() { ro.Close() })
+	st, err := sqlite.New(ro, "elect")
+	require.NoError(t, err)
+	require.NoError(t, st.CreateTable(t.Context()), "the tables exist and are right")
+
+	missing, err := sqlite.New(ro, "absent")
+	require.NoError(t, err)
+	err = missing.CreateTable(t.Context())
+	require.ErrorIs(t, err, store.ErrDeployment)
+	assert.Contains(t, err.Error(), "run `casleader migrate` once as a user with CREATE")
+}
