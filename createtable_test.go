@@ -148,3 +148,25 @@ func TestCreateTableOnSQLiteNeedsNoWriteWhenTheTablesExist(t *testing.T) {
 	require.ErrorIs(t, err, store.ErrDeployment)
 	assert.Contains(t, err.Error(), "run `casleader migrate` once as a user with CREATE")
 }
+
+// TestQualifiedTableNameThatNamesNoDatabase: "public.x" (PostgreSQL's habit) on
+// MySQL names a database "public", on SQLite an attached database: each is told
+// clearly, not as a missing CREATE right.
+func TestQualifiedTableNameThatNamesNoDatabase(t *testing.T) {
+	my, err := mysql.New(testdb.MySQL(t), "public.x")
+	require.NoError(t, err)
+	err = my.CreateTable(t.Context())
+	require.ErrorIs(t, err, store.ErrDeployment)
+	assert.Contains(t, err.Error(), `on mysql the part before the dot names a database, and there is no database "public"`)
+	assert.NotContains(t, err.Error(), "user with CREATE")
+
+	pg, err := postgres.New(testdb.Postgres(t), testdb.Name(t)+"_nosuch.x")
+	require.NoError(t, err)
+	err = pg.CreateTable(t.Context())
+	require.ErrorIs(t, err, store.ErrDeployment)
+	assert.Contains(t, err.Error(), `on postgres the part before the dot names a schema, and there is no schema`)
+
+	_, err = sqlite.New(testdb.SQLite(t), "public.x")
+	require.ErrorIs(t, err, schema.ErrInvalidTable)
+	assert.Contains(t, err.Error(), `on SQLite the part before the dot names an attached database`)
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -74,6 +75,10 @@ func New(d schema.Dialect, table string, b Backend, classify func(error) error) 
 	quoted, err := schema.Quote(d, table)
 	if err != nil {
 		return Core{}, err
+	}
+	if sch, _, ok := strings.Cut(table, "."); ok && d == schema.SQLite && sch != "main" {
+		return Core{}, fmt.Errorf("%w %q: on SQLite the part before the dot names an attached database, and the store attaches none: name the table without %q",
+			schema.ErrInvalidTable, table, sch+".")
 	}
 	var bq batchQueries
 	var build func(quoted, table string) queries
@@ -152,6 +157,9 @@ var (
 	ErrMissingTable error = marker("missing table")
 	ErrWrongColumns error = marker("wrong columns")
 	ErrNoPrivilege  error = marker("missing privilege")
+	// ErrNoSchema: the database (MySQL) or schema (PostgreSQL) that a statement
+	// names does not exist.
+	ErrNoSchema error = marker("no such database or schema")
 )
 
 // marker is a kind of deployment error.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
@@ -62,6 +63,14 @@ func (c *Core) ensure(ctx context.Context, table, ddl string, check func(context
 		return err
 	}
 	cerr = c.classify(cerr)
+	if sch, _, qualified := strings.Cut(table, "."); qualified && errors.Is(cerr, ErrNoSchema) {
+		what := "database"
+		if c.dialect == schema.Postgres {
+			what = "schema"
+		}
+		return fmt.Errorf("%w: table %s: on %s the part before the dot names a %s, and there is no %s %q: name the table without it (the connection's default is used), or create that %s first: %w",
+			store.ErrDeployment, table, c.dialect, what, what, sch, what, cerr)
+	}
 	if errors.Is(cerr, ErrNoPrivilege) || c.dialect == schema.SQLite && errors.Is(cerr, store.ErrNotWritable) {
 		return fmt.Errorf("%w: table %s is missing (or this user may not read it) and this user may not create it: run `casleader migrate` once as a user with CREATE on the database, then grant this user its rights on the table (see the README): %w",
 			store.ErrDeployment, table, cerr)

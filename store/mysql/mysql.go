@@ -119,7 +119,9 @@ func classify(err error) error {
 			return fmt.Errorf("%w: %w", sqlstore.ErrWrongColumns, err)
 		case myTableAccessDenied, myColumnAccessDenied, myDBAccessDenied:
 			return fmt.Errorf("%w: %w", sqlstore.ErrNoPrivilege, err)
-		case myAccessDenied, myBadDB:
+		case myBadDB:
+			return fmt.Errorf("%w: %w", sqlstore.ErrNoSchema, err)
+		case myAccessDenied:
 			return fmt.Errorf("%w: %w", store.ErrDeployment, err)
 		case myOptionPrevents, myReadOnlyTransaction, myReadOnlyMode:
 			return fmt.Errorf("%w: %w", store.ErrNotWritable, err)

@@ -142,8 +142,10 @@ func classify(err error) error {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		switch {
-		case pe.Code == "42P01", pe.Code == "3F000": // undefined_table, invalid_schema_name
+		case pe.Code == "42P01": // undefined_table
 			return fmt.Errorf("%w: %w", sqlstore.ErrMissingTable, err)
+		case pe.Code == "3F000": // invalid_schema_name
+			return fmt.Errorf("%w: %w", sqlstore.ErrNoSchema, err)
 		case pe.Code == "42703", pe.Code == "42804", pe.Code == "23502", // undefined_column, datatype_mismatch, not_null_violation
 			pe.Code == "42883", pe.Code == "22003", pe.Code == "22001": // undefined_function (an operator on a column of another type), numeric_value_out_of_range, string_data_right_truncation
 			return fmt.Errorf("%w: %w", sqlstore.ErrWrongColumns, err)
