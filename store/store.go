@@ -184,8 +184,9 @@ const FutureTolerance = time.Minute
 // of the dialect packages are. Setup code (a migration step, a test) needs no
 // concrete type.
 type TableCreator interface {
-	// CreateTable creates the election table if it does not exist. It is
-	// idempotent and needs the right to create tables.
+	// CreateTable creates the election table if it does not exist, and checks
+	// it. Every replica may call it at every start: concurrent calls all succeed,
+	// and on a table that exists and is right it needs no right to create tables.
 	CreateTable(ctx context.Context) error
 	// Check verifies that the election table exists with casleader's columns and
 	// that the store's user may read it. It writes nothing.

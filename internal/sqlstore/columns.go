@@ -41,8 +41,8 @@ func columnsQuery(d schema.Dialect, table, quoted string) (string, []any) {
 }
 
 // Check verifies that the election table exists with casleader's columns, each of a
-// type that holds what casleader writes (see [schema.CheckColumns]), and that this
-// user may read it. It writes nothing. A table with a wrong or missing column is a
+// type that holds what casleader writes (see [schema.CheckColumns]), with elect_key
+// as its primary key ([schema.CheckKey]), and that this user may read it. It writes nothing. A table with a wrong or missing column is a
 // deployment error that wraps [schema.ErrWrongTable], names each column with the
 // type found and the type needed, and says how to fix it.
 //
