@@ -4,12 +4,15 @@ import (
 	"context"
 	"database/sql"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/internal/testdb"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
@@ -169,4 +172,41 @@ func TestQualifiedTableNameThatNamesNoDatabase(t *testing.T) {
 	_, err = sqlite.New(testdb.SQLite(t), "public.x")
 	require.ErrorIs(t, err, schema.ErrInvalidTable)
 	assert.Contains(t, err.Error(), `on SQLite the part before the dot names an attached database`)
+}
+
+// TestRunRefusesAnElectionTableWithoutItsKey: with no primary key on elect_key,
+// two rows could hold one key and two candidates lead: Run stops at once with a
+// deployment error that names the table and the fix.
+func TestRunRefusesAnElectionTableWithoutItsKey(t *testing.T) {
+	pool := testdb.Postgres(t)
+	lite := testdb.SQLite(t)
+	for _, tc := range []struct {
+		d    schema.Dialect
+		exec func(q string) error
+		open func(table string) (casleader.Store, error)
+	}{
+		{schema.Postgres, func(q string) error { _, err := pool.Exec(context.Background(), q); return err },
+			func(table string) (casleader.Store, error) { return postgres.New(pool, table) }},
+		{schema.SQLite, func(q string) error { _, err := lite.Exec(q); return err },
+			func(table string) (casleader.Store, error) { return sqlite.New(lite, table) }},
+	} {
+		t.Run(string(tc.d), func(t *testing.T) {
+			table := testdb.Name(t)
+			ddl, err := schema.DDL(tc.d, table)
+			require.NoError(t, err)
+			require.NoError(t, tc.exec(strings.Replace(ddl, " PRIMARY KEY", "", 1)))
+			q, _ := schema.Quote(tc.d, table)
+			t.Cleanup(func() { assert.NoError(t, tc.exec("DROP TABLE IF EXISTS "+q)) })
+			st, err := tc.open(table)
+			require.NoError(t, err)
+			el, err := casleader.New(st, casleader.Config{Key: "k", ID: "a"})
+			require.NoError(t, err)
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			err = el.Run(ctx)
+			require.ErrorIs(t, err, store.ErrDeployment)
+			assert.Contains(t, err.Error(), "has no primary key, not (elect_key)")
+			assert.Contains(t, err.Error(), table)
+		})
+	}
 }

@@ -42,7 +42,8 @@ func columnsQuery(d schema.Dialect, table, quoted string) (string, []any) {
 
 // Check verifies that the election table exists with casleader's columns, each of a
 // type that holds what casleader writes (see [schema.CheckColumns]), with elect_key
-// as its primary key ([schema.CheckKey]), and that this user may read it. It writes nothing. A table with a wrong or missing column is a
+// as its primary key ([schema.CheckKey]), and that this user may read it; and that
+// the members table, if it exists, has its primary key (elect_key, member_id). It writes nothing. A table with a wrong or missing column is a
 // deployment error that wraps [schema.ErrWrongTable], names each column with the
 // type found and the type needed, and says how to fix it.
 //
@@ -69,11 +70,28 @@ func (c *Core) Check(ctx context.Context) error {
 	if errors.Is(err, sql.ErrNoRows) {
 		err = nil
 	}
-	if err == nil {
-		c.detectGalera(ctx)
-		c.checked.Store(true)
+	if err != nil {
+		return c.wrap("check", "", err)
 	}
-	return c.wrap("check", "", err)
+	if err := c.checkMembersKey(ctx); err != nil {
+		return err
+	}
+	c.detectGalera(ctx)
+	c.checked.Store(true)
+	return nil
+}
+
+// checkMembersKey refuses a members table that exists without its primary key
+// (rows would pile up, and the preferred-leader rule read them). A missing
+// members table, or one this user may not see, is left to the members view's own
+// warnings: elections do not need it.
+func (c *Core) checkMembersKey(ctx context.Context) error {
+	name := c.MembersTable()
+	found, key, err := c.columns(ctx, name)
+	if err != nil || len(found) == 0 {
+		return nil
+	}
+	return schemaKeyError(c.dialect, name, key, schema.MembersKey)
 }
 
 // detectGalera asks a MySQL server once whether it is a Galera node (see

@@ -88,7 +88,12 @@ func (c *Core) checkMembers(ctx context.Context) error {
 	if len(found) == 0 {
 		return &store.MissingTableError{Table: name, Dialect: string(c.dialect), Op: "check", Err: ErrMissingTable}
 	}
-	if err := schema.CheckKey(c.dialect, name, key, schema.MembersKey); err != nil {
+	return schemaKeyError(c.dialect, name, key, schema.MembersKey)
+}
+
+// schemaKeyError is [schema.CheckKey]'s error as a deployment error.
+func schemaKeyError(d schema.Dialect, table string, key, want []string) error {
+	if err := schema.CheckKey(d, table, key, want); err != nil {
 		return fmt.Errorf("%w: %w", store.ErrDeployment, err)
 	}
 	return nil
