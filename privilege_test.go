@@ -167,6 +167,16 @@ func TestLeastPrivilege(t *testing.T) {
 				assert.Greater(t, a.token(t), tb)
 			})
 
+			t.Run("CreateTableOnExistingTablesNeedsNoCreateRight", func(t *testing.T) {
+				t.Parallel()
+				p := srv.open(t)
+				table, _ := createAsAdmin(t, p)
+				p.grant(t, "SELECT, INSERT, UPDATE", table)
+				p.grant(t, "SELECT, INSERT, UPDATE, DELETE", table+schema.MembersSuffix)
+				db := p.app(t, table)
+				require.NoError(t, db.st.CreateTable(t.Context()), "every replica calls it at start-up")
+			})
+
 			t.Run("CreatingTheTableNeedsMore", func(t *testing.T) {
 				t.Parallel()
 				p := srv.open(t)
@@ -175,6 +185,7 @@ func TestLeastPrivilege(t *testing.T) {
 				err := db.st.CreateTable(t.Context())
 				require.Error(t, err, "the application account created a table")
 				assert.ErrorIs(t, err, store.ErrDeployment)
+				assert.Contains(t, err.Error(), "run `casleader migrate` once as a user with CREATE")
 				q, _ := schema.Quote(p.dialect, table)
 				_ = p.admin(context.Background(), "DROP TABLE IF EXISTS "+q)
 			})

@@ -62,6 +62,11 @@ func Upgrade(d Dialect, table string, found []FoundColumn) ([]string, error) {
 	for _, c := range found {
 		have[strings.ToLower(c.Name)] = true
 	}
+	for _, name := range Columns {
+		if _, ok := added[name]; !ok && !have[name] {
+			return nil, nil // not a table of an earlier version (missing, or another's): CheckColumns says so
+		}
+	}
 	var out []string
 	for _, name := range Columns {
 		if def, ok := added[name]; ok && !have[name] {
@@ -232,6 +237,9 @@ func CheckColumns(d Dialect, table string, found []FoundColumn) error {
 	byName := make(map[string]FoundColumn, len(found))
 	for _, c := range found {
 		byName[strings.ToLower(c.Name)] = c
+	}
+	if err := notOurs(d, table, byName); err != nil {
+		return err
 	}
 	var wrong, fixes []string
 	quoted, err := Quote(d, table)

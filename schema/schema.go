@@ -71,7 +71,7 @@ func ValidateTable(name string) error {
 	}
 	for _, p := range parts {
 		if !isIdent(p) {
-			return fmt.Errorf("%w %q: use 1-63 ASCII letters, digits or underscores, not starting with a digit", ErrInvalidTable, name)
+			return fmt.Errorf("%w %q: use 1-63 ASCII letters, digits or underscores, not starting with a digit (on MySQL and PostgreSQL a database or schema name of the same form and a dot may come first, as in ops.elections)", ErrInvalidTable, name)
 		}
 	}
 	return nil

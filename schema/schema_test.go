@@ -267,7 +267,9 @@ func TestCheckColumns(t *testing.T) {
 		{"SQLiteUntypedKey", schema.SQLite, with(lite, "elect_key", schema.FoundColumn{Name: "elect_key"}),
 			[]string{"column elect_key is no declared type, needs TEXT"}},
 		{"OtherNames", schema.Postgres, []schema.FoundColumn{{Name: "id", Type: "bigint"}, {Name: "name", Type: "text"}},
-			[]string{"column elect_key is missing (needs TEXT)", "column update_time is missing (needs TIMESTAMPTZ)"}},
+			[]string{"has none of casleader's columns", "this is not a casleader table: wrong table name?"}},
+		{"SomeColumns", schema.Postgres, []schema.FoundColumn{{Name: "elect_key", Type: "text"}, {Name: "name", Type: "text"}},
+			[]string{"column version is missing (needs BIGINT)", "column update_time is missing (needs TIMESTAMPTZ)", "ADD COLUMN version"}},
 		{"MissingColumn", schema.MySQL, with(my, "handover_to", schema.FoundColumn{}),
 			[]string{"column handover_to is missing", "ALTER TABLE `t` ADD COLUMN handover_to"}},
 	} {

@@ -148,8 +148,21 @@ type MissingTableError struct {
 }
 
 func (e *MissingTableError) Error() string {
-	return fmt.Sprintf("%v: table %q does not exist: create it with schema.Apply, the store's CreateTable or `casleader migrate` (%s %s %q): %v",
-		ErrDeployment, e.Table, e.Op, e.Dialect, e.Key, e.Err)
+	return fmt.Sprintf("%v: table %q does not exist: create it with `casleader migrate`, schema.Apply or the store's CreateTable (%s): %v",
+		ErrDeployment, e.Table, where(e.Op, e.Key, e.Dialect), e.Err)
+}
+
+// where describes an operation for a message: op, then the election key quoted
+// when there is one, then the dialect when given ("observe \"k\", postgres";
+// "check").
+func where(op, key, dialect string) string {
+	if key != "" {
+		op += fmt.Sprintf(" %q", key)
+	}
+	if dialect != "" {
+		op += ", " + dialect
+	}
+	return op
 }
 
 // Unwrap returns the database's error.
@@ -171,8 +184,9 @@ const FutureTolerance = time.Minute
 // of the dialect packages are. Setup code (a migration step, a test) needs no
 // concrete type.
 type TableCreator interface {
-	// CreateTable creates the election table if it does not exist. It is
-	// idempotent and needs the right to create tables.
+	// CreateTable creates the election table if it does not exist, and checks
+	// it. Every replica may call it at every start: concurrent calls all succeed,
+	// and on a table that exists and is right it needs no right to create tables.
 	CreateTable(ctx context.Context) error
 	// Check verifies that the election table exists with casleader's columns and
 	// that the store's user may read it. It writes nothing.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -231,6 +232,21 @@ func retype(t *testing.T, d schema.Dialect, table string, types map[string]strin
 	return strings.Join(lines, "\n")
 }
 
+// withoutKey returns the DDL of table (the election table, or with members the
+// members table) without its primary key: a hand-made table on which two rows
+// could hold one key.
+func withoutKey(t *testing.T, d schema.Dialect, table string, members bool) string {
+	t.Helper()
+	ddl, err := schema.DDL(d, table)
+	if members {
+		ddl, err = schema.MembersDDL(d, table)
+	}
+	require.NoError(t, err)
+	out := regexp.MustCompile(`,\s*PRIMARY KEY \([a-z_, ]+\)| PRIMARY KEY`).ReplaceAllString(ddl, "")
+	require.NotEqual(t, ddl, out, "no primary key in the DDL")
+	return out
+}
+
 // TestWrongTableIsRefused: a table whose columns have other types or names than
 // casleader's is refused by Check and by the first statement of every store, as a
 // deployment error that names the column, the type found and the type needed, and
@@ -249,7 +265,9 @@ func TestWrongTableIsRefused(t *testing.T) {
 			}, []string{"column version is int", "column term is int", "needs BIGINT", "MODIFY version BIGINT"}},
 			{"OtherNames", func(_ *testing.T, table string) string {
 				return "CREATE TABLE `" + table + "` (id BIGINT PRIMARY KEY, name VARCHAR(255))"
-			}, []string{"column elect_key is missing"}},
+			}, []string{"has none of casleader's columns", "this is not a casleader table: wrong table name?"}},
+			{"NoPrimaryKey", func(t *testing.T, table string) string { return withoutKey(t, schema.MySQL, table, false) },
+				[]string{"has no primary key, not (elect_key)"}},
 		},
 		schema.Postgres: {
 			{"BigintTick", func(t *testing.T, table string) string {
@@ -260,7 +278,9 @@ func TestWrongTableIsRefused(t *testing.T) {
 			}, []string{"column stepdown is boolean, needs SMALLINT"}},
 			{"OtherNames", func(_ *testing.T, table string) string {
 				return `CREATE TABLE "` + table + `" (id BIGINT PRIMARY KEY, name TEXT)`
-			}, []string{"column elect_key is missing"}},
+			}, []string{"has none of casleader's columns", "this is not a casleader table: wrong table name?"}},
+			{"NoPrimaryKey", func(t *testing.T, table string) string { return withoutKey(t, schema.Postgres, table, false) },
+				[]string{"has no primary key, not (elect_key)"}},
 		},
 		schema.SQLite: {
 			{"TextVersion", func(t *testing.T, table string) string {
@@ -268,7 +288,9 @@ func TestWrongTableIsRefused(t *testing.T) {
 			}, []string{"column version is TEXT, needs INTEGER"}},
 			{"OtherNames", func(_ *testing.T, table string) string {
 				return `CREATE TABLE "` + table + `" (id INTEGER PRIMARY KEY, name TEXT)`
-			}, []string{"column elect_key is missing"}},
+			}, []string{"has none of casleader's columns", "this is not a casleader table: wrong table name?"}},
+			{"NoPrimaryKey", func(t *testing.T, table string) string { return withoutKey(t, schema.SQLite, table, false) },
+				[]string{"has no primary key, not (elect_key)"}},
 		},
 	}
 	dbs := map[schema.Dialect]func(t *testing.T) sqlHarness{
@@ -307,6 +329,10 @@ func TestWrongTableIsRefused(t *testing.T) {
 						for _, m := range tc.mention {
 							assert.Contains(t, err.Error(), m, what)
 						}
+						if tc.name == "OtherNames" {
+							assert.NotContains(t, err.Error(), "ALTER", "%s: an application's table is not to be altered", what)
+						}
+						assert.Equal(t, 1, strings.Count(err.Error(), "deployment error"), "%s: %v", what, err)
 					}
 					refused(s.Check(ctx), "Check")
 					_, _, err = s.Observe(ctx, "k")
@@ -315,7 +341,7 @@ func TestWrongTableIsRefused(t *testing.T) {
 					refused(err, "Insert")
 					_, _, err = s.Elect(ctx, "k", store.Candidate{ID: "a", Lease: time.Second}, 1)
 					refused(err, "Elect")
-					require.NoError(t, s.CreateTable(ctx), "CreateTable leaves an existing table alone")
+					refused(s.CreateTable(ctx), "CreateTable leaves an existing table alone and says what is wrong")
 					refused(s.Check(ctx), "Check after CreateTable")
 
 					quoted, err := schema.Quote(d, table)
@@ -330,3 +356,49 @@ func TestWrongTableIsRefused(t *testing.T) {
 }
 
 var dialects = []schema.Dialect{schema.MySQL, schema.Postgres, schema.SQLite}
+
+// TestMembersTableWithoutKeyIsRefused: CreateTable refuses a hand-made members
+// table whose primary key is not (elect_key, member_id), naming it.
+func TestMembersTableWithoutKeyIsRefused(t *testing.T) {
+	t.Parallel()
+	type db struct {
+		dialect schema.Dialect
+		exec    func(ctx context.Context, query string, args ...any) (int64, error)
+		open    func(table string) (storetest.Store, error)
+	}
+	my, pool, lite := testdb.MySQL(t), testdb.Postgres(t), testdb.SQLite(t)
+	for _, h := range []db{
+		{schema.MySQL, storetest.DBExec(my), func(table string) (storetest.Store, error) { return mysql.New(my, table) }},
+		{schema.Postgres, poolExec(pool), func(table string) (storetest.Store, error) { return postgres.New(pool, table) }},
+		{schema.SQLite, storetest.DBExec(lite), func(table string) (storetest.Store, error) { return sqlite.New(lite, table) }},
+	} {
+		t.Run(string(h.dialect), func(t *testing.T) {
+			ctx := t.Context()
+			table := testdb.Name(t)
+			members := table + schema.MembersSuffix
+			t.Cleanup(func() {
+				for _, name := range []string{table, members} {
+					q, _ := schema.Quote(h.dialect, name)
+					_, err := h.exec(context.Background(), "DROP TABLE IF EXISTS "+q)
+					assert.NoError(t, err)
+				}
+			})
+			ddl, err := schema.DDL(h.dialect, table)
+			require.NoError(t, err)
+			_, err = h.exec(ctx, ddl)
+			require.NoError(t, err)
+			_, err = h.exec(ctx, withoutKey(t, h.dialect, table, true))
+			require.NoError(t, err)
+			s, err := h.open(table)
+			require.NoError(t, err)
+			err = s.Check(ctx)
+			require.ErrorIs(t, err, schema.ErrWrongTable, "Check, so Run, refuses it too")
+			assert.Contains(t, err.Error(), members)
+			err = s.CreateTable(ctx)
+			require.ErrorIs(t, err, store.ErrDeployment)
+			require.ErrorIs(t, err, schema.ErrWrongTable)
+			assert.Contains(t, err.Error(), members)
+			assert.Contains(t, err.Error(), "not (elect_key, member_id)")
+		})
+	}
+}

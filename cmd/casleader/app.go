@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/casleader/casleader/internal/secret"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
 )
@@ -97,10 +98,10 @@ type app struct {
 	stdout, stderr io.Writer
 	getenv         func(string) string
 	common
-	cmd     string   // the command being run, for messages
-	help    func()   // prints the usage of the command being run (--help)
-	secrets []string // passwords to remove from every message and log line
-	log     *slog.Logger
+	cmd  string   // the command being run, for messages
+	help func()   // prints the usage of the command being run (--help)
+	dsns []string // DSNs to redact in every message and log line
+	log  *slog.Logger
 }
 
 func mainCode(args []string) int {
@@ -345,7 +346,7 @@ func (a *app) explicitDSN() bool {
 }
 
 // target resolves the database from --dsn, $CASLEADER_DSN or the default file, and
-// remembers its password for redaction.
+// remembers it for redaction.
 func (a *app) target() (target, error) {
 	dsn := a.dsn
 	if dsn == "" {
@@ -354,27 +355,20 @@ func (a *app) target() (target, error) {
 	if strings.TrimSpace(dsn) == "" {
 		dsn = defaultSQLiteFile
 	}
-	a.secrets = append(a.secrets, secrets(dsn)...)
+	a.dsns = append(a.dsns, dsn)
 	t, err := parseDSN(dsn)
 	if err != nil {
 		return t, usageError(a.cmd, fmt.Errorf("--dsn: %w", err))
 	}
-	a.secrets = append(a.secrets, secrets(t.driver)...)
+	a.dsns = append(a.dsns, t.driver)
 	if err := schema.ValidateTable(a.table); err != nil {
 		return t, usageError(a.cmd, fmt.Errorf("--table: %w", err))
 	}
 	return t, nil
 }
 
-// redactString removes every known password from s.
-func (a *app) redactString(s string) string {
-	for _, p := range a.secrets {
-		if p != "" {
-			s = strings.ReplaceAll(s, p, "xxxxx")
-		}
-	}
-	return s
-}
+// redactString redacts every quote of a known DSN in s (its password field only).
+func (a *app) redactString(s string) string { return secret.RedactString(s, a.dsns...) }
 
 // redactAttr removes passwords from log messages and attribute values.
 func (a *app) redactAttr(_ []string, at slog.Attr) slog.Attr {
@@ -398,7 +392,7 @@ func signalContext() (context.Context, context.CancelFunc) {
 
 // storeError turns a database error into an exit error with advice.
 func (a *app) storeError(what string, t target, err error) error {
-	err = redactError(redactError(err, t.raw), t.driver)
+	err = redactError(err, t)
 	ee := &exitError{code: exitDatabase, err: fmt.Errorf("%s: %w", what, err)}
 	switch {
 	case errors.Is(err, store.ErrDeployment):

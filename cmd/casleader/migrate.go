@@ -60,17 +60,12 @@ func cmdMigrate(a *app, args []string) error {
 		// Not a missing table: the database cannot be reached, or answers oddly.
 		return a.storeError("check table "+d.st.Table(), d.target, err)
 	}
-	// Missing table (or wrong columns, or no privilege): try to create it, then check
-	// again. CREATE TABLE IF NOT EXISTS leaves a table with other columns alone, so the
-	// second check reports that case.
+	// Missing table (or not readable): CreateTable creates it, and checks it again;
+	// its error says what to do (a user with CREATE, a qualifier that names no
+	// database).
 	a.log.Debug("casleader: table check failed, creating it", "table", d.st.Table(), "error", err)
 	if cerr := d.st.CreateTable(cctx); cerr != nil {
-		err := a.storeError("create table "+d.st.Table(), d.target, cerr)
-		var ee *exitError
-		if errors.As(err, &ee) && ee.hint == "" {
-			ee.hint = "migrate needs the right to create tables: run it as a user with CREATE on the database (or schema)"
-		}
-		return err
+		return a.storeError("create table "+d.st.Table(), d.target, cerr)
 	}
 	if err := d.st.Check(cctx); err != nil {
 		return a.storeError("check table "+d.st.Table()+" after creating it", d.target, err)

@@ -31,8 +31,8 @@ func TestMigrateNamesEachWrongColumnType(t *testing.T) {
 				` stepdown BOOLEAN NOT NULL DEFAULT false, create_time TIMESTAMPTZ NOT NULL DEFAULT now(), update_time TIMESTAMPTZ NOT NULL DEFAULT now())`
 			mention = []string{"column tick_time is bigint, needs TIMESTAMPTZ", "column stepdown is boolean, needs SMALLINT", "ALTER TABLE"}
 		default:
-			ddl = `CREATE TABLE "` + db.table + `" (id INTEGER PRIMARY KEY, name TEXT)`
-			mention = []string{"column elect_key is missing", "column version is missing (needs INTEGER)", "drop the table and re-create it"}
+			ddl = `CREATE TABLE "` + db.table + `" (elect_key TEXT PRIMARY KEY, name TEXT)`
+			mention = []string{"column leader_id is missing", "column version is missing (needs INTEGER)", "drop the table and re-create it"}
 		}
 		switch db.kind {
 		case "mysql":

@@ -201,7 +201,7 @@ func (a *app) requestError(name string, d *database, err error) error {
 		return usagef(name, "%v", err)
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
-		return failf("timed out: %v", redactError(err, d.raw))
+		return failf("timed out: %v", redactError(err, d.target))
 	}
 	return a.storeError(name, d.target, err)
 }

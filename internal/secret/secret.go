@@ -66,31 +66,6 @@ func mysqlPassword(dsn string) string {
 	return ""
 }
 
-// mysqlDriverPassword returns the password go-sql-driver reads from dsn, whatever
-// dsn looks like, and whether the driver accepts dsn's network part (between the
-// last '@' and the last '/'): empty, "tcp" or "unix", or an address in
-// parentheses. A URL such as "postgres://u:pw@db:5432/x" is no DSN of its.
-func mysqlDriverPassword(dsn string) (string, bool) {
-	i := strings.LastIndex(dsn, "/")
-	if i <= 0 {
-		return "", false
-	}
-	j := strings.LastIndex(dsn[:i], "@")
-	if j < 0 {
-		return "", false
-	}
-	switch network := dsn[j+1 : i]; {
-	case strings.Contains(network, "("):
-		if !strings.HasSuffix(network, ")") {
-			return "", false
-		}
-	case network != "" && network != "tcp" && network != "unix":
-		return "", false
-	}
-	_, p, ok := strings.Cut(dsn[:j], ":")
-	return p, ok
-}
-
 // unescape returns s unescaped by f, or s itself when it is not validly escaped.
 func unescape(f func(string) (string, error), s string) string {
 	if u, err := f(s); err == nil {
@@ -123,19 +98,26 @@ func isURLScheme(s string) bool {
 // DSN's rest: each "password=" after a '?' or '&', up to the next '&'.
 func queryPasswords(rest string) []string {
 	var out []string
+	for _, sp := range queryPasswordSpans(rest) {
+		out = append(out, rest[sp[0]:sp[1]])
+	}
+	return out
+}
+
+// queryPasswordSpans returns where the values of [queryPasswords] lie in rest.
+func queryPasswordSpans(rest string) [][2]int {
+	var out [][2]int
 	for i := 0; i < len(rest); i++ {
-		if rest[i] != '?' && rest[i] != '&' {
+		if rest[i] != '?' && rest[i] != '&' || !strings.HasPrefix(rest[i+1:], "password=") {
 			continue
 		}
-		v, ok := strings.CutPrefix(rest[i+1:], "password=")
-		if !ok {
-			continue
+		start := i + 1 + len("password=")
+		end := len(rest)
+		if amp := strings.IndexByte(rest[start:], '&'); amp >= 0 {
+			end = start + amp
 		}
-		if end := strings.IndexByte(v, '&'); end >= 0 {
-			v = v[:end]
-		}
-		out = append(out, v)
-		i += len("password=") + len(v) // the next match may start at the '&'
+		out = append(out, [2]int{start, end})
+		i = end - 1 // the next match may start at the '&'
 	}
 	return out
 }
@@ -193,51 +175,76 @@ func keyValue(s string) (value, raw string) {
 	return b.String(), s
 }
 
-// redact replaces every form of dsn's password in s by "xxxxx". A DSN that reads
-// differently to the drivers (go-sql-driver takes "app://x@/db" as user "app" with
-// password "//x", a URL parser as user "x" without one) has each reading hidden.
-func redact(s, dsn string) string {
-	decoded, raw := password(dsn)
-	forms := []string{raw, decoded}
-	if at, ok := kvPassword(dsn); ok {
-		d, r := keyValue(dsn[at:])
-		forms = append(forms, d, r)
+// spans returns where dsn holds a password, in every reading of it: as a URL's
+// user information and password query parameters (pgx, a URL parser), as a libpq
+// key=value setting, and as go-sql-driver reads it (which parses "app://x@/db" too,
+// as user "app" with password "//x"). Masking these byte ranges, and nothing
+// else, hides the password whatever it is ("a", or the user's own name) and
+// leaves every other part of the DSN readable.
+func spans(dsn string) [][2]int {
+	var out [][2]int
+	add := func(start, end int) {
+		if end > start {
+			out = append(out, [2]int{start, end})
+		}
 	}
 	if scheme, rest, ok := strings.Cut(dsn, "://"); ok && isURLScheme(scheme) {
+		off := len(scheme) + len("://")
+		authority, _, _ := strings.Cut(rest, "/")
+		if at := strings.LastIndex(authority, "@"); at >= 0 {
+			if c := strings.IndexByte(authority[:at], ':'); c >= 0 {
+				add(off+c+1, off+at)
+			}
+		}
 		// A query parameter overrides the user information's password in pgx, and
-		// the query starts at a '?' after the user information, which may hold one:
-		// hide every "password=" value after a '?' or '&'.
-		for _, p := range queryPasswords(rest) {
-			forms = append(forms, p, unescape(url.QueryUnescape, p))
+		// the query starts at a '?' after the user information, which may hold one.
+		for _, sp := range queryPasswordSpans(rest) {
+			add(off+sp[0], off+sp[1])
+		}
+	} else if at, ok := kvPassword(dsn); ok {
+		_, raw := keyValue(dsn[at:])
+		add(at, at+len(raw))
+	} else if i := strings.LastIndex(dsn, "/"); i > 0 {
+		if j := strings.LastIndex(dsn[:i], "@"); j >= 0 {
+			if c := strings.IndexByte(dsn[:j], ':'); c >= 0 {
+				add(c+1, j)
+			}
 		}
 	}
-	if p, ok := mysqlDriverPassword(dsn); ok { // go-sql-driver parses "app://x@/db" too
-		forms = append(forms, p)
+	if start, end, ok := mysqlDriverSpan(dsn); ok {
+		add(start, end)
 	}
-	for _, p := range forms {
-		forms = append(forms, strings.TrimSpace(p)) // as pgx reads "u:pw @db"
-	}
-	return mask(s, forms)
+	return out
 }
 
-// mask replaces every occurrence of each of forms in s by "xxxxx". Occurrences that
-// overlap (two readings of one password) are masked as one, so masking one reading
-// never hides another from its turn.
-func mask(s string, forms []string) string {
-	var spans [][2]int
-	for _, p := range forms {
-		if p == "" {
-			continue
-		}
-		for i := 0; i <= len(s)-len(p); {
-			j := strings.Index(s[i:], p)
-			if j < 0 {
-				break
-			}
-			spans = append(spans, [2]int{i + j, i + j + len(p)})
-			i += j + 1
-		}
+// mysqlDriverSpan returns where the password that go-sql-driver reads from dsn
+// lies, whatever dsn looks like, when the driver accepts dsn's network part
+// (between the last '@' and the last '/'): empty, "tcp" or "unix", or an address
+// in parentheses. A URL such as "postgres://u:pw@db:5432/x" is no DSN of its.
+func mysqlDriverSpan(dsn string) (start, end int, ok bool) {
+	i := strings.LastIndex(dsn, "/")
+	if i <= 0 {
+		return 0, 0, false
 	}
+	j := strings.LastIndex(dsn[:i], "@")
+	if j < 0 {
+		return 0, 0, false
+	}
+	switch network := dsn[j+1 : i]; {
+	case strings.Contains(network, "("):
+		if !strings.HasSuffix(network, ")") {
+			return 0, 0, false
+		}
+	case network != "" && network != "tcp" && network != "unix":
+		return 0, 0, false
+	}
+	c := strings.IndexByte(dsn[:j], ':')
+	return c + 1, j, c >= 0
+}
+
+// mask replaces each of the byte ranges spans of s by "xxxxx"; ranges that
+// overlap (two readings of one password) are masked as one.
+func mask(s string, spans [][2]int) string {
 	if len(spans) == 0 {
 		return s
 	}
@@ -257,21 +264,40 @@ func mask(s string, forms []string) string {
 	return b.String()
 }
 
-// Redact returns dsn with its password, as written and decoded, replaced by "xxxxx".
-func Redact(dsn string) string { return redact(dsn, dsn) }
+// Redact returns dsn with its password field (in every reading of dsn) replaced
+// by "xxxxx". Only the field is replaced: a user, host or database name that
+// equals the password stays as it is.
+func Redact(dsn string) string { return mask(dsn, spans(dsn)) }
 
-// RedactError returns err with every occurrence of dsn's password (as written in dsn,
-// and decoded) in its message replaced by "xxxxx". The original error stays
-// reachable with errors.Is and As.
-func RedactError(err error, dsn string) error {
+// RedactError returns err with every DSN of dsns that its message quotes
+// replaced by the DSN redacted ([Redact]). Nothing else in the message is
+// touched: messages are built never to hold a password elsewhere (parse errors
+// describe the problem in words; servers do not echo passwords). The original
+// error stays reachable with errors.Is and As.
+func RedactError(err error, dsns ...string) error {
 	if err == nil {
 		return nil
 	}
 	msg := err.Error()
-	if red := redact(msg, dsn); red != msg {
+	if red := RedactString(msg, dsns...); red != msg {
 		return redacted{msg: red, err: err}
 	}
 	return err
+}
+
+// RedactString returns s with every DSN of dsns that it quotes replaced by the
+// DSN redacted ([Redact]), longest DSN first.
+func RedactString(s string, dsns ...string) string {
+	dsns = slices.Clone(dsns)
+	slices.SortFunc(dsns, func(a, b string) int { return len(b) - len(a) })
+	for _, d := range dsns {
+		if d != "" {
+			if red := Redact(d); red != d {
+				s = strings.ReplaceAll(s, d, red)
+			}
+		}
+	}
+	return s
 }
 
 type redacted struct {

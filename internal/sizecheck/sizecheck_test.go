@@ -90,9 +90,15 @@ func TestDialectPackagesLinkOnlyTheirDriver(t *testing.T) {
 // uses one driver; the test fails at limit, a quarter above the goal, so that a
 // protocol feature to come does not fail CI for a few kilobytes, while linking pgx's
 // type system (3 MB) or package regexp (a third of a megabyte) again does.
+//
+// The limit was raised from 1,250,000 when the stores' Open functions took the
+// command's DSN forms (one shared parser, internal/dsn: about 11 KB of code) and
+// CreateTable and Check learnt primary keys, a read-only start-up and clear
+// errors: 40 KB in all, on programs already within 21 KB of the old limit. It
+// still fails at regexp or pgx's type system.
 const (
 	goal  = 1_000_000
-	limit = 1_250_000
+	limit = 1_300_000
 )
 
 // TestBinarySizeNearTheDriverAlone builds each example program and its

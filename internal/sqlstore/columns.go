@@ -12,7 +12,8 @@ import (
 )
 
 // columnsQuery returns the catalog query that lists the columns of table in dialect
-// d as (name, type, collation), and its arguments. It lists nothing for a table that
+// d as (name, type, collation, 1 if the column is part of the primary key else 0),
+// and its arguments. It lists nothing for a table that
 // does not exist (or that the user may not see).
 func columnsQuery(d schema.Dialect, table, quoted string) (string, []any) {
 	sch, name, qualified := strings.Cut(table, ".")
@@ -25,34 +26,40 @@ func columnsQuery(d schema.Dialect, table, quoted string) (string, []any) {
 		if qualified {
 			s = sch
 		}
-		return `SELECT COLUMN_NAME, COLUMN_TYPE, COALESCE(COLLATION_NAME, '') FROM information_schema.COLUMNS` +
+		return `SELECT COLUMN_NAME, COLUMN_TYPE, COALESCE(COLLATION_NAME, ''), COLUMN_KEY = 'PRI' FROM information_schema.COLUMNS` +
 			` WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ?`, []any{s, name}
 	case schema.Postgres:
-		return `SELECT attname::text, format_type(atttypid, atttypmod), '' FROM pg_catalog.pg_attribute` +
+		return `SELECT attname::text, format_type(atttypid, atttypmod), '', CASE WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_index i` +
+			` WHERE i.indrelid = attrelid AND i.indisprimary AND attnum = ANY(i.indkey)) THEN 1 ELSE 0 END FROM pg_catalog.pg_attribute` +
 			` WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped`, []any{quoted}
 	default:
 		if !qualified {
 			sch = "main"
 		}
-		return `SELECT name, type, '' FROM pragma_table_info(?, ?)`, []any{name, sch}
+		return `SELECT name, type, '', pk > 0 FROM pragma_table_info(?, ?)`, []any{name, sch}
 	}
 }
 
 // Check verifies that the election table exists with casleader's columns, each of a
-// type that holds what casleader writes (see [schema.CheckColumns]), and that this
-// user may read it. It writes nothing. A table with a wrong or missing column is a
+// type that holds what casleader writes (see [schema.CheckColumns]), with elect_key
+// as its primary key ([schema.CheckKey]), and that this user may read it; and that
+// the members table, if it exists, has its primary key (elect_key, member_id). It writes nothing. A table with a wrong or missing column is a
 // deployment error that wraps [schema.ErrWrongTable], names each column with the
 // type found and the type needed, and says how to fix it.
 //
 // Every store runs the same check once before its first statement (until it has
 // passed), so that an election never starts on a wrong table.
 func (c *Core) Check(ctx context.Context) error {
-	found, err := c.columns(ctx)
+	found, key, err := c.columns(ctx, c.table)
 	if err != nil {
-		return err
+		return c.wrap("check", "", err)
 	}
 	if len(found) > 0 {
-		if err := schema.CheckColumns(c.dialect, c.table, found); err != nil {
+		err := schema.CheckColumns(c.dialect, c.table, found)
+		if err == nil {
+			err = schema.CheckKey(c.dialect, c.table, key, schema.Key)
+		}
+		if err != nil {
 			return fmt.Errorf("%w: %w", store.ErrDeployment, err)
 		}
 	}
@@ -63,11 +70,28 @@ func (c *Core) Check(ctx context.Context) error {
 	if errors.Is(err, sql.ErrNoRows) {
 		err = nil
 	}
-	if err == nil {
-		c.detectGalera(ctx)
-		c.checked.Store(true)
+	if err != nil {
+		return c.wrap("check", "", err)
 	}
-	return c.wrap("check", "", err)
+	if err := c.checkMembersKey(ctx); err != nil {
+		return err
+	}
+	c.detectGalera(ctx)
+	c.checked.Store(true)
+	return nil
+}
+
+// checkMembersKey refuses a members table that exists without its primary key
+// (rows would pile up, and the preferred-leader rule read them). A missing
+// members table, or one this user may not see, is left to the members view's own
+// warnings: elections do not need it.
+func (c *Core) checkMembersKey(ctx context.Context) error {
+	name := c.MembersTable()
+	found, key, err := c.columns(ctx, name)
+	if err != nil || len(found) == 0 {
+		return nil
+	}
+	return schemaKeyError(c.dialect, name, key, schema.MembersKey)
 }
 
 // detectGalera asks a MySQL server once whether it is a Galera node (see
@@ -89,36 +113,42 @@ func (c *Core) detectGalera(ctx context.Context) {
 	}
 }
 
-// columns lists the election table's columns from the catalog (none for a table
-// that does not exist).
-func (c *Core) columns(ctx context.Context) ([]schema.FoundColumn, error) {
-	quoted, err := schema.Quote(c.dialect, c.table)
+// columns lists the columns of table as the catalog describes them, and the names
+// of those in its primary key. It lists nothing for a table that does not exist
+// (or that the user may not see).
+func (c *Core) columns(ctx context.Context, table string) (found []schema.FoundColumn, key []string, err error) {
+	quoted, err := schema.Quote(c.dialect, table)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	q, args := columnsQuery(c.dialect, c.table, quoted)
+	q, args := columnsQuery(c.dialect, table, quoted)
 	rows, err := c.b.Query(ctx, q, args...)
 	if err != nil {
-		return nil, c.wrap("check", "", err)
+		return nil, nil, err
 	}
 	defer rows.Close()
-	var found []schema.FoundColumn
 	for rows.Next() {
-		var col schema.FoundColumn
-		if err := rows.Scan(&col.Name, &col.Type, &col.Collation); err != nil {
-			return nil, c.wrap("check", "", err)
+		var (
+			col   schema.FoundColumn
+			inKey int64
+		)
+		if err := rows.Scan(&col.Name, &col.Type, &col.Collation, &inKey); err != nil {
+			return nil, nil, err
 		}
 		found = append(found, col)
+		if inKey != 0 {
+			key = append(key, col.Name)
+		}
 	}
-	return found, c.wrap("check", "", rows.Err())
+	return found, key, rows.Err()
 }
 
 // upgrade adds to an existing election table the columns that later versions
 // added (see [schema.Upgrade]).
 func (c *Core) upgrade(ctx context.Context) error {
-	found, err := c.columns(ctx)
+	found, _, err := c.columns(ctx, c.table)
 	if err != nil {
-		return err
+		return nil // the check that follows reports it, with what to do
 	}
 	stmts, err := schema.Upgrade(c.dialect, c.table, found)
 	if err != nil {
@@ -126,7 +156,11 @@ func (c *Core) upgrade(ctx context.Context) error {
 	}
 	for _, s := range stmts {
 		if _, err := c.b.Exec(ctx, s); err != nil {
-			return fmt.Errorf("upgrade table %q (%s) with %s: %w", c.table, c.dialect, s, c.classify(err))
+			if err = c.classify(err); errors.Is(err, ErrNoPrivilege) {
+				return fmt.Errorf("%w: table %s lacks columns that this version adds, and this user may not add them: run `casleader migrate` once as a user with ALTER on it (it runs %s): %w",
+					store.ErrDeployment, c.table, s, err)
+			}
+			return fmt.Errorf("upgrade table %q (%s) with %s: %w", c.table, c.dialect, s, err)
 		}
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -75,6 +76,10 @@ func New(d schema.Dialect, table string, b Backend, classify func(error) error) 
 	if err != nil {
 		return Core{}, err
 	}
+	if sch, _, ok := strings.Cut(table, "."); ok && d == schema.SQLite && sch != "main" {
+		return Core{}, fmt.Errorf("%w %q: on SQLite the part before the dot names an attached database, and the store attaches none: name the table without %q",
+			schema.ErrInvalidTable, table, sch+".")
+	}
 	var bq batchQueries
 	var build func(quoted, table string) queries
 	switch d {
@@ -122,29 +127,54 @@ func (c *Core) wrap(op, key string, err error) error {
 		return &store.MissingTableError{Table: c.table, Dialect: string(c.dialect), Op: op, Key: key, Err: err}
 	}
 	if errors.Is(err, ErrWrongColumns) {
-		return fmt.Errorf("%w: table %q does not have casleader's columns %v, or one has another type: `casleader migrate` names each wrong column and how to fix it (ALTER it, or drop the table and re-create it), or configure another table name (%s %s %q): %w",
-			store.ErrDeployment, c.table, schema.Columns, op, c.dialect, key, err)
+		return fmt.Errorf("%w: table %q does not have casleader's columns %v, or one has another type: `casleader migrate` names each wrong column and how to fix it (ALTER it, or drop the table and re-create it), or configure another table name (%s): %w",
+			store.ErrDeployment, c.table, schema.Columns, where(op, key, string(c.dialect)), err)
 	}
 	if errors.Is(err, ErrNoPrivilege) {
-		return fmt.Errorf("%w: missing privilege on table %q: grant SELECT, INSERT, UPDATE on it to the election user (%s %s %q): %w",
-			store.ErrDeployment, c.table, op, c.dialect, key, err)
+		return fmt.Errorf("%w: missing privilege on table %q: grant SELECT, INSERT, UPDATE on it to the election user (%s): %w",
+			store.ErrDeployment, c.table, where(op, key, string(c.dialect)), err)
 	}
-	return fmt.Errorf("%s %s %q: %w", op, c.table, key, err)
+	return fmt.Errorf("%s %s: %w", where(op, key, ""), c.table, err)
+}
+
+// where describes an operation for a message: op, then the election key quoted
+// when there is one, then the dialect when given ("observe \"k\", postgres").
+func where(op, key, dialect string) string {
+	if key != "" {
+		op += fmt.Sprintf(" %q", key)
+	}
+	if dialect != "" {
+		op += ", " + dialect
+	}
+	return op
 }
 
 // Markers set by the dialects' classify functions: deployment errors whose message
 // [Core] completes with what to do.
+// Each is a [store.ErrDeployment] whose message does not repeat it: the message
+// that completes it says "deployment error" once.
 var (
-	ErrMissingTable = fmt.Errorf("%w: missing table", store.ErrDeployment)
-	ErrWrongColumns = fmt.Errorf("%w: wrong columns", store.ErrDeployment)
-	ErrNoPrivilege  = fmt.Errorf("%w: missing privilege", store.ErrDeployment)
+	ErrMissingTable error = marker("missing table")
+	ErrWrongColumns error = marker("wrong columns")
+	ErrNoPrivilege  error = marker("missing privilege")
+	// ErrNoSchema: the database (MySQL) or schema (PostgreSQL) that a statement
+	// names does not exist.
+	ErrNoSchema error = marker("no such database or schema")
 )
+
+// marker is a kind of deployment error.
+type marker string
+
+func (m marker) Error() string { return string(m) }
+
+// Is reports whether target is [store.ErrDeployment].
+func (m marker) Is(target error) bool { return target == store.ErrDeployment }
 
 // checkVersion refuses a write from version when it would take the row to
 // [VersionLimit]: the write is not sent.
 func (c *Core) checkVersion(op, key string, version int64) error {
 	if err := store.CheckVersion(version); err != nil {
-		return fmt.Errorf("%s %s %q: %w", op, c.table, key, err)
+		return fmt.Errorf("%s %s: %w", where(op, key, ""), c.table, err)
 	}
 	return nil
 }
@@ -461,24 +491,6 @@ func (c *Core) RequestStepDown(ctx context.Context, key string, version int64, t
 	}
 	n, err := c.b.Exec(ctx, c.q.request, version+1, to, key, version)
 	return n == 1, c.wrap("request step-down", key, err)
-}
-
-// CreateTable creates the election table and its members table (see
-// [schema.MembersTable]) if they do not exist, through the store's own connection.
-// It is idempotent and needs the right to create tables. A table made by an earlier
-// version gets the columns added since (see [schema.Upgrade]).
-func (c *Core) CreateTable(ctx context.Context) error {
-	ddl, err := schema.DDL(c.dialect, c.table)
-	if err != nil {
-		return err
-	}
-	if _, err := c.b.Exec(ctx, ddl); err != nil {
-		return fmt.Errorf("create table %q (%s): %w", c.table, c.dialect, c.classify(err))
-	}
-	if err := c.upgrade(ctx); err != nil {
-		return err
-	}
-	return c.CreateMembersTable(ctx)
 }
 
 // SQLBackend returns the backend that runs statements through db (MySQL, and

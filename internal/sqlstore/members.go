@@ -252,16 +252,3 @@ func (c *Core) PruneMembers(ctx context.Context, olderThan time.Duration) (int64
 	n, err := c.b.Exec(ctx, q.prune(), olderThan.Microseconds())
 	return n, c.wrapMembers("prune", name, err)
 }
-
-// CreateMembersTable creates the members table if it does not exist. It is
-// idempotent and needs the right to create tables.
-func (c *Core) CreateMembersTable(ctx context.Context) error {
-	ddl, err := schema.MembersDDL(c.dialect, c.table)
-	if err != nil {
-		return err
-	}
-	if _, err := c.b.Exec(ctx, ddl); err != nil {
-		return fmt.Errorf("create members table %q (%s): %w", c.MembersTable(), c.dialect, c.classify(err))
-	}
-	return nil
-}

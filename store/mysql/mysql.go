@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/casleader/casleader/internal/dsn"
 	"github.com/casleader/casleader/internal/secret"
 	"github.com/casleader/casleader/internal/sqlstore"
 	"github.com/casleader/casleader/notify"
@@ -54,13 +55,19 @@ func New(db *sql.DB, table string) (*Store, error) {
 	return &Store{c}, nil
 }
 
-// Open opens a small pool for elections from a go-sql-driver DSN
-// ("user:pass@tcp(host:3306)/db"), with interpolateParams=true, a UTC session time
-// zone and short dial, read and write timeouts unless the DSN sets them.
-func Open(dsn string) (*sql.DB, error) {
-	cfg, err := mysql.ParseDSN(dsn)
+// Open opens a small pool for elections from a DSN in any form that the
+// casleader command takes ("mysql://user:pass@host:3306/db", also mariadb://,
+// percent-encoded) or go-sql-driver's own ("user:pass@tcp(host:3306)/db"), with
+// interpolateParams=true, a UTC session time zone and short dial, read and write
+// timeouts unless the DSN sets them. Its errors never quote the DSN.
+func Open(s string) (*sql.DB, error) {
+	t, err := dsn.ForDialect(schema.MySQL, s)
 	if err != nil {
-		return nil, fmt.Errorf("mysql: parse MySQL DSN: %w", secret.RedactError(err, dsn))
+		return nil, fmt.Errorf("mysql: %w: %w", store.ErrInvalidArgument, err)
+	}
+	cfg, err := mysql.ParseDSN(t.Driver)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: %w: %w: MySQL DSN: %s: %s", store.ErrInvalidArgument, dsn.ErrBad, dsn.Problem(err), dsn.EncodeHint)
 	}
 	cfg.InterpolateParams = true
 	if cfg.Params == nil {
@@ -74,7 +81,7 @@ func Open(dsn string) (*sql.DB, error) {
 	}
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("mysql: open MySQL: %w", secret.RedactError(err, dsn))
+		return nil, fmt.Errorf("mysql: open MySQL: %w", secret.RedactError(err, s, t.Driver))
 	}
 	db := sql.OpenDB(conn)
 	db.SetMaxOpenConns(sqlstore.DefaultPoolSize)
@@ -119,7 +126,9 @@ func classify(err error) error {
 			return fmt.Errorf("%w: %w", sqlstore.ErrWrongColumns, err)
 		case myTableAccessDenied, myColumnAccessDenied, myDBAccessDenied:
 			return fmt.Errorf("%w: %w", sqlstore.ErrNoPrivilege, err)
-		case myAccessDenied, myBadDB:
+		case myBadDB:
+			return fmt.Errorf("%w: %w", sqlstore.ErrNoSchema, err)
+		case myAccessDenied:
 			return fmt.Errorf("%w: %w", store.ErrDeployment, err)
 		case myOptionPrevents, myReadOnlyTransaction, myReadOnlyMode:
 			return fmt.Errorf("%w: %w", store.ErrNotWritable, err)

@@ -37,7 +37,7 @@ func TestClassify(t *testing.T) {
 		{"PostgresTooManyConnections53300", classify, pg("53300"), store.ErrTransient, nil},
 		{"PostgresQueryCanceled57014", classify, pg("57014"), store.ErrTransient, nil},
 		{"PostgresUndefinedTable42P01", classify, pg("42P01"), store.ErrDeployment, sqlstore.ErrMissingTable},
-		{"PostgresInvalidSchema3F000", classify, pg("3F000"), store.ErrDeployment, sqlstore.ErrMissingTable},
+		{"PostgresInvalidSchema3F000", classify, pg("3F000"), store.ErrDeployment, sqlstore.ErrNoSchema},
 		{"PostgresUndefinedColumn42703", classify, pg("42703"), store.ErrDeployment, sqlstore.ErrWrongColumns},
 		{"PostgresInsufficientPrivilege42501", classify, pg("42501"), store.ErrDeployment, sqlstore.ErrNoPrivilege},
 		{"PostgresBadPassword28P01", classify, pg("28P01"), store.ErrDeployment, nil},

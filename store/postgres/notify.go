@@ -72,9 +72,9 @@ func NewNotifier(cfg NotifierConfig) (*Notifier, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	cc, err := pgx.ParseConfig(cfg.DSN)
+	cc, err := parseConfig(cfg.DSN, pgx.ParseConfig)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: notify: parse PostgreSQL DSN: %w", secret.RedactError(err, cfg.DSN))
+		return nil, err
 	}
 	if cc.ConnectTimeout == 0 {
 		cc.ConnectTimeout = 5 * time.Second

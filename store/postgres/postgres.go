@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/casleader/casleader/internal/dsn"
 	"github.com/casleader/casleader/internal/secret"
 	"github.com/casleader/casleader/internal/sqlstore"
 	"github.com/casleader/casleader/schema"
@@ -62,8 +63,10 @@ func NewDB(db *sql.DB, table string) (*Store, error) {
 	return &Store{c}, nil
 }
 
-// Open opens a small pool for elections from a libpq-style URL or key=value
-// DSN. It connects lazily.
+// Open opens a small pool for elections from a DSN in any form that the
+// casleader command takes ("postgres://user:pass@host:5432/db", also
+// postgresql://) or pgx's own (a key=value DSN). It connects lazily. Its errors
+// never quote the DSN.
 //
 // The pool pings a connection before handing it out only when it has been idle
 // for at least [PingIdle]. pgxpool's default pings every connection idle for more
@@ -72,14 +75,14 @@ func NewDB(db *sql.DB, table string) (*Store, error) {
 // broke while idle for less fails its statement instead, which the elector treats
 // as a transient error (retried within the renew deadline, an ambiguous write
 // settled by one read), and pgxpool then drops it.
-func Open(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
-	cfg, err := openConfig(dsn)
+func Open(ctx context.Context, s string) (*pgxpool.Pool, error) {
+	cfg, err := openConfig(s)
 	if err != nil {
 		return nil, err
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: open PostgreSQL: %w", secret.RedactError(err, dsn))
+		return nil, fmt.Errorf("postgres: open PostgreSQL: %w", secret.RedactError(err, s))
 	}
 	return pool, nil
 }
@@ -91,16 +94,31 @@ func Open(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
 const PingIdle = time.Minute
 
 // openConfig is the pool configuration of [Open].
-func openConfig(dsn string) (*pgxpool.Config, error) {
-	cfg, err := pgxpool.ParseConfig(dsn)
+func openConfig(s string) (*pgxpool.Config, error) {
+	cfg, err := parseConfig(s, pgxpool.ParseConfig)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: parse PostgreSQL DSN: %w", secret.RedactError(err, dsn))
+		return nil, err
 	}
 	cfg.MaxConns = sqlstore.DefaultPoolSize
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = sqlstore.DefaultDialTimeout
 	}
 	cfg.ShouldPing = shouldPing
+	return cfg, nil
+}
+
+// parseConfig reads s with dsn.ForDialect, then with parse (pgx's), and describes
+// a failure in words: pgx's messages quote the DSN.
+func parseConfig[C any](s string, parse func(string) (C, error)) (C, error) {
+	t, err := dsn.ForDialect(schema.Postgres, s)
+	if err != nil {
+		var zero C
+		return zero, fmt.Errorf("postgres: %w: %w", store.ErrInvalidArgument, err)
+	}
+	cfg, err := parse(t.Driver)
+	if err != nil {
+		return cfg, fmt.Errorf("postgres: %w: %w: PostgreSQL DSN: %s: %s", store.ErrInvalidArgument, dsn.ErrBad, dsn.Problem(err), dsn.EncodeHint)
+	}
 	return cfg, nil
 }
 
@@ -142,8 +160,10 @@ func classify(err error) error {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		switch {
-		case pe.Code == "42P01", pe.Code == "3F000": // undefined_table, invalid_schema_name
+		case pe.Code == "42P01": // undefined_table
 			return fmt.Errorf("%w: %w", sqlstore.ErrMissingTable, err)
+		case pe.Code == "3F000": // invalid_schema_name
+			return fmt.Errorf("%w: %w", sqlstore.ErrNoSchema, err)
 		case pe.Code == "42703", pe.Code == "42804", pe.Code == "23502", // undefined_column, datatype_mismatch, not_null_violation
 			pe.Code == "42883", pe.Code == "22003", pe.Code == "22001": // undefined_function (an operator on a column of another type), numeric_value_out_of_range, string_data_right_truncation
 			return fmt.Errorf("%w: %w", sqlstore.ErrWrongColumns, err)

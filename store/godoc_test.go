@@ -1,0 +1,48 @@
+package store_test
+
+import (
+	"go/ast"
+	"go/doc"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"strings"
+	"testing"
+)
+
+// TestStoresShowTheirSetUpInGoDoc: go doc (and pkg.go.dev) list the set-up
+// methods of each dialect store; methods promoted from an embedded type of
+// another package would not show.
+func TestStoresShowTheirSetUpInGoDoc(t *testing.T) {
+	t.Parallel()
+	for _, dir := range []string{"mysql", "postgres", "sqlite"} {
+		fset := token.NewFileSet()
+		pkgs, err := parser.ParseDir(fset, dir, func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, parser.ParseComments)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files := []*ast.File{}
+		for _, p := range pkgs {
+			for _, f := range p.Files {
+				files = append(files, f)
+			}
+		}
+		p, err := doc.NewFromFiles(fset, files, "github.com/casleader/casleader/store/"+dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		shown := map[string]string{}
+		for _, typ := range p.Types {
+			if typ.Name == "Store" {
+				for _, m := range typ.Methods {
+					shown[m.Name] = m.Doc
+				}
+			}
+		}
+		for _, m := range []string{"CreateTable", "CreateMembersTable", "Check", "Guard", "Wakeups", "Table", "MembersTable", "Members", "PruneMembers"} {
+			if doc, ok := shown[m]; !ok || !strings.HasPrefix(doc, m+" ") {
+				t.Errorf("go doc ./store/%s Store.%s: not shown with its doc (%q)", dir, m, doc)
+			}
+		}
+	}
+}
