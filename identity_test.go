@@ -1,7 +1,6 @@
 package casleader_test
 
 import (
-	"bytes"
 	"log/slog"
 	"testing"
 	"testing/synctest"
@@ -149,7 +148,7 @@ func TestRestartWithAStableID(t *testing.T) {
 func TestOutsideWriteToTheLeadersTermIsNoDuplicate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := memstore.New()
-		var logs bytes.Buffer
+		var logs syncBuffer
 		c := cfg("a")
 		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 		el := newElector(t, st, c)

@@ -1,10 +1,10 @@
 package casleader_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -61,7 +61,7 @@ func TestMixedLeaseSettingsNeverGiveTwoLeaders(t *testing.T) {
 		sa := &cutStore{Store: mem}
 		ca := casleader.Config{Key: "k", ID: "a", LeaseDuration: time.Second, RenewDeadline: 800 * time.Millisecond,
 			HeartbeatInterval: 100 * time.Millisecond, PollInterval: 100 * time.Millisecond, KeepLeaseOnExit: true}
-		var logs bytes.Buffer
+		var logs syncBuffer
 		cb := casleader.Config{Key: "k", ID: "b", LeaseDuration: 300 * time.Millisecond, RenewDeadline: 200 * time.Millisecond,
 			HeartbeatInterval: 50 * time.Millisecond, PollInterval: 50 * time.Millisecond,
 			Logger: slog.New(slog.NewTextHandler(&logs, nil))}
@@ -97,7 +97,7 @@ func TestMixedLeaseSettingsNeverGiveTwoLeaders(t *testing.T) {
 		assert.GreaterOrEqual(t, bBegan.Sub(renewed), time.Second, "b took over before a's lease of 1 s expired")
 		assert.Less(t, bBegan.Sub(renewed), time.Second+200*time.Millisecond, "b takes over at a's expiry, within a poll or so")
 		require.ErrorIs(t, a.Fence(token).Trust(), casleader.ErrNotLeader, "a's guard refuses once its trust has ended (its local check, before any statement)")
-		assert.Equal(t, 1, bytes.Count(logs.Bytes(), []byte("runs with another lease duration")), "b warns once:\n%s", logs.String())
+		assert.Equal(t, 1, strings.Count(logs.String(), "runs with another lease duration"), "b warns once:\n%s", logs.String())
 		assert.Contains(t, logs.String(), "lease_row=1s")
 		require.NoError(t, stopB())
 		_ = stopA()

@@ -1097,7 +1097,11 @@ func (r *run) settle(ctx context.Context, ss []*state) error {
 			}
 			switch d.Action {
 			case cas.StepDown:
-				g.cfg.Logger.Warn("casleader group: stepping down: the lease was taken over or the renew deadline passed", "key", s.key, "term", token)
+				if d.Err != nil {
+					g.cfg.Logger.Warn("casleader group: stepping down: "+d.Err.Error(), "key", s.key, "term", token)
+				} else {
+					g.cfg.Logger.Warn("casleader group: stepping down: the lease was taken over or the renew deadline passed", "key", s.key, "term", token)
+				}
 				r.stopLeading(s, true)
 				if found {
 					r.observeLeader(s, rec.LeaderID)
