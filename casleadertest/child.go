@@ -51,7 +51,8 @@ const (
 	// envKeys, when set to n > 0, makes the candidate run a group over n keys
 	// (see [GroupKeys]) instead of an Elector on the one key envKey.
 	envKeys    = "CASLEADER_CHAOS_KEYS"
-	envID      = "CASLEADER_CHAOS_ID"
+	envID      = "CASLEADER_CHAOS_ID"      // the process's name in its reports and actions
+	envCandID  = "CASLEADER_CHAOS_CAND_ID" // its candidate ID (Config.ID), which processes may share
 	envTimings = "CASLEADER_CHAOS_TIMINGS" // lease,renew,heartbeat,poll
 	envIdle    = "CASLEADER_CHAOS_IDLE"    // MySQL session variable that aborts idle transactions
 	envDebug   = "CASLEADER_CHAOS_DEBUG"   // log at Debug level
@@ -89,8 +90,9 @@ type childTx interface {
 type child struct {
 	app     *DB                                     // the database through the proxy, for a Lead function
 	user    func(ctx context.Context, c *Candidate) // the Lead function (nil: the suite's own actions)
-	id      string
-	keys    []string // the Elector's one key, or the group's keys
+	id      string                                  // the process's name in reports and actions
+	candID  string                                  // its candidate ID (Config.ID)
+	keys    []string                                // the Elector's one key, or the group's keys
 	dialect schema.Dialect
 	lease   time.Duration
 	el      *casleader.Elector
@@ -137,17 +139,24 @@ func RunChild() int {
 	}
 	defer closeAll()
 
+	// The recorder and the writers stop when Run returns, by a signal or early
+	// (an error, ErrDuplicateID).
+	rctx, ran := context.WithCancel(ctx)
 	pollDone := make(chan struct{})
-	go func() { defer close(pollDone); c.pollBelief(ctx) }()
+	go func() { defer close(pollDone); c.pollBelief(rctx) }()
 	if c.g != nil {
 		for range groupActors {
 			c.stale.Add(1)
-			go func() { defer c.stale.Done(); c.actLoop(ctx) }()
+			go func() { defer c.stale.Done(); c.actLoop(rctx) }()
 		}
-		err = c.g.Run(ctx)
-	} else {
-		err = c.el.Run(ctx)
 	}
+	c.ev.emit("S")
+	if c.g != nil {
+		err = c.ran(c.g.Run(ctx))
+	} else {
+		err = c.ran(c.el.Run(ctx))
+	}
+	ran()
 	<-pollDone
 	c.stale.Wait()
 	if err != nil {
@@ -156,6 +165,15 @@ func RunChild() int {
 	}
 	c.ev.emit("X")
 	return 0
+}
+
+// ran reports how Run ended: a candidate that stopped with ErrDuplicateID says so
+// first ("D"), so that the parent can tell it from a crash.
+func (c *child) ran(err error) error {
+	if errors.Is(err, casleader.ErrDuplicateID) {
+		c.ev.emit("D %d", Mono())
+	}
+	return err
 }
 
 func newChild(log *slog.Logger) (*child, func(), error) {
@@ -181,6 +199,7 @@ func newChild(log *slog.Logger) (*child, func(), error) {
 	}
 	c := &child{
 		id:      os.Getenv(envID),
+		candID:  cmp.Or(os.Getenv(envCandID), os.Getenv(envID)),
 		keys:    []string{os.Getenv(envKey)},
 		dialect: schema.Dialect(os.Getenv(envDialect)),
 		lease:   lease,
@@ -306,7 +325,7 @@ func newChild(log *slog.Logger) (*child, func(), error) {
 	lead := c.lead
 	if c.user != nil {
 		lead = func(ctx context.Context, token int64) {
-			c.user(ctx, &Candidate{ID: c.id, Token: token, Elector: c.el, DB: c.app, record: func(check, done int64, err error) {
+			c.user(ctx, &Candidate{ID: c.candID, Token: token, Elector: c.el, DB: c.app, record: func(check, done int64, err error) {
 				if err != nil {
 					c.reject(err)
 					return
@@ -322,13 +341,13 @@ func newChild(log *slog.Logger) (*child, func(), error) {
 	}
 	if nkeys > 0 {
 		c.g, err = group.New(c.st, group.Config{
-			ID: c.id, Keys: c.keys, Priority: priority,
+			ID: c.candID, Keys: c.keys, Priority: priority,
 			LeaseDuration: lease, RenewDeadline: renew, HeartbeatInterval: beat, PollInterval: poll,
 			Logger: log,
 		})
 	} else {
 		c.el, err = casleader.New(c.st, casleader.Config{
-			Key: c.keys[0], ID: c.id, Priority: priority,
+			Key: c.keys[0], ID: c.candID, Priority: priority,
 			LeaseDuration: lease, RenewDeadline: renew, HeartbeatInterval: beat, PollInterval: poll,
 			Logger:           log,
 			OnStartedLeading: lead,
@@ -615,7 +634,7 @@ func (x *sqlChildTx) guard(ctx context.Context, key string, token int64) error {
 	return x.guardStore(ctx, key, token)
 }
 func (x *sqlChildTx) guardStore(ctx context.Context, key string, token int64) error {
-	return x.st.Guard(ctx, x.tx, key, x.c.id, token, x.c.lease)
+	return x.st.Guard(ctx, x.tx, key, x.c.candID, token, x.c.lease)
 }
 func (x *sqlChildTx) insert(ctx context.Context, key string, token, seq, check int64) error {
 	_, err := x.tx.ExecContext(ctx, x.c.insertQuery, key, token, x.c.id, seq, check)
@@ -640,7 +659,7 @@ func (x *pgxChildTx) guard(ctx context.Context, key string, token int64) error {
 	return x.guardStore(ctx, key, token)
 }
 func (x *pgxChildTx) guardStore(ctx context.Context, key string, token int64) error {
-	return x.st.GuardPgx(ctx, x.tx, key, x.c.id, token, x.c.lease)
+	return x.st.GuardPgx(ctx, x.tx, key, x.c.candID, token, x.c.lease)
 }
 func (x *pgxChildTx) insert(ctx context.Context, key string, token, seq, check int64) error {
 	_, err := x.tx.Exec(ctx, x.c.insertQuery, pgx.QueryExecModeExec, key, token, x.c.id, seq, check)

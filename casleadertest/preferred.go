@@ -65,11 +65,11 @@ func (c *ProcessCluster) RunPreferred(ctx context.Context, restarts int) (Report
 			return Report{}, pr, err
 		}
 	}
-	bound := cfg.Lease + cfg.Poll + cfg.Slack
+	bound := c.bounds().Liveness()
 	// The handover comes a lease after the preferred candidate's rows were first
 	// seen live, at the first members read after that (every half lease), after
 	// the leader has led a lease itself, then the drain and the write.
-	handoverBound := 3*cfg.Lease + bound
+	handoverBound := 3*c.bounds().Lease + bound
 	for i := 0; ; i++ {
 		if err := c.failure(); err != nil {
 			return Report{}, pr, err
@@ -145,7 +145,7 @@ func (c *ProcessCluster) RunPreferred(ctx context.Context, restarts int) (Report
 			pr.OtherTerms += len(ts)
 		}
 	}
-	return Check(h, Bounds{Lease: cfg.Lease, Renew: cfg.Renew, Poll: cfg.Poll, Slack: cfg.Slack}), pr, nil
+	return Check(h, c.bounds()), pr, nil
 }
 
 // waitLeading waits up to d until p believes it leads every key.

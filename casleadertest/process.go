@@ -4,6 +4,7 @@ package casleadertest
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -67,6 +68,19 @@ type ProcessConfig struct {
 
 	Lease, Renew, Heartbeat, Poll time.Duration
 	Slack                         time.Duration // added to Lease + Poll for the liveness bound
+	// Leases, when not nil, are the lease durations of the candidates in slots 0,
+	// 1, ... (0, or a slot past the end: Lease): candidates of one key that run
+	// with different timings, as in a rolling deploy that changes them. A slot's
+	// renew deadline, heartbeat and poll interval are Renew, Heartbeat and Poll
+	// scaled by its lease over Lease. Faults last by their target's timings, and
+	// the liveness bound is that of the longest lease in the cluster.
+	Leases []time.Duration
+	// IDs, when not nil, are the candidate IDs (Config.ID) of the candidates in
+	// slots 0, 1, ... ("", or a slot past the end: an ID of its own per process).
+	// Slots given one ID run processes that share it by mistake: see
+	// [ProcessCluster.RunHandovers]. Beliefs and actions always name the process
+	// (its slot and start), whatever its ID.
+	IDs []string
 
 	// Trials is the number of faults to inject; Duration, when not zero, runs
 	// trials until it has passed instead.
@@ -156,6 +170,10 @@ type proc struct {
 	// candidate that has not installed its handler yet, just started).
 	stopping bool
 	err      error
+	// ready is closed when the candidate begins to take part (its Run starts).
+	ready chan struct{}
+	// refused: the candidate reported that it stopped with ErrDuplicateID.
+	refused bool
 	// logFile keeps the whole log under EnvLogDir; closed when the process has exited.
 	logFile *os.File
 }
@@ -193,6 +211,11 @@ func NewProcessCluster(cfg ProcessConfig) (*ProcessCluster, error) {
 	}
 	if cfg.Lead != nil && cfg.Keys > 0 {
 		return nil, errors.New("casleadertest: Lead is for candidates of one Elector: leave Keys at 0")
+	}
+	for i, l := range cfg.Leases {
+		if l < 0 {
+			return nil, fmt.Errorf("casleadertest: Leases[%d] (%v) must not be negative", i, l)
+		}
 	}
 	if cfg.Keys < 0 {
 		return nil, fmt.Errorf("casleadertest: Keys (%d) must not be negative", cfg.Keys)
@@ -409,12 +432,13 @@ func (c *ProcessCluster) start(slot int) error {
 		envKeys+"="+strconv.Itoa(cfg.Keys),
 		envLead+"="+c.lead,
 		envID+"="+id,
-		envTimings+"="+strings.Join([]string{cfg.Lease.String(), cfg.Renew.String(), cfg.Heartbeat.String(), cfg.Poll.String()}, ","),
+		envTimings+"="+c.timing(slot).String(),
+		envCandID+"="+cmp.Or(c.candID(slot), id),
 		envIdle+"="+c.idleVariable(context.Background()),
 		envPriority+"="+strconv.Itoa(c.priority(slot)),
 	)
 	cmd.ExtraFiles = []*os.File{w}
-	p := &proc{id: id, slot: slot, dsn: sp.dsn, proxies: sp.proxies, cmd: cmd, stderr: &tail{max: 64 << 10}, exited: make(chan struct{})}
+	p := &proc{id: id, slot: slot, dsn: sp.dsn, proxies: sp.proxies, cmd: cmd, stderr: &tail{max: 64 << 10}, exited: make(chan struct{}), ready: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	if dir := os.Getenv(EnvLogDir); dir != "" {
 		// Keep each candidate's whole log too (slog text lines, Debug and up).
@@ -490,6 +514,14 @@ func (c *ProcessCluster) read(p *proc, r *os.File) {
 				at, _ := strconv.ParseInt(f[1], 10, 64)
 				c.closeBelief(belief{p.id, f[2]}, at)
 			}
+		case "S":
+			select {
+			case <-p.ready:
+			default:
+				close(p.ready)
+			}
+		case "D":
+			p.refused = true
 		case "R":
 			if len(f) == 2 {
 				c.hist.Rejected[f[1]]++
@@ -515,7 +547,10 @@ func (c *ProcessCluster) read(p *proc, r *os.File) {
 	// Killed while leading: its beliefs ended when it died (the harness closed them
 	// already at the kill). An unexpected death is closed here.
 	c.closeBeliefs(p.id, Mono())
-	if !p.killed && err != nil && !(p.stopping && endedBy(err, syscall.SIGTERM)) {
+	// A candidate that shares its ID with another (ProcessConfig.IDs) stops with
+	// ErrDuplicateID by design; with an ID of its own, that is a failure.
+	expected := p.stopping && endedBy(err, syscall.SIGTERM) || p.refused && c.shared(p.slot)
+	if !p.killed && err != nil && !expected {
 		c.failures = append(c.failures, fmt.Sprintf("candidate %s exited: %v\n%s", p.id, err, p.stderr.String()))
 	}
 	close(p.exited)
@@ -734,8 +769,9 @@ type plan struct {
 	heal   func() error
 }
 
-func (c *ProcessCluster) dur(lo, hi float64) time.Duration {
-	return time.Duration((lo + c.rng.Float64()*(hi-lo)) * float64(c.cfg.Lease))
+// dur returns a random duration between lo and hi leases.
+func (c *ProcessCluster) dur(lease time.Duration, lo, hi float64) time.Duration {
+	return time.Duration((lo + c.rng.Float64()*(hi-lo)) * float64(lease))
 }
 
 // pick chooses the trial's faults: one on the leader (or the row, or everyone), and
@@ -792,16 +828,21 @@ func (c *ProcessCluster) pick(leader *proc) []*plan {
 }
 
 // apply starts one planned fault. It sets p.dur (how long to keep it) and p.heal.
+//
+// Faults on one candidate last by its own timings (ProcessConfig.Leases): a
+// freeze or a cut lasts past its lease, a slow link is slower than its renew
+// deadline; a fault on every candidate lasts by the longest lease.
 func (c *ProcessCluster) apply(ctx context.Context, p *plan) (string, error) {
 	cfg := c.cfg
 	noop := func() error { return nil }
 	t := p.target
+	tm := c.timing(t.slot)
 	switch p.kind {
 	case KillLeader, KillFollower:
 		p.heal = noop
 		return "", c.kill(t)
 	case StopLeader, StopFollower:
-		p.dur = cfg.Lease + c.dur(0.2, 1.2)
+		p.dur = tm.lease + c.dur(tm.lease, 0.2, 1.2)
 		p.heal = func() error { return t.cmd.Process.Signal(syscall.SIGCONT) }
 		if cfg.Dialect != schema.SQLite {
 			return "", t.cmd.Process.Signal(syscall.SIGSTOP)
@@ -817,13 +858,13 @@ func (c *ProcessCluster) apply(ctx context.Context, p *plan) (string, error) {
 			return fmt.Sprintf("stopped outside a write at attempt %d", n), nil
 		}
 	case CutLeader, CutFollower:
-		p.dur = cfg.Lease + c.dur(0.2, 1.0)
+		p.dur = tm.lease + c.dur(tm.lease, 0.2, 1.0)
 		if err := c.cut(t); err != nil {
 			return "", err
 		}
 		p.heal = func() error { return c.clear(t) }
 	case CutAll:
-		p.dur = c.dur(0.5, 2.0)
+		p.dur = c.dur(c.bounds().Lease, 0.5, 2.0)
 		var cut []*proc
 		for _, s := range c.liveSlots() {
 			if err := c.cut(s); err != nil {
@@ -839,7 +880,7 @@ func (c *ProcessCluster) apply(ctx context.Context, p *plan) (string, error) {
 			return errors.Join(errs...)
 		}
 	case RefuseLeader:
-		p.dur = cfg.Lease + c.dur(0.2, 1.0)
+		p.dur = tm.lease + c.dur(tm.lease, 0.2, 1.0)
 		for _, x := range t.proxies {
 			x.Stop()
 		}
@@ -851,8 +892,8 @@ func (c *ProcessCluster) apply(ctx context.Context, p *plan) (string, error) {
 			return errors.Join(errs...)
 		}
 	case SlowLeader, SlowFollower:
-		p.dur = c.dur(1.5, 2.5)
-		lat := cfg.Renew + time.Duration(c.rng.Int64N(int64(cfg.Renew)))
+		p.dur = c.dur(tm.lease, 1.5, 2.5)
+		lat := tm.renew + time.Duration(c.rng.Int64N(int64(tm.renew)))
 		attrs := fmt.Sprintf(`"latency":%d,"jitter":0`, lat.Milliseconds()/2)
 		if err := toxic(t, "slow_up", "latency", "upstream", attrs); err != nil {
 			return "", err
@@ -865,7 +906,7 @@ func (c *ProcessCluster) apply(ctx context.Context, p *plan) (string, error) {
 	case ResetLeader, ResetFollower:
 		// Replies are reset as they come back: writes sent before commit, their
 		// replies are lost (ambiguous commit), for one to three heartbeats.
-		p.dur = cfg.Heartbeat + time.Duration(c.rng.Int64N(int64(2*cfg.Heartbeat)))
+		p.dur = tm.heartbeat + time.Duration(c.rng.Int64N(int64(2*tm.heartbeat)))
 		if err := toxic(t, "reset_down", "reset_peer", "downstream", `"timeout":0`); err != nil {
 			return "", err
 		}
@@ -963,7 +1004,7 @@ func (c *ProcessCluster) Run(ctx context.Context) (Report, error) {
 			return Report{}, err
 		}
 	}
-	bound := cfg.Lease + cfg.Poll + cfg.Slack
+	bound := c.bounds().Liveness()
 	if c.waitLeader(ctx, 30*time.Second) == nil {
 		return Report{}, c.harnessError("no leader (of every key) within 30s of the start")
 	}
@@ -1077,7 +1118,7 @@ func (c *ProcessCluster) Run(ctx context.Context) (Report, error) {
 	}
 	h.Actions = append(acts, h.Actions...) // the suite's (the table's), or a Lead function's
 	c.History = h
-	rep := Check(h, Bounds{Lease: cfg.Lease, Renew: cfg.Renew, Poll: cfg.Poll, Slack: cfg.Slack})
+	rep := Check(h, c.bounds())
 	// A run without any action proved nothing (the fault kinds are drawn at random
 	// here, over trials that the caller counts: they are not required each).
 	rep.Violations = append(rep.Violations, untested(h, nil)...)
