@@ -91,5 +91,5 @@
 // equal priorities never hand over, paused candidates and observers never receive
 // the lease, and each handover raises the leader's priority, so the lease never
 // flaps between candidates that stay up. The rule is [cas.Preference]'s, shared by
-// [Elector] and package group; the README's "Preferred leader" gives it in full.
+// [Elector] and package group; docs/operations.md, "Preferred leader", gives it in full.
 package casleader

@@ -15,7 +15,7 @@ import (
 )
 
 // TestFirstServiceStartsThreeReplicasAtOnce: a newcomer's first service, as the
-// README's "Use it" writes it with every error checked (Open, New, CreateTable at
+// README's "A service" writes it with every error checked (Open, New, CreateTable at
 // every start, casleader.New, Run), started as three replicas at the same moment
 // on a PostgreSQL database where the table does not exist yet: every step of every
 // replica succeeds, one replica leads, and each stops cleanly.

@@ -120,7 +120,7 @@
 //
 // The test of a job that sends each night's invoice, guarded by the elector's
 // fence, on each database (the README's section "Test your leader code" has the job,
-// and the same job without the guard, which the same test catches):
+// and docs/testing.md the same job without the guard, which the same test catches):
 //
 //	func TestNightlyInvoiceIsSentOnce(t *testing.T) {
 //		for _, d := range []casleadertest.Dialect{casleadertest.MySQL, casleadertest.Postgres, casleadertest.SQLite} {

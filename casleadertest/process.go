@@ -123,8 +123,8 @@ type ProcessConfig struct {
 // On SQLite the candidates are processes on this host that share the database file.
 // Kills and freezes apply; faults of the network do not (see [ProcessConfig.Kinds]).
 // A process frozen while it holds SQLite's write lock would block every writer,
-// the next leader's election included, for as long as it stays frozen (README,
-// "Assumptions"). So a freeze ([StopLeader], [StopFollower]) never lands inside a
+// the next leader's election included, for as long as it stays frozen (docs/operations.md
+// in the casleader repository, "Assumptions"). So a freeze ([StopLeader], [StopFollower]) never lands inside a
 // write: the harness stops the process, looks in /proc/locks, and while the
 // process holds a write lock resumes it and stops it again a few milliseconds
 // later. Frozen between two writes, it blocks nobody, and the next leader takes

@@ -15,8 +15,9 @@ import (
 	"github.com/casleader/casleader/casleadertest"
 )
 
-// The README ("Test your leader code") quotes this file from here to "readme:end",
-// and TestREADMEQuotesTheTestedCode keeps the quote and the code the same.
+// The README ("Test your leader code") quotes this file from "readme:begin" to
+// "readme:end", and docs/testing.md from "testing.md:begin" to "testing.md:end";
+// TestREADMEQuotesTheTestedCode keeps the quotes and the code the same.
 
 // readme:begin
 // send is the nightly job: while leading, it sends the invoice of the next night
@@ -62,6 +63,9 @@ func TestNightlyInvoiceIsSentOnce(t *testing.T) {
 	}
 }
 
+// readme:end
+
+// testing.md:begin
 // sendWithoutGuard is send without the guard: the insert on its own, with the
 // leadership's context, as most Go code does.
 func (inv *invoices) sendWithoutGuard(ctx context.Context, c *casleadertest.Candidate) {
@@ -96,21 +100,26 @@ func TestNightlyInvoiceWithoutTheGuardIsCaught(t *testing.T) {
 	}
 }
 
-// readme:end
+// testing.md:end
 
-// The README quotes the code above as it is, so that what a user copies is what
-// runs here.
+// The README and docs/testing.md quote the code above as it is, so that what a
+// user copies is what runs here.
 func TestREADMEQuotesTheTestedCode(t *testing.T) {
 	src, err := os.ReadFile("readme_test.go")
 	require.NoError(t, err)
-	readme, err := os.ReadFile("../README.md")
-	require.NoError(t, err)
-	_, after, ok := strings.Cut(string(src), "// readme:begin\n")
-	require.True(t, ok, "readme_test.go lost its readme:begin line")
-	quoted, _, ok := strings.Cut(after, "// readme:end\n")
-	require.True(t, ok, "readme_test.go lost its readme:end line")
-	assert.Contains(t, string(readme), "```go\n"+quoted+"```\n",
-		"README.md's \"Test your leader code\" must quote readme_test.go from readme:begin to readme:end, as it is; copy it again:\n%s", quoted)
+	for _, q := range []struct{ doc, marker string }{
+		{"../README.md", "readme"},
+		{"../docs/testing.md", "testing.md"},
+	} {
+		doc, err := os.ReadFile(q.doc)
+		require.NoError(t, err)
+		_, after, ok := strings.Cut(string(src), "// "+q.marker+":begin\n")
+		require.True(t, ok, "readme_test.go lost its %s:begin line", q.marker)
+		quoted, _, ok := strings.Cut(after, "// "+q.marker+":end\n")
+		require.True(t, ok, "readme_test.go lost its %s:end line", q.marker)
+		assert.Contains(t, string(doc), "```go\n"+quoted+"```\n",
+			"%s must quote readme_test.go from %s:begin to %s:end, as it is; copy it again:\n%s", q.doc, q.marker, q.marker, quoted)
+	}
 }
 
 // Both jobs of the README are run under the pause that the guard alone survives,

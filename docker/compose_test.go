@@ -3,7 +3,7 @@
 // (services, dependencies, healthchecks, the replicas' flags and timings), and the
 // override for machines without a registry must replace the images only. CI also
 // runs `docker compose config` when a compose tool is installed, and demo-test.sh,
-// which runs the demo; its commands must be the README's.
+// which runs the demo; its commands must be those of docs/docker.md.
 package docker_test
 
 import (

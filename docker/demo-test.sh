@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The failover demo of README's "Watch a failover with Docker", run and checked: three
+# The failover demo of docs/docker.md, run and checked: three
 # replicas elect exactly one leader, a killed leader (docker compose kill, SIGKILL) is
 # replaced by another, and a stopped one (docker compose stop, SIGTERM) hands over.
 # Each step is checked against the election row (`casleader status --json`), every
@@ -9,12 +9,12 @@
 #
 #   bash docker/demo-test.sh
 #
-# It runs the README's commands, with `docker-compose` (Compose v1, as Debian bookworm
+# It runs the commands of docs/docker.md, with `docker-compose` (Compose v1, as Debian bookworm
 # packages it) where the Compose v2 plugin is missing. COMPOSE_FILE picks the images:
 # unset, it is docker-compose.yml plus docker-compose.local.yml, which needs the images
 # of `bash .ci/docker up` and no registry (as in casleader's CI); set it to
 # docker-compose.yml for the upstream images. CASLEADER_DSN picks the database as in
-# the README (MySQL by default). A failed check prints the replicas' logs and exits 1.
+# docs/docker.md (MySQL by default). A failed check prints the replicas' logs and exits 1.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")"

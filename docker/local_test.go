@@ -50,15 +50,14 @@ func TestLocalOverrideReplacesTheImagesOnly(t *testing.T) {
 	assert.Contains(t, strings.Fields(string(ignore)), "!bin/casleader", "the build context sends the binary")
 }
 
-// readmeDemo returns the lines of the shell blocks of README's Docker section, without
-// comments, continuation backslashes and leading variable assignments.
-func readmeDemo(t *testing.T) []string {
+// docDemo returns the lines of the shell blocks of docs/docker.md, the page of the
+// demo, without comments, continuation backslashes and leading variable assignments.
+func docDemo(t *testing.T) []string {
 	t.Helper()
-	b, err := os.ReadFile("../README.md")
+	b, err := os.ReadFile("../docs/docker.md")
 	require.NoError(t, err)
-	_, sec, ok := strings.Cut(string(b), "\n## Watch a failover with Docker\n")
-	require.True(t, ok, "README has the section")
-	sec, _, _ = strings.Cut(sec, "\n## ")
+	sec := string(b)
+	require.True(t, strings.HasPrefix(sec, "# Watch a failover with Docker\n"), "docs/docker.md is the demo's page")
 	var lines []string
 	in := false
 	for l := range strings.Lines(sec) {
@@ -81,8 +80,8 @@ func readmeDemo(t *testing.T) []string {
 
 var scriptCompose = regexp.MustCompile(`(?m)^\s*(?:if ! )?(?:compose|timeout \d+ "\$\{COMPOSE\[@\]\}") ((?:up|kill|start|stop|down)\b[^>|\n]*)`)
 
-func TestDemoScriptRunsTheReadmeCommands(t *testing.T) {
-	readme := readmeDemo(t)
+func TestDemoScriptRunsTheDocumentedCommands(t *testing.T) {
+	doc := docDemo(t)
 	b, err := os.ReadFile("demo-test.sh")
 	require.NoError(t, err)
 	script := string(b)
@@ -96,17 +95,17 @@ func TestDemoScriptRunsTheReadmeCommands(t *testing.T) {
 		// "$first" and the like name a replica.
 		named := regexp.MustCompile(`"\$\w+"`).ReplaceAllString(args, "REPLICA")
 		want := "^docker compose " + strings.ReplaceAll(regexp.QuoteMeta(named), "REPLICA", "casleader-[123]") + "$"
-		assert.True(t, slicesContainsMatch(readme, want), "README shows the script's `compose %s` (as %s)", args, want)
+		assert.True(t, slicesContainsMatch(doc, want), "docs/docker.md shows the script's `compose %s` (as %s)", args, want)
 	}
 	assert.Equal(t, map[string]bool{"up": true, "kill": true, "start": true, "stop": true, "down": true}, verbs)
 
 	build := regexp.MustCompile(`\(cd \.\. && (CGO_ENABLED=0 go build [^)]*)\)`).FindStringSubmatch(script)
 	require.NotNil(t, build, "the script builds the binary from the repository root")
-	assert.Contains(t, readme, build[1], "README shows the script's build command")
+	assert.Contains(t, doc, build[1], "docs/docker.md shows the script's build command")
 	file := regexp.MustCompile(`export COMPOSE_FILE="\$\{COMPOSE_FILE:-([^}]+)\}"`).FindStringSubmatch(script)
 	require.NotNil(t, file, "the script picks the override by COMPOSE_FILE")
-	assert.Contains(t, readme, "export COMPOSE_FILE="+file[1], "README shows the script's COMPOSE_FILE")
-	assert.Contains(t, readme, "bash .ci/docker up")
+	assert.Contains(t, doc, "export COMPOSE_FILE="+file[1], "docs/docker.md shows the script's COMPOSE_FILE")
+	assert.Contains(t, doc, "bash .ci/docker up")
 }
 
 func slicesContainsMatch(lines []string, pattern string) bool {

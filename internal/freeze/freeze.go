@@ -6,7 +6,7 @@
 // SQLite admits one writer at a time, by a POSIX lock. A process frozen while it
 // holds that lock (inside a write statement, or a BEGIN IMMEDIATE transaction)
 // blocks every other writer, the next leader's election included, until it is
-// resumed or killed (README, "Assumptions"; docs/SAFETY.md, "Supported
+// resumed or killed (docs/operations.md, "Assumptions"; docs/SAFETY.md, "Supported
 // topologies"). A test of what a frozen leader's peers do therefore freezes it
 // between two writes: [OutsideWrite] stops the process, looks in /proc/locks, and
 // resumes it and stops it again a little later while it holds a write lock.

@@ -13,7 +13,7 @@ import (
 )
 
 // Defaults of the dialects' Open functions: a short dial timeout and a small pool
-// (elections need few connections; see the README on a dedicated pool).
+// (elections need few connections; see docs/timing.md on a dedicated pool).
 const (
 	DefaultDialTimeout = 5 * time.Second
 	DefaultPoolSize    = 4

@@ -72,7 +72,7 @@ func (c *Core) ensure(ctx context.Context, table, ddl string, check func(context
 			store.ErrDeployment, table, c.dialect, what, what, sch, what, cerr)
 	}
 	if errors.Is(cerr, ErrNoPrivilege) || c.dialect == schema.SQLite && errors.Is(cerr, store.ErrNotWritable) {
-		return fmt.Errorf("%w: table %s is missing (or this user may not read it) and this user may not create it: run `casleader migrate` once as a user with CREATE on the database, then grant this user its rights on the table (see the README): %w",
+		return fmt.Errorf("%w: table %s is missing (or this user may not read it) and this user may not create it: run `casleader migrate` once as a user with CREATE on the database, then grant this user its rights on the table (see Least privilege in docs/operations.md): %w",
 			store.ErrDeployment, table, cerr)
 	}
 	return fmt.Errorf("create table %s (%s): %w", table, c.dialect, cerr)
