@@ -17,6 +17,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/casleader/casleader/internal/secret"
 	"github.com/casleader/casleader/schema"
 )
 
@@ -320,19 +321,5 @@ func isSpace(c byte) bool {
 	return c == ' ' || c == '\t' || c == '\n' || c == '\f' || c == '\r'
 }
 
-// isScheme reports whether s is a URL scheme of at most 20 characters:
-// [A-Za-z][A-Za-z0-9+.-]{0,19}.
-func isScheme(s string) bool {
-	if s == "" || len(s) > 20 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z':
-		case i > 0 && ('0' <= c && c <= '9' || c == '+' || c == '.' || c == '-'):
-		default:
-			return false
-		}
-	}
-	return true
-}
+// isScheme reports whether s is a URL scheme of at most 20 characters.
+func isScheme(s string) bool { return len(s) <= 20 && secret.IsURLScheme(s) }

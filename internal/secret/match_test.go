@@ -24,8 +24,8 @@ func FuzzMatchersAgreeWithTheirRegexps(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		if got, want := isURLScheme(s), urlSchemeRE.MatchString(s); got != want {
-			t.Errorf("isURLScheme(%q) = %v, the regexp says %v", s, got, want)
+		if got, want := IsURLScheme(s), urlSchemeRE.MatchString(s); got != want {
+			t.Errorf("IsURLScheme(%q) = %v, the regexp says %v", s, got, want)
 		}
 		var want []string
 		for _, m := range queryPasswordRE.FindAllStringSubmatch(s, -1) {

@@ -19,7 +19,7 @@ func Password(dsn string) string {
 
 // password returns the password in dsn decoded, and as written in dsn.
 func password(dsn string) (decoded, raw string) {
-	if scheme, rest, ok := strings.Cut(dsn, "://"); ok && isURLScheme(scheme) {
+	if scheme, rest, ok := strings.Cut(dsn, "://"); ok && IsURLScheme(scheme) {
 		return urlPassword(rest)
 	}
 	if at, ok := kvPassword(dsn); ok {
@@ -79,7 +79,7 @@ func unescape(f func(string) (string, error), s string) string {
 
 // isURLScheme reports whether s is the scheme of a URL (RFC 3986):
 // [A-Za-z][A-Za-z0-9+.-]*.
-func isURLScheme(s string) bool {
+func IsURLScheme(s string) bool {
 	if s == "" {
 		return false
 	}
@@ -188,7 +188,7 @@ func spans(dsn string) [][2]int {
 			out = append(out, [2]int{start, end})
 		}
 	}
-	if scheme, rest, ok := strings.Cut(dsn, "://"); ok && isURLScheme(scheme) {
+	if scheme, rest, ok := strings.Cut(dsn, "://"); ok && IsURLScheme(scheme) {
 		off := len(scheme) + len("://")
 		authority, _, _ := strings.Cut(rest, "/")
 		if at := strings.LastIndex(authority, "@"); at >= 0 {
