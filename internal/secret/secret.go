@@ -77,7 +77,7 @@ func unescape(f func(string) (string, error), s string) string {
 // The matchers below are hand-written rather than regular expressions: package
 // regexp would add a third of a megabyte to every program that opens a store.
 
-// isURLScheme reports whether s is the scheme of a URL (RFC 3986):
+// IsURLScheme reports whether s is the scheme of a URL (RFC 3986):
 // [A-Za-z][A-Za-z0-9+.-]*.
 func IsURLScheme(s string) bool {
 	if s == "" {
