@@ -26,8 +26,8 @@ func until(cond func() bool) {
 }
 
 // A planned handover: the leader stops acting, drains its work, and hands the
-// lease to a named live candidate with one compare-and-set; the target leads in a
-// new term, with a larger token. (memstore stands in for the shared database.)
+// lease to a named live candidate with one compare-and-set; the target claims it
+// with an election of its own and leads in a new term, with a larger token. (memstore stands in for the shared database.)
 func ExampleElector_HandoverTo() {
 	st := memstore.New()
 	cfg := casleader.Config{Key: "billing-cron", PollInterval: 20 * time.Millisecond}
