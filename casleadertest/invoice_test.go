@@ -29,13 +29,20 @@ type invoices struct {
 	next, insert string
 }
 
-func newInvoices(t *testing.T, db *casleadertest.DB) *invoices {
-	inv := &invoices{db: db, table: db.Table + "_invoices"}
+// invoicesOn returns the job on db's invoices table, which renders each invoice
+// for prepare.
+func invoicesOn(db *casleadertest.DB, prepare time.Duration) *invoices {
+	inv := &invoices{db: db, table: db.Table + "_invoices", prepare: prepare}
 	inv.next = "SELECT COALESCE(MAX(night), 0) + 1 FROM " + inv.table
 	inv.insert = "INSERT INTO " + inv.table + " (night, token, sender) VALUES (?, ?, ?)"
 	if db.Dialect == casleadertest.Postgres {
 		inv.insert = "INSERT INTO " + inv.table + " (night, token, sender) VALUES ($1, $2, $3)"
 	}
+	return inv
+}
+
+func newInvoices(t *testing.T, db *casleadertest.DB) *invoices {
+	inv := invoicesOn(db, 0)
 	_, err := db.SQL.ExecContext(t.Context(), "CREATE TABLE "+inv.table+" (night BIGINT NOT NULL, token BIGINT NOT NULL, sender VARCHAR(64) NOT NULL)")
 	require.NoError(t, err)
 	t.Cleanup(func() {

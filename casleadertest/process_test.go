@@ -33,23 +33,20 @@ func processConfig(t *testing.T, db *casleadertest.DB, lead func(context.Context
 // sendInvoices is the guarded nightly job as a candidate process runs it: its
 // database (through the candidate's proxy) and tables come from c.DB.
 func sendInvoices(ctx context.Context, c *casleadertest.Candidate) {
-	inv := &invoices{db: c.DB, table: c.DB.Table + "_invoices"}
-	inv.job(true)(ctx, c)
+	invoicesOn(c.DB, 0).job(true)(ctx, c)
 }
 
 // renderAndSendInvoices is sendInvoices that renders each invoice for half a
 // lease between its decision and its send, so that a freeze of the leader most
 // likely lands there.
 func renderAndSendInvoices(ctx context.Context, c *casleadertest.Candidate) {
-	inv := &invoices{db: c.DB, table: c.DB.Table + "_invoices", prepare: processLease / 2}
-	inv.job(true)(ctx, c)
+	invoicesOn(c.DB, processLease/2).job(true)(ctx, c)
 }
 
 // sendInvoicesUnguarded is renderAndSendInvoices without the guard: deliberately
 // wrong.
 func sendInvoicesUnguarded(ctx context.Context, c *casleadertest.Candidate) {
-	inv := &invoices{db: c.DB, table: c.DB.Table + "_invoices", prepare: processLease / 2}
-	inv.job(false)(ctx, c)
+	invoicesOn(c.DB, processLease/2).job(false)(ctx, c)
 }
 
 // The nightly job in candidate processes of their own, on each database. Three
