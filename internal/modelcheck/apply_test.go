@@ -185,6 +185,13 @@ func (s *state) exec(p *proc, c *call) {
 		if held {
 			s.row = handedOver(r, c.to, c.from+1, now)
 			c.ok, c.term = true, c.from+1
+			if handoverAdopted && c.from+1 < maxTerm {
+				for i := 0; i < s.n; i++ {
+					if s.procs[i].id == c.to {
+						s.wonBy[c.from+1] = handedMark | uint8(i)
+					}
+				}
+			}
 		}
 	}
 }

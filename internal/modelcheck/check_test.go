@@ -22,9 +22,13 @@ func (s *state) check() string {
 	for i := 0; i < s.n; i++ {
 		p := &s.procs[i]
 		if p.ph == phDead || !p.m.Trusted(at(s.local(p))) {
+			p.lapsed = true
 			continue
 		}
 		tok := p.m.Term()
+		if p.lapsed {
+			return fmt.Sprintf("%s trusts term %d again after its trust lapsed, without starting the term again (IsLeader said false, the leader's work was cancelled)", p.name(), tok)
+		}
 		if trusted != nil {
 			return fmt.Sprintf("%s (term %d) and %s (term %d) both trust their leadership", trusted.name(), trusted.m.Term(), p.name(), tok)
 		}

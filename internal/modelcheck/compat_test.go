@@ -48,6 +48,17 @@ func handedOver(r row, to string, term int64, now int) row {
 	return row{exists: true, version: term, term: term, leader: to, handover: to, lease: r.lease, tick: now}
 }
 
+// sightings makes the calls an executor makes after each read to log what it
+// sees (they keep state in the machine).
+func sightings(m *cas.Machine, rec store.Record) {
+	m.LeaseSighting(rec)
+	m.ForeignSighting(rec)
+}
+
+// handoverAdopted: the target of a handover leads the handed term from a read
+// (before the incarnation column); since then it claims it with an election.
+const handoverAdopted = false
+
 // released is the row a release of r leaves: the term and lease kept.
 func released(r row, now int) row {
 	return row{exists: true, version: r.version + 1, term: r.term, lease: r.lease, tick: now}

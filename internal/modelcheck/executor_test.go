@@ -49,8 +49,7 @@ func (s *state) followReply(p *proc, c call, rec store.Record, now int) {
 	case opRead:
 		d = p.m.Observed(rec, c.ok, at(c.sent), p.m.Participation(at(now), false, false))
 		if d.Action != cas.Refuse {
-			p.m.LeaseSighting(rec)
-			p.m.ForeignSighting(rec)
+			sightings(&p.m, rec)
 		}
 	case opInsert:
 		d = p.m.Created(c.term, c.ok, at(c.sent))
@@ -69,7 +68,7 @@ func (s *state) followReply(p *proc, c call, rec store.Record, now int) {
 	case cas.Campaign:
 		p.cur = call{op: opElect, sent: now, from: d.Version}
 	case cas.Lead:
-		p.ph, p.ambiguous = phLead, false
+		p.ph, p.ambiguous, p.lapsed = phLead, false, false
 		if c.op == opRead {
 			p.lastRenew = -100 // adopted: renew at once
 		} else {

@@ -88,6 +88,7 @@ type proc struct {
 	ambiguous    bool    // a renewal failed since the last one that won (the renewer's flag)
 	resumed      int64   // term passed to Resume
 	resigned     int64   // the last term this process resigned (Resign or Yield)
+	lapsed       bool    // its trust lapsed since the executor started leading the current term
 	// the release loop
 	relToken, relVersion int64
 	relTo                string
