@@ -138,8 +138,12 @@ type result struct {
 // progress, when set, is told of each level of the search.
 var progress func(depth, frontier, seen int)
 
-// maxStates bounds a search's memory.
-var maxStates = 3_000_000
+// maxStates and maxFrontier bound a search's memory (a state is about 4 KB; a
+// level of the search keeps two frontiers).
+const (
+	maxStates   = 3_000_000
+	maxFrontier = 250_000
+)
 
 // explore searches sc's states breadth-first, up to its depth bound, and stops at
 // the first violation, whose trace is the shortest.
@@ -184,6 +188,10 @@ func explore(sc *scenario) result {
 					res.states, res.elapsed = len(seen), time.Since(start)
 					res.violation, res.trace = msg, replay(sc, nodes, int32(len(nodes)-1))
 					return res
+				}
+				if len(next) >= maxFrontier {
+					res.truncated = true
+					continue
 				}
 				next, nextIDs = append(next, s), append(nextIDs, int32(len(nodes)-1))
 			}

@@ -14,27 +14,23 @@ func candidate(id, inc string, lease, renew int) proc {
 func scenarios() []scenario {
 	a, b := candidate("a", "a0", 3, 2), candidate("b", "b10", 3, 2)
 	return []scenario{
-		{name: "LostAndLateRepliesAndRequests", procs: []proc{a, b}, horizon: 7, faults: 2, oneClock: true, released: true},
-		{name: "CrashesAndRestartsWithAndWithoutResume", procs: []proc{a, b}, horizon: 7, crashes: 1, oneClock: true, leader: true},
+		{name: "LostAndLateRepliesAndRequests", procs: []proc{a, b}, horizon: 7, faults: 2, oneClock: true, released: true, depth: 17},
+		{name: "CrashesAndRestartsWithAndWithoutResume", procs: []proc{a, b}, horizon: 7, crashes: 1, oneClock: true, leader: true, depth: 18},
 		{name: "MixedLeaseSettings", procs: []proc{candidate("a", "a0", 4, 3), candidate("b", "b10", 2, 1)},
-			horizon: 8, faults: 1, oneClock: true, leader: true},
+			horizon: 8, faults: 1, oneClock: true, leader: true, depth: 22},
 		{name: "HandoverToADuplicatedID", procs: []proc{a, candidate("b", "b10", 3, 2), candidate("b", "b20", 3, 2)},
-			horizon: 5, handover: true, target: "b", oneClock: true, leader: true},
+			horizon: 5, handover: true, target: "b", oneClock: true, leader: true, depth: 21},
 		{name: "OutsideWriteTickStepBackAndStepDownRequests", procs: []proc{a, b}, horizon: 7, outside: 1, stepBack: 1, requests: 1,
-			handover: true, oneClock: true, leader: true},
-		{name: "ResignWakeupsAndDrift", procs: []proc{a, b}, horizon: 7, resign: true, wake: true, drift: 1, oneClock: true, leader: true},
+			handover: true, oneClock: true, leader: true, depth: 15},
+		{name: "ResignWakeupsAndDrift", procs: []proc{a, b}, horizon: 7, faults: 1, resign: true, wake: true, drift: 1, oneClock: true, leader: true, depth: 15},
 	}
 }
 
-// defaultDepth bounds the search of go test's run (steps from the start);
-// CASLEADER_MODELCHECK_DEPTH sets another (0: none but the time horizon and
-// maxStates).
-const defaultDepth = 18
-
-// TestProtocol explores every scenario and fails with the shortest trace that
+// TestProtocol explores every scenario, each to its depth bound (steps from the
+// start; CASLEADER_MODELCHECK_DEPTH sets another for all), and fails with the shortest trace that
 // breaks an invariant.
 func TestProtocol(t *testing.T) {
-	depth := defaultDepth
+	depth := 0
 	if v := os.Getenv("CASLEADER_MODELCHECK_DEPTH"); v != "" {
 		d, err := strconv.Atoi(v)
 		if err != nil {
@@ -50,7 +46,9 @@ func TestProtocol(t *testing.T) {
 			if only := os.Getenv("CASLEADER_MODELCHECK_ONLY"); only != "" && only != sc.name {
 				t.Skip("CASLEADER_MODELCHECK_ONLY")
 			}
-			sc.depth = depth
+			if depth != 0 {
+				sc.depth = depth
+			}
 			res := explore(&sc)
 			t.Logf("%s: %d distinct states, depth %d, %v (truncated %v)", sc.name, res.states, res.depth, res.elapsed, res.truncated)
 			if res.violation != "" {
