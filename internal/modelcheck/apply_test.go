@@ -159,13 +159,16 @@ func (s *state) exec(p *proc, c *call) {
 	switch c.op {
 	case opRead:
 		c.ok, c.res, c.resAt = r.exists, r, now
+		if s.takesLiveLeases {
+			c.res.tick -= 100
+		}
 	case opInsert:
 		if !r.exists {
 			s.win(p, 1)
 			c.ok, c.term = true, 1
 		}
 	case opElect:
-		if r.exists && r.version == c.from && takeable(r, p, now) {
+		if r.exists && r.version == c.from && (takeable(r, p, now) || s.takesLiveLeases) {
 			s.win(p, c.from+1)
 			c.ok, c.term = true, c.from+1
 		}

@@ -107,7 +107,9 @@ func (s *state) show(b *strings.Builder) {
 			fmt.Fprintf(b, " term %d deadline %d trusted %v", p.m.Term(), int(p.m.Deadline().Sub(epoch)/unit), p.m.Trusted(at(local)))
 		}
 		fmt.Fprintf(b, " v%d", p.m.Version())
-		if c := p.cur; c.op != opNone {
+		if c := p.cur; c.op == opRead {
+			fmt.Fprintf(b, " waiting: read sent %d executed %v", c.sent, c.done)
+		} else if c.op != opNone {
 			fmt.Fprintf(b, " waiting: %s sent %d from v%d executed %v", c.op, c.sent, c.from, c.done)
 		}
 		for _, o := range p.orphans {

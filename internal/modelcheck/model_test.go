@@ -112,6 +112,8 @@ type state struct {
 	lastProc uint8
 	wonBy    [maxTerm]uint8 // term -> process key + 1
 	overflow bool
+	// takesLiveLeases: see scenario
+	takesLiveLeases bool
 }
 
 const maxTerm = 48
@@ -137,6 +139,10 @@ type scenario struct {
 	// leader starts with the first candidate leading (it read the released row
 	// and won an election)
 	leader bool
+	// takesLiveLeases breaks the model's database on purpose (the checker's
+	// self-test): reads report every lease as expired, and an election wins
+	// from the version read whatever the lease
+	takesLiveLeases bool
 	// target names the candidate a handover goes to (default: the other ID)
 	target string
 }
@@ -158,6 +164,7 @@ func (s *state) local(p *proc) int { return s.now + p.drift }
 func initial(sc *scenario) state {
 	var s state
 	s.n = len(sc.procs)
+	s.takesLiveLeases = sc.takesLiveLeases
 	if sc.released {
 		s.row = row{exists: true, version: 1}
 	}

@@ -3,6 +3,7 @@ package modelcheck
 import (
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -15,6 +16,7 @@ func scenarios() []scenario {
 	a, b := candidate("a", "a0", 3, 2), candidate("b", "b10", 3, 2)
 	return []scenario{
 		{name: "LostAndLateRepliesAndRequests", procs: []proc{a, b}, horizon: 7, faults: 2, oneClock: true, released: true, depth: 17},
+		{name: "LeaderCutOffAfterLateReplies", procs: []proc{a, b}, horizon: 7, faults: 2, oneClock: true, leader: true, depth: 17},
 		{name: "CrashesAndRestartsWithAndWithoutResume", procs: []proc{a, b}, horizon: 7, crashes: 1, oneClock: true, leader: true, depth: 18},
 		{name: "MixedLeaseSettings", procs: []proc{candidate("a", "a0", 4, 3), candidate("b", "b10", 2, 1)},
 			horizon: 8, faults: 1, oneClock: true, leader: true, depth: 22},
@@ -55,5 +57,21 @@ func TestProtocol(t *testing.T) {
 				t.Fatalf("%s\n%s", res.violation, res.trace)
 			}
 		})
+	}
+}
+
+// TestCheckerFindsTwoLeadersWhenElectionsTakeLiveLeases checks the checker: with
+// a database whose election ignores the lease, it must find two candidates
+// trusting at once, and print the trace.
+func TestCheckerFindsTwoLeadersWhenElectionsTakeLiveLeases(t *testing.T) {
+	sc := scenario{name: "ElectionsTakeLiveLeases", procs: []proc{candidate("a", "a0", 3, 2), candidate("b", "b10", 3, 2)},
+		horizon: 4, oneClock: true, leader: true, takesLiveLeases: true}
+	res := explore(&sc)
+	t.Logf("%d distinct states, depth %d\n%s", res.states, res.depth, res.trace)
+	if !strings.Contains(res.violation, "both trust their leadership") {
+		t.Fatalf("violation %q, want two leaders", res.violation)
+	}
+	if !strings.Contains(res.trace, "database executes b[b10]'s elect") {
+		t.Errorf("the trace does not show b's election:\n%s", res.trace)
 	}
 }
