@@ -134,7 +134,8 @@ type result struct {
 	elapsed   time.Duration
 	violation string
 	trace     string
-	truncated bool // the depth bound or the term bound cut the search
+	truncated bool // the depth bound, the frontier bound or the term bound cut the search
+	capped    bool // the frontier or state bound cut it: some states within the depth were not explored
 }
 
 // progress, when set, is told of each level of the search.
@@ -163,7 +164,7 @@ func explore(sc *scenario) result {
 			break
 		}
 		if len(seen) > maxStates {
-			res.truncated = true
+			res.truncated, res.capped = true, true
 			break
 		}
 		if progress != nil {
@@ -192,7 +193,7 @@ func explore(sc *scenario) result {
 					return res
 				}
 				if len(next) >= maxFrontier {
-					res.truncated = true
+					res.truncated, res.capped = true, true
 					continue
 				}
 				next, nextIDs = append(next, s), append(nextIDs, int32(len(nodes)-1))

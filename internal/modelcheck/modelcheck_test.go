@@ -52,7 +52,7 @@ func TestProtocol(t *testing.T) {
 				sc.depth = depth
 			}
 			res := explore(&sc)
-			t.Logf("%s: %d distinct states, depth %d, %v (truncated %v)", sc.name, res.states, res.depth, res.elapsed, res.truncated)
+			t.Logf("%s: %d distinct states, depth %d, %v (bounded by depth or horizon: %v; frontier capped: %v)", sc.name, res.states, res.depth, res.elapsed, res.truncated, res.capped)
 			if res.violation != "" {
 				t.Fatalf("%s\n%s", res.violation, res.trace)
 			}
