@@ -1,0 +1,210 @@
+package modelcheck
+
+import (
+	"fmt"
+
+	"github.com/casleader/casleader/cas"
+)
+
+// apply performs e on s.
+func (s *state) apply(sc *scenario, e event) {
+	switch e.k {
+	case evTick:
+		s.now++
+		s.dropOrphans()
+		return
+	case evOutside:
+		s.outside++
+		s.row.version++
+		return
+	case evStepBack:
+		s.stepBack++
+		s.row.tick--
+		return
+	case evRequest:
+		s.requests++
+		s.row.version++
+		s.row.stepdown = true
+		s.row.handover = ""
+		if e.arg >= 0 {
+			s.row.handover = s.procs[e.arg].id
+		}
+		return
+	}
+	p := &s.procs[e.p]
+	now := s.local(p)
+	switch e.k {
+	case evSlow:
+		s.now++
+		p.drift--
+		s.dropOrphans()
+	case evFast:
+		p.drift++
+	case evSend:
+		s.send(sc, p, now)
+	case evExec:
+		if e.arg < 0 {
+			s.exec(p, &p.cur)
+			if p.cur.op == opRead && p.ph != phSettle {
+				// A follower's read is one step: the time its reply takes
+				// changes nothing that the sends after it do not cover.
+				c := p.cur
+				p.cur = call{}
+				s.deliver(sc, p, c, now)
+			}
+		} else {
+			s.exec(p, &p.orphans[e.arg])
+			p.orphans[e.arg] = call{}
+		}
+	case evDeliver:
+		c := p.cur
+		p.cur = call{}
+		s.deliver(sc, p, c, now)
+	case evFail:
+		s.faults++
+		c := p.cur
+		p.cur = call{}
+		p.abandon(c)
+		s.failed(p, c, now)
+	case evExpire:
+		p.abandon(p.cur)
+		p.cur = call{}
+		p.m.DeadlinePassed(at(now))
+		s.endTerm(p, cas.Decision{Action: cas.StepDown}, now)
+	case evResign:
+		s.endTerm(p, cas.Decision{Action: cas.Release}, now)
+	case evHandover:
+		s.endTerm(p, cas.Decision{Action: cas.Handover, To: s.procs[e.arg].id}, now)
+	case evCrash:
+		s.crashes++
+		p.abandon(p.cur)
+		p.cur = call{}
+		p.ph = phDead
+	case evRestart:
+		term := s.lastWon(p)
+		p.gen++
+		p.inc = intern(fmt.Sprintf("%s%d", p.id, p.slot*10+p.gen))
+		p.m = newMachine(p)
+		p.ph, p.ambiguous, p.resumed, p.resigned = phFollow, false, 0, 0
+		p.nextRead, p.lastRenew = now, -100
+		if e.arg == 1 {
+			p.resumed = term
+			p.m.Resume(term)
+		}
+	case evWake:
+		d := p.m.Woken(s.relVer, p.m.Participation(at(now), false, false), 0)
+		if d.Action == cas.Campaign {
+			p.cur = call{op: opElect, sent: now, from: d.Version}
+		}
+	}
+}
+
+// dropOrphans forgets the abandoned statements that are now too old to execute.
+func (s *state) dropOrphans() {
+	for i := 0; i < s.n; i++ {
+		p := &s.procs[i]
+		for j := range p.orphans {
+			if p.orphans[j].op != opNone && s.local(p)-p.orphans[j].sent > orphanLag {
+				p.orphans[j] = call{}
+			}
+		}
+	}
+}
+
+// abandon keeps c, a statement given up on, pending at the database if it has
+// not executed yet (it may execute later, or never).
+func (p *proc) abandon(c call) {
+	if c.op == opNone || c.done {
+		return
+	}
+	if p.orphans[0].op == opNone {
+		p.orphans[0] = c
+		return
+	}
+	p.orphans[1] = c // the older one never executes
+}
+
+// send sends p's next statement (elector.go: follow, heartbeat.Run, settle, release).
+func (s *state) send(sc *scenario, p *proc, now int) {
+	switch p.ph {
+	case phFollow:
+		p.nextRead = now + 1
+		p.cur = call{op: opRead, sent: now}
+	case phLead:
+		p.lastRenew = now
+		p.cur = call{op: opRenew, sent: now, from: p.m.Version()}
+	case phSettle:
+		if !p.m.Trusted(at(now)) {
+			s.endTerm(p, p.m.DeadlinePassed(at(now)), now)
+			return
+		}
+		p.cur = call{op: opRead, sent: now}
+	case phRelease:
+		switch {
+		case p.relRead:
+			p.cur = call{op: opRead, sent: now}
+		case p.relTo != "":
+			p.cur = call{op: opHandover, sent: now, from: p.relVersion, to: p.relTo}
+		default:
+			p.cur = call{op: opRelease, sent: now, from: p.relVersion}
+		}
+	}
+}
+
+// exec executes c, a statement of p, on the row at the database's time.
+func (s *state) exec(p *proc, c *call) {
+	r, now := s.row, s.now
+	c.done = true
+	held := r.exists && r.version == c.from && r.leader == p.id
+	switch c.op {
+	case opRead:
+		c.ok, c.res, c.resAt = r.exists, r, now
+		if s.takesLiveLeases {
+			c.res.tick -= 100
+		}
+	case opInsert:
+		if !r.exists {
+			s.win(p, 1)
+			c.ok, c.term = true, 1
+		}
+	case opElect:
+		if r.exists && r.version == c.from && (takeable(r, p, now) || s.takesLiveLeases) {
+			s.win(p, c.from+1)
+			c.ok, c.term = true, c.from+1
+		}
+	case opRenew:
+		if held {
+			s.row.version++
+			s.row.tick = now
+			c.ok = true
+		}
+	case opRelease:
+		if held {
+			s.row = released(r, now)
+			s.relVer = s.row.version
+			c.ok = true
+		}
+	case opHandover:
+		if held {
+			s.row = handedOver(r, c.to, c.from+1, now)
+			c.ok, c.term = true, c.from+1
+			if handoverAdopted && c.from+1 < maxTerm {
+				for i := 0; i < s.n; i++ {
+					if s.procs[i].id == c.to {
+						s.wonBy[c.from+1] = handedMark | uint8(i)
+					}
+				}
+			}
+		}
+	}
+}
+
+// win records an election or creation of p executed at the database in term.
+func (s *state) win(p *proc, term int64) {
+	s.row = elected(p, term, s.now)
+	if term >= maxTerm {
+		s.overflow = true
+		return
+	}
+	s.wonBy[term] = p.key() + 1
+}

@@ -1,0 +1,164 @@
+package modelcheck
+
+import (
+	"github.com/casleader/casleader/cas"
+	"github.com/casleader/casleader/store"
+)
+
+// The executor's glue: what elector.go's run loop does with each reply and each
+// decision, minimally. The machine decides every protocol question.
+
+// deliver hands p the reply to c at local time now.
+func (s *state) deliver(sc *scenario, p *proc, c call, now int) {
+	var rec store.Record
+	if c.op == opRead && c.ok {
+		rec = record(c.res, c.resAt, sc.oneClock)
+	}
+	switch p.ph {
+	case phFollow:
+		s.followReply(p, c, rec, now)
+	case phLead: // a renewal
+		if !c.ok {
+			s.settle(p, now)
+			return
+		}
+		if d := p.m.RenewReply(c.from+1, at(c.sent), at(now)); d.Action != cas.Lead {
+			s.endTerm(p, d, now)
+			return
+		}
+		p.ambiguous = false
+	case phSettle:
+		d := p.m.SettledAt(rec, c.ok, at(c.sent), at(now))
+		if d.Action == cas.Lead && !p.m.Trusted(at(now)) {
+			d = cas.Decision{Action: cas.StepDown} // the expiry timer fired meanwhile
+		}
+		if d.Action == cas.Lead {
+			p.ph = phLead
+			return
+		}
+		s.endTerm(p, d, now)
+	case phRelease:
+		s.releaseReply(p, c, rec, now)
+	}
+}
+
+// followReply handles a reply while following (elector.go's follow).
+func (s *state) followReply(p *proc, c call, rec store.Record, now int) {
+	var d cas.Decision
+	switch c.op {
+	case opRead:
+		d = p.m.Observed(rec, c.ok, at(c.sent), p.m.Participation(at(now), false, false))
+		if d.Action != cas.Refuse {
+			sightings(&p.m, rec)
+		}
+	case opInsert:
+		d = p.m.Created(c.term, c.ok, at(c.sent))
+	case opElect:
+		d = p.m.Elected(c.term, c.ok, at(c.sent))
+	}
+	switch d.Action {
+	case cas.Wait:
+		p.nextRead = now + 1
+		if c.op == opRead {
+			w := int((d.Wait + unit - 1) / unit)
+			p.nextRead = c.sent + min(max(w, 1), poll)
+		}
+	case cas.Create:
+		p.cur = call{op: opInsert, sent: now}
+	case cas.Campaign:
+		p.cur = call{op: opElect, sent: now, from: d.Version}
+	case cas.Lead:
+		p.ph, p.ambiguous, p.lapsed = phLead, false, false
+		if c.op == opRead {
+			p.lastRenew = -100 // adopted: renew at once
+		} else {
+			p.lastRenew = c.sent
+		}
+	case cas.Refuse:
+		p.ph = phStopped
+	}
+}
+
+// failed handles the failure of c (elector.go: unsettled, the renewer's
+// ambiguous flag, settle's and release's read errors).
+func (s *state) failed(p *proc, c call, now int) {
+	switch {
+	case c.op == opInsert || c.op == opElect:
+		p.m.Unsettled()
+	case c.op == opRenew:
+		p.ambiguous = true // heartbeat.Run retries from the same version
+	case p.ph == phRelease && c.op == opRead:
+		s.releaseDone(p, false) // release: a read error ends the loop
+	case p.ph == phRelease:
+		p.relRead = true
+	}
+}
+
+// settle starts settling a renewal that lost its compare-and-set.
+func (s *state) settle(p *proc, now int) {
+	p.m.RenewalFailed(p.ambiguous)
+	p.ambiguous = false
+	p.ph = phSettle
+	s.send(nil, p, now)
+}
+
+// endTerm ends the term led by p with decision d (elector.go's lead, after its
+// loop): stop acting, then release or hand over when asked to.
+func (s *state) endTerm(p *proc, d cas.Decision, now int) {
+	token := p.m.Term()
+	var version int64
+	var held bool
+	if d.Action == cas.Refuse {
+		p.ph = phStopped
+		return
+	}
+	if p.ph == phSettle && (d.Action == cas.Release || d.Action == cas.Handover) {
+		version, held = p.m.Yield(at(now)) // asked through the row (group.go)
+	} else {
+		version, held = p.m.Resign()
+		if held && (d.Action == cas.Release || d.Action == cas.Handover) {
+			p.m.CoolDown(at(now + p.lease)) // Resign and HandoverTo cool down one lease
+		}
+	}
+	if held {
+		p.resigned = token
+	}
+	p.ph = phFollow
+	if !held || (d.Action != cas.Release && d.Action != cas.Handover) {
+		return
+	}
+	p.ph = phRelease
+	p.relToken, p.relVersion, p.relTo, p.relAttempt, p.relRead = token, version, d.To, 0, false
+	s.send(nil, p, now)
+}
+
+// releaseReply handles a reply in the release loop (elector.go's release).
+func (s *state) releaseReply(p *proc, c call, rec store.Record, now int) {
+	if c.op != opRead {
+		if c.ok {
+			v := p.relVersion + 1
+			if c.op == opHandover {
+				v = c.term
+			}
+			p.m.Released(v, true, p.relTo)
+			p.ph = phFollow
+			return
+		}
+		p.relRead = true
+		s.send(nil, p, now)
+		return
+	}
+	from, retry := p.m.RetryFrom(p.relToken, p.relVersion, rec, c.ok)
+	if !retry || p.relAttempt >= 2 {
+		s.releaseDone(p, false)
+		return
+	}
+	p.relAttempt++
+	p.relVersion, p.relRead = from, false
+	s.send(nil, p, now)
+}
+
+func (s *state) releaseDone(p *proc, ok bool) {
+	p.m.Released(p.relVersion+1, ok, p.relTo)
+	p.ph = phFollow
+}

@@ -1,0 +1,77 @@
+package modelcheck
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func candidate(id, inc string, lease, renew int) proc {
+	return proc{id: id, inc: inc, lease: lease, renew: renew}
+}
+
+// scenarios are the configurations checked by go test.
+func scenarios() []scenario {
+	a, b := candidate("a", "a0", 3, 2), candidate("b", "b10", 3, 2)
+	return []scenario{
+		{name: "LostAndLateRepliesAndRequests", procs: []proc{a, b}, horizon: 7, faults: 2, oneClock: true, released: true, depth: 17},
+		{name: "LeaderCutOffAfterLateReplies", procs: []proc{a, b}, horizon: 7, faults: 2, oneClock: true, leader: true, depth: 17},
+		{name: "CrashesAndRestartsWithAndWithoutResume", procs: []proc{a, b}, horizon: 7, crashes: 1, oneClock: true, leader: true, depth: 18},
+		{name: "MixedLeaseSettings", procs: []proc{candidate("a", "a0", 4, 3), candidate("b", "b10", 2, 1)},
+			horizon: 8, faults: 1, oneClock: true, leader: true, depth: 22},
+		{name: "HandoverToADuplicatedID", procs: []proc{a, candidate("b", "b10", 3, 2), candidate("b", "b20", 3, 2)},
+			horizon: 5, handover: true, target: "b", oneClock: true, leader: true, depth: 21},
+		{name: "OutsideWriteTickStepBackAndStepDownRequests", procs: []proc{a, b}, horizon: 7, outside: 1, stepBack: 1, requests: 1,
+			handover: true, oneClock: true, leader: true, depth: 15},
+		{name: "ResignWakeupsAndDrift", procs: []proc{a, b}, horizon: 7, faults: 1, resign: true, wake: true, drift: 1, oneClock: true, leader: true, depth: 15},
+	}
+}
+
+// TestProtocol explores every scenario, each to its depth bound (steps from the
+// start; CASLEADER_MODELCHECK_DEPTH sets another for all), and fails with the shortest trace that
+// breaks an invariant.
+func TestProtocol(t *testing.T) {
+	depth := 0
+	if v := os.Getenv("CASLEADER_MODELCHECK_DEPTH"); v != "" {
+		d, err := strconv.Atoi(v)
+		if err != nil {
+			t.Fatalf("CASLEADER_MODELCHECK_DEPTH=%q: not a number", v)
+		}
+		depth = d
+	}
+	if os.Getenv("CASLEADER_MODELCHECK_PROGRESS") != "" {
+		progress = func(d, f, n int) { println("depth", d, "frontier", f, "seen", n) }
+	}
+	for _, sc := range scenarios() {
+		t.Run(sc.name, func(t *testing.T) {
+			if only := os.Getenv("CASLEADER_MODELCHECK_ONLY"); only != "" && only != sc.name {
+				t.Skip("CASLEADER_MODELCHECK_ONLY")
+			}
+			if depth != 0 {
+				sc.depth = depth
+			}
+			res := explore(&sc)
+			t.Logf("%s: %d distinct states, depth %d, %v (bounded by depth or horizon: %v; frontier capped: %v)", sc.name, res.states, res.depth, res.elapsed, res.truncated, res.capped)
+			if res.violation != "" {
+				t.Fatalf("%s\n%s", res.violation, res.trace)
+			}
+		})
+	}
+}
+
+// TestCheckerFindsTwoLeadersWhenElectionsTakeLiveLeases checks the checker: with
+// a database whose election ignores the lease, it must find two candidates
+// trusting at once, and print the trace.
+func TestCheckerFindsTwoLeadersWhenElectionsTakeLiveLeases(t *testing.T) {
+	sc := scenario{name: "ElectionsTakeLiveLeases", procs: []proc{candidate("a", "a0", 3, 2), candidate("b", "b10", 3, 2)},
+		horizon: 4, oneClock: true, leader: true, takesLiveLeases: true}
+	res := explore(&sc)
+	t.Logf("%d distinct states, depth %d\n%s", res.states, res.depth, res.trace)
+	if !strings.Contains(res.violation, "both trust their leadership") {
+		t.Fatalf("violation %q, want two leaders", res.violation)
+	}
+	if !strings.Contains(res.trace, "database executes b[b10]'s elect") {
+		t.Errorf("the trace does not show b's election:\n%s", res.trace)
+	}
+}
