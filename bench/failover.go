@@ -54,9 +54,17 @@ func failover(ctx context.Context, sys system, t timing, n, trial int, draw bool
 		smp = sample(cs)
 	}
 	sleep(ctx, rand.N(t.Lease))
+	if !l.IsLeader() {
+		r.Error = "the leader had lost its lease before the kill (not a takeover: is the machine overloaded?)"
+		return r, nil
+	}
 	crashAt := time.Now()
 	l.Crash()
-	last, byDB := lastWrite(ctx, sys, key, l.Marks())
+	last, byDB, err := lastWrite(ctx, sys, key, l)
+	if err != nil {
+		r.Error = err.Error()
+		return r, nil
+	}
 	expiry := last.Add(t.Lease)
 	w, err := waitOne(others(cs, l), t.Lease+10*time.Second)
 	var wonAt time.Time
@@ -72,8 +80,10 @@ func failover(ctx context.Context, sys system, t timing, n, trial int, draw bool
 		r.Error = err.Error()
 		return r, nil
 	}
-	won := w.Marks().Won
+	wm := w.Marks()
+	won := wm.Won
 	failoverValues(&r, crashAt, last, expiry, won, wonAt, byDB, t.Heartbeat)
+	winnerCalls(r.Values, wm, expiry)
 	if !draw {
 		return r, nil
 	}
@@ -108,14 +118,59 @@ func failoverValues(r *result, crashAt, last, expiry, won, wonAt time.Time, byDB
 	}
 }
 
-// lastWrite returns when the dead leader's last write was executed, by the
-// database clock (true), or, for a system whose row cannot be read, the send time
-// of its last renewal that succeeded (false).
-func lastWrite(ctx context.Context, sys system, key string, m marks) (time.Time, bool) {
-	if at, err := executed(ctx, sys, key); err == nil {
-		return at, true
+// winnerCalls splits a casleader winner's takeover (its marks w) at its last
+// read before the winning election and at that election, against the expiry:
+// read_sent_after_expiry_ms, read_rtt_ms, elect_sent_after_expiry_ms and
+// elect_rtt_ms. A read sent before the expiry is the read that found the lease
+// expiring (the election then waited for it); one sent after is the follower's
+// wake-up at the expiry it computed.
+func winnerCalls(v map[string]float64, w marks, expiry time.Time) {
+	var win, read *call
+	for i := range w.Calls {
+		if c := &w.Calls[i]; c.OK && (c.Op == "elect" || c.Op == "elect released") && !c.Done.After(w.Won) {
+			win = c
+		}
 	}
-	return m.LastRenew, false
+	if win == nil {
+		return
+	}
+	for i := range w.Calls {
+		if c := &w.Calls[i]; c.Op == "observe" && c.Sent.Before(win.Sent) {
+			read = c
+		}
+	}
+	v["elect_sent_after_expiry_ms"] = ms(win.Sent.Sub(expiry))
+	v["elect_rtt_ms"] = ms(win.Done.Sub(win.Sent))
+	if read != nil {
+		v["read_sent_after_expiry_ms"] = ms(read.Sent.Sub(expiry))
+		v["read_rtt_ms"] = ms(read.Done.Sub(read.Sent))
+	}
+}
+
+// lastWrite returns when the dead leader l's last write was executed, by the
+// database clock (true), or, for a system whose row cannot be read, the send time
+// of its last renewal that succeeded (false). It fails when the row is not l's
+// any more: l had lost its lease by the kill, and a follower had taken over.
+func lastWrite(ctx context.Context, sys system, key string, l candidate) (time.Time, bool, error) {
+	cs, ok := sys.(*casSystem)
+	if !ok || cs.executed == nil {
+		return l.Marks().LastRenew, false, nil
+	}
+	at, err := executed(ctx, sys, key)
+	if err != nil {
+		return at, true, fmt.Errorf("read the dead leader's row: %w", err)
+	}
+	// Read after the tick: if the row is still l's now, the tick was l's write.
+	octx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	rec, _, err := cs.shared.Observe(octx, key)
+	switch {
+	case err != nil:
+		return at, true, fmt.Errorf("read the dead leader's row: %w", err)
+	case rec.LeaderID != l.ID() || rec.Released():
+		return at, true, fmt.Errorf("the leader had lost its lease by the kill (the row names %q: not a takeover from the dead leader; is the machine overloaded?)", rec.LeaderID)
+	}
+	return at, true, nil
 }
 
 // executed returns the tick_time of key's row, by the database clock (the host's:
