@@ -39,15 +39,11 @@ func failover(ctx context.Context, sys system, t timing, n, trial int, draw bool
 		r.Error = err.Error()
 		return r, nil
 	}
-	start := time.Now()
-	for i, at := range randomMoments(n-1, t.Lease) {
-		sleep(ctx, time.Until(start.Add(at)))
-		c, err := sys.Start(ctx, key, fmt.Sprintf("c%02d", i+1))
-		if err != nil {
-			r.Error = err.Error()
-			return r, nil
-		}
-		cs = append(cs, c)
+	fs, err := startAtRandom(ctx, sys, key, n-1, t.Lease)
+	cs = append(cs, fs...)
+	if err != nil {
+		r.Error = err.Error()
+		return r, nil
 	}
 	var smp *sampler
 	if draw {
@@ -87,12 +83,17 @@ func failover(ctx context.Context, sys system, t timing, n, trial int, draw bool
 	if !draw {
 		return r, nil
 	}
-	tl := &timeline{System: sys.Name(), Spans: spans,
-		Events: []event{{crashAt, "leader crashed"}, {expiry, "its lease expired"}, {won, "next leader won"}}}
+	return r, drawn(sys, cs, spans, []event{{crashAt, "leader crashed"}, {expiry, "its lease expired"}, {won, "next leader won"}})
+}
+
+// drawn returns the timeline of the candidates cs of sys: their spans as leader
+// and the events evs.
+func drawn(sys system, cs []candidate, spans map[string][][2]time.Time, evs []event) *timeline {
+	tl := &timeline{System: sys.Name(), Spans: spans, Events: evs}
 	for _, c := range cs {
 		tl.Rows = append(tl.Rows, c.ID())
 	}
-	return r, tl
+	return tl
 }
 
 // failoverValues records one trial's times: the crash at crashAt, the dead
@@ -183,6 +184,22 @@ func executed(ctx context.Context, sys system, key string) (time.Time, error) {
 	xctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	return cs.executed(xctx, key)
+}
+
+// startAtRandom starts k followers c01, c02… of key, each at a uniformly random
+// moment of the next span; it returns those it started.
+func startAtRandom(ctx context.Context, sys system, key string, k int, span time.Duration) ([]candidate, error) {
+	var cs []candidate
+	start := time.Now()
+	for i, at := range randomMoments(k, span) {
+		sleep(ctx, time.Until(start.Add(at)))
+		c, err := sys.Start(ctx, key, fmt.Sprintf("c%02d", i+1))
+		if err != nil {
+			return cs, err
+		}
+		cs = append(cs, c)
+	}
+	return cs, nil
 }
 
 // randomMoments returns k uniformly random durations in [0, span), in order.

@@ -10,7 +10,7 @@
 // roundtrip (what each statement of a handover costs on PostgreSQL and MariaDB,
 // with PostgreSQL's wait events).
 //
-//	cd bench && go run . [-trials N] [-smoke] [-out DIR] [-only failover,handover,steady,herd,keys,scale,electors,saturate,roundtrip]
+//	cd bench && go run . [-trials N] [-lease D -heartbeat D] [-followers N -parallel N] [-smoke] [-out DIR] [-only failover,handover,steady,herd,keys,scale,electors,saturate,roundtrip]
 //
 // It prints markdown tables, and writes (by default into results/) DIR/results.jsonl (one JSON object per
 // measurement), DIR/summary.md, DIR/failover.svg and DIR/handover.svg. Databases
