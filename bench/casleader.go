@@ -53,7 +53,7 @@ type casSystem struct {
 	admin func(ctx context.Context, q string) error
 	// executed returns when the database executed the last write of key: its
 	// tick_time, by the database clock (the host's clock: the databases run on this
-	// machine). nil for SQLite.
+	// machine; SQLite's is the writing process's clock, microseconds in tick_time).
 	executed func(ctx context.Context, key string) (time.Time, error)
 	closers  []func()
 	shared   casleader.Store
@@ -152,6 +152,11 @@ func (s *casSystem) open(ctx context.Context, n int) (casleader.Store, func(), e
 		}
 		if s.admin == nil {
 			s.admin = func(ctx context.Context, q string) error { _, err := db.ExecContext(ctx, q); return err }
+			s.executed = func(ctx context.Context, key string) (time.Time, error) {
+				var us int64
+				err := db.QueryRowContext(ctx, `SELECT tick_time FROM `+s.table+` WHERE elect_key = ?`, key).Scan(&us)
+				return time.UnixMicro(us), err
+			}
 		}
 		return st, func() { db.Close() }, nil
 	}

@@ -10,7 +10,7 @@
 // roundtrip (what each statement of a handover costs on PostgreSQL and MariaDB,
 // with PostgreSQL's wait events).
 //
-//	cd bench && go run . [-trials N] [-smoke] [-out DIR] [-only failover,handover,steady,herd,keys,scale,electors,saturate,roundtrip]
+//	cd bench && go run . [-trials N] [-lease D -heartbeat D] [-followers N -parallel N] [-smoke] [-out DIR] [-only failover,handover,steady,herd,keys,scale,electors,saturate,roundtrip]
 //
 // It prints markdown tables, and writes (by default into results/) DIR/results.jsonl (one JSON object per
 // measurement), DIR/summary.md, DIR/failover.svg and DIR/handover.svg. Databases
@@ -42,6 +42,8 @@ import (
 
 func main() {
 	trials := flag.Int("trials", 20, "trials per failover/handover/herd measurement")
+	followers := flag.Int("followers", 2, "followers of the leader in each failover trial")
+	parallel := flag.Int("parallel", 1, "failover trials run at once, each on a key of its own (the first runs alone)")
 	smoke := flag.Bool("smoke", false, "one quick trial of everything (CI); never asserts timings")
 	out := flag.String("out", "", "directory for results.jsonl, summary.md and the SVG timelines (default results, or a temporary directory with -smoke)")
 	only := flag.String("only", "failover,handover,steady,herd,keys,scale,electors", "scenarios to run (also: saturate, which needs pgbench and sysbench and their databases; roundtrip, the cost of each handover statement)")
@@ -128,10 +130,10 @@ func main() {
 		log.Fatal(err)
 	}
 
-	// One setting for everybody: lease 2 s (etcd session TTL 2 s, its minimum here
-	// being 1.5 s), heartbeat 500 ms (etcd's keep-alive is TTL/3 and not configurable
-	// through concurrency.Session), casleader's renew deadline 1.4 s, and follower
-	// poll interval = lease (followers read once per lease unless woken).
+	// One setting for everybody, by default lease 2 s (etcd session TTL 2 s, its
+	// minimum here being 1.5 s), heartbeat 500 ms (etcd's keep-alive is TTL/3 and not
+	// configurable through concurrency.Session), casleader's renew deadline 1.4 s, and
+	// follower poll interval = lease (followers read once per lease unless woken).
 	t := benchTiming()
 	want := map[string]bool{}
 	for _, s := range strings.Split(*only, ",") {
@@ -206,12 +208,11 @@ func main() {
 				continue // a killed child cannot report its last renewal
 			}
 			run(m, func(sys system) {
-				for i := 0; i < *trials && ctx.Err() == nil; i++ {
-					r, tl := failover(ctx, sys, t, i)
-					record(r)
-					if tl != nil && i == 0 {
-						failTL = append(failTL, tl, closeUp(tl, 1))
-					}
+				tl := trialsInParallel(ctx, *trials, *parallel, func(i int) (result, *timeline) {
+					return failover(ctx, sys, t, *followers+1, i, i == 0)
+				}, record)
+				if tl != nil {
+					failTL = append(failTL, tl, closeUp(tl, 1))
 				}
 			})
 		}
@@ -408,7 +409,13 @@ func check(err error) {
 	}
 }
 
-// benchTiming is the one setting for everybody (see main).
+var (
+	leaseFlag     = flag.Duration("lease", 2*time.Second, "lease of every system (etcd: its TTL, rounded up to whole seconds); casleader's renew deadline is 70% of it and its poll interval equal to it")
+	heartbeatFlag = flag.Duration("heartbeat", 500*time.Millisecond, "heartbeat of the casleader and upsert systems (etcd keeps its session alive every TTL/3)")
+)
+
+// benchTiming is the one setting for everybody (see main): -lease and -heartbeat.
 func benchTiming() timing {
-	return timing{Lease: 2 * time.Second, Renew: 1400 * time.Millisecond, Heartbeat: 500 * time.Millisecond, Poll: 2 * time.Second}
+	l := *leaseFlag
+	return timing{Lease: l, Renew: l * 7 / 10, Heartbeat: *heartbeatFlag, Poll: l}
 }

@@ -39,7 +39,9 @@ type procCandidate struct {
 // startProc starts candidate id of key in table of the SQLite database at path, in
 // a child process.
 func startProc(path, table, key, id string) (*procCandidate, error) {
-	cmd := exec.Command(os.Args[0], "-child", "-child-db", path, "-child-table", table, "-child-key", key, "-child-id", id)
+	t := benchTiming()
+	cmd := exec.Command(os.Args[0], "-child", "-child-db", path, "-child-table", table, "-child-key", key, "-child-id", id,
+		"-lease", t.Lease.String(), "-heartbeat", t.Heartbeat.String())
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {

@@ -137,52 +137,6 @@ func others(cs []candidate, not candidate) []candidate {
 	return out
 }
 
-// failover: three candidates; the leader crashes (keeps its lease); how long after
-// the lease expired does a follower win? Expiry is the send time of the dead
-// leader's last successful renewal plus the lease (the database executed it later,
-// so the delay is overestimated by at most one one-way trip); the win is the reply
-// time of the winning write.
-func failover(ctx context.Context, sys system, t timing, trial int) (result, *timeline) {
-	r := result{Scenario: "failover", System: sys.Name(), Trial: trial, Values: map[string]float64{}}
-	cs, err := startN(ctx, sys, randName("failover"), 3)
-	if err != nil {
-		r.Error = err.Error()
-		return r, nil
-	}
-	defer stopAll(cs)
-	l, err := waitOne(cs, 15*time.Second)
-	if err != nil {
-		r.Error = err.Error()
-		return r, nil
-	}
-	smp := sample(cs)
-	time.Sleep(t.Lease / 2) // followers settle into their rhythm
-	crashAt := time.Now()
-	l.Crash()
-	m := l.Marks()
-	expiry := m.LastRenew.Add(t.Lease)
-	rest := others(cs, l)
-	w, err := waitOne(rest, t.Lease+10*time.Second)
-	time.Sleep(50 * time.Millisecond)
-	spans := smp.finish()
-	if err != nil {
-		r.Error = err.Error()
-		return r, nil
-	}
-	won := w.Marks().Won
-	r.Values["after_expiry_ms"] = ms(won.Sub(expiry))
-	r.Values["after_crash_ms"] = ms(won.Sub(crashAt))
-	if won.Before(expiry) {
-		r.Error = fmt.Sprintf("won %v before the lease expired", expiry.Sub(won))
-	}
-	tl := &timeline{System: sys.Name(), Spans: spans,
-		Events: []event{{crashAt, "leader crashed"}, {expiry, "its lease expired"}, {won, "next leader won"}}}
-	for _, c := range cs {
-		tl.Rows = append(tl.Rows, c.ID())
-	}
-	return r, tl
-}
-
 // handover: three candidates; the leader resigns; how long after the release is
 // committed (its reply) does the next leader win (its write's reply)?
 func handover(ctx context.Context, sys system, t timing, trial int) (result, *timeline) {
