@@ -146,34 +146,26 @@ func (c *ProcessCluster) startTwins(ctx context.Context, shared []int, wait time
 	for _, slot := range shared {
 		p := c.slots[slot]
 		if p.cmd != nil && c.refusals([]*proc{p}) > 0 {
-			select { // it stopped: its process ends
-			case <-p.exited:
-			case <-time.After(wait):
+			// It stopped: its process ends.
+			if !c.waitFor(ctx, wait, func() bool { return closed(p.exited) }) {
 				return nil, c.harnessError(fmt.Sprintf("candidate %s did not exit within %v of stopping with ErrDuplicateID", p.id, wait))
 			}
 		}
-		running := p.cmd != nil
-		if running {
-			select {
-			case <-p.exited:
-				running = false
-			default:
-			}
-		}
-		if !running {
+		if p.cmd == nil || closed(p.exited) {
 			if err := c.start(slot); err != nil {
 				return nil, err
 			}
 		}
 		p = c.slots[slot]
-		select {
-		case <-p.ready:
-		case <-p.exited:
-			return nil, c.harnessError(fmt.Sprintf("candidate %s exited before it took part", p.id))
-		case <-time.After(wait):
-			return nil, c.harnessError(fmt.Sprintf("candidate %s did not take part within %v of its start", p.id, wait))
-		case <-ctx.Done():
+		c.waitFor(ctx, wait, func() bool { return closed(p.ready) || closed(p.exited) })
+		switch {
+		case ctx.Err() != nil:
 			return nil, ctx.Err()
+		case closed(p.ready):
+		case closed(p.exited):
+			return nil, c.harnessError(fmt.Sprintf("candidate %s exited before it took part", p.id))
+		default:
+			return nil, c.harnessError(fmt.Sprintf("candidate %s did not take part within %v of its start", p.id, wait))
 		}
 		twins = append(twins, p)
 	}
@@ -183,17 +175,20 @@ func (c *ProcessCluster) startTwins(ctx context.Context, shared []int, wait time
 // handBack hands every key over to home until it leads them all, within wait:
 // keys that a stopped process held come back by their lease, to any candidate.
 func (c *ProcessCluster) handBack(ctx context.Context, st stepDowner, home *proc, wait time.Duration) error {
-	for deadline := time.Now().Add(wait); ; {
-		if err := c.handAll(ctx, st, c.procCandID(home)); err != nil {
-			return fmt.Errorf("hand back: %w", err)
+	var err error
+	led := c.waitFor(ctx, wait, func() bool {
+		if err = c.handAll(ctx, st, c.procCandID(home)); err != nil {
+			return true
 		}
-		if c.waitLeading(ctx, home, c.bounds().Lease/2) {
-			return nil
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return c.harnessError(fmt.Sprintf("%s does not lead every key within %v of asking", home.id, wait))
-		}
+		return c.waitLeading(ctx, home, c.bounds().Lease/2)
+	})
+	switch {
+	case err != nil:
+		return fmt.Errorf("hand back: %w", err)
+	case !led:
+		return c.harnessError(fmt.Sprintf("%s does not lead every key within %v of asking", home.id, wait))
 	}
+	return nil
 }
 
 // procCandID returns the candidate ID of process p.
@@ -232,16 +227,6 @@ func (c *ProcessCluster) handAll(ctx context.Context, st stepDowner, to string) 
 		}
 	}
 	return nil
-}
-
-// waitFor waits up to d until cond holds, and reports whether it did.
-func (c *ProcessCluster) waitFor(ctx context.Context, d time.Duration, cond func() bool) bool {
-	for deadline := time.Now().Add(d); time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(5 * time.Millisecond) {
-		if cond() {
-			return true
-		}
-	}
-	return cond()
 }
 
 // ledBy reports whether every key is led by one of procs.

@@ -94,6 +94,9 @@ type History struct {
 	// stalled server, a starved machine). The design promises liveness only while
 	// the database answers, so these are reported, not judged.
 	Unled []time.Duration
+	// Stalls are the stretches in which the harness's probe found the database
+	// too slow to answer anyone in time ([Stall]), in time order.
+	Stalls []Stall `json:",omitempty"`
 }
 
 // Bounds are the timing parameters the checker judges liveness with.
@@ -104,7 +107,8 @@ type Bounds struct {
 	Slack time.Duration
 }
 
-// Liveness returns the bound within which a leader must be back after a fault heals.
+// Liveness returns the bound within which a leader must be back after a fault
+// heals, in time that the harness's probe did not find stalled ([Stall]).
 func (b Bounds) Liveness() time.Duration { return b.Lease + b.Poll + b.Slack }
 
 // Violation is one broken property.
@@ -151,6 +155,9 @@ type Report struct {
 	ClockOffsets []time.Duration
 	// Unled is History.Unled.
 	Unled []time.Duration
+	// Stalled is the time History.Stalls cover; StallCredit the most that one
+	// liveness bound was lengthened by them.
+	Stalled, StallCredit time.Duration
 }
 
 // onKey names the violation's key for the report ("" if it has none).
@@ -175,7 +182,8 @@ func (r Report) OK() bool { return len(r.Violations) == 0 }
 //     is known to have begun, is one that a fence should have refused.
 //  3. Belief intervals of different candidates never overlap ("belief-overlap").
 //  4. After every fault heals, some candidate believes it leads within b.Liveness()
-//     ("liveness").
+//     ("liveness"), not counting the time History.Stalls cover (up to two minutes
+//     per fault): the database did not answer anyone in time then.
 //
 // Keys are independent elections: a token below another key's, or two candidates
 // leading two different keys at once, is no violation.
@@ -412,11 +420,15 @@ func leaderAt(bs []Interval, t int64) int64 {
 // and measures the failovers: per fault, the time until the last key concerned was
 // led again.
 func checkLiveness(h History, keys []string, beliefs map[string][]Interval, b Bounds, r *Report) {
-	bound := b.Liveness()
 	faults := slices.Clone(h.Faults)
 	sort.Slice(faults, func(i, j int) bool { return faults[i].Start < faults[j].Start })
+	for _, s := range h.Stalls {
+		r.Stalled += time.Duration(s.End - s.Start)
+	}
 	for i, f := range faults {
 		back, failover := time.Duration(-1), time.Duration(-1)
+		bound := time.Duration(extend(h.Stalls, f.Heal, b.Liveness()) - f.Heal)
+		r.StallCredit = max(r.StallCredit, bound-b.Liveness())
 		for _, key := range keys {
 			bs := beliefs[key]
 			at := leaderAt(bs, f.Heal)
@@ -549,6 +561,10 @@ func (r Report) String() string {
 	}
 	fmt.Fprintf(&b, "leader after heal (%d): p50=%v p99=%v max=%v\n", len(r.Liveness),
 		Percentile(r.Liveness, 50).Round(time.Millisecond), Percentile(r.Liveness, 99).Round(time.Millisecond), Percentile(r.Liveness, 100).Round(time.Millisecond))
+	if r.Stalled > 0 {
+		fmt.Fprintf(&b, "database stalled for the harness's probe: %v in all; most added to one liveness bound: %v\n",
+			r.Stalled.Round(time.Millisecond), r.StallCredit.Round(time.Millisecond))
+	}
 	if len(r.Unled) > 0 {
 		fmt.Fprintf(&b, "no leader with no fault active, beyond the liveness bound (a database that did not answer; not judged) (%d): max=%v\n",
 			len(r.Unled), Percentile(r.Unled, 100).Round(time.Millisecond))

@@ -231,3 +231,38 @@ func TestCheckReportsStretchesWithoutALeaderOutsideFaultsWithoutJudgingThem(t *t
 	assert.Equal(t, h.Unled, r.Unled)
 	assert.Contains(t, r.String(), "beyond the liveness bound (a database that did not answer; not judged) (2): max=7s")
 }
+
+func TestCheckDoesNotCountStalledTimeAgainstTheLivenessBound(t *testing.T) {
+	// The bound is 2.2 s; b leads 4 s after the heal at 11 s.
+	h := History{
+		Beliefs: []Interval{{"a", 1, 0, 10 * s, ""}, {"b", 2, 15 * s, 20 * s, ""}},
+		Faults:  []Fault{{Kinds: []string{CutLeader}, Targets: []string{"a"}, Leader: "a", Start: 10 * s, Heal: 11 * s}},
+		End:     20 * s,
+	}
+	for _, tc := range []struct {
+		name   string
+		stalls []Stall
+		ok     bool
+		credit time.Duration
+	}{
+		{"two seconds stalled after the heal", []Stall{{11*s + s/2, 13*s + s/2}}, true, 2 * time.Second},
+		{"one second stalled after the heal", []Stall{{11*s + s/2, 12*s + s/2}}, false, time.Second},
+		{"stalled before the heal", []Stall{{5 * s, 11 * s}}, false, 0},
+		{"stalled after the bound", []Stall{{14 * s, 20 * s}}, false, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h.Stalls = tc.stalls
+			r := Check(h, bounds)
+			assert.Equal(t, tc.ok, r.OK(), "%v", r.Violations)
+			assert.Equal(t, tc.credit, r.StallCredit)
+			assert.Equal(t, time.Duration(tc.stalls[0].End-tc.stalls[0].Start), r.Stalled)
+			assert.Contains(t, r.String(), "database stalled for the harness's probe")
+		})
+	}
+}
+
+func TestExtendCapsTheStallCredit(t *testing.T) {
+	stalls := []Stall{{0, 10 * int64(maxStallCredit)}}
+	assert.Equal(t, int64(time.Second+maxStallCredit), extend(stalls, 0, time.Second))
+	assert.Equal(t, int64(time.Second), extend(nil, 0, time.Second))
+}

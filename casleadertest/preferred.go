@@ -148,22 +148,16 @@ func (c *ProcessCluster) RunPreferred(ctx context.Context, restarts int) (Report
 	return Check(h, c.bounds()), pr, nil
 }
 
-// waitLeading waits up to d until p believes it leads every key.
+// waitLeading waits up to d (not stalled, see waitFor) until p believes it leads every key.
 func (c *ProcessCluster) waitLeading(ctx context.Context, p *proc, d time.Duration) bool {
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
+	return c.waitFor(ctx, d, func() bool {
 		c.mu.Lock()
-		n := 0
+		defer c.mu.Unlock()
 		for _, key := range c.keys {
-			if _, ok := c.open[belief{p.id, key}]; ok {
-				n++
+			if _, ok := c.open[belief{p.id, key}]; !ok {
+				return false
 			}
 		}
-		c.mu.Unlock()
-		if n == len(c.keys) {
-			return true
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return false
+		return true
+	})
 }

@@ -153,6 +153,8 @@ type ProcessCluster struct {
 	lead     string // the name of cfg.Lead ("" for the suite's own actions)
 	recorded int64  // actions reported by Lead functions
 
+	stopProbe context.CancelFunc // ends probe
+
 	// History is what the last Run observed, for a closer look when a check fails.
 	History History
 }
@@ -306,6 +308,9 @@ func NewProcessCluster(cfg ProcessConfig) (*ProcessCluster, error) {
 		c.db.Close()
 		return nil, err
 	}
+	pctx, stopProbe := context.WithCancel(context.Background())
+	c.stopProbe = stopProbe
+	go c.probe(pctx)
 	c.server = toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
 	for i := range cfg.Candidates {
 		sp := &proc{slot: i, dsn: dsns[i]}
@@ -368,12 +373,20 @@ func (c *ProcessCluster) createTables(ctx context.Context) error {
 	}
 	_, err := c.db.ExecContext(ctx, "CREATE TABLE "+c.quote(c.actions)+" ("+id+
 		", ekey VARCHAR(255) NOT NULL, token BIGINT NOT NULL, cand VARCHAR(64) NOT NULL, seq BIGINT NOT NULL, chk BIGINT NOT NULL)")
+	if err != nil || c.cfg.Dialect == schema.SQLite {
+		return err // SQLite: the probe only reads (a write would queue the candidates')
+	}
+	if _, err := c.db.ExecContext(ctx, "CREATE TABLE "+c.quote(c.probeTable())+" (id INT PRIMARY KEY, n BIGINT NOT NULL)"); err != nil {
+		return err
+	}
+	_, err = c.db.ExecContext(ctx, "INSERT INTO "+c.quote(c.probeTable())+" (id, n) VALUES (1, 0)")
 	return err
 }
 
 // Close stops every process and proxy and drops the tables.
 func (c *ProcessCluster) Close() {
 	c.stopAll()
+	c.stopProbe()
 	for _, p := range c.slots {
 		for _, x := range p.proxies {
 			x.Stop()
@@ -382,7 +395,7 @@ func (c *ProcessCluster) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	members, _ := schema.MembersTable(c.cfg.Table)
-	for _, t := range []string{c.cfg.Table, c.actions, members} {
+	for _, t := range []string{c.cfg.Table, c.actions, members, c.probeTable()} {
 		_, _ = c.db.ExecContext(ctx, "DROP TABLE IF EXISTS "+c.quote(t))
 	}
 	c.db.Close()
@@ -615,7 +628,7 @@ func (c *ProcessCluster) leader() *proc {
 	return best
 }
 
-// waitTakeover waits up to d until every key has a leader other than frozen (whose
+// waitTakeover waits up to d (not stalled, see waitFor) until every key has a leader other than frozen (whose
 // own belief stays open while it is frozen), and reports whether it came.
 func (c *ProcessCluster) waitTakeover(ctx context.Context, frozen *proc, d time.Duration) bool {
 	taken := func() bool {
@@ -635,25 +648,15 @@ func (c *ProcessCluster) waitTakeover(ctx context.Context, frozen *proc, d time.
 		}
 		return true
 	}
-	for deadline := time.Now().Add(d); time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(5 * time.Millisecond) {
-		if taken() {
-			return true
-		}
-	}
-	return taken()
+	return c.waitFor(ctx, d, taken)
 }
 
-// waitLeader waits up to d until every key has a leader and returns the candidate
+// waitLeader waits up to d (not stalled, see waitFor) until every key has a leader and returns the candidate
 // that leads the most, or nil.
 func (c *ProcessCluster) waitLeader(ctx context.Context, d time.Duration) *proc {
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		if l := c.leader(); l != nil {
-			return l
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return nil
+	var l *proc
+	c.waitFor(ctx, d, func() bool { l = c.leader(); return l != nil })
+	return l
 }
 
 // snapshotLoop reads the election rows every 200 ms for rollback faults.
@@ -1146,6 +1149,12 @@ func (c *ProcessCluster) harnessError(msg string) error {
 	defer c.mu.Unlock()
 	var b strings.Builder
 	b.WriteString(msg)
+	if n := len(c.hist.Stalls); n > 0 {
+		last := c.hist.Stalls[n-1]
+		fmt.Fprintf(&b, " (waits do not count stalls: the probe found the database stalled %d times, for %v in all, the last for %v ending %v ago)",
+			n, stalled(c.hist.Stalls, 0, Mono()).Round(time.Millisecond), time.Duration(last.End-last.Start).Round(time.Millisecond),
+			time.Duration(Mono()-last.End).Round(time.Millisecond))
+	}
 	for _, p := range c.slots {
 		if p.stderr != nil {
 			fmt.Fprintf(&b, "\n--- %s stderr (tail) ---\n%s", p.id, p.stderr.String())

@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"slices"
 	"testing"
 	"time"
 
@@ -77,11 +76,12 @@ func TestPreferredLeaderSurvivesRestarts(t *testing.T) {
 					assert.LessOrEqual(t, pr.PreferredTerms, (restarts+1)*keys, "no flapping: one term of the preferred candidate per start and key")
 					assert.LessOrEqual(t, pr.OtherTerms, 2*(restarts+1)*keys, "no flapping: at most two terms of the others per kill and key, plus two at the start")
 					// Each restart's handover waits a lease of the preferred candidate's
-					// life (less the latency of the members reads, a quarter lease).
+					// life (less the latency of the members reads, a quarter lease); and
+					// it comes at all: RunPreferred fails the run when it does not come
+					// within 3 leases + the liveness bound, not counting stalls.
 					for i, d := range pr.ToHandover[1:] {
 						assert.GreaterOrEqual(t, d, tm.lease-cas.Fresh(tm.lease)/3, "handover %d came too soon", i+1)
 					}
-					assert.Less(t, slices.Max(pr.ToHandover), 10*tm.lease, "the preferred candidate led again after each restart")
 				})
 			}
 		})
