@@ -14,9 +14,9 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
+	"github.com/casleader/casleader/internal/notify"
 	"github.com/casleader/casleader/internal/retry"
 	"github.com/casleader/casleader/internal/sqlstore"
-	"github.com/casleader/casleader/notify"
 )
 
 // WakeFileSuffix is appended to the database file's path to name the wake-up file:
