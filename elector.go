@@ -1056,7 +1056,7 @@ func (r *run) settle(ctx context.Context, ambiguous bool) cas.Decision {
 		if err == nil {
 			return m.SettledAt(rec, found, sent, time.Now())
 		}
-		wait := heartbeat.Backoff(attempt, e.cfg.HeartbeatInterval)
+		wait := retry.Renewal(attempt, e.cfg.HeartbeatInterval)
 		e.log.Warn("casleader: reading the row to settle a renewal failed, retrying", "error", err, "retry_in", wait)
 		t := time.NewTimer(min(wait, time.Until(dl)))
 		select {
