@@ -51,6 +51,7 @@ type Measures struct {
 	README     int            // lines of README.md; -1 without one
 	Examples   int            // Example functions in test files
 	WithOutput int            // those with an Output comment, which go test runs
+	InPublic   int            // Examples in the test files of public packages
 }
 
 // Measure reads the module whose go.mod is in dir.
@@ -139,6 +140,9 @@ func (m *Measures) addDir(path, rel string) error {
 		m.Examples++
 		if ex.Output != "" || ex.EmptyOutput {
 			m.WithOutput++
+		}
+		if p.Public {
+			m.InPublic++
 		}
 	}
 	if slices.Contains(executorDirs, rel) {
@@ -323,6 +327,7 @@ func (m *Measures) Print(out io.Writer) error {
 	}
 	fmt.Fprintf(w, "executor lines: %d (%s)\n", total, strings.Join(parts, ", "))
 	fmt.Fprintf(w, "README lines: %d\n", m.README)
-	fmt.Fprintf(w, "Example functions: %d (%d with an Output comment, run by go test)\n", m.Examples, m.WithOutput)
+	fmt.Fprintf(w, "Example functions: %d (%d with an Output comment, run by go test; %d in public packages)\n",
+		m.Examples, m.WithOutput, m.InPublic)
 	return w.Flush()
 }

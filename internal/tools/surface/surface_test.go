@@ -39,6 +39,7 @@ func TestMeasureCountsAKnownModule(t *testing.T) {
 		"heartbeat/h.go":         "package heartbeat\n\nfunc Run() {}\n",
 		"heartbeat/h_test.go":    "package heartbeat\n\nfunc ExampleRun() {}\n",
 		"internal/x/x.go":        "package x\n\nfunc Exported() {}\n\n" + function("internalLong", 70),
+		"internal/x/x_test.go":   "package x\n\nfunc ExampleExported() {}\n",
 		"rig/rig.go":             "package rig\n\nimport \"testing\"\n\nfunc Helper(t *testing.T) {}\n\n" + function("rigLong", 80),
 		"cmd/c/main.go":          "package main\n\nfunc main() {}\n\n" + function("mainLong", 90),
 		"nested/go.mod":          "module example.com/n\n",
@@ -73,8 +74,9 @@ func TestMeasureCountsAKnownModule(t *testing.T) {
 	assert.Equal(t, strings.Count(root, "\n"), m.Executor["."])
 	assert.Equal(t, 3, m.Executor["heartbeat"])
 	assert.Equal(t, 3, m.README)
-	assert.Equal(t, 3, m.Examples)
+	assert.Equal(t, 4, m.Examples)
 	assert.Equal(t, 1, m.WithOutput)
+	assert.Equal(t, 3, m.InPublic)
 
 	var out bytes.Buffer
 	require.NoError(t, m.Print(&out))
@@ -84,7 +86,7 @@ func TestMeasureCountsAKnownModule(t *testing.T) {
 		"library functions over 60 lines: 2 (longest 70)",
 		"executor lines: " + strconv.Itoa(strings.Count(root, "\n")+3),
 		"README lines: 3",
-		"Example functions: 3 (1 with an Output comment, run by go test)",
+		"Example functions: 4 (1 with an Output comment, run by go test; 3 in public packages)",
 	} {
 		assert.Contains(t, out.String(), line)
 	}
