@@ -45,20 +45,19 @@ type ReleasedElector interface {
 
 // Notifier is a wake-up path between the candidates of an election (see
 // [Config.Notifier]). The dialect stores have one built in (their Wakeups method),
-// which [New] uses when Config.Notifier is nil. The elector
-// calls its methods from its own goroutine: they must not block.
+// which [New] uses when Config.Notifier is nil. The elector calls its methods from
+// its own goroutine: they must not block.
 type Notifier interface {
 	// Subscribe arranges for wake to be called when the lease of key may have been
 	// given up, until unsubscribe is called, with the row version at which it was
 	// released (the follower then sends its election from that version at once,
 	// without reading the row), or 0 when that is not known (the follower reads
-	// the row), or -1 for a handover (the follower reads the row,
-	// and the target adopts the lease from it). Wake-ups may be spurious, stale or
-	// lost. A notifier that also has SubscribeAs(key, id string, wake func(version
-	// int64)) (unsubscribe func()) is subscribed through it with the candidate's
-	// ID, and may wake the followers other than a handover's target with
-	// -2: they read the row a few milliseconds after the
-	// target ([cas.HandoverReadDelay]).
+	// the row), or -1 for a handover (the follower reads the row, and the target
+	// adopts the lease from it). Wake-ups may be spurious, stale or lost. A notifier
+	// that also has SubscribeAs(key, id string, wake func(version int64))
+	// (unsubscribe func()) is subscribed through it with the candidate's ID, and may
+	// wake the followers other than a handover's target with -2: they read the row
+	// a few milliseconds after the target ([cas.HandoverReadDelay]).
 	Subscribe(key string, wake func(version int64)) (unsubscribe func())
 	// Observed is called with every row a follower reads.
 	Observed(key string, rec store.Record)
