@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/casleader/casleader"
-	"github.com/casleader/casleader/store/memstore"
+	"github.com/casleader/casleader/internal/memstore"
 )
 
 // BenchmarkIsLeader measures IsLeader while leading: it compares the monotonic clock

@@ -165,9 +165,9 @@ type Config struct {
 	// file (SQLite), and, on every dialect, electors on one store in one process wake
 	// each other directly. Set it only to listen another way: a postgres.Notifier on
 	// a DSN that reaches PostgreSQL directly when the pool goes through PgBouncer in
-	// transaction pooling mode (where LISTEN does not work), or a notify.MySQL on a
-	// pool of its own. A notifier for another table than the store's is an error
-	// (a [*ConfigError]). Wake-ups are only a speed-up: followers still read the
+	// transaction pooling mode (where LISTEN does not work), or the Wakeups of a second
+	// store of package store/mysql on a pool of its own. A notifier for another table
+	// than the store's is an error (a [*ConfigError]). Wake-ups are only a speed-up: followers still read the
 	// row when the observed lease can expire and at least every PollInterval, so a
 	// wake-up path that stops working costs latency, never safety. When you set it,
 	// PollInterval defaults to LeaseDuration.

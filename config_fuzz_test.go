@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/casleader/casleader"
+	"github.com/casleader/casleader/internal/memstore"
 	"github.com/casleader/casleader/store"
-	"github.com/casleader/casleader/store/memstore"
 )
 
 // FuzzConfig: New never panics; it refuses with ErrInvalidConfig, naming a field,

@@ -13,10 +13,10 @@ import (
 	"github.com/casleader/casleader/cas"
 	"github.com/casleader/casleader/detector"
 	"github.com/casleader/casleader/heartbeat"
+	"github.com/casleader/casleader/internal/notify"
 	"github.com/casleader/casleader/internal/retry"
-	"github.com/casleader/casleader/notify"
+	"github.com/casleader/casleader/internal/term"
 	"github.com/casleader/casleader/store"
-	"github.com/casleader/casleader/term"
 )
 
 // Store is what an [Elector] needs from the database: the compare-and-set writes
@@ -35,7 +35,7 @@ type Store interface {
 // version: ElectReleased makes id the leader of key, in a new term that it returns
 // (also the row's new version), only if the row has no leader, and reports won ==
 // false otherwise. The stores of packages store/mysql, store/postgres and
-// store/sqlite (and store/memstore) implement it. An elector whose store does is
+// store/sqlite (and internal/memstore) implement it. An elector whose store does is
 // woken by a wake-up that carries no version (a MySQL named lock) straight into this
 // election, one round trip, instead of a read and then [Store.Elect]. A store that
 // wraps another should implement it only when the wrapped store does.
@@ -44,21 +44,20 @@ type ReleasedElector interface {
 }
 
 // Notifier is a wake-up path between the candidates of an election (see
-// [Config.Notifier]). The dialect stores have one built in (their Wakeups method,
-// a *[notify.Wakeups]), which [New] uses when Config.Notifier is nil. The elector
-// calls its methods from its own goroutine: they must not block.
+// [Config.Notifier]). The dialect stores have one built in (their Wakeups method),
+// which [New] uses when Config.Notifier is nil. The elector calls its methods from
+// its own goroutine: they must not block.
 type Notifier interface {
 	// Subscribe arranges for wake to be called when the lease of key may have been
 	// given up, until unsubscribe is called, with the row version at which it was
 	// released (the follower then sends its election from that version at once,
 	// without reading the row), or 0 when that is not known (the follower reads
-	// the row), or [notify.HandedOver] for a handover (the follower reads the row,
-	// and the target adopts the lease from it). Wake-ups may be spurious, stale or
-	// lost. A notifier that also has SubscribeAs(key, id string, wake func(version
-	// int64)) (unsubscribe func()) is subscribed through it with the candidate's
-	// ID, and may wake the followers other than a handover's target with
-	// [notify.HandedToAnother]: they read the row a few milliseconds after the
-	// target ([cas.HandoverReadDelay]).
+	// the row), or -1 for a handover (the follower reads the row, and the target
+	// adopts the lease from it). Wake-ups may be spurious, stale or lost. A notifier
+	// that also has SubscribeAs(key, id string, wake func(version int64))
+	// (unsubscribe func()) is subscribed through it with the candidate's ID, and may
+	// wake the followers other than a handover's target with -2: they read the row
+	// a few milliseconds after the target ([cas.HandoverReadDelay]).
 	Subscribe(key string, wake func(version int64)) (unsubscribe func())
 	// Observed is called with every row a follower reads.
 	Observed(key string, rec store.Record)
@@ -71,7 +70,7 @@ type Notifier interface {
 // Errors returned by the elector.
 var (
 	// ErrNotLeader is returned by HandoverTo, and by a term's Resign, when this
-	// candidate does not lead (in that term). It is [term.ErrNotLeader].
+	// candidate does not lead (in that term).
 	ErrNotLeader = term.ErrNotLeader
 	// ErrAlreadyRunning is returned by Run while another Run of the same elector runs.
 	ErrAlreadyRunning = errors.New("casleader: Run is already running")
@@ -1056,7 +1055,7 @@ func (r *run) settle(ctx context.Context, ambiguous bool) cas.Decision {
 		if err == nil {
 			return m.SettledAt(rec, found, sent, time.Now())
 		}
-		wait := heartbeat.Backoff(attempt, e.cfg.HeartbeatInterval)
+		wait := retry.Renewal(attempt, e.cfg.HeartbeatInterval)
 		e.log.Warn("casleader: reading the row to settle a renewal failed, retrying", "error", err, "retry_in", wait)
 		t := time.NewTimer(min(wait, time.Until(dl)))
 		select {

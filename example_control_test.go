@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/casleader/casleader"
-	"github.com/casleader/casleader/store/memstore"
+	"github.com/casleader/casleader/internal/memstore"
 )
 
 // start runs el until the returned stop is called; stop returns Run's error.

@@ -14,8 +14,8 @@ import (
 
 	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/group"
+	"github.com/casleader/casleader/internal/memstore"
 	"github.com/casleader/casleader/store"
-	"github.com/casleader/casleader/store/memstore"
 )
 
 // A key of a group can gate work like an Elector (contrib/gocron takes either).

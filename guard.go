@@ -4,7 +4,7 @@ import (
 	"context"
 	"database/sql"
 
-	"github.com/casleader/casleader/term"
+	"github.com/casleader/casleader/internal/term"
 )
 
 // SQLGuarder is a store that can fence a database/sql transaction: the stores of

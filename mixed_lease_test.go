@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casleader/casleader"
+	"github.com/casleader/casleader/internal/memstore"
 	"github.com/casleader/casleader/store"
-	"github.com/casleader/casleader/store/memstore"
 )
 
 // cutStore is a candidate's link to the in-memory database: once cut, every

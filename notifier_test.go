@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casleader/casleader"
+	"github.com/casleader/casleader/internal/memstore"
 	"github.com/casleader/casleader/store"
-	"github.com/casleader/casleader/store/memstore"
 )
 
 // fakeNotifier records the elector's calls and lets a test wake its subscribers, like

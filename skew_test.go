@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casleader/casleader"
-	"github.com/casleader/casleader/store/memstore"
+	"github.com/casleader/casleader/internal/memstore"
 )
 
 // TestCandidateOnAServerAheadDoesNotTakeOverALiveLease: the leader renews through

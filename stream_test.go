@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casleader/casleader"
-	"github.com/casleader/casleader/store/memstore"
+	"github.com/casleader/casleader/internal/memstore"
 )
 
 // withoutTime drops the times of statuses, for comparisons.

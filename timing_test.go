@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/casleader/casleader"
-	"github.com/casleader/casleader/store/memstore"
+	"github.com/casleader/casleader/internal/memstore"
 )
 
 // TestLeaseAloneScalesTheOtherDurations: a Config that sets only LeaseDuration gets

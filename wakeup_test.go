@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casleader/casleader"
+	"github.com/casleader/casleader/internal/notify"
 	"github.com/casleader/casleader/internal/testdb"
-	"github.com/casleader/casleader/notify"
 	"github.com/casleader/casleader/store"
 	mysqlstore "github.com/casleader/casleader/store/mysql"
 	"github.com/casleader/casleader/store/postgres"
@@ -121,12 +121,30 @@ var wakeupPairs = []struct {
 		require.NoError(t, sa.CreateTable(t.Context()))
 		return sa, sb
 	}},
+	{"MariaDBWakeupsOfASecondStore", func(t *testing.T) (wakeStore, wakeStore) {
+		table := testdb.Name(t)
+		sa := newMySQL(t, table)
+		require.NoError(t, sa.CreateTable(t.Context()))
+		return wakingThrough(sa, newMySQL(t, table)), wakingThrough(newMySQL(t, table), newMySQL(t, table))
+	}},
 	{"MariaDBOneStoreWakesInProcess", func(t *testing.T) (wakeStore, wakeStore) {
 		st := newMySQL(t, testdb.Name(t))
 		require.NoError(t, st.CreateTable(t.Context()))
 		return st, st
 	}},
 }
+
+// wokenThrough is a MySQL store whose wake-ups are those of another store on a pool
+// of its own, as an elector has them when given that store's Wakeups as
+// Config.Notifier (mysql.ExampleStore_Wakeups).
+type wokenThrough struct {
+	*mysqlstore.Store
+	waker *mysqlstore.Store
+}
+
+func wakingThrough(st, waker *mysqlstore.Store) wokenThrough { return wokenThrough{st, waker} }
+
+func (s wokenThrough) Wakeups() *notify.Wakeups { return s.waker.Wakeups() }
 
 // wakeupCounts is what a follower does between a wake-up and leading, per pair.
 type wakeupCounts map[string]struct {
@@ -157,6 +175,7 @@ func TestStoreWakeupsPassAHandedOverLeaseWithOneRead(t *testing.T) {
 	testWakeups(t, wakeupCounts{
 		"PostgreSQL":                    {1, 1, "the notification says the lease was handed over: b reads the row that names it, and claims it"},
 		"MariaDB":                       {1, 2, "a lock grant cannot say it was a handover: one election that changes nothing, then the read and the claim"},
+		"MariaDBWakeupsOfASecondStore":  {1, 2, "the same locks, on the second store's pool"},
 		"SQLiteSecondDatabaseHandle":    {1, 1, "the wake-up file says the lease was handed over: b reads the row that names it, and claims it"},
 		"MariaDBOneStoreWakesInProcess": {1, 1, "woken in-process as handed over: b reads the row that names it, and claims it"},
 	}, func(t *testing.T, a *casleader.Elector) error { return a.HandoverTo(t.Context(), "b") })
@@ -196,6 +215,7 @@ func TestStoreWakeupsHandOverWithoutWaitingForAPoll(t *testing.T) {
 	testWakeups(t, wakeupCounts{
 		"PostgreSQL":                    {0, 1, "the notification carries the released version: b elects without reading"},
 		"MariaDB":                       {0, 1, "a lock grant carries no version, yet b elects the released row without reading it (ElectReleased)"},
+		"MariaDBWakeupsOfASecondStore":  {0, 1, "the same locks, on the second store's pool"},
 		"SQLiteSecondDatabaseHandle":    {0, 1, "the wake-up file carries the released version: b elects without reading"},
 		"MariaDBOneStoreWakesInProcess": {0, 1, "woken in-process with the released version: b elects without reading"},
 	}, func(t *testing.T, a *casleader.Elector) error { return a.ResignFor(t.Context(), time.Hour) })

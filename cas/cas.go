@@ -400,8 +400,8 @@ func (m *Machine) Woken(version int64, p Participation, failures int) Decision {
 	return Decision{Action: Campaign, Version: version}
 }
 
-// The negative versions of wake-ups (package notify's HandedOver and
-// HandedToAnother; cas does not depend on notify, a test checks they agree).
+// The negative versions of wake-ups (package internal/notify's HandedOver and
+// HandedToAnother; cas does not depend on it, a test checks they agree).
 const (
 	handedOver      int64 = -1
 	handedToAnother int64 = -2

@@ -7,12 +7,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/casleader/casleader/notify"
+	"github.com/casleader/casleader/internal/notify"
 	"github.com/casleader/casleader/store"
 )
 
-// The machine reads the versions of package notify's wake-ups without importing
-// it.
+// The machine reads the versions of package internal/notify's wake-ups without
+// importing it.
 func TestWakeUpVersionsAgreeWithNotify(t *testing.T) {
 	assert.Equal(t, notify.HandedOver, handedOver)
 	assert.Equal(t, notify.HandedToAnother, handedToAnother)

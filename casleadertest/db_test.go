@@ -20,11 +20,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casleader/casleader/casleadertest"
+	"github.com/casleader/casleader/internal/storetest"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
 	"github.com/casleader/casleader/store/mysql"
 	"github.com/casleader/casleader/store/postgres"
-	"github.com/casleader/casleader/store/storetest"
 )
 
 // exists reports whether table exists in the database of db.

@@ -6,9 +6,8 @@
 //
 // It is a module of its own (github.com/casleader/casleader/casleadertest), so that
 // what it needs for its tests stays out of what a user of the library downloads.
-// Its in-memory store for unit tests under testing/synctest is in the library
-// itself: package store/memstore, with fault hooks (FailNext, CommitThenFail,
-// Fail, SetDelay).
+// The library's in-memory store for unit tests under testing/synctest,
+// internal/memstore, is not public.
 //
 // # A database for a test
 //

@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casleader/casleader/detector"
+	"github.com/casleader/casleader/internal/memstore"
 	"github.com/casleader/casleader/store"
-	"github.com/casleader/casleader/store/memstore"
 )
 
 var _ detector.Reader = (*memstore.Store)(nil)

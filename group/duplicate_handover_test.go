@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casleader/casleader/group"
-	"github.com/casleader/casleader/store/memstore"
+	"github.com/casleader/casleader/internal/memstore"
 )
 
 // TestHandoverToADuplicatedIDGivesOneActorPerKey: two groups run with ID "b" by

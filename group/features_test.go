@@ -11,10 +11,10 @@ import (
 
 	"github.com/casleader/casleader/cas"
 	"github.com/casleader/casleader/group"
+	"github.com/casleader/casleader/internal/memstore"
+	"github.com/casleader/casleader/internal/notify"
 	"github.com/casleader/casleader/internal/testdb"
-	"github.com/casleader/casleader/notify"
 	"github.com/casleader/casleader/store"
-	"github.com/casleader/casleader/store/memstore"
 	"github.com/casleader/casleader/store/postgres"
 )
 

@@ -33,9 +33,8 @@
 //
 // A key's term ends as a single key's does: its leadership context (the one handed
 // to OnStartedLeading) is cancelled when the term ends, at the latest at its trust
-// deadline; [term.From] (casleader.TermFrom) gives the term's handle, with its
-// token, IsLeader, the guard that fences the callback's own transaction, and a
-// non-blocking Resign. The key's lease is released or handed over only after
+// deadline; casleader.TermFrom gives the term's handle, with its token, IsLeader,
+// the guard that fences the callback's own transaction, and a non-blocking Resign. The key's lease is released or handed over only after
 // OnStartedLeading has returned; one that does not return within DrainTimeout
 // leaves the lease to expire, and the key takes no new term while it runs.
 //
@@ -58,11 +57,11 @@ import (
 	"time"
 
 	"github.com/casleader/casleader/cas"
+	"github.com/casleader/casleader/internal/notify"
 	"github.com/casleader/casleader/internal/retry"
+	"github.com/casleader/casleader/internal/term"
 	"github.com/casleader/casleader/internal/timing"
-	"github.com/casleader/casleader/notify"
 	"github.com/casleader/casleader/store"
-	"github.com/casleader/casleader/term"
 )
 
 // Store is what a Group needs: the batched methods of the stores of package store,
@@ -89,15 +88,15 @@ type releasedElector interface {
 // Notifier wakes followers when a lease may have been given up. It has the methods
 // of casleader.Notifier, so the same notifiers serve a group too (the dialect
 // stores' built-in wake-ups, which [New] uses when Config.Notifier is nil, and
-// those of package notify and store/postgres); it is only a speed-up: followed keys
-// are still read when their lease can expire and at least every PollInterval.
+// postgres.Notifier); it is only a speed-up: followed keys are still read when
+// their lease can expire and at least every PollInterval.
 type Notifier interface {
 	// Subscribe arranges for wake to be called when the lease of key may have been
 	// given up, until unsubscribe is called, with the row version at which it was
 	// released (the key's election is then sent from it without a read first), or
-	// 0 when that is not known (the key is read), or [notify.HandedOver] for a
-	// handover (the key is read). A notifier that also has SubscribeAs is
-	// subscribed with the group's ID (see [notify.SubscribeAs]).
+	// 0 when that is not known (the key is read), or -1 for a handover (the key is
+	// read). A notifier that also has SubscribeAs is subscribed with the group's ID
+	// (see casleader.Notifier).
 	Subscribe(key string, wake func(version int64)) (unsubscribe func())
 	// Observed is called with every row of a followed key that the group reads.
 	Observed(key string, rec store.Record)
@@ -170,9 +169,9 @@ type Config struct {
 	// group starts leading key in the term token: the leader's work for that key.
 	// ctx is cancelled when that key's term ends (its trust deadline passes, its
 	// lease is lost, released, handed over or resigned, the key is removed, or Run
-	// ends), and term.From(ctx) (casleader.TermFrom) gives the term's handle: token,
-	// IsLeader, Guard (and Fence, for postgres.Guard on a pgx transaction), and a
-	// non-blocking Resign. It should return soon after ctx is cancelled: the key's
+	// ends), and casleader.TermFrom(ctx) gives the term's handle: token, IsLeader,
+	// Guard (and Fence, for postgres.Guard on a pgx transaction), and a non-blocking
+	// Resign. It should return soon after ctx is cancelled: the key's
 	// lease is released only after it has returned, at most DrainTimeout later
 	// (else the lease expires by itself), and the key takes no new term while it
 	// runs. A panic in it crashes the process, as in casleader. Default nil.

@@ -14,10 +14,10 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/casleader/casleader/group"
+	"github.com/casleader/casleader/internal/memstore"
 	"github.com/casleader/casleader/internal/testdb"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
-	"github.com/casleader/casleader/store/memstore"
 	"github.com/casleader/casleader/store/mysql"
 	"github.com/casleader/casleader/store/postgres"
 	"github.com/casleader/casleader/store/sqlite"

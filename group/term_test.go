@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casleader/casleader/group"
+	"github.com/casleader/casleader/internal/memstore"
+	"github.com/casleader/casleader/internal/term"
 	"github.com/casleader/casleader/store"
-	"github.com/casleader/casleader/store/memstore"
-	"github.com/casleader/casleader/term"
 )
 
 // works records the leadership contexts handed to OnStartedLeading, per key, and

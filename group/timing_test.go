@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casleader/casleader/group"
-	"github.com/casleader/casleader/store/memstore"
+	"github.com/casleader/casleader/internal/memstore"
 )
 
 // TestLeaseAloneScalesTheOtherDurations: a group given only LeaseDuration derives

@@ -17,7 +17,7 @@ import (
 
 	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/healthz"
-	"github.com/casleader/casleader/store/memstore"
+	"github.com/casleader/casleader/internal/memstore"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

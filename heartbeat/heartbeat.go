@@ -116,17 +116,10 @@ func Run(ctx context.Context, r Renewer, cfg Config, version int64, last, deadli
 		default:
 			failures++
 			lastErr = err
-			backoff := Backoff(failures, cfg.Interval)
+			backoff := retry.Renewal(failures, cfg.Interval)
 			log.Warn("casleader: renewal failed, retrying", "version", version,
 				"error", err, "attempt", failures, "retry_in", backoff, "trust_left", time.Until(deadline))
 			next = time.Now().Add(backoff)
 		}
 	}
-}
-
-// Backoff returns the wait before retry number attempt (1-based): exponential from
-// 10 ms, capped at limit/2, with full jitter in the upper half.
-func Backoff(attempt int, limit time.Duration) time.Duration {
-	limit = max(limit/2, time.Millisecond)
-	return retry.Backoff(attempt, min(10*time.Millisecond, limit), limit)
 }

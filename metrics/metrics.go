@@ -32,10 +32,10 @@
 //	casleader_clock_skew_seconds               gauge: clock skew between database servers seen by the electors
 //	casleader_members                          gauge: live members of the election (the members view), read at scrape time
 //
-// The kinds are those of package store's error sentinels ([KindTransient],
-// [KindNotWritable], [KindDeployment], [KindInvalidRow], [KindInvalidArgument]),
-// [KindOther] for unclassified errors, and, for renewals only, [KindLost]: the
-// renewal lost its compare-and-set (somebody else wrote the row; the elector then
+// The kinds are those of package store's error sentinels ("transient" for
+// [store.ErrTransient] and a timeout, "not_writable", "deployment", "invalid_row",
+// "invalid_argument"), "other" for unclassified errors, and, for renewals only,
+// "lost": the renewal lost its compare-and-set (somebody else wrote the row; the elector then
 // settles with one read). A call that the elector itself cancelled (to resign,
 // pause or exit) is not a failure and is not counted, nor timed. Alert on
 // casleader_renewal_failures_total{kind="deployment"} and
@@ -60,40 +60,40 @@ import (
 
 // Failure kinds, the values of the kind label.
 const (
-	KindLost            = "lost"             // a renewal lost its compare-and-set
-	KindTransient       = "transient"        // [store.ErrTransient]: timeout, reset, deadlock; retried
-	KindNotWritable     = "not_writable"     // [store.ErrNotWritable]: read-only server
-	KindDeployment      = "deployment"       // [store.ErrDeployment]: missing table, column or privilege
-	KindInvalidRow      = "invalid_row"      // [store.ErrInvalidRow]: a row casleader cannot have written
-	KindInvalidArgument = "invalid_argument" // [store.ErrInvalidArgument]
-	KindOther           = "other"            // an error that the store did not classify
+	kindLost            = "lost"             // a renewal lost its compare-and-set
+	kindTransient       = "transient"        // [store.ErrTransient]: timeout, reset, deadlock; retried
+	kindNotWritable     = "not_writable"     // [store.ErrNotWritable]: read-only server
+	kindDeployment      = "deployment"       // [store.ErrDeployment]: missing table, column or privilege
+	kindInvalidRow      = "invalid_row"      // [store.ErrInvalidRow]: a row casleader cannot have written
+	kindInvalidArgument = "invalid_argument" // [store.ErrInvalidArgument]
+	kindOther           = "other"            // an error that the store did not classify
 )
 
 // kinds lists every kind, for the series created up front.
-var kinds = []string{KindLost, KindTransient, KindNotWritable, KindDeployment, KindInvalidRow, KindInvalidArgument, KindOther}
+var kinds = []string{kindLost, kindTransient, kindNotWritable, kindDeployment, kindInvalidRow, kindInvalidArgument, kindOther}
 
-// ErrorKind returns the failure kind of a store error: one of the Kind constants
-// other than [KindLost], or "" for nil.
-func ErrorKind(err error) string {
+// errorKind returns the failure kind of a store error: one of the kind constants
+// other than [kindLost], or "" for nil.
+func errorKind(err error) string {
 	switch {
 	case err == nil:
 		return ""
 	case errors.Is(err, store.ErrDeployment):
-		return KindDeployment
+		return kindDeployment
 	case errors.Is(err, store.ErrNotWritable):
-		return KindNotWritable
+		return kindNotWritable
 	case errors.Is(err, store.ErrInvalidRow):
-		return KindInvalidRow
+		return kindInvalidRow
 	case errors.Is(err, store.ErrInvalidArgument):
-		return KindInvalidArgument
+		return kindInvalidArgument
 	case errors.Is(err, store.ErrTransient), errors.Is(err, context.DeadlineExceeded):
-		return KindTransient
+		return kindTransient
 	}
-	return KindOther
+	return kindOther
 }
 
-// MembersTimeout bounds the read of the members view at a scrape.
-const MembersTimeout = 2 * time.Second
+// membersTimeout bounds the read of the members view at a scrape.
+const membersTimeout = 2 * time.Second
 
 // Metrics collects the metrics of any number of electors. It is a
 // [prometheus.Collector]. Its methods are safe for concurrent use.
@@ -112,9 +112,9 @@ type Metrics struct {
 	electors []*casleader.Elector
 }
 
-// RenewalBuckets are the buckets of casleader_renewal_duration_seconds, in seconds:
+// renewalBuckets are the buckets of casleader_renewal_duration_seconds, in seconds:
 // from 1 ms to the default renew deadline.
-var RenewalBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+var renewalBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
 
 // New returns the metrics, registered with reg when reg is not nil (a nil reg
 // leaves registering to the caller: Metrics is a Collector). The error is reg's: a
@@ -128,7 +128,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		renewals: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "casleader_renewal_duration_seconds",
 			Help:    "Round-trip time of the leader's renewals (a compare-and-set on the election row), whatever their outcome.",
-			Buckets: RenewalBuckets,
+			Buckets: renewalBuckets,
 		}, []string{"key"}),
 		renewFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "casleader_renewal_failures_total",
@@ -213,7 +213,7 @@ func (m *Metrics) call(key string, c casleader.Call) {
 	if c.Cancelled {
 		return // the elector stopped it: not the database's doing
 	}
-	kind := ErrorKind(c.Err)
+	kind := errorKind(c.Err)
 	if kind != "" {
 		m.storeErrors.WithLabelValues(key, string(c.Op), kind).Inc()
 	}
@@ -222,7 +222,7 @@ func (m *Metrics) call(key string, c casleader.Call) {
 	}
 	m.renewals.WithLabelValues(key).Observe(c.Duration.Seconds())
 	if kind == "" && !c.Swapped {
-		kind = KindLost
+		kind = kindLost
 	}
 	if kind != "" {
 		m.renewFailures.WithLabelValues(key, kind).Inc()
@@ -291,7 +291,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.token, prometheus.GaugeValue, g.token, k)
 		ch <- prometheus.MustNewConstMetric(m.skew, prometheus.GaugeValue, g.skew, k)
 		if l := listers[k]; l != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), MembersTimeout)
+			ctx, cancel := context.WithTimeout(context.Background(), membersTimeout)
 			ms, err := l.Members(ctx)
 			cancel()
 			if err == nil {

@@ -25,9 +25,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/casleader/casleader"
+	"github.com/casleader/casleader/internal/memstore"
 	"github.com/casleader/casleader/metrics"
 	"github.com/casleader/casleader/store"
-	"github.com/casleader/casleader/store/memstore"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

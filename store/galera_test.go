@@ -9,11 +9,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/casleader/casleader/internal/storetest"
 	"github.com/casleader/casleader/internal/testdb"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
 	"github.com/casleader/casleader/store/mysql"
-	"github.com/casleader/casleader/store/storetest"
 )
 
 // TestGaleraGuard runs the guard with the fenced writer and the new leader on

@@ -16,7 +16,7 @@ import (
 )
 
 // TestPostgresReleaseAndHandoverNotifyOnlyWhenTheyWin checks the notification that
-// package notify listens for: sent by the winning release or handover statement
+// package internal/notify listens for: sent by the winning release or handover statement
 // itself, on postgres.NotifyChannel with postgres.NotifyPayload, never by a write that
 // lost, and never by other writes.
 func TestPostgresReleaseAndHandoverNotifyOnlyWhenTheyWin(t *testing.T) {

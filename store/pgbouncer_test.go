@@ -7,10 +7,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/casleader/casleader/internal/storetest"
 	"github.com/casleader/casleader/internal/testdb"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store/postgres"
-	"github.com/casleader/casleader/store/storetest"
 )
 
 // The conformance suite through PgBouncer in transaction pooling mode: every

@@ -218,12 +218,3 @@ type Won struct {
 	// found.
 	Since time.Time
 }
-
-// Keys returns the keys of ws, in order.
-func Keys(ws []Won) []string {
-	out := make([]string, len(ws))
-	for i, w := range ws {
-		out[i] = w.Key
-	}
-	return out
-}

@@ -18,15 +18,15 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/casleader/casleader/internal/memstore"
 	"github.com/casleader/casleader/internal/secret"
+	"github.com/casleader/casleader/internal/storetest"
 	"github.com/casleader/casleader/internal/testdb"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
-	"github.com/casleader/casleader/store/memstore"
 	"github.com/casleader/casleader/store/mysql"
 	"github.com/casleader/casleader/store/postgres"
 	"github.com/casleader/casleader/store/sqlite"
-	"github.com/casleader/casleader/store/storetest"
 )
 
 // Every store passes the conformance suite's interface.

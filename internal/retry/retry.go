@@ -26,6 +26,14 @@ func Backoff(attempt int, base, limit time.Duration) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
+// Renewal returns the wait before retry number attempt (1-based) of a renewal, or
+// of the read that settles one, on a heartbeat interval of interval: exponential
+// from 10 ms, capped at interval/2, with full jitter in the upper half.
+func Renewal(attempt int, interval time.Duration) time.Duration {
+	limit := max(interval/2, time.Millisecond)
+	return Backoff(attempt, min(10*time.Millisecond, limit), limit)
+}
+
 // LogEvery is the shortest time between two log lines of one [Limiter].
 const LogEvery = 10 * time.Second
 

@@ -49,3 +49,17 @@ func TestLimiterLetsOneLinePerIntervalThrough(t *testing.T) {
 		}
 	})
 }
+
+func TestRenewalStaysWithinHalfTheInterval(t *testing.T) {
+	t.Parallel()
+	const interval = 100 * time.Millisecond
+	for attempt := 1; attempt < 40; attempt++ {
+		d := Renewal(attempt, interval)
+		if d <= 0 || d > interval/2 {
+			t.Fatalf("attempt %d: %v outside (0, %v]", attempt, d, interval/2)
+		}
+	}
+	if d := Renewal(1, 0); d <= 0 || d > time.Millisecond {
+		t.Errorf("no interval: %v, want at most 1ms", d)
+	}
+}

@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/casleader/casleader/notify"
+	"github.com/casleader/casleader/internal/notify"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
 )

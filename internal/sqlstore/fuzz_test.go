@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/casleader/casleader/notify"
+	"github.com/casleader/casleader/internal/notify"
 	"github.com/casleader/casleader/store"
 )
 

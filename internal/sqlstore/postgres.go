@@ -5,7 +5,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/casleader/casleader/notify"
+	"github.com/casleader/casleader/internal/notify"
 	"github.com/casleader/casleader/schema"
 )
 

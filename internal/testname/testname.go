@@ -1,5 +1,5 @@
 // Package testname gives tests unique table names and election keys. It imports
-// no driver, so the exported conformance suite (store/storetest) can use it.
+// no driver, so the conformance suite (internal/storetest) can use it.
 package testname
 
 import (

@@ -11,9 +11,9 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/casleader/casleader/internal/dsn"
+	"github.com/casleader/casleader/internal/notify"
 	"github.com/casleader/casleader/internal/secret"
 	"github.com/casleader/casleader/internal/sqlstore"
-	"github.com/casleader/casleader/notify"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
 )

@@ -5,7 +5,7 @@ import (
 	"database/sql"
 	"time"
 
-	"github.com/casleader/casleader/notify"
+	"github.com/casleader/casleader/internal/notify"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
 )

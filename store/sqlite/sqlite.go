@@ -2,6 +2,10 @@
 // modernc.org/sqlite, for candidates on one host and for zero-setup use. It is the
 // only casleader package that imports that driver (which registers the
 // database/sql driver name "sqlite").
+//
+// Wake-ups between processes go through a file next to the database file, named
+// after it plus "-casleader": every release or handover appends a line to it, and
+// the stores of other processes watch it.
 package sqlite
 
 import (

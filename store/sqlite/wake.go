@@ -14,16 +14,16 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
+	"github.com/casleader/casleader/internal/notify"
 	"github.com/casleader/casleader/internal/retry"
 	"github.com/casleader/casleader/internal/sqlstore"
-	"github.com/casleader/casleader/notify"
 )
 
-// WakeFileSuffix is appended to the database file's path to name the wake-up file:
+// wakeFileSuffix is appended to the database file's path to name the wake-up file:
 // every release or handover by a store on that database appends a line
 // "table version key" to it, and the stores of other processes watch it (inotify,
 // kqueue, ReadDirectoryChangesW through fsnotify) to wake their followers.
-const WakeFileSuffix = "-casleader"
+const wakeFileSuffix = "-casleader"
 
 // wakeMaxSize is the size above which a writer truncates the wake-up file before
 // appending: readers that find it shorter than what they read start over.
@@ -51,7 +51,7 @@ func (w *fileWake) Listening() bool { return w.listening.Load() }
 func (w *fileWake) file() string {
 	w.once.Do(func() {
 		if f := databaseFile(w.db); f != "" {
-			w.path = f + WakeFileSuffix
+			w.path = f + wakeFileSuffix
 		}
 	})
 	return w.path

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/casleader/casleader/notify"
+	"github.com/casleader/casleader/internal/notify"
 	"github.com/casleader/casleader/store"
 )
 

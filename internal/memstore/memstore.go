@@ -1,8 +1,8 @@
-// Package memstore is an in-memory election store for unit tests: of the election
-// logic, and of an application's callbacks (the code that runs while leading),
-// under testing/synctest and with faults injected. It has the methods and
-// semantics of package store's SQL stores and passes the same conformance suite
-// (store/storetest), which is why it can be trusted.
+// Package memstore is an in-memory election store for the library's unit tests: of
+// the election logic, and of code that runs while leading, under testing/synctest
+// and with faults injected. It has the methods and semantics of package store's SQL
+// stores and passes the same conformance suite (internal/storetest), which is why it
+// can be trusted.
 //
 // Its "database clock" is [time.Now], so inside a testing/synctest bubble leases
 // expire in the bubble's fake time. Ages are computed from the stored tick_time at

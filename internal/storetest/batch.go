@@ -81,7 +81,7 @@ func sorted(t *testing.T, ws []store.Won) []string {
 		assert.False(t, w.Since.IsZero(), "key %q: zero Since", w.Key)
 		assert.False(t, w.Since.After(time.Now()), "key %q: Since in the future", w.Key)
 	}
-	s := store.Keys(ws)
+	s := wonKeys(ws)
 	slices.Sort(s)
 	return s
 }
@@ -450,4 +450,13 @@ func oversizedBatchIsRefused(t *testing.T, s batchStore) {
 	assert.ErrorIs(t, err, store.ErrInvalidArgument)
 	_, err = s.RenewMany(ctx, "me", []store.KeyVersion{kv("ok", 1), kv("bad ", 1)})
 	assert.ErrorIs(t, err, store.ErrInvalidArgument, "an invalid key fails the batch")
+}
+
+// wonKeys returns the keys of ws, in order.
+func wonKeys(ws []store.Won) []string {
+	out := make([]string, len(ws))
+	for i, w := range ws {
+		out[i] = w.Key
+	}
+	return out
 }

@@ -6,7 +6,7 @@ import (
 	"os"
 
 	"github.com/casleader/casleader"
-	"github.com/casleader/casleader/notify"
+	"github.com/casleader/casleader/internal/notify"
 	"github.com/casleader/casleader/store/mysql"
 	"github.com/casleader/casleader/store/postgres"
 )

@@ -73,6 +73,6 @@
 // # SQLite: a watched file
 //
 // A release by a sqlite.Store appends "table version key" to the file named after
-// the database file plus sqlite.WakeFileSuffix, and the stores of other processes
+// the database file plus "-casleader", and the stores of other processes
 // on the same file watch it (through fsnotify).
 package notify

@@ -15,8 +15,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/casleader/casleader"
+	"github.com/casleader/casleader/internal/notify"
 	"github.com/casleader/casleader/internal/testdb"
-	"github.com/casleader/casleader/notify"
 	"github.com/casleader/casleader/store/mysql"
 	"github.com/casleader/casleader/store/postgres"
 )

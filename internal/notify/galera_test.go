@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casleader/casleader"
+	"github.com/casleader/casleader/internal/notify"
 	"github.com/casleader/casleader/internal/testdb"
-	"github.com/casleader/casleader/notify"
 	"github.com/casleader/casleader/store/mysql"
 )
 

@@ -9,11 +9,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casleader/casleader/cas"
+	"github.com/casleader/casleader/internal/term"
 	"github.com/casleader/casleader/store"
 	"github.com/casleader/casleader/store/mysql"
 	"github.com/casleader/casleader/store/postgres"
 	"github.com/casleader/casleader/store/sqlite"
-	"github.com/casleader/casleader/term"
 )
 
 var (
