@@ -172,11 +172,37 @@ type term struct {
 	token int64
 }
 
-func (r *recorder) begin(id string, token int64) {
+func (r *recorder) begin(id string, token int64, at int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.lives.Add(1)
-	r.open[term{id, token}] = Interval{Cand: id, Token: token, Start: Mono(), Key: r.key}
+	r.open[term{id, token}] = Interval{Cand: id, Token: token, Start: at, Key: r.key}
+}
+
+// follow records candidate id's belief in the term of token, whose leadership
+// context is ctx, as the kit's candidate processes do: from the first to the last
+// instant el was seen leading in that term, sampled every millisecond, each stamp
+// taken before the look. So the recorded interval lies inside the real one; a stamp
+// taken when ctx ended would come late on a loaded machine.
+func (r *recorder) follow(ctx context.Context, id string, token int64, el *casleader.Elector) {
+	first, last := int64(-1), int64(-1)
+	for {
+		now := Mono()
+		switch {
+		case el.IsLeader() && el.Token() == token:
+			if first < 0 {
+				first = now
+				r.begin(id, token, first)
+			}
+			last = now
+		case first >= 0:
+			r.end(id, token, last)
+			return
+		case ctx.Err() != nil:
+			return // never seen leading: the term ended before its callback ran
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // end ends the beliefs of candidate id (in the term of token; every term for 0).
@@ -261,8 +287,7 @@ func (cl Cluster) Run(t testing.TB) Report {
 			Key: cl.Key, ID: n.id,
 			LeaseDuration: cl.Lease, RenewDeadline: renew, HeartbeatInterval: beat, PollInterval: poll,
 			OnStartedLeading: func(ctx context.Context, token int64) {
-				rec.begin(n.id, token)
-				context.AfterFunc(ctx, func() { rec.end(n.id, token, Mono()) })
+				go rec.follow(ctx, n.id, token, n.el)
 				cl.Lead(ctx, &Candidate{ID: n.id, Token: token, Elector: n.el, DB: cl.DB, node: n,
 					record: func(check, done int64, err error) { rec.act(n.id, token, check, done, err) }})
 			},
