@@ -163,14 +163,7 @@ func chaosRun(t *testing.T, name string, dialect schema.Dialect, dsn string, key
 	require.NoError(t, err)
 	summary := fmt.Sprintf("%s chaos run: %v, seed %d, L=%v R=%v H=%v P=%v slack=%v\n%s",
 		name, time.Since(start).Round(time.Second), seed, tm.lease, tm.renew, tm.heartbeat, tm.poll, tm.slack, rep)
-	t.Log(summary)
-	if path := os.Getenv(envReport); path != "" {
-		f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-		require.NoError(t, err)
-		_, err = f.WriteString(summary + "\n")
-		require.NoError(t, err)
-		require.NoError(t, f.Close())
-	}
+	report(t, summary)
 	require.NotZero(t, rep.ActionsChecked, "no fenced action was performed")
 	require.Equal(t, max(keys, 1), rep.Keys, "keys checked")
 	if os.Getenv("CI") != "" {

@@ -52,13 +52,7 @@ func TestPreferredLeaderSurvivesRestarts(t *testing.T) {
 					keys := max(mode.keys, 1)
 					summary := fmt.Sprintf("%s %s preferred-leader run: %v, seed %d, L=%v: %d restarts, %d terms of the preferred candidate and %d of the others over %d keys, time to handover %v\n%s",
 						mode.name, db.name, time.Since(start).Round(time.Second), seed, tm.lease, pr.Restarts, pr.PreferredTerms, pr.OtherTerms, keys, pr.ToHandover, rep)
-					t.Log(summary)
-					if path := os.Getenv(envReport); path != "" {
-						f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-						require.NoError(t, err)
-						_, _ = f.WriteString(summary + "\n")
-						require.NoError(t, f.Close())
-					}
+					report(t, summary)
 					if !rep.OK() {
 						dumpHistory(t, c.History)
 						t.Errorf("the history has %d violations:\n%s", len(rep.Violations), rep)
