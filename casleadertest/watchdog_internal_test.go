@@ -22,7 +22,9 @@ import (
 func TestWatchdogRestartsTheServer(t *testing.T) {
 	t.Parallel()
 	log := filepath.Join(t.TempDir(), "server.log")
-	srv := `echo start >> "$0"; trap 'echo stop >> "$0"; exit 0' TERM; while :; do sleep 0.05; done`
+	// The trap comes before the start is logged: a signal sent once "start" is seen
+	// must find it (on a loaded machine it could come in between).
+	srv := `trap 'echo stop >> "$0"; exit 0' TERM; echo start >> "$0"; while :; do sleep 0.05; done`
 	cmd := exec.Command("/bin/sh", "-c", watchdog, "casleadertest-watchdog", "1", "0", "TERM", "/bin/sh", "-c", srv, log)
 	require.NoError(t, cmd.Start())
 	exited := make(chan error, 1)
