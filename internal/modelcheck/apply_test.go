@@ -32,6 +32,11 @@ func (s *state) apply(sc *scenario, e event) {
 		return
 	}
 	p := &s.procs[e.p]
+	if e.k == evLate {
+		s.now++
+		s.dropOrphans()
+		e.k = evDeliver
+	}
 	now := s.local(p)
 	switch e.k {
 	case evSlow:

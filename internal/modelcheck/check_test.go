@@ -104,7 +104,7 @@ func (s *state) show(b *strings.Builder) {
 		local := s.local(p)
 		fmt.Fprintf(b, "         %-6s clock %-2d %-8s %-9s", p.name(), local, p.ph, p.m.Role())
 		if p.m.Role() == cas.Leader {
-			fmt.Fprintf(b, " term %d deadline %d trusted %v", p.m.Term(), int(p.m.Deadline().Sub(epoch)/unit), p.m.Trusted(at(local)))
+			fmt.Fprintf(b, " term %d deadline %g trusted %v", p.m.Term(), float64(p.m.Deadline().Sub(epoch))/float64(unit), p.m.Trusted(at(local)))
 		}
 		fmt.Fprintf(b, " v%d", p.m.Version())
 		if c := p.cur; c.op == opRead {

@@ -13,7 +13,7 @@ import (
 
 // newMachine is the machine of process p, as an executor builds it.
 func newMachine(p *proc) cas.Machine {
-	return *cas.New(store.Candidate{ID: p.id, Incarnation: p.inc, Lease: dur(p.lease)}, dur(p.renew))
+	return *cas.New(store.Candidate{ID: p.id, Incarnation: p.inc, Lease: dur(p.lease)}, p.renew)
 }
 
 // record is what a read executed at database time now returns of r.

@@ -26,6 +26,7 @@ const (
 	evOutside              // something bumps the row's version
 	evStepBack             // tick_time steps back one unit
 	evRequest              // a step-down request (arg: target slot, -1 none)
+	evLate                 // time advances one unit, then p receives the reply to its executed statement
 )
 
 type event struct {
@@ -35,7 +36,7 @@ type event struct {
 }
 
 func (e event) String() string {
-	names := [...]string{"time+1", "time+1 (clock of %s stalls)", "clock of %s +1", "%s sends", "database executes %s's %s", "%s receives the reply", "%s's statement fails", "%s's deadline timer fires", "%s resigns", "%s hands over to %s", "%s crashes", "%s restarts", "%s woken", "outside write bumps the version", "tick_time steps back 1", "step-down requested%s"}
+	names := [...]string{"time+1", "time+1 (clock of %s stalls)", "clock of %s +1", "%s sends", "database executes %s's %s", "%s receives the reply", "%s's statement fails", "%s's deadline timer fires", "%s resigns", "%s hands over to %s", "%s crashes", "%s restarts", "%s woken", "outside write bumps the version", "tick_time steps back 1", "step-down requested%s", "time+1, then %s receives the reply (late)"}
 	return names[e.k]
 }
 
@@ -58,7 +59,7 @@ func (s *state) events(sc *scenario) []event {
 			case evSend, evDeliver:
 				local = true
 				ample = append(ample, e)
-			case evFail, evExpire:
+			case evFail, evExpire, evLate:
 				ample = append(ample, e)
 			}
 		}
@@ -128,6 +129,9 @@ func (s *state) procEvents(sc *scenario, i int, out []event) []event {
 			e(evExec, -1)
 		} else {
 			e(evDeliver, 0)
+			if sc.late && s.now < sc.horizon && !s.urgent() && s.local(p)+1-p.cur.sent <= lag {
+				e(evLate, 0)
+			}
 		}
 		if s.faults < sc.faults {
 			e(evFail, 0)
@@ -135,7 +139,7 @@ func (s *state) procEvents(sc *scenario, i int, out []event) []event {
 	} else if s.canSend(p) {
 		e(evSend, 0)
 	}
-	if p.m.Role() == cas.Leader && (p.ph == phLead || p.ph == phSettle) && s.local(p) >= int(p.m.Deadline().Sub(epoch)/unit) {
+	if p.m.Role() == cas.Leader && (p.ph == phLead || p.ph == phSettle) && !p.m.Trusted(at(s.local(p))) {
 		e(evExpire, 0)
 	}
 	if p.ph == phLead && p.cur.op == opNone {

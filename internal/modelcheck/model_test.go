@@ -75,20 +75,21 @@ func (p phase) String() string {
 
 // proc is one candidate process and its executor.
 type proc struct {
-	slot, gen    uint8
-	id, inc      string
-	lease, renew int // units
-	m            cas.Machine
-	ph           phase
-	cur          call    // the statement the executor waits for
-	orphans      [2]call // statements given up on, still pending at the database
-	drift        int     // local clock = database time + drift
-	nextRead     int     // local time of the next read (the detector's wait)
-	lastRenew    int     // local time of the last renewal sent
-	ambiguous    bool    // a renewal failed since the last one that won (the renewer's flag)
-	resumed      int64   // term passed to Resume
-	resigned     int64   // the last term this process resigned (Resign or Yield)
-	lapsed       bool    // its trust lapsed since the executor started leading the current term
+	slot, gen uint8
+	id, inc   string
+	lease     int // units
+	renew     time.Duration
+	m         cas.Machine
+	ph        phase
+	cur       call    // the statement the executor waits for
+	orphans   [2]call // statements given up on, still pending at the database
+	drift     int     // local clock = database time + drift
+	nextRead  int     // local time of the next read (the detector's wait)
+	lastRenew int     // local time of the last renewal sent
+	ambiguous bool    // a renewal failed since the last one that won (the renewer's flag)
+	resumed   int64   // term passed to Resume
+	resigned  int64   // the last term this process resigned (Resign or Yield)
+	lapsed    bool    // its trust lapsed since the executor started leading the current term
 	// the release loop
 	relToken, relVersion int64
 	relTo                string
@@ -133,6 +134,7 @@ type scenario struct {
 	resign   bool   // leaders may resign
 	wake     bool   // released-version wake-ups
 	oneClock bool   // reads report OneClock (a single-primary database)
+	late     bool   // a reply may arrive one step after its statement executed
 	depth    int    // BFS depth bound (0: none)
 	// released starts with the row released at version 1 (else missing)
 	released bool

@@ -5,15 +5,26 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 func candidate(id, inc string, lease, renew int) proc {
-	return proc{id: id, inc: inc, lease: lease, renew: renew}
+	return proc{id: id, inc: inc, lease: lease, renew: dur(renew)}
+}
+
+// withRenew is p with renew deadline r.
+func withRenew(p proc, r time.Duration) proc {
+	p.renew = r
+	return p
 }
 
 // scenarios are the configurations checked by go test.
 func scenarios() []scenario {
 	a, b := candidate("a", "a0", 3, 2), candidate("b", "b10", 3, 2)
+	// A margin L - R of half a step: a leader's trust may end between two
+	// steps, and a reply that arrives a step after its renewal executed shows
+	// whether the trust is measured from the send.
+	a5, b5 := withRenew(a, 5*unit/2), withRenew(b, 5*unit/2)
 	return []scenario{
 		{name: "LostAndLateRepliesAndRequests", procs: []proc{a, b}, horizon: 7, faults: 2, oneClock: true, released: true, depth: 17},
 		{name: "LeaderCutOffAfterLateReplies", procs: []proc{a, b}, horizon: 7, faults: 2, oneClock: true, leader: true, depth: 17},
@@ -24,6 +35,7 @@ func scenarios() []scenario {
 			horizon: 5, handover: true, target: "b", oneClock: true, leader: true, depth: 21},
 		{name: "OutsideWriteTickStepBackAndStepDownRequests", procs: []proc{a, b}, horizon: 7, outside: 1, stepBack: 1, requests: 1,
 			handover: true, oneClock: true, leader: true, depth: 15},
+		{name: "LateRepliesAndAShortMargin", procs: []proc{a5, b5}, horizon: 7, faults: 1, late: true, oneClock: true, leader: true, depth: 17},
 		{name: "ResignWakeupsAndDrift", procs: []proc{a, b}, horizon: 7, faults: 1, resign: true, wake: true, drift: 1, oneClock: true, leader: true, depth: 15},
 	}
 }
