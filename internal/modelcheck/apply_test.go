@@ -84,7 +84,14 @@ func (s *state) apply(sc *scenario, e event) {
 		s.crashes++
 		p.abandon(p.cur)
 		p.cur = call{}
-		p.ph = phDead
+		p.ph, p.work, p.relPending = phDead, 0, false
+	case evWorkDone:
+		p.work = 0
+		if p.ph == phDrain {
+			s.drained(p, true, now)
+		}
+	case evDrainTimeout:
+		s.drained(p, false, now)
 	case evRestart:
 		term := s.lastWon(p)
 		p.gen++
@@ -97,7 +104,7 @@ func (s *state) apply(sc *scenario, e event) {
 			p.m.Resume(term)
 		}
 	case evWake:
-		d := p.m.Woken(s.relVer, p.m.Participation(at(now), false, false), 0)
+		d := p.m.Woken(s.relVer, s.part(p, now), 0)
 		if d.Action == cas.Campaign {
 			p.cur = call{op: opElect, sent: now, from: d.Version}
 		}
@@ -185,12 +192,14 @@ func (s *state) exec(p *proc, c *call) {
 		}
 	case opRelease:
 		if held {
+			s.running(r.term)
 			s.row = released(r, now)
 			s.relVer = s.row.version
 			c.ok = true
 		}
 	case opHandover:
 		if held {
+			s.running(r.term)
 			s.row = handedOver(r, c.to, c.from+1, now)
 			c.ok, c.term = true, c.from+1
 			if handoverAdopted && c.from+1 < maxTerm {
@@ -212,4 +221,13 @@ func (s *state) win(p *proc, term int64) {
 		return
 	}
 	s.wonBy[term] = p.key() + 1
+}
+
+// running records term as released while its work still runs, if it does.
+func (s *state) running(term int64) {
+	for i := 0; i < s.n; i++ {
+		if s.procs[i].work == term {
+			s.releasedRunning = term
+		}
+	}
 }

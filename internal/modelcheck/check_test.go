@@ -18,6 +18,12 @@ const handedMark = 0x80
 // check checks the invariants in s and updates their bookkeeping. It returns a
 // description of the violation, or "".
 func (s *state) check() string {
+	if t := s.releasedRunning; t != 0 {
+		return fmt.Sprintf("term %d was released while its leader's work still ran (it had not returned after its context was cancelled): the next leader may start beside it", t)
+	}
+	if t := s.besideRunning; t != 0 {
+		return fmt.Sprintf("a process starts leading term %d while the leader's work it started before still runs: two OnStartedLeading of one process at once", t)
+	}
 	var trusted *proc
 	for i := 0; i < s.n; i++ {
 		p := &s.procs[i]
@@ -107,6 +113,9 @@ func (s *state) show(b *strings.Builder) {
 			fmt.Fprintf(b, " term %d deadline %g trusted %v", p.m.Term(), float64(p.m.Deadline().Sub(epoch))/float64(unit), p.m.Trusted(at(local)))
 		}
 		fmt.Fprintf(b, " v%d", p.m.Version())
+		if p.work != 0 {
+			fmt.Fprintf(b, " work of term %d runs", p.work)
+		}
 		if c := p.cur; c.op == opRead {
 			fmt.Fprintf(b, " waiting: read sent %d executed %v", c.sent, c.done)
 		} else if c.op != opNone {

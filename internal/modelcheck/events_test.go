@@ -10,23 +10,25 @@ import (
 type kind uint8
 
 const (
-	evTick     kind = iota // time advances one unit on every clock
-	evSlow                 // time advances, but not on p's clock
-	evFast                 // p's clock advances alone (unused: a clock that runs fast only makes its owner step down earlier)
-	evSend                 // p's executor sends its next statement
-	evExec                 // the database executes p's statement (arg: -1 current, else an orphan)
-	evDeliver              // p receives the reply to its current statement
-	evFail                 // p's current statement fails (timeout, reset): lost request or reply
-	evExpire               // p's trust deadline timer fires
-	evResign               // p's user resigns
-	evHandover             // p's user hands over to arg
-	evCrash                // p's process dies
-	evRestart              // p restarts (arg 1: with Resume of its last term)
-	evWake                 // p is woken with the last released version
-	evOutside              // something bumps the row's version
-	evStepBack             // tick_time steps back one unit
-	evRequest              // a step-down request (arg: target slot, -1 none)
-	evLate                 // time advances one unit, then p receives the reply to its executed statement
+	evTick         kind = iota // time advances one unit on every clock
+	evSlow                     // time advances, but not on p's clock
+	evFast                     // p's clock advances alone (unused: a clock that runs fast only makes its owner step down earlier)
+	evSend                     // p's executor sends its next statement
+	evExec                     // the database executes p's statement (arg: -1 current, else an orphan)
+	evDeliver                  // p receives the reply to its current statement
+	evFail                     // p's current statement fails (timeout, reset): lost request or reply
+	evExpire                   // p's trust deadline timer fires
+	evResign                   // p's user resigns
+	evHandover                 // p's user hands over to arg
+	evCrash                    // p's process dies
+	evRestart                  // p restarts (arg 1: with Resume of its last term)
+	evWake                     // p is woken with the last released version
+	evOutside                  // something bumps the row's version
+	evStepBack                 // tick_time steps back one unit
+	evRequest                  // a step-down request (arg: target slot, -1 none)
+	evLate                     // time advances one unit, then p receives the reply to its executed statement
+	evWorkDone                 // p's leader's work (OnStartedLeading) returns
+	evDrainTimeout             // DrainTimeout passes while p's executor waits for the work
 )
 
 type event struct {
@@ -36,7 +38,7 @@ type event struct {
 }
 
 func (e event) String() string {
-	names := [...]string{"time+1", "time+1 (clock of %s stalls)", "clock of %s +1", "%s sends", "database executes %s's %s", "%s receives the reply", "%s's statement fails", "%s's deadline timer fires", "%s resigns", "%s hands over to %s", "%s crashes", "%s restarts", "%s woken", "outside write bumps the version", "tick_time steps back 1", "step-down requested%s", "time+1, then %s receives the reply (late)"}
+	names := [...]string{"time+1", "time+1 (clock of %s stalls)", "clock of %s +1", "%s sends", "database executes %s's %s", "%s receives the reply", "%s's statement fails", "%s's deadline timer fires", "%s resigns", "%s hands over to %s", "%s crashes", "%s restarts", "%s woken", "outside write bumps the version", "tick_time steps back 1", "step-down requested%s", "time+1, then %s receives the reply (late)", "%s's leader's work returns", "%s's drain times out (DrainTimeout)"}
 	return names[e.k]
 }
 
@@ -114,6 +116,12 @@ func (s *state) procEvents(sc *scenario, i int, out []event) []event {
 			}
 		}
 		return out
+	}
+	if sc.drain && p.work != 0 && p.ph != phLead && p.ph != phSettle {
+		e(evWorkDone, 0)
+	}
+	if p.ph == phDrain {
+		e(evDrainTimeout, 0)
 	}
 	if p.ph == phStopped {
 		return out

@@ -47,7 +47,7 @@ func (s *state) followReply(p *proc, c call, rec store.Record, now int) {
 	var d cas.Decision
 	switch c.op {
 	case opRead:
-		d = p.m.Observed(rec, c.ok, at(c.sent), p.m.Participation(at(now), false, false))
+		d = p.m.Observed(rec, c.ok, at(c.sent), s.part(p, now))
 		if d.Action != cas.Refuse {
 			sightings(&p.m, rec)
 		}
@@ -68,7 +68,13 @@ func (s *state) followReply(p *proc, c call, rec store.Record, now int) {
 	case cas.Campaign:
 		p.cur = call{op: opElect, sent: now, from: d.Version}
 	case cas.Lead:
+		if p.work != 0 {
+			s.besideRunning = p.m.Term()
+		}
 		p.ph, p.ambiguous, p.lapsed = phLead, false, false
+		if s.drain {
+			p.work = p.m.Term()
+		}
 		if c.op == opRead {
 			p.lastRenew = -100 // adopted: renew at once
 		} else {
@@ -103,7 +109,8 @@ func (s *state) settle(p *proc, now int) {
 }
 
 // endTerm ends the term led by p with decision d (elector.go's lead, after its
-// loop): stop acting, then release or hand over when asked to.
+// loop): stop acting, drain the leader's work, then release or hand over when
+// asked to.
 func (s *state) endTerm(p *proc, d cas.Decision, now int) {
 	token := p.m.Term()
 	var version int64
@@ -123,13 +130,36 @@ func (s *state) endTerm(p *proc, d cas.Decision, now int) {
 	if held {
 		p.resigned = token
 	}
+	p.relPending = held && (d.Action == cas.Release || d.Action == cas.Handover)
+	if p.relPending {
+		p.relToken, p.relVersion, p.relTo, p.relAttempt, p.relRead = token, version, d.To, 0, false
+	}
+	p.ph = phDrain
+	if p.work == 0 || s.revert&revNoDrain != 0 {
+		s.drained(p, true, now)
+	}
+}
+
+// drained ends p's drain (elector.go's drain): the work returned (ok), or
+// DrainTimeout passed. The release or handover is written only after the work
+// returned; else the lease expires by itself.
+func (s *state) drained(p *proc, ok bool, now int) {
 	p.ph = phFollow
-	if !held || (d.Action != cas.Release && d.Action != cas.Handover) {
+	if !p.relPending || (!ok && s.revert&revReleaseUndrained == 0) {
+		p.relPending = false
 		return
 	}
+	p.relPending = false
 	p.ph = phRelease
-	p.relToken, p.relVersion, p.relTo, p.relAttempt, p.relRead = token, version, d.To, 0, false
 	s.send(nil, p, now)
+}
+
+// part is how p takes part in the election at now (elector.go's
+// participation, and follow's: abstaining while the work of an earlier term
+// still runs).
+func (s *state) part(p *proc, now int) cas.Participation {
+	busy := p.work != 0 && s.revert&revLeadBeside == 0
+	return p.m.Participation(at(now), busy, false)
 }
 
 // releaseReply handles a reply in the release loop (elector.go's release).

@@ -67,10 +67,11 @@ const (
 	phRelease              // writes the release or handover, retrying after a read
 	phDead                 // crashed
 	phStopped              // stopped with ErrDuplicateID
+	phDrain                // waits for the leader's work to return (at most DrainTimeout)
 )
 
 func (p phase) String() string {
-	return [...]string{"follow", "lead", "settle", "release", "dead", "stopped"}[p]
+	return [...]string{"follow", "lead", "settle", "release", "dead", "stopped", "drain"}[p]
 }
 
 // proc is one candidate process and its executor.
@@ -90,6 +91,9 @@ type proc struct {
 	resumed   int64   // term passed to Resume
 	resigned  int64   // the last term this process resigned (Resign or Yield)
 	lapsed    bool    // its trust lapsed since the executor started leading the current term
+	work      int64   // the term whose leader's work (OnStartedLeading) still runs; 0: none
+	// relPending: a release or handover is written after the drain
+	relPending bool
 	// the release loop
 	relToken, relVersion int64
 	relTo                string
@@ -113,9 +117,31 @@ type state struct {
 	lastProc uint8
 	wonBy    [maxTerm]uint8 // term -> process key + 1
 	overflow bool
-	// takesLiveLeases: see scenario
+	// takesLiveLeases, revert: see scenario
 	takesLiveLeases bool
+	revert          rule
+	drain           bool // see scenario
+	// releasedRunning is a term released or handed over while its work still
+	// ran, besideRunning a term led beside the work of an earlier term of the
+	// same process; 0: none
+	releasedRunning, besideRunning int64
 }
+
+// rule is a set of the executor's rules reverted on purpose (the checker's
+// tests: each must be caught).
+type rule uint8
+
+const (
+	// revNoDrain: the release or handover is written at once, without waiting
+	// for the leader's work to return.
+	revNoDrain rule = 1 << iota
+	// revReleaseUndrained: a release or handover is written after the drain
+	// timed out, while the work still runs.
+	revReleaseUndrained
+	// revLeadBeside: a candidate whose earlier work still runs takes part in
+	// elections.
+	revLeadBeside
+)
 
 const maxTerm = 48
 
@@ -147,6 +173,12 @@ type scenario struct {
 	takesLiveLeases bool
 	// target names the candidate a handover goes to (default: the other ID)
 	target string
+	// drain models the leader's work: it returns (or not) any time after its
+	// term ended, and the executor waits for it, or for DrainTimeout, before it
+	// releases; else the work returns at once.
+	drain bool
+	// revert reverts rules of the executor on purpose (see rule)
+	revert rule
 }
 
 // heartbeat is the time between two renewals' sends, poll the longest time
@@ -166,7 +198,7 @@ func (s *state) local(p *proc) int { return s.now + p.drift }
 func initial(sc *scenario) state {
 	var s state
 	s.n = len(sc.procs)
-	s.takesLiveLeases = sc.takesLiveLeases
+	s.takesLiveLeases, s.revert, s.drain = sc.takesLiveLeases, sc.revert, sc.drain
 	if sc.released {
 		s.row = row{exists: true, version: 1}
 	}

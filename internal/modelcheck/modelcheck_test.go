@@ -2,6 +2,7 @@ package modelcheck
 
 import (
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -36,6 +37,7 @@ func scenarios() []scenario {
 		{name: "OutsideWriteTickStepBackAndStepDownRequests", procs: []proc{a, b}, horizon: 7, outside: 1, stepBack: 1, requests: 1,
 			handover: true, oneClock: true, leader: true, depth: 15},
 		{name: "LateRepliesAndAShortMargin", procs: []proc{a5, b5}, horizon: 7, faults: 1, late: true, oneClock: true, leader: true, depth: 17},
+		{name: "DrainsAndDrainTimeouts", procs: []proc{a, b}, horizon: 7, resign: true, handover: true, requests: 1, drain: true, oneClock: true, leader: true, depth: 15},
 		{name: "ResignWakeupsAndDrift", procs: []proc{a, b}, horizon: 7, faults: 1, resign: true, wake: true, drift: 1, oneClock: true, leader: true, depth: 15},
 	}
 }
@@ -86,4 +88,47 @@ func TestCheckerFindsTwoLeadersWhenElectionsTakeLiveLeases(t *testing.T) {
 	if !strings.Contains(res.trace, "database executes b[b10]'s elect") {
 		t.Errorf("the trace does not show b's election:\n%s", res.trace)
 	}
+}
+
+// TestCheckerFindsRevertedExecutorRules checks that each rule of the executor
+// that the model follows matters: with the rule reverted, the checker must find
+// the violation it prevents. CASLEADER_MODELCHECK_TRACES=dir writes each trace
+// to dir (testdata/reverted holds them).
+func TestCheckerFindsRevertedExecutorRules(t *testing.T) {
+	for _, tc := range []struct {
+		file     string
+		revert   rule
+		scenario string
+		want     string
+	}{
+		{"release-before-drain.txt", revNoDrain, "DrainsAndDrainTimeouts", "was released while its leader's work still ran"},
+		{"release-after-drain-timeout.txt", revReleaseUndrained, "DrainsAndDrainTimeouts", "was released while its leader's work still ran"},
+		{"lead-beside-undrained-work.txt", revLeadBeside, "DrainsAndDrainTimeouts", "while the leader's work it started before still runs"},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			sc := find(t, tc.scenario)
+			sc.revert, sc.name = tc.revert, sc.name+" (rule reverted: "+strings.TrimSuffix(tc.file, ".txt")+")"
+			res := explore(&sc)
+			t.Logf("%d distinct states, depth %d\n%s", res.states, res.depth, res.trace)
+			if !strings.Contains(res.violation, tc.want) {
+				t.Fatalf("violation %q, want %q", res.violation, tc.want)
+			}
+			if dir := os.Getenv("CASLEADER_MODELCHECK_TRACES"); dir != "" {
+				if err := os.WriteFile(filepath.Join(dir, tc.file), []byte(res.trace), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// find returns the scenario named name.
+func find(t *testing.T, name string) scenario {
+	for _, sc := range scenarios() {
+		if sc.name == name {
+			return sc
+		}
+	}
+	t.Fatalf("no scenario %q", name)
+	return scenario{}
 }
