@@ -90,6 +90,17 @@ func (s *state) apply(sc *scenario, e event) {
 		if p.ph == phDrain {
 			s.drained(p, true, now)
 		}
+	case evPause:
+		s.pauses++
+		p.paused = true
+		if p.ph == phLead {
+			s.interrupt(p, now)
+		}
+	case evResume:
+		p.paused = false
+		if p.ph == phFollow && p.cur.op == opNone {
+			p.nextRead = min(p.nextRead, now) // the watch is interrupted: it reads again
+		}
 	case evDrainTimeout:
 		s.drained(p, false, now)
 	case evRestart:
@@ -105,6 +116,7 @@ func (s *state) apply(sc *scenario, e event) {
 		}
 	case evWake:
 		d := p.m.Woken(s.relVer, s.part(p, now), 0)
+		s.campaigned(p, d, false)
 		if d.Action == cas.Campaign {
 			p.cur = call{op: opElect, sent: now, from: d.Version}
 		}

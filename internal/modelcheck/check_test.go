@@ -21,6 +21,9 @@ func (s *state) check() string {
 	if t := s.releasedRunning; t != 0 {
 		return fmt.Sprintf("term %d was released while its leader's work still ran (it had not returned after its context was cancelled): the next leader may start beside it", t)
 	}
+	if k := s.pausedActs; k != 0 {
+		return fmt.Sprintf("%s campaigned or adopted a lease while paused", s.procs[k-1].name())
+	}
 	if t := s.besideRunning; t != 0 {
 		return fmt.Sprintf("a process starts leading term %d while the leader's work it started before still runs: two OnStartedLeading of one process at once", t)
 	}
@@ -113,6 +116,9 @@ func (s *state) show(b *strings.Builder) {
 			fmt.Fprintf(b, " term %d deadline %g trusted %v", p.m.Term(), float64(p.m.Deadline().Sub(epoch))/float64(unit), p.m.Trusted(at(local)))
 		}
 		fmt.Fprintf(b, " v%d", p.m.Version())
+		if p.paused {
+			b.WriteString(" paused")
+		}
 		if p.work != 0 {
 			fmt.Fprintf(b, " work of term %d runs", p.work)
 		}

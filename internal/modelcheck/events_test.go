@@ -29,6 +29,8 @@ const (
 	evLate                     // time advances one unit, then p receives the reply to its executed statement
 	evWorkDone                 // p's leader's work (OnStartedLeading) returns
 	evDrainTimeout             // DrainTimeout passes while p's executor waits for the work
+	evPause                    // p's user calls Pause
+	evResume                   // p's user calls Resume
 )
 
 type event struct {
@@ -38,7 +40,7 @@ type event struct {
 }
 
 func (e event) String() string {
-	names := [...]string{"time+1", "time+1 (clock of %s stalls)", "clock of %s +1", "%s sends", "database executes %s's %s", "%s receives the reply", "%s's statement fails", "%s's deadline timer fires", "%s resigns", "%s hands over to %s", "%s crashes", "%s restarts", "%s woken", "outside write bumps the version", "tick_time steps back 1", "step-down requested%s", "time+1, then %s receives the reply (late)", "%s's leader's work returns", "%s's drain times out (DrainTimeout)"}
+	names := [...]string{"time+1", "time+1 (clock of %s stalls)", "clock of %s +1", "%s sends", "database executes %s's %s", "%s receives the reply", "%s's statement fails", "%s's deadline timer fires", "%s resigns", "%s hands over to %s", "%s crashes", "%s restarts", "%s woken", "outside write bumps the version", "tick_time steps back 1", "step-down requested%s", "time+1, then %s receives the reply (late)", "%s's leader's work returns", "%s's drain times out (DrainTimeout)", "%s is paused", "%s is resumed"}
 	return names[e.k]
 }
 
@@ -125,6 +127,11 @@ func (s *state) procEvents(sc *scenario, i int, out []event) []event {
 	}
 	if p.ph == phStopped {
 		return out
+	}
+	if p.paused {
+		e(evResume, 0)
+	} else if s.pauses < sc.pauses {
+		e(evPause, 0)
 	}
 	if s.now < sc.horizon && p.drift > -sc.drift && !s.urgent() {
 		e(evSlow, 0)

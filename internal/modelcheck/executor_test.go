@@ -34,6 +34,9 @@ func (s *state) deliver(sc *scenario, p *proc, c call, now int) {
 		}
 		if d.Action == cas.Lead {
 			p.ph = phLead
+			if p.paused {
+				s.interrupt(p, now) // the next heartbeat is interrupted at once
+			}
 			return
 		}
 		s.endTerm(p, d, now)
@@ -56,6 +59,7 @@ func (s *state) followReply(p *proc, c call, rec store.Record, now int) {
 	case opElect:
 		d = p.m.Elected(c.term, c.ok, at(c.sent))
 	}
+	s.campaigned(p, d, c.op == opRead)
 	switch d.Action {
 	case cas.Wait:
 		p.nextRead = now + 1
@@ -79,6 +83,9 @@ func (s *state) followReply(p *proc, c call, rec store.Record, now int) {
 			p.lastRenew = -100 // adopted: renew at once
 		} else {
 			p.lastRenew = c.sent
+		}
+		if p.paused {
+			s.interrupt(p, now) // won by a write sent before the pause
 		}
 	case cas.Refuse:
 		p.ph = phStopped
@@ -159,7 +166,27 @@ func (s *state) drained(p *proc, ok bool, now int) {
 // still runs).
 func (s *state) part(p *proc, now int) cas.Participation {
 	busy := p.work != 0 && s.revert&revLeadBeside == 0
-	return p.m.Participation(at(now), busy, false)
+	paused := p.paused && s.revert&revPausedCampaigns == 0
+	return p.m.Participation(at(now), busy || paused, false)
+}
+
+// interrupt ends the heartbeat of p, a leader that was paused (elector.go's
+// stopped: Tick, as an abstaining candidate, asks to release).
+func (s *state) interrupt(p *proc, now int) {
+	p.abandon(p.cur)
+	p.cur = call{}
+	p.ph = phLead
+	s.endTerm(p, p.m.Tick(at(now), cas.Abstaining), now)
+}
+
+// campaigned records p as acting while paused if d campaigns, or leads a
+// lease adopted from a read.
+func (s *state) campaigned(p *proc, d cas.Decision, read bool) {
+	switch {
+	case !p.paused:
+	case d.Action == cas.Create, d.Action == cas.Campaign, d.Action == cas.CampaignReleased, d.Action == cas.Lead && read:
+		s.pausedActs = p.slot + 1
+	}
 }
 
 // releaseReply handles a reply in the release loop (elector.go's release).

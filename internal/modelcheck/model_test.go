@@ -94,6 +94,7 @@ type proc struct {
 	work      int64   // the term whose leader's work (OnStartedLeading) still runs; 0: none
 	// relPending: a release or handover is written after the drain
 	relPending bool
+	paused     bool // Pause was called, and Resume not since
 	// the release loop
 	relToken, relVersion int64
 	relTo                string
@@ -125,6 +126,10 @@ type state struct {
 	// ran, besideRunning a term led beside the work of an earlier term of the
 	// same process; 0: none
 	releasedRunning, besideRunning int64
+	// pausedActs is the slot + 1 of a paused process that campaigned or
+	// adopted a lease; 0: none
+	pausedActs uint8
+	pauses     uint8 // budget used
 }
 
 // rule is a set of the executor's rules reverted on purpose (the checker's
@@ -141,6 +146,8 @@ const (
 	// revLeadBeside: a candidate whose earlier work still runs takes part in
 	// elections.
 	revLeadBeside
+	// revPausedCampaigns: a paused candidate takes part as if it were not.
+	revPausedCampaigns
 )
 
 const maxTerm = 48
@@ -177,6 +184,8 @@ type scenario struct {
 	// term ended, and the executor waits for it, or for DrainTimeout, before it
 	// releases; else the work returns at once.
 	drain bool
+	// pauses is how many times a candidate may be paused (each resumes any time)
+	pauses uint8
 	// revert reverts rules of the executor on purpose (see rule)
 	revert rule
 }
