@@ -115,10 +115,17 @@ func (s *state) apply(sc *scenario, e event) {
 			p.m.Resume(term)
 		}
 	case evWake:
-		d := p.m.Woken(s.relVer, s.part(p, now), 0)
+		v := s.relVer
+		if e.arg == 1 {
+			v = 0 // a wake-up that carries no version
+		}
+		d := p.m.Woken(v, s.part(p, now), 0)
 		s.campaigned(p, d, false)
-		if d.Action == cas.Campaign {
+		switch d.Action {
+		case cas.Campaign:
 			p.cur = call{op: opElect, sent: now, from: d.Version}
+		case cas.CampaignReleased:
+			p.cur = call{op: opElectReleased, sent: now, from: d.Version}
 		}
 	}
 }
@@ -190,6 +197,11 @@ func (s *state) exec(p *proc, c *call) {
 		if !r.exists {
 			s.win(p, 1)
 			c.ok, c.term = true, 1
+		}
+	case opElectReleased:
+		if releasedWins(r) || (s.revert&revElectReleasedAnyRow != 0 && r.exists) {
+			s.win(p, r.version+1)
+			c.ok, c.term = true, r.version+1
 		}
 	case opElect:
 		if r.exists && r.version == c.from && (takeable(r, p, now) || s.takesLiveLeases) {

@@ -22,7 +22,7 @@ const (
 	evHandover                 // p's user hands over to arg
 	evCrash                    // p's process dies
 	evRestart                  // p restarts (arg 1: with Resume of its last term)
-	evWake                     // p is woken with the last released version
+	evWake                     // p is woken with the last released version (arg 1: with none)
 	evOutside                  // something bumps the row's version
 	evStepBack                 // tick_time steps back one unit
 	evRequest                  // a step-down request (arg: target slot, -1 none)
@@ -173,6 +173,9 @@ func (s *state) procEvents(sc *scenario, i int, out []event) []event {
 	if sc.wake && p.ph == phFollow && p.cur.op == opNone && s.relVer > 0 {
 		e(evWake, 0)
 	}
+	if sc.electsReleased && p.ph == phFollow && p.cur.op == opNone {
+		e(evWake, 1)
+	}
 	return out
 }
 
@@ -244,6 +247,10 @@ func (s *state) describe(e event) string {
 		return fmt.Sprintf(e.String(), p.name(), c.op)
 	case evHandover:
 		return fmt.Sprintf(e.String(), p.name(), s.procs[e.arg].name())
+	case evWake:
+		if e.arg == 1 {
+			return fmt.Sprintf("%s woken without a version", p.name())
+		}
 	case evRestart:
 		if e.arg == 1 {
 			return fmt.Sprintf("%s restarts with ResumeTerm %d", p.name(), s.lastWon(p))

@@ -56,7 +56,7 @@ func (s *state) followReply(p *proc, c call, rec store.Record, now int) {
 		}
 	case opInsert:
 		d = p.m.Created(c.term, c.ok, at(c.sent))
-	case opElect:
+	case opElect, opElectReleased:
 		d = p.m.Elected(c.term, c.ok, at(c.sent))
 	}
 	s.campaigned(p, d, c.op == opRead)
@@ -96,7 +96,7 @@ func (s *state) followReply(p *proc, c call, rec store.Record, now int) {
 // ambiguous flag, settle's and release's read errors).
 func (s *state) failed(p *proc, c call, now int) {
 	switch {
-	case c.op == opInsert || c.op == opElect:
+	case c.op == opInsert || c.op == opElect || c.op == opElectReleased:
 		p.m.Unsettled()
 	case c.op == opRenew:
 		p.ambiguous = true // heartbeat.Run retries from the same version

@@ -37,10 +37,11 @@ const (
 	opRenew
 	opRelease
 	opHandover
+	opElectReleased
 )
 
 func (o op) String() string {
-	return [...]string{"-", "read", "insert", "elect", "renew", "release", "handover"}[o]
+	return [...]string{"-", "read", "insert", "elect", "renew", "release", "handover", "elect-released"}[o]
 }
 
 // call is a statement sent by a process: pending at the database, or executed
@@ -95,6 +96,8 @@ type proc struct {
 	// relPending: a release or handover is written after the drain
 	relPending bool
 	paused     bool // Pause was called, and Resume not since
+	// electsReleased: its store has ElectReleased (Machine.ElectsReleased)
+	electsReleased bool
 	// the release loop
 	relToken, relVersion int64
 	relTo                string
@@ -148,6 +151,9 @@ const (
 	revLeadBeside
 	// revPausedCampaigns: a paused candidate takes part as if it were not.
 	revPausedCampaigns
+	// revElectReleasedAnyRow: the model's ElectReleased statement wins a row
+	// that is not released (the store's condition reverted).
+	revElectReleasedAnyRow
 )
 
 const maxTerm = 48
@@ -184,6 +190,10 @@ type scenario struct {
 	// term ended, and the executor waits for it, or for DrainTimeout, before it
 	// releases; else the work returns at once.
 	drain bool
+	// electsReleased: the stores have ElectReleased, and wake-ups that carry
+	// no version (a MySQL named lock granted, a listener reconnected) come at
+	// any time, stale or spurious ones included
+	electsReleased bool
 	// pauses is how many times a candidate may be paused (each resumes any time)
 	pauses uint8
 	// revert reverts rules of the executor on purpose (see rule)
@@ -215,6 +225,7 @@ func initial(sc *scenario) state {
 		p.slot = uint8(i)
 		p.id, p.inc = intern(p.id), intern(p.inc)
 		p.lastRenew = -100
+		p.electsReleased = sc.electsReleased
 		p.m = newMachine(&p)
 		s.procs[i] = p
 	}

@@ -39,6 +39,7 @@ func scenarios() []scenario {
 		{name: "LateRepliesAndAShortMargin", procs: []proc{a5, b5}, horizon: 7, faults: 1, late: true, oneClock: true, leader: true, depth: 17},
 		{name: "DrainsAndDrainTimeouts", procs: []proc{a, b}, horizon: 7, resign: true, handover: true, requests: 1, drain: true, oneClock: true, leader: true, depth: 15},
 		{name: "PauseAndResume", procs: []proc{a, b}, horizon: 7, pauses: 2, handover: true, wake: true, oneClock: true, leader: true, depth: 15},
+		{name: "ElectReleasedOnWakeupsWithoutAVersion", procs: []proc{a, b}, horizon: 7, faults: 1, resign: true, handover: true, electsReleased: true, oneClock: true, leader: true, depth: 15},
 		{name: "ResignWakeupsAndDrift", procs: []proc{a, b}, horizon: 7, faults: 1, resign: true, wake: true, drift: 1, oneClock: true, leader: true, depth: 15},
 	}
 }
@@ -106,6 +107,7 @@ func TestCheckerFindsRevertedExecutorRules(t *testing.T) {
 		{"release-after-drain-timeout.txt", revReleaseUndrained, "DrainsAndDrainTimeouts", "was released while its leader's work still ran"},
 		{"lead-beside-undrained-work.txt", revLeadBeside, "DrainsAndDrainTimeouts", "while the leader's work it started before still runs"},
 		{"paused-campaigns.txt", revPausedCampaigns, "PauseAndResume", "while paused"},
+		{"elect-released-any-row.txt", revElectReleasedAnyRow, "ElectReleasedOnWakeupsWithoutAVersion", "both trust their leadership"},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			sc := find(t, tc.scenario)
