@@ -194,7 +194,7 @@ func (s *state) exec(p *proc, c *call) {
 			c.res.tick -= 100
 		}
 	case opInsert:
-		if !r.exists {
+		if !r.exists && s.revert&revElectionsLose == 0 {
 			s.win(p, 1)
 			c.ok, c.term = true, 1
 		}
@@ -204,7 +204,7 @@ func (s *state) exec(p *proc, c *call) {
 			c.ok, c.term = true, r.version+1
 		}
 	case opElect:
-		if r.exists && r.version == c.from && (takeable(r, p, now) || s.takesLiveLeases) {
+		if r.exists && r.version == c.from && (takeable(r, p, now) || s.takesLiveLeases) && s.revert&revElectionsLose == 0 {
 			s.win(p, c.from+1)
 			c.ok, c.term = true, c.from+1
 		}

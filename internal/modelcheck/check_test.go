@@ -207,6 +207,14 @@ func explore(sc *scenario) result {
 					res.violation, res.trace = msg, replay(sc, nodes, int32(len(nodes)-1))
 					return res
 				}
+				if sc.live && msg == "" && s.eligible() {
+					if cont, ok := s.continuation(sc); !ok {
+						res.states, res.elapsed = len(seen), time.Since(start)
+						res.violation = fmt.Sprintf("no process leads within %d steps of a fault-free continuation", len(cont))
+						res.trace = liveTrace(sc, nodes, int32(len(nodes)-1), cont, res.violation)
+						return res
+					}
+				}
 				if len(next) >= maxFrontier {
 					res.truncated, res.capped = true, true
 					continue
@@ -222,17 +230,13 @@ func explore(sc *scenario) result {
 
 // replay prints the trace that leads to node n, step by step.
 func replay(sc *scenario, nodes []node, n int32) string {
-	var path []event
-	for ; nodes[n].parent >= 0; n = nodes[n].parent {
-		path = append(path, nodes[n].ev)
-	}
 	var b strings.Builder
 	s := initial(sc)
 	fmt.Fprintf(&b, "scenario %s\n", sc.name)
 	s.show(&b)
-	for i := len(path) - 1; i >= 0; i-- {
-		fmt.Fprintf(&b, "%3d. %s\n", len(path)-i, s.describe(path[i]))
-		s.apply(sc, path[i])
+	for i, e := range pathTo(nodes, n) {
+		fmt.Fprintf(&b, "%3d. %s\n", i+1, s.describe(e))
+		s.apply(sc, e)
 		msg := s.check()
 		s.show(&b)
 		if msg != "" {
@@ -240,4 +244,16 @@ func replay(sc *scenario, nodes []node, n int32) string {
 		}
 	}
 	return b.String()
+}
+
+// pathTo returns the steps from the initial state to node n.
+func pathTo(nodes []node, n int32) []event {
+	var path []event
+	for ; nodes[n].parent >= 0; n = nodes[n].parent {
+		path = append(path, nodes[n].ev)
+	}
+	for i, j := 0, len(path)-1; i < j; i, j = i+1, j-1 {
+		path[i], path[j] = path[j], path[i]
+	}
+	return path
 }

@@ -154,6 +154,9 @@ const (
 	// revElectReleasedAnyRow: the model's ElectReleased statement wins a row
 	// that is not released (the store's condition reverted).
 	revElectReleasedAnyRow
+	// revElectionsLose: the model's elections and inserts never win (the
+	// liveness check's self-test).
+	revElectionsLose
 )
 
 const maxTerm = 48
@@ -196,6 +199,8 @@ type scenario struct {
 	electsReleased bool
 	// pauses is how many times a candidate may be paused (each resumes any time)
 	pauses uint8
+	// live checks liveness from every state reached (see liveness_test.go)
+	live bool
 	// revert reverts rules of the executor on purpose (see rule)
 	revert rule
 }

@@ -48,14 +48,7 @@ func scenarios() []scenario {
 // start; CASLEADER_MODELCHECK_DEPTH sets another for all), and fails with the shortest trace that
 // breaks an invariant.
 func TestProtocol(t *testing.T) {
-	depth := 0
-	if v := os.Getenv("CASLEADER_MODELCHECK_DEPTH"); v != "" {
-		d, err := strconv.Atoi(v)
-		if err != nil {
-			t.Fatalf("CASLEADER_MODELCHECK_DEPTH=%q: not a number", v)
-		}
-		depth = d
-	}
+	depth := envInt(t, "CASLEADER_MODELCHECK_DEPTH", 0)
 	if os.Getenv("CASLEADER_MODELCHECK_PROGRESS") != "" {
 		progress = func(d, f, n int) { println("depth", d, "frontier", f, "seen", n) }
 	}
@@ -102,16 +95,21 @@ func TestCheckerFindsRevertedExecutorRules(t *testing.T) {
 		revert   rule
 		scenario string
 		want     string
+		live     bool // explore with the liveness check, to liveDepth
 	}{
-		{"release-before-drain.txt", revNoDrain, "DrainsAndDrainTimeouts", "was released while its leader's work still ran"},
-		{"release-after-drain-timeout.txt", revReleaseUndrained, "DrainsAndDrainTimeouts", "was released while its leader's work still ran"},
-		{"lead-beside-undrained-work.txt", revLeadBeside, "DrainsAndDrainTimeouts", "while the leader's work it started before still runs"},
-		{"paused-campaigns.txt", revPausedCampaigns, "PauseAndResume", "while paused"},
-		{"elect-released-any-row.txt", revElectReleasedAnyRow, "ElectReleasedOnWakeupsWithoutAVersion", "both trust their leadership"},
+		{"release-before-drain.txt", revNoDrain, "DrainsAndDrainTimeouts", "was released while its leader's work still ran", false},
+		{"release-after-drain-timeout.txt", revReleaseUndrained, "DrainsAndDrainTimeouts", "was released while its leader's work still ran", false},
+		{"lead-beside-undrained-work.txt", revLeadBeside, "DrainsAndDrainTimeouts", "while the leader's work it started before still runs", false},
+		{"paused-campaigns.txt", revPausedCampaigns, "PauseAndResume", "while paused", false},
+		{"elect-released-any-row.txt", revElectReleasedAnyRow, "ElectReleasedOnWakeupsWithoutAVersion", "both trust their leadership", false},
+		{"elections-lose.txt", revElectionsLose, "ResignWakeupsAndDrift", "no process leads within", true},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			sc := find(t, tc.scenario)
 			sc.revert, sc.name = tc.revert, sc.name+" (rule reverted: "+strings.TrimSuffix(tc.file, ".txt")+")"
+			if tc.live {
+				sc.live, sc.depth = true, liveDepth
+			}
 			res := explore(&sc)
 			t.Logf("%d distinct states, depth %d\n%s", res.states, res.depth, res.trace)
 			if !strings.Contains(res.violation, tc.want) {
@@ -135,4 +133,17 @@ func find(t *testing.T, name string) scenario {
 	}
 	t.Fatalf("no scenario %q", name)
 	return scenario{}
+}
+
+// envInt returns the number in environment variable name, or def when it is not set.
+func envInt(t *testing.T, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		t.Fatalf("%s=%q: not a number", name, v)
+	}
+	return n
 }
