@@ -171,6 +171,10 @@ func explore(sc *scenario) result {
 	seen := map[uint64]struct{}{init.hash(): {}}
 	nodes := []node{{parent: -1}}
 	frontier, ids := []state{init}, []int32{0}
+	// next is the level being built; its storage is the level before the
+	// current one, reused (a level holds up to maxFrontier states of 4 KB).
+	var next []state
+	var nextIDs []int32
 	res := result{}
 	for depth := 0; len(frontier) > 0; depth++ {
 		res.depth = depth
@@ -185,8 +189,7 @@ func explore(sc *scenario) result {
 		if progress != nil {
 			progress(depth, len(frontier), len(seen))
 		}
-		var next []state
-		var nextIDs []int32
+		next, nextIDs = next[:0], nextIDs[:0]
 		for i := range frontier {
 			for _, e := range frontier[i].events(sc) {
 				s := frontier[i]
@@ -222,7 +225,7 @@ func explore(sc *scenario) result {
 				next, nextIDs = append(next, s), append(nextIDs, int32(len(nodes)-1))
 			}
 		}
-		frontier, ids = next, nextIDs
+		frontier, ids, next, nextIDs = next, nextIDs, frontier, ids
 	}
 	res.states, res.elapsed = len(seen), time.Since(start)
 	return res
