@@ -28,7 +28,7 @@ func scenarios() []scenario {
 	a5, b5 := withRenew(a, 5*unit/2), withRenew(b, 5*unit/2)
 	return []scenario{
 		{name: "LostAndLateRepliesAndRequests", procs: []proc{a, b}, horizon: 7, faults: 2, oneClock: true, released: true, depth: 17},
-		{name: "LeaderCutOffAfterLateReplies", procs: []proc{a, b}, horizon: 7, faults: 2, oneClock: true, leader: true, depth: 17},
+		{name: "LeaderCutOffAfterLateReplies", procs: []proc{a, b}, horizon: 7, faults: 2, late: true, oneClock: true, leader: true, depth: 17},
 		{name: "CrashesAndRestartsWithAndWithoutResume", procs: []proc{a, b}, horizon: 7, crashes: 1, oneClock: true, leader: true, depth: 18},
 		{name: "MixedLeaseSettings", procs: []proc{candidate("a", "a0", 4, 3), candidate("b", "b10", 2, 1)},
 			horizon: 8, faults: 1, oneClock: true, leader: true, depth: 22},
