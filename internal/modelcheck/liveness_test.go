@@ -2,6 +2,7 @@ package modelcheck
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 )
@@ -116,6 +117,9 @@ func TestLiveness(t *testing.T) {
 	depth := envInt(t, "CASLEADER_MODELCHECK_LIVE_DEPTH", liveDepth)
 	for _, sc := range scenarios() {
 		t.Run(sc.name, func(t *testing.T) {
+			if only := os.Getenv("CASLEADER_MODELCHECK_ONLY"); only != "" && only != sc.name {
+				t.Skip("CASLEADER_MODELCHECK_ONLY")
+			}
 			sc.live, sc.depth = true, depth
 			res := explore(&sc)
 			t.Logf("%s: %d distinct states, depth %d, %v, each with its continuation", sc.name, res.states, res.depth, res.elapsed)

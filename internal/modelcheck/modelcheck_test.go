@@ -26,6 +26,10 @@ func scenarios() []scenario {
 	// steps, and a reply that arrives a step after its renewal executed shows
 	// whether the trust is measured from the send.
 	a5, b5 := withRenew(a, 5*unit/2), withRenew(b, 5*unit/2)
+	// The same margin with R long enough for a renewal to fail, its retry to
+	// lose, and the read that settles it to answer a step late before the
+	// deadline.
+	a7, b7 := withRenew(candidate("a", "a0", 4, 3), 7*unit/2), withRenew(candidate("b", "b10", 4, 3), 7*unit/2)
 	return []scenario{
 		{name: "LostAndLateRepliesAndRequests", procs: []proc{a, b}, horizon: 7, faults: 2, oneClock: true, released: true, depth: 17},
 		{name: "LeaderCutOffAfterLateReplies", procs: []proc{a, b}, horizon: 7, faults: 2, late: true, oneClock: true, leader: true, depth: 17},
@@ -40,6 +44,7 @@ func scenarios() []scenario {
 		{name: "DrainsAndDrainTimeouts", procs: []proc{a, b}, horizon: 7, resign: true, handover: true, requests: 1, drain: true, oneClock: true, leader: true, depth: 15},
 		{name: "PauseAndResume", procs: []proc{a, b}, horizon: 7, pauses: 2, handover: true, wake: true, oneClock: true, leader: true, depth: 15},
 		{name: "ElectReleasedOnWakeupsWithoutAVersion", procs: []proc{a, b}, horizon: 7, faults: 1, resign: true, handover: true, electsReleased: true, oneClock: true, leader: true, depth: 15},
+		{name: "LateSettleReadsAndAShortMargin", procs: []proc{a7, b7}, horizon: 8, faults: 1, late: true, oneClock: true, leader: true, depth: 22},
 		{name: "ResignWakeupsAndDrift", procs: []proc{a, b}, horizon: 7, faults: 1, resign: true, wake: true, drift: 1, oneClock: true, leader: true, depth: 15},
 	}
 }
