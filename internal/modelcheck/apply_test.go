@@ -32,6 +32,11 @@ func (s *state) apply(sc *scenario, e event) {
 		return
 	}
 	p := &s.procs[e.p]
+	if e.k == evLate {
+		s.now++
+		s.dropOrphans()
+		e.k = evDeliver
+	}
 	now := s.local(p)
 	switch e.k {
 	case evSlow:
@@ -79,7 +84,25 @@ func (s *state) apply(sc *scenario, e event) {
 		s.crashes++
 		p.abandon(p.cur)
 		p.cur = call{}
-		p.ph = phDead
+		p.ph, p.work, p.relPending = phDead, 0, false
+	case evWorkDone:
+		p.work = 0
+		if p.ph == phDrain {
+			s.drained(p, true, now)
+		}
+	case evPause:
+		s.pauses++
+		p.paused = true
+		if p.ph == phLead {
+			s.interrupt(p, now)
+		}
+	case evResume:
+		p.paused = false
+		if p.ph == phFollow && p.cur.op == opNone {
+			p.nextRead = min(p.nextRead, now) // the watch is interrupted: it reads again
+		}
+	case evDrainTimeout:
+		s.drained(p, false, now)
 	case evRestart:
 		term := s.lastWon(p)
 		p.gen++
@@ -92,9 +115,17 @@ func (s *state) apply(sc *scenario, e event) {
 			p.m.Resume(term)
 		}
 	case evWake:
-		d := p.m.Woken(s.relVer, p.m.Participation(at(now), false, false), 0)
-		if d.Action == cas.Campaign {
+		v := s.relVer
+		if e.arg == 1 {
+			v = 0 // a wake-up that carries no version
+		}
+		d := p.m.Woken(v, s.part(p, now), 0)
+		s.campaigned(p, d, false)
+		switch d.Action {
+		case cas.Campaign:
 			p.cur = call{op: opElect, sent: now, from: d.Version}
+		case cas.CampaignReleased:
+			p.cur = call{op: opElectReleased, sent: now, from: d.Version}
 		}
 	}
 }
@@ -163,12 +194,17 @@ func (s *state) exec(p *proc, c *call) {
 			c.res.tick -= 100
 		}
 	case opInsert:
-		if !r.exists {
+		if !r.exists && s.revert&revElectionsLose == 0 {
 			s.win(p, 1)
 			c.ok, c.term = true, 1
 		}
+	case opElectReleased:
+		if releasedWins(r) || (s.revert&revElectReleasedAnyRow != 0 && r.exists) {
+			s.win(p, r.version+1)
+			c.ok, c.term = true, r.version+1
+		}
 	case opElect:
-		if r.exists && r.version == c.from && (takeable(r, p, now) || s.takesLiveLeases) {
+		if r.exists && r.version == c.from && (takeable(r, p, now) || s.takesLiveLeases) && s.revert&revElectionsLose == 0 {
 			s.win(p, c.from+1)
 			c.ok, c.term = true, c.from+1
 		}
@@ -180,12 +216,14 @@ func (s *state) exec(p *proc, c *call) {
 		}
 	case opRelease:
 		if held {
+			s.running(r.term)
 			s.row = released(r, now)
 			s.relVer = s.row.version
 			c.ok = true
 		}
 	case opHandover:
 		if held {
+			s.running(r.term)
 			s.row = handedOver(r, c.to, c.from+1, now)
 			c.ok, c.term = true, c.from+1
 			if handoverAdopted && c.from+1 < maxTerm {
@@ -207,4 +245,13 @@ func (s *state) win(p *proc, term int64) {
 		return
 	}
 	s.wonBy[term] = p.key() + 1
+}
+
+// running records term as released while its work still runs, if it does.
+func (s *state) running(term int64) {
+	for i := 0; i < s.n; i++ {
+		if s.procs[i].work == term {
+			s.releasedRunning = term
+		}
+	}
 }

@@ -18,6 +18,15 @@ const handedMark = 0x80
 // check checks the invariants in s and updates their bookkeeping. It returns a
 // description of the violation, or "".
 func (s *state) check() string {
+	if t := s.releasedRunning; t != 0 {
+		return fmt.Sprintf("term %d was released while its leader's work still ran (it had not returned after its context was cancelled): the next leader may start beside it", t)
+	}
+	if k := s.pausedActs; k != 0 {
+		return fmt.Sprintf("%s campaigned or adopted a lease while paused", s.procs[k-1].name())
+	}
+	if t := s.besideRunning; t != 0 {
+		return fmt.Sprintf("a process starts leading term %d while the leader's work it started before still runs: two OnStartedLeading of one process at once", t)
+	}
 	var trusted *proc
 	for i := 0; i < s.n; i++ {
 		p := &s.procs[i]
@@ -104,9 +113,15 @@ func (s *state) show(b *strings.Builder) {
 		local := s.local(p)
 		fmt.Fprintf(b, "         %-6s clock %-2d %-8s %-9s", p.name(), local, p.ph, p.m.Role())
 		if p.m.Role() == cas.Leader {
-			fmt.Fprintf(b, " term %d deadline %d trusted %v", p.m.Term(), int(p.m.Deadline().Sub(epoch)/unit), p.m.Trusted(at(local)))
+			fmt.Fprintf(b, " term %d deadline %g trusted %v", p.m.Term(), float64(p.m.Deadline().Sub(epoch))/float64(unit), p.m.Trusted(at(local)))
 		}
 		fmt.Fprintf(b, " v%d", p.m.Version())
+		if p.paused {
+			b.WriteString(" paused")
+		}
+		if p.work != 0 {
+			fmt.Fprintf(b, " work of term %d runs", p.work)
+		}
 		if c := p.cur; c.op == opRead {
 			fmt.Fprintf(b, " waiting: read sent %d executed %v", c.sent, c.done)
 		} else if c.op != opNone {
@@ -156,6 +171,10 @@ func explore(sc *scenario) result {
 	seen := map[uint64]struct{}{init.hash(): {}}
 	nodes := []node{{parent: -1}}
 	frontier, ids := []state{init}, []int32{0}
+	// next is the level being built; its storage is the level before the
+	// current one, reused (a level holds up to maxFrontier states of 4 KB).
+	var next []state
+	var nextIDs []int32
 	res := result{}
 	for depth := 0; len(frontier) > 0; depth++ {
 		res.depth = depth
@@ -170,8 +189,7 @@ func explore(sc *scenario) result {
 		if progress != nil {
 			progress(depth, len(frontier), len(seen))
 		}
-		var next []state
-		var nextIDs []int32
+		next, nextIDs = next[:0], nextIDs[:0]
 		for i := range frontier {
 			for _, e := range frontier[i].events(sc) {
 				s := frontier[i]
@@ -192,6 +210,14 @@ func explore(sc *scenario) result {
 					res.violation, res.trace = msg, replay(sc, nodes, int32(len(nodes)-1))
 					return res
 				}
+				if sc.live && msg == "" && s.eligible() {
+					if cont, ok := s.continuation(sc); !ok {
+						res.states, res.elapsed = len(seen), time.Since(start)
+						res.violation = fmt.Sprintf("no process leads within %d steps of a fault-free continuation", len(cont))
+						res.trace = liveTrace(sc, nodes, int32(len(nodes)-1), cont, res.violation)
+						return res
+					}
+				}
 				if len(next) >= maxFrontier {
 					res.truncated, res.capped = true, true
 					continue
@@ -199,7 +225,7 @@ func explore(sc *scenario) result {
 				next, nextIDs = append(next, s), append(nextIDs, int32(len(nodes)-1))
 			}
 		}
-		frontier, ids = next, nextIDs
+		frontier, ids, next, nextIDs = next, nextIDs, frontier, ids
 	}
 	res.states, res.elapsed = len(seen), time.Since(start)
 	return res
@@ -207,17 +233,13 @@ func explore(sc *scenario) result {
 
 // replay prints the trace that leads to node n, step by step.
 func replay(sc *scenario, nodes []node, n int32) string {
-	var path []event
-	for ; nodes[n].parent >= 0; n = nodes[n].parent {
-		path = append(path, nodes[n].ev)
-	}
 	var b strings.Builder
 	s := initial(sc)
 	fmt.Fprintf(&b, "scenario %s\n", sc.name)
 	s.show(&b)
-	for i := len(path) - 1; i >= 0; i-- {
-		fmt.Fprintf(&b, "%3d. %s\n", len(path)-i, s.describe(path[i]))
-		s.apply(sc, path[i])
+	for i, e := range pathTo(nodes, n) {
+		fmt.Fprintf(&b, "%3d. %s\n", i+1, s.describe(e))
+		s.apply(sc, e)
 		msg := s.check()
 		s.show(&b)
 		if msg != "" {
@@ -225,4 +247,16 @@ func replay(sc *scenario, nodes []node, n int32) string {
 		}
 	}
 	return b.String()
+}
+
+// pathTo returns the steps from the initial state to node n.
+func pathTo(nodes []node, n int32) []event {
+	var path []event
+	for ; nodes[n].parent >= 0; n = nodes[n].parent {
+		path = append(path, nodes[n].ev)
+	}
+	for i, j := 0, len(path)-1; i < j; i, j = i+1, j-1 {
+		path[i], path[j] = path[j], path[i]
+	}
+	return path
 }

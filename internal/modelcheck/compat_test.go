@@ -13,8 +13,14 @@ import (
 
 // newMachine is the machine of process p, as an executor builds it.
 func newMachine(p *proc) cas.Machine {
-	return *cas.New(store.Candidate{ID: p.id, Incarnation: p.inc, Lease: dur(p.lease)}, dur(p.renew))
+	m := cas.New(store.Candidate{ID: p.id, Incarnation: p.inc, Lease: dur(p.lease)}, p.renew)
+	m.ElectsReleased(p.electsReleased)
+	return *m
 }
+
+// releasedWins is the condition of the ElectReleased statement: the row is
+// released, whatever its version.
+func releasedWins(r row) bool { return r.exists && r.leader == "" && r.version >= 1 }
 
 // record is what a read executed at database time now returns of r.
 func record(r row, now int, oneClock bool) store.Record {

@@ -10,22 +10,27 @@ import (
 type kind uint8
 
 const (
-	evTick     kind = iota // time advances one unit on every clock
-	evSlow                 // time advances, but not on p's clock
-	evFast                 // p's clock advances alone (unused: a clock that runs fast only makes its owner step down earlier)
-	evSend                 // p's executor sends its next statement
-	evExec                 // the database executes p's statement (arg: -1 current, else an orphan)
-	evDeliver              // p receives the reply to its current statement
-	evFail                 // p's current statement fails (timeout, reset): lost request or reply
-	evExpire               // p's trust deadline timer fires
-	evResign               // p's user resigns
-	evHandover             // p's user hands over to arg
-	evCrash                // p's process dies
-	evRestart              // p restarts (arg 1: with Resume of its last term)
-	evWake                 // p is woken with the last released version
-	evOutside              // something bumps the row's version
-	evStepBack             // tick_time steps back one unit
-	evRequest              // a step-down request (arg: target slot, -1 none)
+	evTick         kind = iota // time advances one unit on every clock
+	evSlow                     // time advances, but not on p's clock
+	evFast                     // p's clock advances alone (unused: a clock that runs fast only makes its owner step down earlier)
+	evSend                     // p's executor sends its next statement
+	evExec                     // the database executes p's statement (arg: -1 current, else an orphan)
+	evDeliver                  // p receives the reply to its current statement
+	evFail                     // p's current statement fails (timeout, reset): lost request or reply
+	evExpire                   // p's trust deadline timer fires
+	evResign                   // p's user resigns
+	evHandover                 // p's user hands over to arg
+	evCrash                    // p's process dies
+	evRestart                  // p restarts (arg 1: with Resume of its last term)
+	evWake                     // p is woken with the last released version (arg 1: with none)
+	evOutside                  // something bumps the row's version
+	evStepBack                 // tick_time steps back one unit
+	evRequest                  // a step-down request (arg: target slot, -1 none)
+	evLate                     // time advances one unit, then p receives the reply to its executed statement
+	evWorkDone                 // p's leader's work (OnStartedLeading) returns
+	evDrainTimeout             // DrainTimeout passes while p's executor waits for the work
+	evPause                    // p's user calls Pause
+	evResume                   // p's user calls Resume
 )
 
 type event struct {
@@ -35,7 +40,7 @@ type event struct {
 }
 
 func (e event) String() string {
-	names := [...]string{"time+1", "time+1 (clock of %s stalls)", "clock of %s +1", "%s sends", "database executes %s's %s", "%s receives the reply", "%s's statement fails", "%s's deadline timer fires", "%s resigns", "%s hands over to %s", "%s crashes", "%s restarts", "%s woken", "outside write bumps the version", "tick_time steps back 1", "step-down requested%s"}
+	names := [...]string{"time+1", "time+1 (clock of %s stalls)", "clock of %s +1", "%s sends", "database executes %s's %s", "%s receives the reply", "%s's statement fails", "%s's deadline timer fires", "%s resigns", "%s hands over to %s", "%s crashes", "%s restarts", "%s woken", "outside write bumps the version", "tick_time steps back 1", "step-down requested%s", "time+1, then %s receives the reply (late)", "%s's leader's work returns", "%s's drain times out (DrainTimeout)", "%s is paused", "%s is resumed"}
 	return names[e.k]
 }
 
@@ -58,7 +63,7 @@ func (s *state) events(sc *scenario) []event {
 			case evSend, evDeliver:
 				local = true
 				ample = append(ample, e)
-			case evFail, evExpire:
+			case evFail, evExpire, evLate:
 				ample = append(ample, e)
 			}
 		}
@@ -114,8 +119,19 @@ func (s *state) procEvents(sc *scenario, i int, out []event) []event {
 		}
 		return out
 	}
+	if sc.drain && p.work != 0 && p.ph != phLead && p.ph != phSettle {
+		e(evWorkDone, 0)
+	}
+	if p.ph == phDrain {
+		e(evDrainTimeout, 0)
+	}
 	if p.ph == phStopped {
 		return out
+	}
+	if p.paused {
+		e(evResume, 0)
+	} else if s.pauses < sc.pauses {
+		e(evPause, 0)
 	}
 	if s.now < sc.horizon && p.drift > -sc.drift && !s.urgent() {
 		e(evSlow, 0)
@@ -128,6 +144,9 @@ func (s *state) procEvents(sc *scenario, i int, out []event) []event {
 			e(evExec, -1)
 		} else {
 			e(evDeliver, 0)
+			if sc.late && s.now < sc.horizon && !s.urgent() && s.local(p)+1-p.cur.sent <= lag {
+				e(evLate, 0)
+			}
 		}
 		if s.faults < sc.faults {
 			e(evFail, 0)
@@ -135,7 +154,7 @@ func (s *state) procEvents(sc *scenario, i int, out []event) []event {
 	} else if s.canSend(p) {
 		e(evSend, 0)
 	}
-	if p.m.Role() == cas.Leader && (p.ph == phLead || p.ph == phSettle) && s.local(p) >= int(p.m.Deadline().Sub(epoch)/unit) {
+	if p.m.Role() == cas.Leader && (p.ph == phLead || p.ph == phSettle) && !p.m.Trusted(at(s.local(p))) {
 		e(evExpire, 0)
 	}
 	if p.ph == phLead && p.cur.op == opNone {
@@ -153,6 +172,9 @@ func (s *state) procEvents(sc *scenario, i int, out []event) []event {
 	}
 	if sc.wake && p.ph == phFollow && p.cur.op == opNone && s.relVer > 0 {
 		e(evWake, 0)
+	}
+	if sc.electsReleased && p.ph == phFollow && p.cur.op == opNone {
+		e(evWake, 1)
 	}
 	return out
 }
@@ -225,6 +247,10 @@ func (s *state) describe(e event) string {
 		return fmt.Sprintf(e.String(), p.name(), c.op)
 	case evHandover:
 		return fmt.Sprintf(e.String(), p.name(), s.procs[e.arg].name())
+	case evWake:
+		if e.arg == 1 {
+			return fmt.Sprintf("%s woken without a version", p.name())
+		}
 	case evRestart:
 		if e.arg == 1 {
 			return fmt.Sprintf("%s restarts with ResumeTerm %d", p.name(), s.lastWon(p))

@@ -34,6 +34,9 @@ func (s *state) deliver(sc *scenario, p *proc, c call, now int) {
 		}
 		if d.Action == cas.Lead {
 			p.ph = phLead
+			if p.paused {
+				s.interrupt(p, now) // the next heartbeat is interrupted at once
+			}
 			return
 		}
 		s.endTerm(p, d, now)
@@ -47,15 +50,16 @@ func (s *state) followReply(p *proc, c call, rec store.Record, now int) {
 	var d cas.Decision
 	switch c.op {
 	case opRead:
-		d = p.m.Observed(rec, c.ok, at(c.sent), p.m.Participation(at(now), false, false))
+		d = p.m.Observed(rec, c.ok, at(c.sent), s.part(p, now))
 		if d.Action != cas.Refuse {
 			sightings(&p.m, rec)
 		}
 	case opInsert:
 		d = p.m.Created(c.term, c.ok, at(c.sent))
-	case opElect:
+	case opElect, opElectReleased:
 		d = p.m.Elected(c.term, c.ok, at(c.sent))
 	}
+	s.campaigned(p, d, c.op == opRead)
 	switch d.Action {
 	case cas.Wait:
 		p.nextRead = now + 1
@@ -68,11 +72,20 @@ func (s *state) followReply(p *proc, c call, rec store.Record, now int) {
 	case cas.Campaign:
 		p.cur = call{op: opElect, sent: now, from: d.Version}
 	case cas.Lead:
+		if p.work != 0 {
+			s.besideRunning = p.m.Term()
+		}
 		p.ph, p.ambiguous, p.lapsed = phLead, false, false
+		if s.drain {
+			p.work = p.m.Term()
+		}
 		if c.op == opRead {
 			p.lastRenew = -100 // adopted: renew at once
 		} else {
 			p.lastRenew = c.sent
+		}
+		if p.paused {
+			s.interrupt(p, now) // won by a write sent before the pause
 		}
 	case cas.Refuse:
 		p.ph = phStopped
@@ -83,7 +96,7 @@ func (s *state) followReply(p *proc, c call, rec store.Record, now int) {
 // ambiguous flag, settle's and release's read errors).
 func (s *state) failed(p *proc, c call, now int) {
 	switch {
-	case c.op == opInsert || c.op == opElect:
+	case c.op == opInsert || c.op == opElect || c.op == opElectReleased:
 		p.m.Unsettled()
 	case c.op == opRenew:
 		p.ambiguous = true // heartbeat.Run retries from the same version
@@ -103,7 +116,8 @@ func (s *state) settle(p *proc, now int) {
 }
 
 // endTerm ends the term led by p with decision d (elector.go's lead, after its
-// loop): stop acting, then release or hand over when asked to.
+// loop): stop acting, drain the leader's work, then release or hand over when
+// asked to.
 func (s *state) endTerm(p *proc, d cas.Decision, now int) {
 	token := p.m.Term()
 	var version int64
@@ -123,13 +137,56 @@ func (s *state) endTerm(p *proc, d cas.Decision, now int) {
 	if held {
 		p.resigned = token
 	}
+	p.relPending = held && (d.Action == cas.Release || d.Action == cas.Handover)
+	if p.relPending {
+		p.relToken, p.relVersion, p.relTo, p.relAttempt, p.relRead = token, version, d.To, 0, false
+	}
+	p.ph = phDrain
+	if p.work == 0 || s.revert&revNoDrain != 0 {
+		s.drained(p, true, now)
+	}
+}
+
+// drained ends p's drain (elector.go's drain): the work returned (ok), or
+// DrainTimeout passed. The release or handover is written only after the work
+// returned; else the lease expires by itself.
+func (s *state) drained(p *proc, ok bool, now int) {
 	p.ph = phFollow
-	if !held || (d.Action != cas.Release && d.Action != cas.Handover) {
+	if !p.relPending || (!ok && s.revert&revReleaseUndrained == 0) {
+		p.relPending = false
 		return
 	}
+	p.relPending = false
 	p.ph = phRelease
-	p.relToken, p.relVersion, p.relTo, p.relAttempt, p.relRead = token, version, d.To, 0, false
 	s.send(nil, p, now)
+}
+
+// part is how p takes part in the election at now (elector.go's
+// participation, and follow's: abstaining while the work of an earlier term
+// still runs).
+func (s *state) part(p *proc, now int) cas.Participation {
+	busy := p.work != 0 && s.revert&revLeadBeside == 0
+	paused := p.paused && s.revert&revPausedCampaigns == 0
+	return p.m.Participation(at(now), busy || paused, false)
+}
+
+// interrupt ends the heartbeat of p, a leader that was paused (elector.go's
+// stopped: Tick, as an abstaining candidate, asks to release).
+func (s *state) interrupt(p *proc, now int) {
+	p.abandon(p.cur)
+	p.cur = call{}
+	p.ph = phLead
+	s.endTerm(p, p.m.Tick(at(now), cas.Abstaining), now)
+}
+
+// campaigned records p as acting while paused if d campaigns, or leads a
+// lease adopted from a read.
+func (s *state) campaigned(p *proc, d cas.Decision, read bool) {
+	switch {
+	case !p.paused:
+	case d.Action == cas.Create, d.Action == cas.Campaign, d.Action == cas.CampaignReleased, d.Action == cas.Lead && read:
+		s.pausedActs = p.slot + 1
+	}
 }
 
 // releaseReply handles a reply in the release loop (elector.go's release).

@@ -37,10 +37,11 @@ const (
 	opRenew
 	opRelease
 	opHandover
+	opElectReleased
 )
 
 func (o op) String() string {
-	return [...]string{"-", "read", "insert", "elect", "renew", "release", "handover"}[o]
+	return [...]string{"-", "read", "insert", "elect", "renew", "release", "handover", "elect-released"}[o]
 }
 
 // call is a statement sent by a process: pending at the database, or executed
@@ -67,28 +68,36 @@ const (
 	phRelease              // writes the release or handover, retrying after a read
 	phDead                 // crashed
 	phStopped              // stopped with ErrDuplicateID
+	phDrain                // waits for the leader's work to return (at most DrainTimeout)
 )
 
 func (p phase) String() string {
-	return [...]string{"follow", "lead", "settle", "release", "dead", "stopped"}[p]
+	return [...]string{"follow", "lead", "settle", "release", "dead", "stopped", "drain"}[p]
 }
 
 // proc is one candidate process and its executor.
 type proc struct {
-	slot, gen    uint8
-	id, inc      string
-	lease, renew int // units
-	m            cas.Machine
-	ph           phase
-	cur          call    // the statement the executor waits for
-	orphans      [2]call // statements given up on, still pending at the database
-	drift        int     // local clock = database time + drift
-	nextRead     int     // local time of the next read (the detector's wait)
-	lastRenew    int     // local time of the last renewal sent
-	ambiguous    bool    // a renewal failed since the last one that won (the renewer's flag)
-	resumed      int64   // term passed to Resume
-	resigned     int64   // the last term this process resigned (Resign or Yield)
-	lapsed       bool    // its trust lapsed since the executor started leading the current term
+	slot, gen uint8
+	id, inc   string
+	lease     int // units
+	renew     time.Duration
+	m         cas.Machine
+	ph        phase
+	cur       call    // the statement the executor waits for
+	orphans   [2]call // statements given up on, still pending at the database
+	drift     int     // local clock = database time + drift
+	nextRead  int     // local time of the next read (the detector's wait)
+	lastRenew int     // local time of the last renewal sent
+	ambiguous bool    // a renewal failed since the last one that won (the renewer's flag)
+	resumed   int64   // term passed to Resume
+	resigned  int64   // the last term this process resigned (Resign or Yield)
+	lapsed    bool    // its trust lapsed since the executor started leading the current term
+	work      int64   // the term whose leader's work (OnStartedLeading) still runs; 0: none
+	// relPending: a release or handover is written after the drain
+	relPending bool
+	paused     bool // Pause was called, and Resume not since
+	// electsReleased: its store has ElectReleased (Machine.ElectsReleased)
+	electsReleased bool
 	// the release loop
 	relToken, relVersion int64
 	relTo                string
@@ -112,9 +121,43 @@ type state struct {
 	lastProc uint8
 	wonBy    [maxTerm]uint8 // term -> process key + 1
 	overflow bool
-	// takesLiveLeases: see scenario
+	// takesLiveLeases, revert: see scenario
 	takesLiveLeases bool
+	revert          rule
+	drain           bool // see scenario
+	// releasedRunning is a term released or handed over while its work still
+	// ran, besideRunning a term led beside the work of an earlier term of the
+	// same process; 0: none
+	releasedRunning, besideRunning int64
+	// pausedActs is the slot + 1 of a paused process that campaigned or
+	// adopted a lease; 0: none
+	pausedActs uint8
+	pauses     uint8 // budget used
 }
+
+// rule is a set of the executor's rules reverted on purpose (the checker's
+// tests: each must be caught).
+type rule uint8
+
+const (
+	// revNoDrain: the release or handover is written at once, without waiting
+	// for the leader's work to return.
+	revNoDrain rule = 1 << iota
+	// revReleaseUndrained: a release or handover is written after the drain
+	// timed out, while the work still runs.
+	revReleaseUndrained
+	// revLeadBeside: a candidate whose earlier work still runs takes part in
+	// elections.
+	revLeadBeside
+	// revPausedCampaigns: a paused candidate takes part as if it were not.
+	revPausedCampaigns
+	// revElectReleasedAnyRow: the model's ElectReleased statement wins a row
+	// that is not released (the store's condition reverted).
+	revElectReleasedAnyRow
+	// revElectionsLose: the model's elections and inserts never win (the
+	// liveness check's self-test).
+	revElectionsLose
+)
 
 const maxTerm = 48
 
@@ -133,6 +176,7 @@ type scenario struct {
 	resign   bool   // leaders may resign
 	wake     bool   // released-version wake-ups
 	oneClock bool   // reads report OneClock (a single-primary database)
+	late     bool   // a reply may arrive one step after its statement executed
 	depth    int    // BFS depth bound (0: none)
 	// released starts with the row released at version 1 (else missing)
 	released bool
@@ -145,6 +189,20 @@ type scenario struct {
 	takesLiveLeases bool
 	// target names the candidate a handover goes to (default: the other ID)
 	target string
+	// drain models the leader's work: it returns (or not) any time after its
+	// term ended, and the executor waits for it, or for DrainTimeout, before it
+	// releases; else the work returns at once.
+	drain bool
+	// electsReleased: the stores have ElectReleased, and wake-ups that carry
+	// no version (a MySQL named lock granted, a listener reconnected) come at
+	// any time, stale or spurious ones included
+	electsReleased bool
+	// pauses is how many times a candidate may be paused (each resumes any time)
+	pauses uint8
+	// live checks liveness from every state reached (see liveness_test.go)
+	live bool
+	// revert reverts rules of the executor on purpose (see rule)
+	revert rule
 }
 
 // heartbeat is the time between two renewals' sends, poll the longest time
@@ -164,7 +222,7 @@ func (s *state) local(p *proc) int { return s.now + p.drift }
 func initial(sc *scenario) state {
 	var s state
 	s.n = len(sc.procs)
-	s.takesLiveLeases = sc.takesLiveLeases
+	s.takesLiveLeases, s.revert, s.drain = sc.takesLiveLeases, sc.revert, sc.drain
 	if sc.released {
 		s.row = row{exists: true, version: 1}
 	}
@@ -172,6 +230,7 @@ func initial(sc *scenario) state {
 		p.slot = uint8(i)
 		p.id, p.inc = intern(p.id), intern(p.inc)
 		p.lastRenew = -100
+		p.electsReleased = sc.electsReleased
 		p.m = newMachine(&p)
 		s.procs[i] = p
 	}
