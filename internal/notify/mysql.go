@@ -275,112 +275,140 @@ func (m *MySQL) Run(ctx context.Context) error {
 // hold keeps the set of locks held on one dedicated connection equal to the terms
 // this process leads. Releases go first: they are what followers wait for.
 func (m *MySQL) hold(ctx context.Context) {
-	var conn *sql.Conn
-	held := map[string]bool{}
-	failures := 0
-	defer func() {
-		if conn != nil {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-			_, _ = conn.ExecContext(rctx, `DO RELEASE_ALL_LOCKS()`)
-			cancel()
-			discard(conn)
-		}
-	}()
+	h := &holder{m: m, held: map[string]bool{}}
+	defer h.close(ctx)
 	for {
-		m.mu.Lock()
-		want := make(map[string]bool, len(m.lead))
-		for k, t := range m.lead {
-			want[m.LockName(k, t)] = true
-		}
-		m.mu.Unlock()
-		err := func() error {
-			if conn == nil && len(want) > 0 {
-				c, err := m.cfg.DB.Conn(ctx)
-				if err != nil {
-					return err
-				}
-				conn, held = c, map[string]bool{}
-			}
-			for name := range held {
-				if !want[name] {
-					if _, err := conn.ExecContext(ctx, `DO RELEASE_LOCK(?)`, name); err != nil {
-						return err
-					}
-					delete(held, name)
-				}
-			}
-			for name := range want {
-				if held[name] {
-					continue
-				}
-				// Followers hold the lock only for a moment when they are granted it.
-				var got sql.NullInt64
-				if err := conn.QueryRowContext(ctx, `SELECT GET_LOCK(?, 2)`, name).Scan(&got); err != nil {
-					return err
-				}
-				if got.Int64 == 1 {
-					held[name] = true
-				}
-			}
-			return nil
-		}()
+		want := m.wantedLocks()
+		err := h.sync(ctx, want)
 		wait := time.Duration(0)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
-			failures++
-			wait = backoff(failures)
-			m.cfg.Logger.Warn("casleader notify: lock holder connection failed", "table", m.cfg.Table, "error", err, "retry_in", wait)
-			if conn != nil {
-				// The server releases a connection's named locks when it
-				// closes: none is held any more.
-				discard(conn)
-				conn, held = nil, map[string]bool{}
-			}
+			wait = h.fail(err)
 		} else {
-			failures = 0
+			h.failures = 0
 		}
-		if wait == 0 && len(held) < len(want) {
+		if wait == 0 && len(h.held) < len(want) {
 			wait = 100 * time.Millisecond // a lock still taken: try again soon
 		}
-		var t *time.Timer
-		var tc <-chan time.Time
-		if wait > 0 {
-			t = time.NewTimer(wait)
-			tc = t.C
-		}
-		select {
-		case <-ctx.Done():
-		case <-m.change:
-		case <-tc:
-		}
-		if t != nil {
-			t.Stop()
-		}
+		m.awaitChange(ctx, wait)
 		if ctx.Err() != nil {
 			return
 		}
 	}
 }
 
+// holder is the state of the lock holder, owned by the goroutine of [MySQL.hold]:
+// its dedicated connection and the names of the locks held on it.
+type holder struct {
+	m        *MySQL
+	conn     *sql.Conn
+	held     map[string]bool
+	failures int
+}
+
+// wantedLocks returns the names of the locks of the terms this process leads.
+func (m *MySQL) wantedLocks() map[string]bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	want := make(map[string]bool, len(m.lead))
+	for k, t := range m.lead {
+		want[m.LockName(k, t)] = true
+	}
+	return want
+}
+
+// sync takes a connection if a lock is wanted, releases the locks held but not
+// wanted, then tries once for each lock wanted but not held.
+func (h *holder) sync(ctx context.Context, want map[string]bool) error {
+	if h.conn == nil && len(want) > 0 {
+		c, err := h.m.cfg.DB.Conn(ctx)
+		if err != nil {
+			return err
+		}
+		h.conn, h.held = c, map[string]bool{}
+	}
+	for name := range h.held {
+		if !want[name] {
+			if _, err := h.conn.ExecContext(ctx, `DO RELEASE_LOCK(?)`, name); err != nil {
+				return err
+			}
+			delete(h.held, name)
+		}
+	}
+	for name := range want {
+		if h.held[name] {
+			continue
+		}
+		// Followers hold the lock only for a moment when they are granted it.
+		var got sql.NullInt64
+		if err := h.conn.QueryRowContext(ctx, `SELECT GET_LOCK(?, 2)`, name).Scan(&got); err != nil {
+			return err
+		}
+		if got.Int64 == 1 {
+			h.held[name] = true
+		}
+	}
+	return nil
+}
+
+// fail counts a failure of sync, drops the connection and returns the wait before
+// the next try.
+func (h *holder) fail(err error) time.Duration {
+	h.failures++
+	wait := backoff(h.failures)
+	h.m.cfg.Logger.Warn("casleader notify: lock holder connection failed", "table", h.m.cfg.Table, "error", err, "retry_in", wait)
+	if h.conn != nil {
+		// The server releases a connection's named locks when it
+		// closes: none is held any more.
+		discard(h.conn)
+		h.conn, h.held = nil, map[string]bool{}
+	}
+	return wait
+}
+
+// close releases every lock held and discards the connection.
+func (h *holder) close(ctx context.Context) {
+	if h.conn != nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		_, _ = h.conn.ExecContext(rctx, `DO RELEASE_ALL_LOCKS()`)
+		cancel()
+		discard(h.conn)
+	}
+}
+
+// awaitChange waits for a change of the terms led, for ctx, or for wait when it is
+// not 0.
+func (m *MySQL) awaitChange(ctx context.Context, wait time.Duration) {
+	var t *time.Timer
+	var tc <-chan time.Time
+	if wait > 0 {
+		t = time.NewTimer(wait)
+		tc = t.C
+	}
+	select {
+	case <-ctx.Done():
+	case <-m.change:
+	case <-tc:
+	}
+	if t != nil {
+		t.Stop()
+	}
+}
+
 // follow waits on the lock of the term armed for key and wakes the subscribers when
 // the server grants it.
 func (m *MySQL) follow(ctx context.Context, key string, rearm <-chan struct{}) {
-	var conn *sql.Conn
+	w := &waiter{m: m, key: key, rearm: rearm}
 	defer func() {
-		if conn != nil {
-			discard(conn)
+		if w.conn != nil {
+			discard(w.conn)
 		}
 	}()
-	var quick int // grants in a row that came at once, for term quickTerm
-	var quickTerm int64
-	failures := 0
 	for ctx.Err() == nil {
-		m.mu.Lock()
-		term := m.armed[key]
-		m.mu.Unlock()
-		if term == 0 || (term == quickTerm && quick >= 3) {
+		term := m.armedTerm(key)
+		if term == 0 || (term == w.quickTerm && w.quick >= 3) {
 			select {
 			case <-ctx.Done():
 				return
@@ -388,161 +416,220 @@ func (m *MySQL) follow(ctx context.Context, key string, rearm <-chan struct{}) {
 			}
 			continue
 		}
-		if conn == nil {
-			c, err := m.cfg.DB.Conn(ctx)
-			if err == nil {
-				err = m.detectGalera(ctx, c)
-				if err != nil {
-					discard(c)
-				}
-			}
-			if err != nil {
-				failures++
-				sleep(ctx, backoff(failures))
-				continue
-			}
-			conn = c
-		}
-		wait := m.cfg.WaitTimeout
-		galera := m.Galera()
-		if galera {
-			wait = m.cfg.GaleraCheckInterval
-		}
-		name := m.LockName(key, term)
-		// Wait on the lock; a re-arm for another term ends the wait (the driver then
-		// closes the connection, which ends the wait on the server too).
-		wctx, cancel := context.WithCancel(ctx)
-		helper := make(chan struct{})
-		go func() {
-			defer close(helper)
-			for {
-				select {
-				case <-rearm:
-					m.mu.Lock()
-					changed := m.armed[key] != term
-					m.mu.Unlock()
-					if changed {
-						cancel()
-						return
-					}
-				case <-wctx.Done():
-					return
-				}
-			}
-		}()
-		start := time.Now()
-		var got sql.NullInt64
-		err := conn.QueryRowContext(wctx, `SELECT GET_LOCK(?, ?)`, name, int(wait/time.Second)).Scan(&got)
-		waited := time.Since(start)
-		woke := false
-		if err == nil && got.Int64 == 1 {
-			if waited > 20*time.Millisecond {
-				// Granted after a real wait: the leader released it, or its
-				// connection dropped. Wake the follower before giving the lock
-				// back, which costs a round trip the follower need not wait for.
-				m.mu.Lock()
-				still := m.armed[key] == term
-				m.mu.Unlock()
-				if still {
-					woke = true
-					m.woken.Add(1)
-					m.hub.Wake(key, 0)
-				}
-			}
-			_, err = conn.ExecContext(ctx, `DO RELEASE_LOCK(?)`, name)
-		}
-		movedElsewhere := false
-		if err == nil && got.Int64 != 1 && galera && wctx.Err() == nil {
-			// Timed out on a Galera node: the leader may have released on another node.
-			movedElsewhere, err = m.moved(wctx, conn, key, term)
-		}
-		interrupted := wctx.Err() != nil
-		cancel()
-		<-helper // no signal may be taken by a helper that is going away
-		if err != nil {
-			discard(conn)
-			conn = nil
-			if ctx.Err() != nil {
-				return
-			}
-			if !interrupted {
-				failures++
-				m.cfg.Logger.Warn("casleader notify: lock waiter connection failed", "table", m.cfg.Table, "key", key, "error", err)
-				sleep(ctx, backoff(failures))
-			}
+		if w.conn == nil && !w.connect(ctx) {
 			continue
 		}
-		failures = 0
-		if movedElsewhere {
-			m.mu.Lock()
-			if m.armed[key] == term {
-				m.armed[key] = 0 // until the follower has read the row and armed again
-			}
-			m.mu.Unlock()
-			m.woken.Add(1)
-			m.hub.Wake(key, 0)
-			continue
+		if !w.round(ctx, term) {
+			return
 		}
-		if got.Int64 != 1 {
-			continue // timed out: wait again
-		}
-		m.mu.Lock()
-		still := m.armed[key] == term
-		m.mu.Unlock()
-		if !still {
-			continue
-		}
-		if waited > 20*time.Millisecond {
-			// Granted after a real wait: the follower was woken above.
-			quick, quickTerm = 0, 0
-			if !woke {
-				m.woken.Add(1)
-				m.hub.Wake(key, 0)
-			}
-			continue
-		}
-		if galera {
-			// Granted at once on a Galera node: the leader's lock, if any, is on
-			// another node. Read the row every GaleraCheckInterval instead.
-			moved, err := m.moved(ctx, conn, key, term)
-			if err != nil {
-				discard(conn)
-				conn = nil
-				continue
-			}
-			if moved {
-				m.mu.Lock()
-				if m.armed[key] == term {
-					m.armed[key] = 0
-				}
-				m.mu.Unlock()
-				m.woken.Add(1)
-				m.hub.Wake(key, 0)
-				continue
-			}
-			t := time.NewTimer(m.cfg.GaleraCheckInterval)
-			select {
-			case <-ctx.Done():
-			case <-rearm:
-			case <-t.C:
-			}
-			t.Stop()
-			continue
-		}
-		// Granted at once: the leader has not taken it yet (it just won), is gone,
-		// or runs without a notifier. Look again after a pause; after three such
-		// grants, wake the follower and stop waiting on this term.
-		if quickTerm != term {
-			quick, quickTerm = 0, term
-		}
-		quick++
-		if quick >= 3 {
-			m.woken.Add(1)
-			m.hub.Wake(key, 0)
-			continue
-		}
-		sleep(ctx, 25*time.Millisecond<<quick)
 	}
+}
+
+// waiter is the state of the lock waiter of one key, owned by the goroutine of
+// [MySQL.follow].
+type waiter struct {
+	m     *MySQL
+	key   string
+	rearm <-chan struct{}
+	conn  *sql.Conn
+
+	quick     int // grants in a row that came at once, for term quickTerm
+	quickTerm int64
+	failures  int
+}
+
+// waited is the outcome of one wait on a lock.
+type waited struct {
+	granted     bool          // the server granted the lock
+	took        time.Duration // how long the wait took
+	woke        bool          // the subscribers were woken already
+	moved       bool          // on Galera: the row moved on while the wait timed out
+	interrupted bool          // a re-arm (or ctx) ended the wait
+	galera      bool          // the wait was on a Galera node
+}
+
+// armedTerm returns the term armed for key, 0 if none.
+func (m *MySQL) armedTerm(key string) int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.armed[key]
+}
+
+// wake wakes the subscribers of key and counts it.
+func (m *MySQL) wake(key string) {
+	m.woken.Add(1)
+	m.hub.Wake(key, 0)
+}
+
+// disarmAndWake disarms the waiter of key if it is still armed on term, and wakes
+// the subscribers.
+func (m *MySQL) disarmAndWake(key string, term int64) {
+	m.mu.Lock()
+	if m.armed[key] == term {
+		m.armed[key] = 0 // until the follower has read the row and armed again
+	}
+	m.mu.Unlock()
+	m.wake(key)
+}
+
+// connect takes the waiter's connection and learns whether its server is a Galera
+// node. On failure it backs off and returns false.
+func (w *waiter) connect(ctx context.Context) bool {
+	c, err := w.m.cfg.DB.Conn(ctx)
+	if err == nil {
+		err = w.m.detectGalera(ctx, c)
+		if err != nil {
+			discard(c)
+		}
+	}
+	if err != nil {
+		w.failures++
+		sleep(ctx, backoff(w.failures))
+		return false
+	}
+	w.conn = c
+	return true
+}
+
+// round waits once on the lock of term and acts on the outcome. It returns false
+// when follow must return.
+func (w *waiter) round(ctx context.Context, term int64) bool {
+	r, err := w.wait(ctx, term)
+	if err != nil {
+		discard(w.conn)
+		w.conn = nil
+		if ctx.Err() != nil {
+			return false
+		}
+		if !r.interrupted {
+			w.failures++
+			w.m.cfg.Logger.Warn("casleader notify: lock waiter connection failed", "table", w.m.cfg.Table, "key", w.key, "error", err)
+			sleep(ctx, backoff(w.failures))
+		}
+		return true
+	}
+	w.failures = 0
+	if r.moved {
+		w.m.disarmAndWake(w.key, term)
+		return true
+	}
+	if !r.granted {
+		return true // timed out: wait again
+	}
+	if w.m.armedTerm(w.key) != term {
+		return true
+	}
+	if r.took > 20*time.Millisecond {
+		// Granted after a real wait: the follower was woken above.
+		w.quick, w.quickTerm = 0, 0
+		if !r.woke {
+			w.m.wake(w.key)
+		}
+		return true
+	}
+	if r.galera {
+		w.grantedOnGalera(ctx, term)
+		return true
+	}
+	w.grantedAtOnce(ctx, term)
+	return true
+}
+
+// wait waits on the lock of term; a re-arm for another term ends the wait (the
+// driver then closes the connection, which ends the wait on the server too).
+func (w *waiter) wait(ctx context.Context, term int64) (waited, error) {
+	var r waited
+	wait := w.m.cfg.WaitTimeout
+	r.galera = w.m.Galera()
+	if r.galera {
+		wait = w.m.cfg.GaleraCheckInterval
+	}
+	name := w.m.LockName(w.key, term)
+	wctx, cancel := context.WithCancel(ctx)
+	helper := make(chan struct{})
+	go func() {
+		defer close(helper)
+		w.watchRearm(wctx, term, cancel)
+	}()
+	start := time.Now()
+	var got sql.NullInt64
+	err := w.conn.QueryRowContext(wctx, `SELECT GET_LOCK(?, ?)`, name, int(wait/time.Second)).Scan(&got)
+	r.took = time.Since(start)
+	r.granted = got.Int64 == 1
+	if err == nil && r.granted {
+		if r.took > 20*time.Millisecond {
+			// Granted after a real wait: the leader released it, or its
+			// connection dropped. Wake the follower before giving the lock
+			// back, which costs a round trip the follower need not wait for.
+			if w.m.armedTerm(w.key) == term {
+				r.woke = true
+				w.m.wake(w.key)
+			}
+		}
+		_, err = w.conn.ExecContext(ctx, `DO RELEASE_LOCK(?)`, name)
+	}
+	if err == nil && !r.granted && r.galera && wctx.Err() == nil {
+		// Timed out on a Galera node: the leader may have released on another node.
+		r.moved, err = w.m.moved(wctx, w.conn, w.key, term)
+	}
+	r.interrupted = wctx.Err() != nil
+	cancel()
+	<-helper // no signal may be taken by a helper that is going away
+	return r, err
+}
+
+// watchRearm cancels the wait on the lock of term when key is re-armed for another
+// term, until wctx is done.
+func (w *waiter) watchRearm(wctx context.Context, term int64, cancel context.CancelFunc) {
+	for {
+		select {
+		case <-w.rearm:
+			if w.m.armedTerm(w.key) != term {
+				cancel()
+				return
+			}
+		case <-wctx.Done():
+			return
+		}
+	}
+}
+
+// grantedOnGalera handles a lock of term granted at once on a Galera node: the
+// leader's lock, if any, is on another node. Read the row every
+// GaleraCheckInterval instead.
+func (w *waiter) grantedOnGalera(ctx context.Context, term int64) {
+	moved, err := w.m.moved(ctx, w.conn, w.key, term)
+	if err != nil {
+		discard(w.conn)
+		w.conn = nil
+		return
+	}
+	if moved {
+		w.m.disarmAndWake(w.key, term)
+		return
+	}
+	t := time.NewTimer(w.m.cfg.GaleraCheckInterval)
+	select {
+	case <-ctx.Done():
+	case <-w.rearm:
+	case <-t.C:
+	}
+	t.Stop()
+}
+
+// grantedAtOnce handles a lock of term granted at once: the leader has not taken it
+// yet (it just won), is gone, or runs without a notifier. Look again after a pause;
+// after three such grants, wake the follower and stop waiting on this term.
+func (w *waiter) grantedAtOnce(ctx context.Context, term int64) {
+	if w.quickTerm != term {
+		w.quick, w.quickTerm = 0, term
+	}
+	w.quick++
+	if w.quick >= 3 {
+		w.m.wake(w.key)
+		return
+	}
+	sleep(ctx, 25*time.Millisecond<<w.quick)
 }
 
 // backoff is the wait after failure number n: from 50 ms, doubling up to 10 s.
