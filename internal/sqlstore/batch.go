@@ -170,22 +170,10 @@ func (r readBack) startedTerm(id string, version int64) bool {
 // read back anyway, for the term.
 func (c *Core) batchCAS(ctx context.Context, op, id string, kvs []store.KeyVersion, build func(int) (string, string),
 	pre, extra []any, startsTerm, byCount bool, won func(readBack, store.KeyVersion) bool) ([]store.Won, error) {
-	if err := checkBatch(id, len(kvs)); err != nil {
-		return nil, err
-	}
-	uniq, err := unique(kvs, func(kv store.KeyVersion) string { return kv.Key })
+	uniq, err := c.batchKeys(op, id, kvs)
 	if err != nil || len(uniq) == 0 {
 		return nil, err
 	}
-	for _, kv := range uniq {
-		if err := c.checkVersion(op, kv.Key, kv.Version); err != nil {
-			return nil, err
-		}
-	}
-	// One lock order for every writer: PostgreSQL locks the rows of a batch in the
-	// order of its key array (see pgFrom), so two batches that share keys in
-	// opposite orders would deadlock each other.
-	slices.SortFunc(uniq, func(a, b store.KeyVersion) int { return strings.Compare(a.Key, b.Key) })
 	if err := c.ready(ctx); err != nil {
 		return nil, err
 	}
@@ -193,27 +181,7 @@ func (c *Core) batchCAS(ctx context.Context, op, id string, kvs []store.KeyVersi
 	args := c.casArgs(id, pre, uniq, extra)
 	sent := time.Now()
 	if back == "" {
-		rows, err := c.b.Query(ctx, write, args...)
-		if err != nil {
-			return nil, c.wrap(op, uniq[0].Key, err)
-		}
-		defer rows.Close()
-		var out []store.Won
-		for rows.Next() {
-			w := store.Won{Since: sent}
-			dest := []any{&w.Key}
-			if startsTerm {
-				dest = append(dest, &w.Term)
-			}
-			if err := rows.Scan(dest...); err != nil {
-				return nil, c.wrap(op, uniq[0].Key, err)
-			}
-			out = append(out, w)
-		}
-		if err := rows.Err(); err != nil {
-			return nil, c.wrap(op, uniq[0].Key, err)
-		}
-		return out, nil
+		return c.casReturning(ctx, op, write, args, uniq[0].Key, sent, startsTerm)
 	}
 	changed, err := c.b.Exec(ctx, write, args...)
 	if err != nil {
@@ -232,29 +200,10 @@ func (c *Core) batchCAS(ctx context.Context, op, id string, kvs []store.KeyVersi
 		}
 		return out, nil
 	}
-	keys := make([]string, len(uniq))
-	for i, kv := range uniq {
-		keys[i] = kv.Key
-	}
-	readSent := time.Now()
-	rows, err := c.b.Query(ctx, back, c.keyArgs(keys)...)
+	got, readSent, elapsed, err := c.readBackRows(ctx, op, back, uniq, sent)
 	if err != nil {
-		return nil, c.wrap(op+" (read back)", uniq[0].Key, err)
+		return nil, err
 	}
-	defer rows.Close()
-	got := make(map[string]readBack, len(uniq))
-	for rows.Next() {
-		var k string
-		var r readBack
-		if err := rows.Scan(&k, &r.version, &r.leader, &r.term, &r.fresh, &r.ageMicros); err != nil {
-			return nil, c.wrap(op+" (read back)", uniq[0].Key, err)
-		}
-		got[k] = r
-	}
-	if err := rows.Err(); err != nil {
-		return nil, c.wrap(op+" (read back)", uniq[0].Key, err)
-	}
-	elapsed := time.Since(sent)
 	var out []store.Won
 	for _, kv := range uniq {
 		r, ok := got[kv.Key]
@@ -268,6 +217,84 @@ func (c *Core) batchCAS(ctx context.Context, op, id string, kvs []store.KeyVersi
 		}
 	}
 	return out, nil
+}
+
+// batchKeys validates a batch of id and returns its distinct keys with their
+// versions, sorted by key.
+func (c *Core) batchKeys(op, id string, kvs []store.KeyVersion) ([]store.KeyVersion, error) {
+	if err := checkBatch(id, len(kvs)); err != nil {
+		return nil, err
+	}
+	uniq, err := unique(kvs, func(kv store.KeyVersion) string { return kv.Key })
+	if err != nil || len(uniq) == 0 {
+		return nil, err
+	}
+	for _, kv := range uniq {
+		if err := c.checkVersion(op, kv.Key, kv.Version); err != nil {
+			return nil, err
+		}
+	}
+	// One lock order for every writer: PostgreSQL locks the rows of a batch in the
+	// order of its key array (see pgFrom), so two batches that share keys in
+	// opposite orders would deadlock each other.
+	slices.SortFunc(uniq, func(a, b store.KeyVersion) int { return strings.Compare(a.Key, b.Key) })
+	return uniq, nil
+}
+
+// casReturning runs a batched write whose RETURNING clause lists the keys it won
+// (and their terms, if startsTerm), each won since sent.
+func (c *Core) casReturning(ctx context.Context, op, write string, args []any, first string, sent time.Time, startsTerm bool) ([]store.Won, error) {
+	rows, err := c.b.Query(ctx, write, args...)
+	if err != nil {
+		return nil, c.wrap(op, first, err)
+	}
+	defer rows.Close()
+	var out []store.Won
+	for rows.Next() {
+		w := store.Won{Since: sent}
+		dest := []any{&w.Key}
+		if startsTerm {
+			dest = append(dest, &w.Term)
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return nil, c.wrap(op, first, err)
+		}
+		out = append(out, w)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, c.wrap(op, first, err)
+	}
+	return out, nil
+}
+
+// readBackRows reads back the rows of the keys of uniq after a write sent at sent.
+// It returns them by key, when the read was sent, and the time since sent once
+// the last row was read.
+func (c *Core) readBackRows(ctx context.Context, op, back string, uniq []store.KeyVersion, sent time.Time) (
+	got map[string]readBack, readSent time.Time, elapsed time.Duration, err error) {
+	keys := make([]string, len(uniq))
+	for i, kv := range uniq {
+		keys[i] = kv.Key
+	}
+	readSent = time.Now()
+	rows, err := c.b.Query(ctx, back, c.keyArgs(keys)...)
+	if err != nil {
+		return nil, readSent, 0, c.wrap(op+" (read back)", uniq[0].Key, err)
+	}
+	defer rows.Close()
+	got = make(map[string]readBack, len(uniq))
+	for rows.Next() {
+		var k string
+		var r readBack
+		if err := rows.Scan(&k, &r.version, &r.leader, &r.term, &r.fresh, &r.ageMicros); err != nil {
+			return nil, readSent, 0, c.wrap(op+" (read back)", uniq[0].Key, err)
+		}
+		got[k] = r
+	}
+	if err := rows.Err(); err != nil {
+		return nil, readSent, 0, c.wrap(op+" (read back)", uniq[0].Key, err)
+	}
+	return got, readSent, time.Since(sent), nil
 }
 
 // countSettles decides a batched renewal or release of n distinct keys from the
