@@ -107,32 +107,42 @@ func Watch(ctx context.Context, r Reader, cfg Config, wake <-chan struct{},
 					"error", err, "attempt", failures, "retry_in", wait, "failures_not_logged", held)
 			}
 		}
-		timer.Reset(wait)
-		due := time.Now().Add(wait)
-		for slept := false; !slept; {
-			select {
-			case <-ctx.Done():
-				return Observation{}, ctx.Err()
-			case <-timer.C:
-				slept = true
-			case <-wake:
-				timer.Stop() // since Go 1.23 no stale tick can be received after Stop
-				slept = true
-				if cfg.Woken == nil {
-					break
-				}
-				stop, later := cfg.Woken()
-				if stop {
-					return Observation{Woken: true}, nil
-				}
-				// A read asked for a little later, and never later than it was due.
-				if later = min(later, time.Until(due)); later > 0 {
-					timer.Reset(later)
-					slept = false
-				}
+		if stop, err := sleep(ctx, timer, wait, wake, cfg.Woken); stop || err != nil {
+			return Observation{Woken: stop}, err
+		}
+	}
+}
+
+// sleep waits wait on timer, or less when a value on wake ends the sleep (see
+// Config.Woken). It returns stop when woken ends the watch, or the context's error.
+func sleep(ctx context.Context, timer *time.Timer, wait time.Duration, wake <-chan struct{},
+	woken func() (stop bool, wait time.Duration)) (stop bool, err error) {
+	timer.Reset(wait)
+	due := time.Now().Add(wait)
+	for slept := false; !slept; {
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-timer.C:
+			slept = true
+		case <-wake:
+			timer.Stop() // since Go 1.23 no stale tick can be received after Stop
+			slept = true
+			if woken == nil {
+				break
+			}
+			stop, later := woken()
+			if stop {
+				return true, nil
+			}
+			// A read asked for a little later, and never later than it was due.
+			if later = min(later, time.Until(due)); later > 0 {
+				timer.Reset(later)
+				slept = false
 			}
 		}
 	}
+	return false, nil
 }
 
 func read(ctx context.Context, r Reader, cfg Config) (Observation, error) {
