@@ -92,14 +92,7 @@ func Run(ctx context.Context, r Renewer, cfg Config, version int64, last, deadli
 		if ctx.Err() != nil {
 			return Result{Outcome: Stopped, Version: version}
 		}
-		sent := time.Now()
-		// The statement is not interrupted by ctx (a resign, a pause, Run's end): an
-		// interrupted renewal may still commit, and the release that follows would
-		// then lose its compare-and-set. It is bounded by the trust deadline instead.
-		rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
-		ok, err := r.Renew(rctx, cfg.Key, cfg.ID, version)
-		cancel()
-		took := time.Since(sent)
+		sent, took, ok, err := renew(ctx, r, cfg, version, deadline)
 		switch {
 		case err == nil && ok:
 			version++
@@ -122,4 +115,18 @@ func Run(ctx context.Context, r Renewer, cfg Config, version int64, last, deadli
 			next = time.Now().Add(backoff)
 		}
 	}
+}
+
+// renew sends one renewal from version and returns its send time, how long it took
+// and its outcome.
+func renew(ctx context.Context, r Renewer, cfg Config, version int64, deadline time.Time) (
+	sent time.Time, took time.Duration, ok bool, err error) {
+	sent = time.Now()
+	// The statement is not interrupted by ctx (a resign, a pause, Run's end): an
+	// interrupted renewal may still commit, and the release that follows would
+	// then lose its compare-and-set. It is bounded by the trust deadline instead.
+	rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+	ok, err = r.Renew(rctx, cfg.Key, cfg.ID, version)
+	cancel()
+	return sent, time.Since(sent), ok, err
 }
