@@ -617,6 +617,8 @@ func (r *run) participation(s *state, now time.Time) cas.Participation {
 	return s.m.Participation(now, r.g.paused.Load() || busy, r.g.cfg.Observer)
 }
 
+// takeRequests applies the requests made since the last round, in order: resigns
+// and handovers, then Add and Remove, then the Notifier's wake-ups.
 func (r *run) takeRequests(ctx context.Context) {
 	g := r.g
 	g.reqMu.Lock()
@@ -624,14 +626,35 @@ func (r *run) takeRequests(ctx context.Context) {
 	g.ops, g.wakeup, g.resigns = nil, map[string]int64{}, nil
 	g.reqMu.Unlock()
 	now := time.Now()
+	ends := r.takeResigns(resigns, now)
+	for _, o := range ops {
+		k := o.key
+		s := r.states[k]
+		switch {
+		case o.add && s == nil:
+			r.addKey(k, now)
+		case !o.add && s != nil:
+			if e, ok := r.removeKey(s); ok {
+				ends = append(ends, e)
+			}
+		}
+	}
+	for k, v := range woken {
+		r.takeWakeup(k, v, now)
+	}
+	r.end(ctx, ends)
+}
+
+// takeResigns yields the terms that resigns name and returns their ends to send.
+func (r *run) takeResigns(resigns []op, now time.Time) []ending {
 	var ends []ending
 	for _, o := range resigns {
 		// Scoped to its term: a term that has ended already is left alone.
 		if s := r.states[o.key]; s != nil && s.m.Role() == cas.Leader && s.m.Term() == o.token {
 			if o.to != "" {
-				g.cfg.Logger.Info("casleader group: handing the key over: the preferred leader rule", "key", o.key, "term", o.token, "handover_to", o.to)
+				r.g.cfg.Logger.Info("casleader group: handing the key over: the preferred leader rule", "key", o.key, "term", o.token, "handover_to", o.to)
 			} else {
-				g.cfg.Logger.Info("casleader group: resigning: the term's handle asked", "key", o.key, "term", o.token)
+				r.g.cfg.Logger.Info("casleader group: resigning: the term's handle asked", "key", o.key, "term", o.token)
 			}
 			if v, ok := s.m.Yield(now); ok {
 				r.stopLeading(s, false)
@@ -639,61 +662,65 @@ func (r *run) takeRequests(ctx context.Context) {
 			}
 		}
 	}
-	for _, o := range ops {
-		k := o.key
-		s := r.states[k]
-		switch {
-		case o.add && s == nil:
-			g.mu.Lock()
-			sh := g.keys[k]
-			if sh == nil {
-				sh = &shared{}
-				g.keys[k] = sh
-			}
-			g.mu.Unlock()
-			s = &state{key: k, sh: sh, m: cas.New(g.cand, g.cfg.RenewDeadline), nextLook: now}
-			s.m.ElectsReleased(g.electsReleased)
-			if n := g.cfg.Notifier; n != nil {
-				s.unsubscribe = notify.SubscribeAs(n, k, g.cfg.ID, func(v int64) { g.wakeAt(k, v) })
-			}
-			r.add(s)
-		case !o.add && s != nil:
-			r.remove(s)
-			g.mu.Lock()
-			if g.keys[k] == s.sh {
-				delete(g.keys, k)
-			}
-			g.mu.Unlock()
-			if s.unsubscribe != nil {
-				s.unsubscribe()
-			}
-			if e, ok := r.resign(s); ok {
-				ends = append(ends, e)
-			}
+	return ends
+}
+
+// addKey starts following key k (an Add).
+func (r *run) addKey(k string, now time.Time) {
+	g := r.g
+	g.mu.Lock()
+	sh := g.keys[k]
+	if sh == nil {
+		sh = &shared{}
+		g.keys[k] = sh
+	}
+	g.mu.Unlock()
+	s := &state{key: k, sh: sh, m: cas.New(g.cand, g.cfg.RenewDeadline), nextLook: now}
+	s.m.ElectsReleased(g.electsReleased)
+	if n := g.cfg.Notifier; n != nil {
+		s.unsubscribe = notify.SubscribeAs(n, k, g.cfg.ID, func(v int64) { g.wakeAt(k, v) })
+	}
+	r.add(s)
+}
+
+// removeKey stops following s (a Remove) and returns the release to send, if s was
+// leading.
+func (r *run) removeKey(s *state) (ending, bool) {
+	g := r.g
+	r.remove(s)
+	g.mu.Lock()
+	if g.keys[s.key] == s.sh {
+		delete(g.keys, s.key)
+	}
+	g.mu.Unlock()
+	if s.unsubscribe != nil {
+		s.unsubscribe()
+	}
+	return r.resign(s)
+}
+
+// takeWakeup acts on a wake-up of key k by the Notifier, with the released version
+// v (0: unknown).
+func (r *run) takeWakeup(k string, v int64, now time.Time) {
+	s := r.states[k]
+	if s == nil || s.m.Role() != cas.Follower {
+		return
+	}
+	// A release that carries its version is elected from at once, one without
+	// it by an election that wins only a released row, where the store has
+	// one (the machine decides); anything else is read now.
+	switch d := s.m.Woken(v, r.participation(s, now), s.failures); d.Action {
+	case cas.Campaign:
+		r.woken = append(r.woken, s)
+	case cas.CampaignReleased:
+		r.released = append(r.released, s)
+	default:
+		// A read now, or a little later (a handover to another candidate), never
+		// later than it was due.
+		if at := now.Add(d.Wait); at.Before(s.nextLook) {
+			s.nextLook = at
 		}
 	}
-	for k, v := range woken {
-		s := r.states[k]
-		if s == nil || s.m.Role() != cas.Follower {
-			continue
-		}
-		// A release that carries its version is elected from at once, one without
-		// it by an election that wins only a released row, where the store has
-		// one (the machine decides); anything else is read now.
-		switch d := s.m.Woken(v, r.participation(s, now), s.failures); d.Action {
-		case cas.Campaign:
-			r.woken = append(r.woken, s)
-		case cas.CampaignReleased:
-			r.released = append(r.released, s)
-		default:
-			// A read now, or a little later (a handover to another candidate), never
-			// later than it was due.
-			if at := now.Add(d.Wait); at.Before(s.nextLook) {
-				s.nextLook = at
-			}
-		}
-	}
-	r.end(ctx, ends)
 }
 
 // tick asks every leading key's machine what the passing of time means: a passed
@@ -953,7 +980,32 @@ func (r *run) observeMany(ctx context.Context, b keyBatch, timeout time.Duration
 // renew renews every led key, in batches, and settles the keys whose renewal lost or
 // failed with one batched read.
 func (r *run) renew(ctx context.Context) error {
-	g := r.g
+	var jobs []kvBatch
+	for _, b := range chunks(r.renewOrder(), r.g.cfg.BatchSize) {
+		// Sorted: the batch's first key has its earliest deadline.
+		j := kvBatch{ss: b, kvs: make([]store.KeyVersion, len(b)), deadline: b[0].m.Deadline()}
+		for i, s := range b {
+			j.kvs[i] = store.KeyVersion{Key: s.key, Version: s.m.Version()}
+		}
+		jobs = append(jobs, j)
+	}
+	var unsettled []*state
+	err := parallel(r, jobs, func(j kvBatch) wonReply {
+		return r.sendRenewal(ctx, j)
+	}, func(j kvBatch, rep wonReply) error {
+		lost, err := r.renewReply(ctx, j, rep)
+		unsettled = append(unsettled, lost...)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return r.settle(ctx, unsettled)
+}
+
+// renewOrder returns the led keys in the order to renew them, and keeps it in
+// r.order for the next round.
+func (r *run) renewOrder() []*state {
 	// Earliest trust deadline first: when a round of renewals takes long (many keys,
 	// a busy database), each key is still renewed about once per round, in the order
 	// of its last renewal, instead of at a random place in each round (up to two
@@ -982,73 +1034,68 @@ func (r *run) renew(ctx context.Context) error {
 		r.order = append(r.order, h.s)
 	}
 	clear(r.held) // keeps no state alive past its key
-	held := r.order
-	var jobs []kvBatch
-	for _, b := range chunks(held, g.cfg.BatchSize) {
-		// Sorted: the batch's first key has its earliest deadline.
-		j := kvBatch{ss: b, kvs: make([]store.KeyVersion, len(b)), deadline: b[0].m.Deadline()}
-		for i, s := range b {
-			j.kvs[i] = store.KeyVersion{Key: s.key, Version: s.m.Version()}
+	return r.order
+}
+
+// sendRenewal sends the renewal of batch j, bounded by its earliest trust deadline,
+// and counts it in the statistics.
+func (r *run) sendRenewal(ctx context.Context, j kvBatch) wonReply {
+	g := r.g
+	rctx, cancel := context.WithDeadline(ctx, j.deadline)
+	start := time.Now()
+	won, err := g.st.RenewMany(rctx, g.cfg.ID, j.kvs)
+	cancel()
+	took := time.Since(start)
+	g.statements.Add(1)
+	g.renewBatches.Add(1)
+	g.renewSum.Add(int64(took))
+	for {
+		old := g.renewMax.Load()
+		if int64(took) <= old || g.renewMax.CompareAndSwap(old, int64(took)) {
+			break
 		}
-		jobs = append(jobs, j)
 	}
-	var unsettled []*state
-	err := parallel(r, jobs, func(j kvBatch) wonReply {
-		rctx, cancel := context.WithDeadline(ctx, j.deadline)
-		start := time.Now()
-		won, err := g.st.RenewMany(rctx, g.cfg.ID, j.kvs)
-		cancel()
-		took := time.Since(start)
-		g.statements.Add(1)
-		g.renewBatches.Add(1)
-		g.renewSum.Add(int64(took))
-		for {
-			old := g.renewMax.Load()
-			if int64(took) <= old || g.renewMax.CompareAndSwap(old, int64(took)) {
-				break
-			}
+	return wonReply{won: won, sent: start, err: err}
+}
+
+// renewReply applies the reply to the renewal of batch j and returns the keys to
+// settle: all of them when the renewal failed, else those that lost.
+func (r *run) renewReply(ctx context.Context, j kvBatch, rep wonReply) ([]*state, error) {
+	g := r.g
+	now := time.Now()
+	if rep.err != nil {
+		if !errors.Is(rep.err, store.ErrDeployment) && ctx.Err() == nil { // not Run ending
+			g.cfg.Logger.Warn("casleader group: batched renewal failed; settling", "keys", len(j.ss), "error", rep.err)
 		}
-		return wonReply{won: won, sent: start, err: err}
-	}, func(j kvBatch, rep wonReply) error {
-		now := time.Now()
-		if rep.err != nil {
-			if !errors.Is(rep.err, store.ErrDeployment) && ctx.Err() == nil { // not Run ending
-				g.cfg.Logger.Warn("casleader group: batched renewal failed; settling", "keys", len(j.ss), "error", rep.err)
-			}
-			for _, s := range j.ss {
-				s.m.RenewalFailed(true) // the write may have committed
-			}
-			unsettled = append(unsettled, j.ss...)
-			return rep.err
+		for _, s := range j.ss {
+			s.m.RenewalFailed(true) // the write may have committed
 		}
-		byKey := make(map[string]time.Time, len(rep.won))
-		for _, w := range rep.won {
-			byKey[w.Key] = w.Since
-		}
-		for i, s := range j.ss {
-			since, ok := byKey[s.key]
-			if !ok {
-				s.m.RenewalFailed(false) // lost its compare-and-set
-				unsettled = append(unsettled, s)
-				continue
-			}
-			d := s.m.RenewReply(j.kvs[i].Version+1, since, now)
-			if d.Action == cas.Lead && !r.publish(s) {
-				d.Action = cas.StepDown
-			}
-			switch d.Action {
-			case cas.StepDown:
-				g.cfg.Logger.Warn("casleader group: stepping down: the renewal's reply came after the renew deadline", "key", s.key, "term", s.token)
-				r.stopLeading(s, true)
-				s.nextLook = now
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return err
+		return j.ss, rep.err
 	}
-	return r.settle(ctx, unsettled)
+	byKey := make(map[string]time.Time, len(rep.won))
+	for _, w := range rep.won {
+		byKey[w.Key] = w.Since
+	}
+	var lost []*state
+	for i, s := range j.ss {
+		since, ok := byKey[s.key]
+		if !ok {
+			s.m.RenewalFailed(false) // lost its compare-and-set
+			lost = append(lost, s)
+			continue
+		}
+		d := s.m.RenewReply(j.kvs[i].Version+1, since, now)
+		if d.Action == cas.Lead && !r.publish(s) {
+			d.Action = cas.StepDown
+		}
+		switch d.Action {
+		case cas.StepDown:
+			g.cfg.Logger.Warn("casleader group: stepping down: the renewal's reply came after the renew deadline", "key", s.key, "term", s.token)
+			r.stopLeading(s, true)
+			s.nextLook = now
+		}
+	}
+	return lost, nil
 }
 
 // settle reads the rows of led keys whose renewal lost or had an unknown outcome,
