@@ -1180,6 +1180,40 @@ func (r *run) settle(ctx context.Context, ss []*state) error {
 func (r *run) follow(ctx context.Context) error {
 	g := r.g
 	now := time.Now()
+	if err := r.campaignWoken(ctx); err != nil {
+		return err
+	}
+	due, ready := r.dueKeys(now)
+	if !ready {
+		return nil
+	}
+	slices.SortFunc(due, func(a, b *state) int { return cmp.Compare(a.key, b.key) })
+	// Half of the rounds of reads wait for the leaders' next renewals rather than
+	// the whole wait (cas.ReadAfterRenewal), every key of the round alike:
+	// keys due close together are read together, so a round that mixed the two
+	// would read them all at the earlier time.
+	rd := &readRound{afterRenewal: rand.N(2) == 0}
+	err := parallel(r, keyBatches(due, g.cfg.BatchSize), func(b keyBatch) readReply {
+		return r.observeMany(ctx, b, g.cfg.RenewDeadline)
+	}, func(b keyBatch, rep readReply) error {
+		return r.followReply(ctx, rd, b, rep)
+	})
+	if err = cmp.Or(rd.dup, err); err != nil {
+		return err
+	}
+	return r.campaign(ctx, rd.create, rd.elect)
+}
+
+// readRound is what the replies of one round of reads of follow decided.
+type readRound struct {
+	afterRenewal bool // time the round's next reads after the leaders' renewals
+	create       []*state
+	elect        []*state
+	dup          error // the first duplicate candidate ID found
+}
+
+// campaignWoken campaigns for the keys woken since the last round, without a read.
+func (r *run) campaignWoken(ctx context.Context) error {
 	if len(r.woken) > 0 {
 		// Elected from the version their wake-up carried, without a read.
 		woken := r.woken
@@ -1196,8 +1230,12 @@ func (r *run) follow(ctx context.Context) error {
 			return err
 		}
 	}
-	var due []*state
-	ready := false
+	return nil
+}
+
+// dueKeys returns the followed keys to read at now, and whether one is due already.
+func (r *run) dueKeys(now time.Time) (due []*state, ready bool) {
+	g := r.g
 	// Keys due within half a heartbeat are read with those due now: per-key jitter
 	// must not split the batches.
 	soon := now.Add(min(g.cfg.HeartbeatInterval, g.cfg.PollInterval) / 2)
@@ -1207,82 +1245,75 @@ func (r *run) follow(ctx context.Context) error {
 			ready = ready || !now.Before(s.nextLook)
 		}
 	}
-	if !ready {
-		return nil
-	}
-	slices.SortFunc(due, func(a, b *state) int { return cmp.Compare(a.key, b.key) })
-	var create, elect []*state
-	var dup error
-	// Half of the rounds of reads wait for the leaders' next renewals rather than
-	// the whole wait (cas.ReadAfterRenewal), every key of the round alike:
-	// keys due close together are read together, so a round that mixed the two
-	// would read them all at the earlier time.
-	afterRenewal := rand.N(2) == 0
-	err := parallel(r, keyBatches(due, g.cfg.BatchSize), func(b keyBatch) readReply {
-		return r.observeMany(ctx, b, g.cfg.RenewDeadline)
-	}, func(b keyBatch, rep readReply) error {
-		now := time.Now()
-		if rep.err != nil {
-			if !errors.Is(rep.err, store.ErrDeployment) && ctx.Err() == nil { // not Run ending
-				g.cfg.Logger.Warn("casleader group: batched read failed, retrying", "keys", len(b.ss), "error", rep.err)
-			}
-			for _, s := range b.ss {
-				s.nextLook = now.Add(min(g.cfg.PollInterval, time.Second))
-			}
-			return rep.err
+	return due, ready
+}
+
+// followReply applies the reply to the read of batch b in round rd.
+func (r *run) followReply(ctx context.Context, rd *readRound, b keyBatch, rep readReply) error {
+	g := r.g
+	now := time.Now()
+	if rep.err != nil {
+		if !errors.Is(rep.err, store.ErrDeployment) && ctx.Err() == nil { // not Run ending
+			g.cfg.Logger.Warn("casleader group: batched read failed, retrying", "keys", len(b.ss), "error", rep.err)
 		}
-		var skew time.Duration
 		for _, s := range b.ss {
-			rec, found := rep.recs[s.key]
-			if found {
-				r.observeLeader(s, rec.LeaderID)
-				if n := g.cfg.Notifier; n != nil {
-					n.Observed(s.key, rec)
-				}
-			} else {
-				r.observeLeader(s, "")
-			}
-			d := s.m.Observed(rec, found, rep.sent, r.participation(s, now))
-			if k := s.m.Skew(rep.sent); max(k, -k) > max(skew, -skew) {
-				skew = k
-			}
-			r.foreign(s, rec)
-			switch d.Action {
-			case cas.Refuse:
-				g.cfg.Logger.Error("casleader group: duplicate candidate ID: another process leads with this ID; not acting on its term",
-					"key", s.key, "term", rec.Term, "error", d.Err)
-				dup = cmp.Or(dup, d.Err)
-				s.nextLook = now.Add(g.cfg.PollInterval)
-			case cas.Create:
-				create = append(create, s)
-			case cas.Campaign:
-				elect = append(elect, s)
-			case cas.Lead:
-				// Our own live lease: an election whose reply was lost, or a lease
-				// handed to us by name.
-				r.startLeading(ctx, s, now)
-			default:
-				s.failures = 0 // a live lease: the database and we agree
-				wait := min(d.Wait, g.cfg.PollInterval)
-				if wait <= 0 {
-					wait = g.cfg.PollInterval
-				}
-				if afterRenewal {
-					wait = cas.ReadAfterRenewal(rec, found, g.cfg.HeartbeatInterval, wait)
-				}
-				// From the reply, not the send: a read timed for the lease's
-				// expiry then reaches the database after it, whatever this
-				// read's delay on the way there was.
-				s.nextLook = now.Add(wait + jitter(g.cfg.PollInterval))
-			}
+			s.nextLook = now.Add(min(g.cfg.PollInterval, time.Second))
 		}
-		g.noteSkew(skew)
-		return nil
-	})
-	if err = cmp.Or(dup, err); err != nil {
-		return err
+		return rep.err
 	}
-	return r.campaign(ctx, create, elect)
+	var skew time.Duration
+	for _, s := range b.ss {
+		rec, found := rep.recs[s.key]
+		if found {
+			r.observeLeader(s, rec.LeaderID)
+			if n := g.cfg.Notifier; n != nil {
+				n.Observed(s.key, rec)
+			}
+		} else {
+			r.observeLeader(s, "")
+		}
+		d := s.m.Observed(rec, found, rep.sent, r.participation(s, now))
+		if k := s.m.Skew(rep.sent); max(k, -k) > max(skew, -skew) {
+			skew = k
+		}
+		r.foreign(s, rec)
+		r.followDecision(ctx, rd, s, d, rec, found, now)
+	}
+	g.noteSkew(skew)
+	return nil
+}
+
+// followDecision does what the machine of s decided, at now, on reading rec.
+func (r *run) followDecision(ctx context.Context, rd *readRound, s *state, d cas.Decision, rec store.Record, found bool, now time.Time) {
+	g := r.g
+	switch d.Action {
+	case cas.Refuse:
+		g.cfg.Logger.Error("casleader group: duplicate candidate ID: another process leads with this ID; not acting on its term",
+			"key", s.key, "term", rec.Term, "error", d.Err)
+		rd.dup = cmp.Or(rd.dup, d.Err)
+		s.nextLook = now.Add(g.cfg.PollInterval)
+	case cas.Create:
+		rd.create = append(rd.create, s)
+	case cas.Campaign:
+		rd.elect = append(rd.elect, s)
+	case cas.Lead:
+		// Our own live lease: an election whose reply was lost, or a lease
+		// handed to us by name.
+		r.startLeading(ctx, s, now)
+	default:
+		s.failures = 0 // a live lease: the database and we agree
+		wait := min(d.Wait, g.cfg.PollInterval)
+		if wait <= 0 {
+			wait = g.cfg.PollInterval
+		}
+		if rd.afterRenewal {
+			wait = cas.ReadAfterRenewal(rec, found, g.cfg.HeartbeatInterval, wait)
+		}
+		// From the reply, not the send: a read timed for the lease's
+		// expiry then reaches the database after it, whatever this
+		// read's delay on the way there was.
+		s.nextLook = now.Add(wait + jitter(g.cfg.PollInterval))
+	}
 }
 
 // foreign logs the first sighting of a live lease under the group's ID in a term
@@ -1468,57 +1499,7 @@ func (r *run) send(ctx context.Context, es []ending) {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(releaseTimeout, g.cfg.LeaseDuration))
 	defer cancel()
 	for attempt := 0; len(es) > 0; attempt++ {
-		var lost []ending
-		var lastErr error
-		done := func(e ending, newVersion int64, ok bool, err error) {
-			if ok && err == nil {
-				e.s.m.Released(newVersion, true, e.to)
-				r.observeLeader(e.s, e.to)
-				r.ended(e)
-				return
-			}
-			lastErr = cmp.Or(err, lastErr)
-			lost = append(lost, e)
-		}
-		var releases, handovers []ending
-		for _, e := range es {
-			if e.to == "" {
-				releases = append(releases, e)
-			} else {
-				handovers = append(handovers, e)
-			}
-		}
-		_ = parallel(r, chunks(releases, g.cfg.BatchSize), func(b []ending) wonReply {
-			kvs := make([]store.KeyVersion, len(b))
-			for i, e := range b {
-				kvs[i] = store.KeyVersion{Key: e.s.key, Version: e.version}
-			}
-			won, err := g.st.ReleaseMany(wctx, g.cfg.ID, kvs)
-			g.statements.Add(1)
-			return wonReply{won: won, err: err}
-		}, func(b []ending, rep wonReply) error {
-			released := make(map[string]bool, len(rep.won))
-			for _, w := range rep.won {
-				released[w.Key] = true
-			}
-			for _, e := range b {
-				done(e, e.version+1, released[e.s.key], rep.err)
-			}
-			return nil
-		})
-		type handed struct {
-			term int64
-			ok   bool
-			err  error
-		}
-		_ = parallel(r, handovers, func(e ending) handed {
-			term, ok, err := g.st.Handover(wctx, e.s.key, g.cfg.ID, e.version, e.to)
-			g.statements.Add(1)
-			return handed{term, ok, err}
-		}, func(e ending, h handed) error {
-			done(e, h.term, h.ok, h.err)
-			return nil
-		})
+		lost, lastErr := r.sendOnce(wctx, es)
 		if len(lost) == 0 {
 			return
 		}
@@ -1529,44 +1510,122 @@ func (r *run) send(ctx context.Context, es []ending) {
 			}
 			return
 		}
-		// A lost compare-and-set or an error may hide a write of ours that committed
-		// (a renewal whose reply was lost) or a step-down request: read the rows and
-		// let each machine say whether to try again, and from which version.
-		ss := make([]*state, len(lost))
-		for i, e := range lost {
-			ss[i] = e.s
-		}
-		reads := map[*state]readReply{}
-		_ = parallel(r, keyBatches(ss, g.cfg.BatchSize), func(b keyBatch) readReply {
-			return r.observeMany(wctx, b, releaseTimeout)
-		}, func(b keyBatch, rep readReply) error {
-			for _, s := range b.ss {
-				reads[s] = rep
-			}
-			return nil
-		})
-		es = nil
-		for _, e := range lost {
-			rep := reads[e.s]
-			if rep.err != nil {
-				g.cfg.Logger.Warn("casleader group: release failed; the lease expires by itself", "key", e.s.key, "error", cmp.Or(lastErr, rep.err))
-				r.ended(e)
-				continue
-			}
-			rec, found := rep.recs[e.s.key]
-			if from, retry := e.s.m.RetryFrom(e.token, e.version, rec, found); retry {
-				e.version = from
-				es = append(es, e)
-				continue
-			}
-			e.s.m.Released(0, false, e.to)
-			if found {
-				r.observeLeader(e.s, rec.LeaderID)
-			}
-			g.cfg.Logger.Warn("casleader group: release lost its compare-and-set; the row had moved on", "key", e.s.key, "handover_to", e.to)
+		es = r.resendFrom(wctx, lost, lastErr)
+	}
+}
+
+// sendOnce sends the releases (batched) and handovers (one per key) of es under
+// wctx, and returns those that lost their compare-and-set or failed, with the last
+// error.
+func (r *run) sendOnce(wctx context.Context, es []ending) (lost []ending, lastErr error) {
+	done := func(e ending, newVersion int64, ok bool, err error) {
+		if ok && err == nil {
+			e.s.m.Released(newVersion, true, e.to)
+			r.observeLeader(e.s, e.to)
 			r.ended(e)
+			return
+		}
+		lastErr = cmp.Or(err, lastErr)
+		lost = append(lost, e)
+	}
+	var releases, handovers []ending
+	for _, e := range es {
+		if e.to == "" {
+			releases = append(releases, e)
+		} else {
+			handovers = append(handovers, e)
 		}
 	}
+	r.sendReleases(wctx, releases, done)
+	r.sendHandovers(wctx, handovers, done)
+	return lost, lastErr
+}
+
+// sendReleases sends the releases es in batches and calls done for each.
+func (r *run) sendReleases(wctx context.Context, es []ending, done func(e ending, newVersion int64, ok bool, err error)) {
+	g := r.g
+	_ = parallel(r, chunks(es, g.cfg.BatchSize), func(b []ending) wonReply {
+		kvs := make([]store.KeyVersion, len(b))
+		for i, e := range b {
+			kvs[i] = store.KeyVersion{Key: e.s.key, Version: e.version}
+		}
+		won, err := g.st.ReleaseMany(wctx, g.cfg.ID, kvs)
+		g.statements.Add(1)
+		return wonReply{won: won, err: err}
+	}, func(b []ending, rep wonReply) error {
+		released := make(map[string]bool, len(rep.won))
+		for _, w := range rep.won {
+			released[w.Key] = true
+		}
+		for _, e := range b {
+			done(e, e.version+1, released[e.s.key], rep.err)
+		}
+		return nil
+	})
+}
+
+// handed is the reply to one handover.
+type handed struct {
+	term int64
+	ok   bool
+	err  error
+}
+
+// sendHandovers sends the handovers es, one per key, and calls done for each.
+func (r *run) sendHandovers(wctx context.Context, es []ending, done func(e ending, newVersion int64, ok bool, err error)) {
+	g := r.g
+	_ = parallel(r, es, func(e ending) handed {
+		term, ok, err := g.st.Handover(wctx, e.s.key, g.cfg.ID, e.version, e.to)
+		g.statements.Add(1)
+		return handed{term, ok, err}
+	}, func(e ending, h handed) error {
+		done(e, h.term, h.ok, h.err)
+		return nil
+	})
+}
+
+// resendFrom settles the ends that lost or failed and returns those to send again,
+// each from the version its machine says.
+func (r *run) resendFrom(wctx context.Context, lost []ending, lastErr error) []ending {
+	g := r.g
+	// A lost compare-and-set or an error may hide a write of ours that committed
+	// (a renewal whose reply was lost) or a step-down request: read the rows and
+	// let each machine say whether to try again, and from which version.
+	ss := make([]*state, len(lost))
+	for i, e := range lost {
+		ss[i] = e.s
+	}
+	reads := map[*state]readReply{}
+	_ = parallel(r, keyBatches(ss, g.cfg.BatchSize), func(b keyBatch) readReply {
+		return r.observeMany(wctx, b, releaseTimeout)
+	}, func(b keyBatch, rep readReply) error {
+		for _, s := range b.ss {
+			reads[s] = rep
+		}
+		return nil
+	})
+	var es []ending
+	for _, e := range lost {
+		rep := reads[e.s]
+		if rep.err != nil {
+			g.cfg.Logger.Warn("casleader group: release failed; the lease expires by itself", "key", e.s.key, "error", cmp.Or(lastErr, rep.err))
+			r.ended(e)
+			continue
+		}
+		rec, found := rep.recs[e.s.key]
+		if from, retry := e.s.m.RetryFrom(e.token, e.version, rec, found); retry {
+			e.version = from
+			es = append(es, e)
+			continue
+		}
+		e.s.m.Released(0, false, e.to)
+		if found {
+			r.observeLeader(e.s, rec.LeaderID)
+		}
+		g.cfg.Logger.Warn("casleader group: release lost its compare-and-set; the row had moved on", "key", e.s.key, "handover_to", e.to)
+		r.ended(e)
+	}
+	return es
 }
 
 // ended tells the Notifier that a term whose lease was to be given up has ended:
