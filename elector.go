@@ -658,18 +658,7 @@ func (r *run) loop(ctx context.Context) error {
 // election write, and returns the machine's decision with the write's send time.
 func (r *run) follow(ctx context.Context) (cas.Decision, time.Time, error) {
 	e := r.e
-	part, until := e.participation()
-	busy := r.undrained
-	if busy != nil {
-		select {
-		case <-busy:
-			r.undrained, busy = nil, nil
-		default:
-			// The work of an earlier term still runs: do not lead again beside it.
-			// Its end wakes this follower.
-			part = cas.Abstaining
-		}
-	}
+	part, until, busy := r.participation()
 	pctx, cancel := e.phase(ctx)
 	defer cancel()
 	if !until.IsZero() {
@@ -688,6 +677,36 @@ func (r *run) follow(ctx context.Context) (cas.Decision, time.Time, error) {
 		case <-t.C:
 		}
 	}
+	d, obs, err := r.watch(pctx, part, busy)
+	if err != nil {
+		return cas.Decision{}, time.Time{}, err
+	}
+	return r.write(ctx, d, obs.Sent)
+}
+
+// participation says how this candidate takes part in the next election, until
+// when, and returns the end of an earlier term's work that still runs, if any.
+func (r *run) participation() (part cas.Participation, until time.Time, busy <-chan struct{}) {
+	part, until = r.e.participation()
+	busy = r.undrained
+	if busy != nil {
+		select {
+		case <-busy:
+			r.undrained, busy = nil, nil
+		default:
+			// The work of an earlier term still runs: do not lead again beside it.
+			// Its end wakes this follower.
+			part = cas.Abstaining
+		}
+	}
+	return part, until, busy
+}
+
+// watch reads the row until the machine decides to act on it, to take part again
+// once busy is closed, or (woken) to campaign without a read. It returns the
+// decision and the last read; a duplicate ID is returned as the error.
+func (r *run) watch(pctx context.Context, part cas.Participation, busy <-chan struct{}) (cas.Decision, detector.Observation, error) {
+	e := r.e
 	var d cas.Decision
 	var dup error
 	cfg := detector.Config{Key: e.cfg.Key, Poll: e.cfg.PollInterval, Heartbeat: e.cfg.HeartbeatInterval, Timeout: e.cfg.RenewDeadline, Logger: e.log,
@@ -724,11 +743,16 @@ func (r *run) follow(ctx context.Context) (cas.Decision, time.Time, error) {
 		return d.Wait, d.Action != cas.Wait
 	})
 	if err != nil {
-		return cas.Decision{}, time.Time{}, err
+		return cas.Decision{}, obs, err
 	}
-	if dup != nil {
-		return cas.Decision{}, time.Time{}, dup
-	}
+	return d, obs, dup
+}
+
+// write sends the election write that d asks for, if any, and returns the machine's
+// decision on its reply with the write's send time; without a write, d with
+// readSent, the send time of the read that decided it.
+func (r *run) write(ctx context.Context, d cas.Decision, readSent time.Time) (cas.Decision, time.Time, error) {
+	e := r.e
 	switch d.Action {
 	case cas.Lead:
 		// Our own lease, adopted: an election whose reply was lost, or a handover.
@@ -767,7 +791,7 @@ func (r *run) follow(ctx context.Context) (cas.Decision, time.Time, error) {
 		r.outcome(ok, d.Version)
 		return r.decided(r.m.Elected(term, ok, sent)), sent, nil
 	}
-	return d, obs.Sent, nil
+	return d, readSent, nil
 }
 
 // foreign logs the first sighting of a live lease that names this candidate's ID
