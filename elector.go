@@ -881,6 +881,44 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 	defer lcancel()
 	expiry := time.AfterFunc(time.Until(m.Deadline()), lcancel)
 	defer expiry.Stop()
+	workDone := r.startWork(lctx, token)
+
+	d, req, fatal := r.renew(ctx, d, last, token, expiry)
+	// Stop acting before anything else is written.
+	e.trust.Clear()
+	lcancel()
+	e.publish(func(s *Status) { s.Leading, s.Token = false, 0 })
+	version, held := m.Resign()
+	drained := r.drain(workDone, token)
+	if !drained {
+		r.undrained = workDone
+	}
+
+	err := r.giveUp(ctx, d, token, version, held, drained)
+	r.answer(req, err, held, d)
+	reason := d.Action.String()
+	if errors.Is(err, ErrNotDrained) {
+		reason = "not-drained" // nothing was released: the lease expires by itself
+	}
+	e.log.Info("casleader: stopped leading", "term", token, "reason", reason)
+	e.hookStopped(token)
+	if f := e.cfg.OnStoppedLeading; f != nil {
+		r.stoppedLeading(f, token)
+	}
+	if fatal != nil {
+		e.log.Error("casleader: election stopped: fix the deployment and restart", "error", fatal)
+		return fatal
+	}
+	if req == nil && ctx.Err() != nil && errors.Is(err, ErrNotDrained) {
+		return err // Run's end left the work running: Run says so
+	}
+	return nil
+}
+
+// startWork runs OnStartedLeading, if set, with the leadership context of term
+// token, and returns a channel closed when it has returned.
+func (r *run) startWork(lctx context.Context, token int64) <-chan struct{} {
+	e := r.e
 	workDone := make(chan struct{})
 	if f := e.cfg.OnStartedLeading; f != nil {
 		r.work.Add(1)
@@ -894,7 +932,15 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 	} else {
 		close(workDone)
 	}
+	return workDone
+}
 
+// renew renews the lease of term token from d and last (the send time of the last
+// write that set it) while the machine says Lead, and returns the decision that
+// ends the term, the request to answer if one ended it, and a fatal error. expiry
+// cancels the leadership context at the trust deadline.
+func (r *run) renew(ctx context.Context, d cas.Decision, last time.Time, token int64, expiry *time.Timer) (cas.Decision, *request, error) {
+	e, m := r.e, r.m
 	w := &renewer{Store: e.calls}
 	renewed := func(version int64, sent time.Time) time.Time {
 		// The machine's late-reply rule decides (a reply handled after the trust
@@ -927,24 +973,9 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 			d = cas.Decision{Action: cas.StepDown}
 			e.log.Warn("casleader: stepping down: no renewal succeeded within the renew deadline", errAttr([]any{"term", token}, res.Err)...)
 		case heartbeat.Lost:
-			d = r.settle(ctx, w.ambiguous)
-			w.ambiguous = false // the machine keeps it until a renewal wins
-			if d.Action == cas.Refuse {
-				fatal = d.Err
-				e.log.Error("casleader: duplicate candidate ID: another process acts with this candidate's ID; stepping down without releasing",
-					"term", token, "version", m.Version(), "error", d.Err)
-			} else if d.Action == cas.StepDown && d.Err != nil {
-				e.log.Warn("casleader: stepping down: "+d.Err.Error(), "term", token, "version", m.Version())
-			} else if d.Action == cas.StepDown {
-				e.log.Warn("casleader: stepping down: the lease was taken over", "term", token, "leader", m.Leader(), "version", m.Version())
-			} else if !expiry.Stop() {
-				// The deadline passed while the row was read: the leadership context
-				// is cancelled, so this term ends even though the lease is still ours.
-				d = cas.Decision{Action: cas.StepDown}
-				e.log.Warn("casleader: stepping down: the renew deadline passed while settling a renewal", "term", token)
-			} else {
-				e.trusted(token, m.Deadline())
-				expiry.Reset(time.Until(m.Deadline()))
+			var err error
+			if d, err = r.settleLost(ctx, w, token, expiry); err != nil {
+				fatal = err
 			}
 		case heartbeat.Failed:
 			d = cas.Decision{Action: cas.StepDown}
@@ -953,29 +984,62 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 			d, req = r.stopped(ctx)
 		}
 	}
-	// Stop acting before anything else is written.
-	e.trust.Clear()
-	lcancel()
-	e.publish(func(s *Status) { s.Leading, s.Token = false, 0 })
-	version, held := m.Resign()
-	drained := r.drain(workDone, token)
-	if !drained {
-		r.undrained = workDone
-	}
+	return d, req, fatal
+}
 
-	var err error
+// settleLost settles a renewal of term token that lost its compare-and-set (or
+// whose outcome w says is unknown) with one read, and returns what the machine
+// decides: go on leading, with the trust deadline the read gave, or step down. A
+// duplicate ID is returned as the error too.
+func (r *run) settleLost(ctx context.Context, w *renewer, token int64, expiry *time.Timer) (cas.Decision, error) {
+	e, m := r.e, r.m
+	d := r.settle(ctx, w.ambiguous)
+	w.ambiguous = false // the machine keeps it until a renewal wins
+	var fatal error
+	if d.Action == cas.Refuse {
+		fatal = d.Err
+		e.log.Error("casleader: duplicate candidate ID: another process acts with this candidate's ID; stepping down without releasing",
+			"term", token, "version", m.Version(), "error", d.Err)
+	} else if d.Action == cas.StepDown && d.Err != nil {
+		e.log.Warn("casleader: stepping down: "+d.Err.Error(), "term", token, "version", m.Version())
+	} else if d.Action == cas.StepDown {
+		e.log.Warn("casleader: stepping down: the lease was taken over", "term", token, "leader", m.Leader(), "version", m.Version())
+	} else if !expiry.Stop() {
+		// The deadline passed while the row was read: the leadership context
+		// is cancelled, so this term ends even though the lease is still ours.
+		d = cas.Decision{Action: cas.StepDown}
+		e.log.Warn("casleader: stepping down: the renew deadline passed while settling a renewal", "term", token)
+	} else {
+		e.trusted(token, m.Deadline())
+		expiry.Reset(time.Until(m.Deadline()))
+	}
+	return d, fatal
+}
+
+// giveUp releases or hands over the lease of term token from version as d asks,
+// once the term has stopped acting: only if the lease was still held, and only if
+// its work has returned (drained).
+func (r *run) giveUp(ctx context.Context, d cas.Decision, token, version int64, held, drained bool) error {
 	switch {
 	case !held:
 	case !drained && (d.Action == cas.Handover || d.Action == cas.Release):
 		// The work may still act: releasing now would let the next leader start
 		// while it runs. The lease expires by itself, LeaseDuration after the last
 		// renewal, by the database clock.
-		err = r.notDrained(token, d.To)
+		return r.notDrained(token, d.To)
 	case d.Action == cas.Handover:
-		err = r.release(ctx, token, version, d.To)
+		return r.release(ctx, token, version, d.To)
 	case d.Action == cas.Release:
-		err = r.release(ctx, token, version, "")
+		return r.release(ctx, token, version, "")
 	}
+	return nil
+}
+
+// answer sets the cool-down after a term and answers req, the request that ended
+// it, with err, the outcome of the release; a step-down requested through the row
+// sets a cool-down of one lease.
+func (r *run) answer(req *request, err error, held bool, d cas.Decision) {
+	e := r.e
 	if req != nil {
 		e.mu.Lock()
 		e.cooldown = time.Now().Add(req.cooldown)
@@ -987,23 +1051,6 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 		e.cooldown = time.Now().Add(e.cfg.LeaseDuration)
 		e.mu.Unlock()
 	}
-	reason := d.Action.String()
-	if errors.Is(err, ErrNotDrained) {
-		reason = "not-drained" // nothing was released: the lease expires by itself
-	}
-	e.log.Info("casleader: stopped leading", "term", token, "reason", reason)
-	e.hookStopped(token)
-	if f := e.cfg.OnStoppedLeading; f != nil {
-		r.stoppedLeading(f, token)
-	}
-	if fatal != nil {
-		e.log.Error("casleader: election stopped: fix the deployment and restart", "error", fatal)
-		return fatal
-	}
-	if req == nil && ctx.Err() != nil && errors.Is(err, ErrNotDrained) {
-		return err // Run's end left the work running: Run says so
-	}
-	return nil
 }
 
 // stopped decides what an interrupted heartbeat means: Run's context ended, a
