@@ -1098,9 +1098,6 @@ func (r *run) renewReply(ctx context.Context, j kvBatch, rep wonReply) ([]*state
 	return lost, nil
 }
 
-// settle reads the rows of led keys whose renewal lost or had an unknown outcome,
-// and does what each key's machine decides: go on leading, step down, or release or
-// hand over the key as a step-down request in the row asks.
 // settleTimeout bounds the read that settles batch b: it ends at the earliest trust
 // deadline of its keys, since a read that returns later keeps no key's trust, and a
 // read that hangs (a reset or stalled connection) must not hold up the next
@@ -1120,6 +1117,9 @@ func (r *run) settleTimeout(b keyBatch) time.Duration {
 	return min(max(time.Until(earliest), cfg.HeartbeatInterval), cfg.RenewDeadline)
 }
 
+// settle reads the rows of led keys whose renewal lost or had an unknown outcome,
+// and does what each key's machine decides: go on leading, step down, or release or
+// hand over the key as a step-down request in the row asks.
 func (r *run) settle(ctx context.Context, ss []*state) error {
 	g := r.g
 	var ends []ending
