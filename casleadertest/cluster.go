@@ -276,6 +276,7 @@ func (cl Cluster) Run(t testing.TB) Report {
 	bounds := Bounds{Lease: cl.Lease, Renew: renew, Poll: poll, Slack: cl.Slack}
 	rng := rand.New(rand.NewPCG(cl.Seed, cl.Seed^0x9e3779b97f4a7c15))
 	rec := &recorder{key: cl.Key, open: map[term]Interval{}, hist: History{Keys: []string{cl.Key}, Rejected: map[string]int{}}}
+	rec.probe(t, cl.DB, renew)
 
 	var mu sync.Mutex
 	var failures []error
@@ -318,24 +319,30 @@ func (cl Cluster) Run(t testing.TB) Report {
 			<-n.done
 		}
 	}()
+	// waitLeader waits up to d, not counting stalls (see Stall), for a leader.
 	waitLeader := func(d time.Duration) *node {
-		for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
-			if id := rec.leader(); id != "" {
-				for _, n := range nodes {
-					if n.id == id {
-						return n
-					}
+		var l *node
+		waitFor(context.Background(), &rec.mu, &rec.hist.Stalls, d, func() bool {
+			id := rec.leader()
+			for _, n := range nodes {
+				if id != "" && n.id == id {
+					l = n
 				}
 			}
-		}
-		return nil
+			return l != nil
+		})
+		return l
 	}
 	harness := bounds.Liveness() + 30*time.Second // a leader that does not come back at all
 	if waitLeader(harness) == nil {
 		t.Fatalf("casleadertest: no leader within %v of the start", harness)
 	}
 	errDown := fmt.Errorf("casleadertest: database unreachable: %w", store.ErrTransient)
-	for trial, kind := range schedule(rng, cl.Kinds, max(cl.Trials, len(cl.Kinds))) {
+	// A pause that found no statement to hold is tried again later in the run, at
+	// most three times, so that a requested kind is applied (see untested).
+	sched, retries := schedule(rng, cl.Kinds, max(cl.Trials, len(cl.Kinds))), 0
+	for trial := 0; trial < len(sched); trial++ {
+		kind := sched[trial]
 		time.Sleep(time.Duration(3+rng.IntN(6)) * beat) // let the leader work
 		waited := time.Now()
 		leader := waitLeader(bounds.Liveness())
@@ -361,6 +368,10 @@ func (cl Cluster) Run(t testing.TB) Report {
 			var caught bool
 			if f.Start, caught = pause(leader, rec, d, bounds.Liveness(), errDown); !caught {
 				t.Logf("casleadertest: trial %d: %s on %s not applied: none of its actions sent a statement through DB.SQL within %v", trial, kind, leader.id, bounds.Liveness())
+				if retries < 3 {
+					retries++
+					sched = append(sched, kind)
+				}
 				continue
 			}
 		case RefuseLeader:
@@ -450,9 +461,8 @@ func schedule(rng *rand.Rand, kinds []string, n int) []string {
 func pause(n *node, rec *recorder, d, wait time.Duration, errDown error) (int64, bool) {
 	t := n.arm()
 	defer t.release()
-	select {
-	case <-t.caught:
-	case <-time.After(wait):
+	bg := context.Background()
+	if !waitFor(bg, &rec.mu, &rec.hist.Stalls, wait, func() bool { return closed(t.caught) }) {
 		if n.disarm(t) {
 			return 0, false
 		}
@@ -462,9 +472,7 @@ func pause(n *node, rec *recorder, d, wait time.Duration, errDown error) (int64,
 	n.faults.Fail(faultstore.AnyOp, errDown)
 	defer n.faults.Fail(faultstore.AnyOp, nil)
 	time.Sleep(d)
-	for end := time.Now().Add(wait); time.Now().Before(end) && !rec.actedSince(n.id, start); {
-		time.Sleep(2 * time.Millisecond)
-	}
+	waitFor(bg, &rec.mu, &rec.hist.Stalls, wait, func() bool { return rec.actedSince(n.id, start) })
 	return start, true
 }
 

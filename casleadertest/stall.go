@@ -1,6 +1,16 @@
 package casleadertest
 
-import "time"
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/casleader/casleader/schema"
+	"github.com/casleader/casleader/store/sqlite"
+)
 
 // Stall is a stretch of time (CLOCK_MONOTONIC, see [Mono]) in which the harness
 // could not get a trivial statement answered by the database in time: the machine
@@ -37,5 +47,114 @@ func extend(stalls []Stall, start int64, d time.Duration) int64 {
 			return end
 		}
 		end = next
+	}
+}
+
+// probePeriod is how often the probe asks the database.
+const probePeriod = 100 * time.Millisecond
+
+// stallGrace is how much longer than probePeriod a probe round may take before
+// it counts as stalled, for a renew deadline renew: a candidate whose statement
+// took a quarter of its deadline longer than usual is close to missing it.
+func stallGrace(renew time.Duration) time.Duration { return max(renew/4, 20*time.Millisecond) }
+
+// probe runs until ctx ends: every probePeriod it runs q on db (a commit of a
+// one-row write to a table of the harness's own; on SQLite, where writers queue
+// for one lock, a SELECT 1), as a candidate's statement waits for the machine, the
+// server and its log's flush, and passes to add the part of each round that took
+// more than grace past the period (the timer's own lateness included: a starved
+// harness is a starved candidate too).
+func probe(ctx context.Context, db *sql.DB, q string, grace time.Duration, add func(Stall)) {
+	last := Mono()
+	for ctx.Err() == nil {
+		time.Sleep(probePeriod)
+		qctx, cancel := context.WithTimeout(ctx, maxStallCredit)
+		_, _ = db.ExecContext(qctx, q) // an error is a long round too
+		cancel()
+		now := Mono()
+		if time.Duration(now-last) > probePeriod+grace {
+			add(Stall{Start: last + int64(probePeriod+grace), End: now})
+		}
+		last = now
+	}
+}
+
+// probeQuery returns the probe's statement on table (quoted) of dialect d.
+func probeQuery(d string, table string) string {
+	if d == string(SQLite) {
+		return "SELECT 1"
+	}
+	return "UPDATE " + table + " SET n = n + 1 WHERE id = 1"
+}
+
+// waitFor waits until cond holds, for up to d of time that the stalls (read under
+// mu) do not cover, and reports whether it held.
+func waitFor(ctx context.Context, mu *sync.Mutex, stalls *[]Stall, d time.Duration, cond func() bool) bool {
+	start := Mono()
+	for ctx.Err() == nil {
+		if cond() {
+			return true
+		}
+		mu.Lock()
+		deadline := extend(*stalls, start, d)
+		mu.Unlock()
+		if Mono() >= deadline {
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return cond()
+}
+
+// probe starts the harness's probe (see probe) on db, into the run's
+// History.Stalls, for a renew deadline renew; it stops, and its table is dropped,
+// when t ends. On SQLite it writes to a database file of its own, so that it waits
+// for the disk and the machine as the candidates do without taking their write
+// lock.
+func (r *recorder) probe(t testing.TB, db *DB, renew time.Duration) {
+	pdb, dialect, name := db.SQL, schema.Dialect(db.Dialect), db.Table+"_probe"
+	if db.Dialect == SQLite {
+		var err error
+		if pdb, err = sqlite.Open(filepath.Join(t.TempDir(), "probe.db")); err != nil {
+			t.Fatalf("casleadertest: the probe's database: %v", err)
+		}
+		t.Cleanup(func() { pdb.Close() })
+	}
+	table, err := schema.Quote(dialect, name)
+	if err != nil {
+		t.Fatalf("casleadertest: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := pdb.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS "+table+" (id INT PRIMARY KEY, n BIGINT NOT NULL)"); err != nil {
+		t.Fatalf("casleadertest: the probe's table: %v", err)
+	}
+	_, _ = pdb.ExecContext(ctx, "INSERT INTO "+table+" (id, n) VALUES (1, 0)") // there already after an earlier run
+	pctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		probe(pctx, pdb, "UPDATE "+table+" SET n = n + 1 WHERE id = 1", stallGrace(renew), func(s Stall) {
+			r.mu.Lock()
+			r.hist.Stalls = append(r.hist.Stalls, s)
+			r.mu.Unlock()
+		})
+	}()
+	t.Cleanup(func() {
+		stop()
+		<-done
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = pdb.ExecContext(ctx, "DROP TABLE IF EXISTS "+table)
+	})
+}
+
+// closed reports whether ch is closed.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }
