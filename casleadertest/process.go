@@ -376,11 +376,7 @@ func (c *ProcessCluster) createTables(ctx context.Context) error {
 	if err != nil || c.cfg.Dialect == schema.SQLite {
 		return err // SQLite: the probe only reads (a write would queue the candidates')
 	}
-	if _, err := c.db.ExecContext(ctx, "CREATE TABLE "+c.quote(c.probeTable())+" (id INT PRIMARY KEY, n BIGINT NOT NULL)"); err != nil {
-		return err
-	}
-	_, err = c.db.ExecContext(ctx, "INSERT INTO "+c.quote(c.probeTable())+" (id, n) VALUES (1, 0)")
-	return err
+	return createProbeTable(ctx, c.db, c.quote(c.probeTable()))
 }
 
 // Close stops every process and proxy and drops the tables.

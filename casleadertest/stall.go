@@ -59,8 +59,8 @@ const probePeriod = 100 * time.Millisecond
 func stallGrace(renew time.Duration) time.Duration { return max(renew/4, 20*time.Millisecond) }
 
 // probe runs until ctx ends: every probePeriod it runs q on db (a commit of a
-// one-row write to a table of the harness's own; on SQLite, where writers queue
-// for one lock, a SELECT 1), as a candidate's statement waits for the machine, the
+// one-row write to a table of the harness's own, probeWrite, or a SELECT 1), as a
+// candidate's statement waits for the machine, the
 // server and its log's flush, and passes to add the part of each round that took
 // more than grace past the period (the timer's own lateness included: a starved
 // harness is a starved candidate too).
@@ -79,13 +79,17 @@ func probe(ctx context.Context, db *sql.DB, q string, grace time.Duration, add f
 	}
 }
 
-// probeQuery returns the probe's statement on table (quoted) of dialect d.
-func probeQuery(d string, table string) string {
-	if d == string(SQLite) {
-		return "SELECT 1"
+// createProbeTable creates the probe's table (quoted) on db, with its one row.
+func createProbeTable(ctx context.Context, db *sql.DB, table string) error {
+	if _, err := db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS "+table+" (id INT PRIMARY KEY, n BIGINT NOT NULL)"); err != nil {
+		return err
 	}
-	return "UPDATE " + table + " SET n = n + 1 WHERE id = 1"
+	_, _ = db.ExecContext(ctx, "INSERT INTO "+table+" (id, n) VALUES (1, 0)") // there already after an earlier run
+	return nil
 }
+
+// probeWrite is the probe's statement on its table (quoted).
+func probeWrite(table string) string { return "UPDATE " + table + " SET n = n + 1 WHERE id = 1" }
 
 // waitFor waits until cond holds, for up to d of time that the stalls (read under
 // mu) do not cover, and reports whether it held.
@@ -126,15 +130,14 @@ func (r *recorder) probe(t testing.TB, db *DB, renew time.Duration) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := pdb.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS "+table+" (id INT PRIMARY KEY, n BIGINT NOT NULL)"); err != nil {
+	if err := createProbeTable(ctx, pdb, table); err != nil {
 		t.Fatalf("casleadertest: the probe's table: %v", err)
 	}
-	_, _ = pdb.ExecContext(ctx, "INSERT INTO "+table+" (id, n) VALUES (1, 0)") // there already after an earlier run
 	pctx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		probe(pctx, pdb, "UPDATE "+table+" SET n = n + 1 WHERE id = 1", stallGrace(renew), func(s Stall) {
+		probe(pctx, pdb, probeWrite(table), stallGrace(renew), func(s Stall) {
 			r.mu.Lock()
 			r.hist.Stalls = append(r.hist.Stalls, s)
 			r.mu.Unlock()

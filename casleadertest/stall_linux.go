@@ -5,14 +5,21 @@ package casleadertest
 import (
 	"context"
 	"time"
+
+	"github.com/casleader/casleader/schema"
 )
 
 // probeTable is the table of the probe's row.
 func (c *ProcessCluster) probeTable() string { return c.cfg.Table + "_probe" }
 
 // probe runs the harness's probe (see probe) until ctx ends, into History.Stalls.
+// On SQLite, where writers queue for one lock, it sends SELECT 1.
 func (c *ProcessCluster) probe(ctx context.Context) {
-	probe(ctx, c.db, probeQuery(string(c.cfg.Dialect), c.quote(c.probeTable())), stallGrace(c.bounds().Renew), func(s Stall) {
+	q := probeWrite(c.quote(c.probeTable()))
+	if c.cfg.Dialect == schema.SQLite {
+		q = "SELECT 1"
+	}
+	probe(ctx, c.db, q, stallGrace(c.bounds().Renew), func(s Stall) {
 		c.mu.Lock()
 		c.hist.Stalls = append(c.hist.Stalls, s)
 		c.mu.Unlock()
