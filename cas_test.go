@@ -19,6 +19,7 @@ import (
 
 	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/internal/testdb"
+	"github.com/casleader/casleader/internal/testdb/litedb"
 	"github.com/casleader/casleader/store"
 	mysqlstore "github.com/casleader/casleader/store/mysql"
 	"github.com/casleader/casleader/store/postgres"
@@ -94,7 +95,7 @@ func sqliteFor(t *testing.T) *sql.DB {
 	if db, ok := sqliteDBs.Load(t.Name()); ok {
 		return db.(*sql.DB)
 	}
-	db := testdb.SQLite(t)
+	db := litedb.SQLite(t)
 	sqliteDBs.Store(t.Name(), db)
 	t.Cleanup(func() { sqliteDBs.Delete(t.Name()) })
 	return db

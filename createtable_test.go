@@ -14,6 +14,9 @@ import (
 
 	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/internal/testdb"
+	"github.com/casleader/casleader/internal/testdb/litedb"
+	"github.com/casleader/casleader/internal/testdb/mydb"
+	"github.com/casleader/casleader/internal/testdb/pgdb"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
 	"github.com/casleader/casleader/store/mysql"
@@ -39,9 +42,9 @@ func freshStores(t *testing.T, n int) map[string][]creator {
 			}
 		})
 	}
-	my := testdb.MySQL(t)
-	pg := testdb.Postgres(t)
-	lite := testdb.SQLite(t)
+	my := mydb.MySQL(t)
+	pg := pgdb.Postgres(t)
+	lite := litedb.SQLite(t)
 	myTable, pgTable, liteTable := testdb.Name(t)+"_my", testdb.Name(t)+"_pg", testdb.Name(t)+"_lite"
 	drop(schema.MySQL, func(q string) error { _, err := my.Exec(q); return err }, myTable)
 	drop(schema.Postgres, func(q string) error { _, err := pg.Exec(context.Background(), q); return err }, pgTable)
@@ -111,9 +114,9 @@ func dropAll(t *testing.T, name string, st creator) {
 	)
 	switch name {
 	case "MariaDB":
-		d, exec = schema.MySQL, func(q string) error { _, err := testdb.MySQL(t).Exec(q); return err }
+		d, exec = schema.MySQL, func(q string) error { _, err := mydb.MySQL(t).Exec(q); return err }
 	case "PostgreSQL":
-		d, exec = schema.Postgres, func(q string) error { _, err := testdb.Postgres(t).Exec(t.Context(), q); return err }
+		d, exec = schema.Postgres, func(q string) error { _, err := pgdb.Postgres(t).Exec(t.Context(), q); return err }
 	default:
 		return // SQLite serialises its writers: one round shows it
 	}
@@ -156,20 +159,20 @@ func TestCreateTableOnSQLiteNeedsNoWriteWhenTheTablesExist(t *testing.T) {
 // MySQL names a database "public", on SQLite an attached database: each is told
 // clearly, not as a missing CREATE right.
 func TestQualifiedTableNameThatNamesNoDatabase(t *testing.T) {
-	my, err := mysql.New(testdb.MySQL(t), "public.x")
+	my, err := mysql.New(mydb.MySQL(t), "public.x")
 	require.NoError(t, err)
 	err = my.CreateTable(t.Context())
 	require.ErrorIs(t, err, store.ErrDeployment)
 	assert.Contains(t, err.Error(), `on mysql the part before the dot names a database, and there is no database "public"`)
 	assert.NotContains(t, err.Error(), "user with CREATE")
 
-	pg, err := postgres.New(testdb.Postgres(t), testdb.Name(t)+"_nosuch.x")
+	pg, err := postgres.New(pgdb.Postgres(t), testdb.Name(t)+"_nosuch.x")
 	require.NoError(t, err)
 	err = pg.CreateTable(t.Context())
 	require.ErrorIs(t, err, store.ErrDeployment)
 	assert.Contains(t, err.Error(), `on postgres the part before the dot names a schema, and there is no schema`)
 
-	_, err = sqlite.New(testdb.SQLite(t), "public.x")
+	_, err = sqlite.New(litedb.SQLite(t), "public.x")
 	require.ErrorIs(t, err, schema.ErrInvalidTable)
 	assert.Contains(t, err.Error(), `on SQLite the part before the dot names an attached database`)
 }
@@ -178,8 +181,8 @@ func TestQualifiedTableNameThatNamesNoDatabase(t *testing.T) {
 // two rows could hold one key and two candidates lead: Run stops at once with a
 // deployment error that names the table and the fix.
 func TestRunRefusesAnElectionTableWithoutItsKey(t *testing.T) {
-	pool := testdb.Postgres(t)
-	lite := testdb.SQLite(t)
+	pool := pgdb.Postgres(t)
+	lite := litedb.SQLite(t)
 	for _, tc := range []struct {
 		d    schema.Dialect
 		exec func(q string) error
@@ -215,7 +218,7 @@ func TestRunRefusesAnElectionTableWithoutItsKey(t *testing.T) {
 // and incarnation columns gets them from CreateTable, and then passes Check; an
 // application's table is never altered.
 func TestCreateTableUpgradesATableOfAnEarlierVersion(t *testing.T) {
-	my, pool, lite := testdb.MySQL(t), testdb.Postgres(t), testdb.SQLite(t)
+	my, pool, lite := mydb.MySQL(t), pgdb.Postgres(t), litedb.SQLite(t)
 	for _, tc := range []struct {
 		d    schema.Dialect
 		exec func(q string) error

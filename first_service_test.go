@@ -11,6 +11,7 @@ import (
 
 	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/internal/testdb"
+	"github.com/casleader/casleader/internal/testdb/pgdb"
 	"github.com/casleader/casleader/store/postgres"
 )
 
@@ -23,7 +24,7 @@ func TestFirstServiceStartsThreeReplicasAtOnce(t *testing.T) {
 	dsn := testdb.PostgresDSN(t)
 	table := testdb.Name(t)
 	t.Cleanup(func() {
-		pool := testdb.Postgres(t)
+		pool := pgdb.Postgres(t)
 		_, _ = pool.Exec(context.Background(), `DROP TABLE IF EXISTS "`+table+`", "`+table+`_members"`)
 	})
 	ctx, cancel := context.WithCancel(t.Context())

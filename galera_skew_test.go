@@ -15,6 +15,7 @@ import (
 
 	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/internal/testdb"
+	"github.com/casleader/casleader/internal/testdb/mydb"
 	"github.com/casleader/casleader/store/mysql"
 )
 
@@ -54,7 +55,7 @@ func TestGaleraNodeClockAhead(t *testing.T) {
 	if os.Getenv(envGaleraSkew) != "1" {
 		t.Skip(envGaleraSkew + "=1 runs this test: it restarts the last node of " + testdb.EnvGalera + " (.ci/galera, on this machine) with its clock 2 s ahead (libfaketime)")
 	}
-	dbs := testdb.Galera(t)
+	dbs := mydb.Galera(t)
 	require.Len(t, dbs, 3, "three nodes, the last one restarted with a skewed clock")
 	const skew = 2 * time.Second
 	galeraNode(t, "restart", "3", fmt.Sprintf("+%ds", int(skew.Seconds())))

@@ -13,6 +13,7 @@ import (
 
 	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/internal/testdb"
+	"github.com/casleader/casleader/internal/testdb/mydb"
 	"github.com/casleader/casleader/store/mysql"
 )
 
@@ -22,7 +23,7 @@ import (
 // node. No two candidates may believe they lead at once, and fenced writes, in
 // commit order, never go back in token.
 func TestGaleraCandidatesOnEveryNode(t *testing.T) {
-	dbs := testdb.Galera(t)
+	dbs := mydb.Galera(t)
 	ctx := t.Context()
 	table := testdb.Name(t)
 	actions, seq := table+"_act", table+"_seq"

@@ -15,6 +15,9 @@ import (
 	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/internal/memstore"
 	"github.com/casleader/casleader/internal/testdb"
+	"github.com/casleader/casleader/internal/testdb/litedb"
+	"github.com/casleader/casleader/internal/testdb/mydb"
+	"github.com/casleader/casleader/internal/testdb/pgdb"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
 	"github.com/casleader/casleader/store/mysql"
@@ -114,7 +117,7 @@ func guardDBs() []struct {
 		open func(t *testing.T, table string) guardDB
 	}{
 		{"MariaDB", func(t *testing.T, table string) guardDB {
-			db := testdb.MySQL(t)
+			db := mydb.MySQL(t)
 			st, err := mysql.New(db, table)
 			require.NoError(t, err)
 			return sqlDB(schema.MySQL, db, st)
@@ -128,7 +131,7 @@ func guardDBs() []struct {
 			return sqlDB(schema.Postgres, db, st)
 		}},
 		{"PostgreSQLPgx", func(t *testing.T, table string) guardDB {
-			pool := testdb.Postgres(t)
+			pool := pgdb.Postgres(t)
 			st, err := postgres.New(pool, table)
 			require.NoError(t, err)
 			return guardDB{
@@ -144,7 +147,7 @@ func guardDBs() []struct {
 			}
 		}},
 		{"SQLite", func(t *testing.T, table string) guardDB {
-			db := testdb.SQLite(t)
+			db := litedb.SQLite(t)
 			st, err := sqlite.New(db, table)
 			require.NoError(t, err)
 			return sqlDB(schema.SQLite, db, st)
@@ -311,7 +314,7 @@ func TestGuardNeedsAStoreWithAGuard(t *testing.T) {
 
 func TestGuardRefusesATokenThatIsNotTheCurrentTermWithoutIO(t *testing.T) {
 	t.Parallel()
-	db := testdb.SQLite(t)
+	db := litedb.SQLite(t)
 	st, err := sqlite.New(db, "")
 	require.NoError(t, err)
 	el, err := casleader.New(st, casleader.Config{Key: "k"})

@@ -14,6 +14,7 @@ import (
 
 	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/internal/testdb"
+	"github.com/casleader/casleader/internal/testdb/pgdb"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store/postgres"
 )
@@ -26,7 +27,7 @@ func TestElectionsThroughPgBouncer(t *testing.T) {
 		open func(t *testing.T, table string) guardDB
 	}{
 		{"PgxPool", func(t *testing.T, table string) guardDB {
-			pool := testdb.PostgresAt(t, testdb.PgBouncerDSN(t))
+			pool := pgdb.PostgresAt(t, testdb.PgBouncerDSN(t))
 			st, err := postgres.New(pool, table)
 			require.NoError(t, err)
 			return guardDB{

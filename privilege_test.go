@@ -12,6 +12,8 @@ import (
 
 	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/internal/testdb"
+	"github.com/casleader/casleader/internal/testdb/mydb"
+	"github.com/casleader/casleader/internal/testdb/pgdb"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
 	"github.com/casleader/casleader/store/mysql"
@@ -43,7 +45,7 @@ func privDBs() []struct {
 	}{
 		{"MariaDB", func(t *testing.T) privDB {
 			appDSN := testdb.MySQLAppDSN(t)
-			root := testdb.MySQL(t)
+			root := mydb.MySQL(t)
 			exec := func(ctx context.Context, q string) error { _, err := root.ExecContext(ctx, q); return err }
 			var dbName string
 			require.NoError(t, root.QueryRowContext(t.Context(), "SELECT DATABASE()").Scan(&dbName))
@@ -85,7 +87,7 @@ func privDBs() []struct {
 		}},
 		{"PostgreSQL", func(t *testing.T) privDB {
 			appDSN := testdb.PostgresAppDSN(t)
-			pool := testdb.Postgres(t)
+			pool := pgdb.Postgres(t)
 			exec := func(ctx context.Context, q string) error { _, err := pool.Exec(ctx, q); return err }
 			return privDB{
 				dialect: schema.Postgres,

@@ -16,6 +16,7 @@ import (
 
 	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/internal/testdb"
+	"github.com/casleader/casleader/internal/testdb/pgdb"
 	"github.com/casleader/casleader/store/postgres"
 )
 
@@ -45,7 +46,7 @@ func TestFailoverToSynchronousStandby(t *testing.T) {
 	}
 	primary := hostDSN(cc.Host, cc.Port)
 	standby := hostDSN(cc.Fallbacks[len(cc.Fallbacks)-1].Host, cc.Fallbacks[len(cc.Fallbacks)-1].Port)
-	sb := testdb.PostgresAt(t, standby)
+	sb := pgdb.PostgresAt(t, standby)
 	var inRecovery bool
 	require.NoError(t, sb.QueryRow(ctx, "SELECT pg_is_in_recovery()").Scan(&inRecovery))
 	if !inRecovery {
@@ -61,7 +62,7 @@ func TestFailoverToSynchronousStandby(t *testing.T) {
 
 	table := testdb.Name(t)
 	actions := table + "_act"
-	pp := testdb.PostgresAt(t, primary)
+	pp := pgdb.PostgresAt(t, primary)
 	st0, err := postgres.New(pp, table)
 	require.NoError(t, err)
 	require.NoError(t, st0.CreateTable(ctx))

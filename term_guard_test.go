@@ -9,6 +9,8 @@ import (
 
 	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/internal/testdb"
+	"github.com/casleader/casleader/internal/testdb/litedb"
+	"github.com/casleader/casleader/internal/testdb/pgdb"
 	"github.com/casleader/casleader/store"
 	"github.com/casleader/casleader/store/postgres"
 	"github.com/casleader/casleader/store/sqlite"
@@ -18,7 +20,7 @@ import (
 // guards the user's transaction with that term's token, and refuses once the
 // term has ended.
 func TestTermGuardFencesWithItsOwnToken(t *testing.T) {
-	db := testdb.SQLite(t)
+	db := litedb.SQLite(t)
 	st, err := sqlite.New(db, "casleader_term_guard")
 	require.NoError(t, err)
 	require.NoError(t, st.CreateTable(t.Context()))
@@ -62,7 +64,7 @@ func TestTermGuardFencesWithItsOwnToken(t *testing.T) {
 // term's own Guard: it holds in the term, refuses once the term has ended, and
 // refuses a context that is not a leadership context.
 func TestTermFencesAPgxTransaction(t *testing.T) {
-	pool := testdb.Postgres(t)
+	pool := pgdb.Postgres(t)
 	st, err := postgres.New(pool, testdb.Name(t))
 	require.NoError(t, err)
 	require.NoError(t, st.CreateTable(t.Context()))

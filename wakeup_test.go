@@ -14,6 +14,8 @@ import (
 	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/internal/notify"
 	"github.com/casleader/casleader/internal/testdb"
+	"github.com/casleader/casleader/internal/testdb/mydb"
+	"github.com/casleader/casleader/internal/testdb/pgdb"
 	"github.com/casleader/casleader/store"
 	mysqlstore "github.com/casleader/casleader/store/mysql"
 	"github.com/casleader/casleader/store/postgres"
@@ -233,7 +235,7 @@ func TestOneListenerPerStoreWhateverTheNumberOfElectors(t *testing.T) {
 	st, err := postgres.New(pool, table)
 	require.NoError(t, err)
 	require.NoError(t, st.CreateTable(t.Context()))
-	admin := testdb.Postgres(t)
+	admin := pgdb.Postgres(t)
 	listeners := func() int {
 		var n int
 		require.NoError(t, admin.QueryRow(t.Context(),
@@ -280,7 +282,7 @@ func TestNotifierForAnotherTableIsAConfigError(t *testing.T) {
 	assert.Same(t, n, el.Config().Notifier)
 	assert.Equal(t, el.Config().LeaseDuration, el.Config().PollInterval, "a notifier set by the user makes the poll a fallback")
 
-	db := testdb.MySQL(t)
+	db := mydb.MySQL(t)
 	ms, err := mysqlstore.New(db, table)
 	require.NoError(t, err)
 	mn, err := notify.NewMySQL(notify.MySQLConfig{DB: db, Table: "elsewhere"})

@@ -14,6 +14,7 @@ import (
 	"github.com/casleader/casleader/internal/memstore"
 	"github.com/casleader/casleader/internal/notify"
 	"github.com/casleader/casleader/internal/testdb"
+	"github.com/casleader/casleader/internal/testdb/pgdb"
 	"github.com/casleader/casleader/store"
 	"github.com/casleader/casleader/store/postgres"
 )
@@ -189,7 +190,7 @@ func TestStoreWakeupsWakeFollowedKeysOnRelease(t *testing.T) {
 	// with the released versions).
 	table := testdb.Name(t)
 	open := func() *postgres.Store {
-		s, err := postgres.New(testdb.Postgres(t), table)
+		s, err := postgres.New(pgdb.Postgres(t), table)
 		require.NoError(t, err)
 		return s
 	}
@@ -220,7 +221,7 @@ func TestStoreWakeupsWakeFollowedKeysOnRelease(t *testing.T) {
 
 func TestNotifierForAnotherTableIsInvalid(t *testing.T) {
 	table := testdb.Name(t)
-	st, err := postgres.New(testdb.Postgres(t), table)
+	st, err := postgres.New(pgdb.Postgres(t), table)
 	require.NoError(t, err)
 	n, err := postgres.NewNotifier(postgres.NotifierConfig{DSN: testdb.PostgresDSN(t), Table: table + "_x"})
 	require.NoError(t, err)

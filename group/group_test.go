@@ -16,6 +16,9 @@ import (
 	"github.com/casleader/casleader/group"
 	"github.com/casleader/casleader/internal/memstore"
 	"github.com/casleader/casleader/internal/testdb"
+	"github.com/casleader/casleader/internal/testdb/litedb"
+	"github.com/casleader/casleader/internal/testdb/mydb"
+	"github.com/casleader/casleader/internal/testdb/pgdb"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
 	"github.com/casleader/casleader/store/mysql"
@@ -380,21 +383,21 @@ func TestDatabases(t *testing.T) {
 		open func(t *testing.T, table string) (group.Store, func(string) error)
 	}{
 		{"MariaDB", func(t *testing.T, table string) (group.Store, func(string) error) {
-			db := testdb.MySQL(t)
+			db := mydb.MySQL(t)
 			s, err := mysql.New(db, table)
 			require.NoError(t, err)
 			require.NoError(t, s.CreateTable(t.Context()))
 			return s, dropper(db)
 		}},
 		{"PostgreSQL", func(t *testing.T, table string) (group.Store, func(string) error) {
-			pool := testdb.Postgres(t)
+			pool := pgdb.Postgres(t)
 			s, err := postgres.New(pool, table)
 			require.NoError(t, err)
 			require.NoError(t, s.CreateTable(t.Context()))
 			return s, func(q string) error { _, err := pool.Exec(context.Background(), q); return err }
 		}},
 		{"SQLite", func(t *testing.T, table string) (group.Store, func(string) error) {
-			db := testdb.SQLite(t)
+			db := litedb.SQLite(t)
 			s, err := sqlite.New(db, table)
 			require.NoError(t, err)
 			require.NoError(t, s.CreateTable(t.Context()))

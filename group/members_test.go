@@ -14,6 +14,9 @@ import (
 
 	"github.com/casleader/casleader/group"
 	"github.com/casleader/casleader/internal/testdb"
+	"github.com/casleader/casleader/internal/testdb/litedb"
+	"github.com/casleader/casleader/internal/testdb/mydb"
+	"github.com/casleader/casleader/internal/testdb/pgdb"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
 	"github.com/casleader/casleader/store/mysql"
@@ -56,19 +59,19 @@ func membersDatabases() []struct {
 		open func(t *testing.T, table string) (membersStore, func(string) error)
 	}{
 		{"MariaDB", func(t *testing.T, table string) (membersStore, func(string) error) {
-			db := testdb.MySQL(t)
+			db := mydb.MySQL(t)
 			s, err := mysql.New(db, table)
 			require.NoError(t, err)
 			return s, dropper(db)
 		}},
 		{"PostgreSQL", func(t *testing.T, table string) (membersStore, func(string) error) {
-			pool := testdb.Postgres(t)
+			pool := pgdb.Postgres(t)
 			s, err := postgres.New(pool, table)
 			require.NoError(t, err)
 			return s, func(q string) error { _, err := pool.Exec(context.Background(), q); return err }
 		}},
 		{"SQLite", func(t *testing.T, table string) (membersStore, func(string) error) {
-			db := testdb.SQLite(t)
+			db := litedb.SQLite(t)
 			s, err := sqlite.New(db, table)
 			require.NoError(t, err)
 			return s, dropper(db)

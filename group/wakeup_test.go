@@ -13,6 +13,8 @@ import (
 	"github.com/casleader/casleader/group"
 	"github.com/casleader/casleader/internal/notify"
 	"github.com/casleader/casleader/internal/testdb"
+	"github.com/casleader/casleader/internal/testdb/mydb"
+	"github.com/casleader/casleader/internal/testdb/pgdb"
 	"github.com/casleader/casleader/store"
 	"github.com/casleader/casleader/store/mysql"
 	"github.com/casleader/casleader/store/postgres"
@@ -63,7 +65,7 @@ func TestStoreWakeupsElectWokenKeysWithoutARead(t *testing.T) {
 	}{
 		{"PostgreSQL", func(t *testing.T, table string) (wakeStore, wakeStore) {
 			open := func() wakeStore {
-				s, err := postgres.New(testdb.Postgres(t), table)
+				s, err := postgres.New(pgdb.Postgres(t), table)
 				require.NoError(t, err)
 				return s
 			}
@@ -71,7 +73,7 @@ func TestStoreWakeupsElectWokenKeysWithoutARead(t *testing.T) {
 		}},
 		{"MariaDB", func(t *testing.T, table string) (wakeStore, wakeStore) {
 			open := func() wakeStore {
-				s, err := mysql.New(testdb.MySQL(t), table)
+				s, err := mysql.New(mydb.MySQL(t), table)
 				require.NoError(t, err)
 				return s
 			}

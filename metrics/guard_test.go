@@ -17,6 +17,8 @@ import (
 	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/healthz"
 	"github.com/casleader/casleader/internal/testdb"
+	"github.com/casleader/casleader/internal/testdb/litedb"
+	"github.com/casleader/casleader/internal/testdb/mydb"
 	"github.com/casleader/casleader/metrics"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store/mysql"
@@ -40,7 +42,7 @@ func TestGuardWorksWithMetricsAndHealthzPluggedIn(t *testing.T) {
 		open    func(t *testing.T, table string) (*sql.DB, tableStore)
 	}{
 		{"MariaDB", schema.MySQL, func(t *testing.T, table string) (*sql.DB, tableStore) {
-			db := testdb.MySQL(t)
+			db := mydb.MySQL(t)
 			st, err := mysql.New(db, table)
 			require.NoError(t, err)
 			return db, st
@@ -55,7 +57,7 @@ func TestGuardWorksWithMetricsAndHealthzPluggedIn(t *testing.T) {
 			return db, st
 		}},
 		{"SQLite", schema.SQLite, func(t *testing.T, table string) (*sql.DB, tableStore) {
-			db := testdb.SQLite(t)
+			db := litedb.SQLite(t)
 			st, err := sqlite.New(db, table)
 			require.NoError(t, err)
 			return db, st

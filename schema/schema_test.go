@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casleader/casleader/internal/testdb"
+	"github.com/casleader/casleader/internal/testdb/litedb"
+	"github.com/casleader/casleader/internal/testdb/mydb"
 	"github.com/casleader/casleader/schema"
 )
 
@@ -118,14 +120,14 @@ func TestApplyIsIdempotentOnEachDatabase(t *testing.T) {
 		dialect schema.Dialect
 		open    func(t *testing.T) *sql.DB
 	}{
-		{schema.MySQL, func(t *testing.T) *sql.DB { return testdb.MySQL(t) }},
+		{schema.MySQL, func(t *testing.T) *sql.DB { return mydb.MySQL(t) }},
 		{schema.Postgres, func(t *testing.T) *sql.DB {
 			db, err := sql.Open("pgx", testdb.PostgresDSN(t))
 			require.NoError(t, err)
 			t.Cleanup(func() { db.Close() })
 			return db
 		}},
-		{schema.SQLite, func(t *testing.T) *sql.DB { return testdb.SQLite(t) }},
+		{schema.SQLite, func(t *testing.T) *sql.DB { return litedb.SQLite(t) }},
 	} {
 		t.Run(string(tc.dialect), func(t *testing.T) {
 			t.Parallel()

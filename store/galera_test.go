@@ -11,6 +11,7 @@ import (
 
 	"github.com/casleader/casleader/internal/storetest"
 	"github.com/casleader/casleader/internal/testdb"
+	"github.com/casleader/casleader/internal/testdb/mydb"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
 	"github.com/casleader/casleader/store/mysql"
@@ -20,7 +21,7 @@ import (
 // different nodes of a Galera cluster, where row locks do not cross nodes and only
 // write-set certification does.
 func TestGaleraGuard(t *testing.T) {
-	dbs := testdb.Galera(t)
+	dbs := mydb.Galera(t)
 	ctx := context.Background()
 	table := testdb.Name(t)
 	a, err := mysql.New(dbs[0], table)
@@ -119,7 +120,7 @@ func TestGaleraGuard(t *testing.T) {
 // (the second: not the one the cluster was bootstrapped from).
 func TestGaleraConformance(t *testing.T) {
 	t.Parallel()
-	db := testdb.Galera(t)[1]
+	db := mydb.Galera(t)[1]
 	runBoth(t, sqlHarness{
 		dialect: schema.MySQL,
 		exec:    storetest.DBExec(db),

@@ -16,6 +16,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casleader/casleader/internal/testdb"
+	"github.com/casleader/casleader/internal/testdb/litedb"
+	"github.com/casleader/casleader/internal/testdb/mydb"
+	"github.com/casleader/casleader/internal/testdb/pgdb"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
 	"github.com/casleader/casleader/store/mysql"
@@ -107,7 +110,7 @@ type guardHarness struct {
 func guardHarnesses() []guardHarness {
 	return []guardHarness{
 		{name: "MariaDB", dialect: schema.MySQL, open: func(t *testing.T, table string) guardConn {
-			db := testdb.MySQL(t)
+			db := mydb.MySQL(t)
 			s, err := mysql.New(db, table)
 			require.NoError(t, err)
 			c := sqlConn(db, s, s.Guard)
@@ -126,11 +129,11 @@ func guardHarnesses() []guardHarness {
 			s, err := postgres.NewDB(db, table)
 			require.NoError(t, err)
 			c := sqlConn(db, s, s.Guard)
-			c.lockWaits = pgLockWaits(testdb.Postgres(t))
+			c.lockWaits = pgLockWaits(pgdb.Postgres(t))
 			return c
 		}},
 		{name: "PostgreSQLPgx", dialect: schema.Postgres, open: func(t *testing.T, table string) guardConn {
-			pool := testdb.Postgres(t)
+			pool := pgdb.Postgres(t)
 			s, err := postgres.New(pool, table)
 			require.NoError(t, err)
 			return guardConn{
@@ -160,7 +163,7 @@ func guardHarnesses() []guardHarness {
 			// as PgBouncer before 1.21 requires of every client in this mode: a cached
 			// statement is otherwise missing (26000) or taken (42P05) on the next
 			// transaction's server connection.
-			pool := testdb.PostgresAt(t, execModeDSN(testdb.PgBouncerDSN(t)))
+			pool := pgdb.PostgresAt(t, execModeDSN(testdb.PgBouncerDSN(t)))
 			s, err := postgres.New(pool, table)
 			require.NoError(t, err)
 			return guardConn{
@@ -180,7 +183,7 @@ func guardHarnesses() []guardHarness {
 					}
 					return pgx.CollectRows(rows, pgx.RowTo[string])
 				},
-				lockWaits: pgLockWaits(testdb.Postgres(t)),
+				lockWaits: pgLockWaits(pgdb.Postgres(t)),
 			}
 		}},
 		{name: "PgBouncerDatabaseSQL", dialect: schema.Postgres, open: func(t *testing.T, table string) guardConn {
@@ -190,11 +193,11 @@ func guardHarnesses() []guardHarness {
 			s, err := postgres.NewDB(db, table)
 			require.NoError(t, err)
 			c := sqlConn(db, s, s.Guard)
-			c.lockWaits = pgLockWaits(testdb.Postgres(t))
+			c.lockWaits = pgLockWaits(pgdb.Postgres(t))
 			return c
 		}},
 		{name: "SQLite", dialect: schema.SQLite, open: func(t *testing.T, table string) guardConn {
-			db := testdb.SQLite(t) // a file of its own, shared by the subtest's connections
+			db := litedb.SQLite(t) // a file of its own, shared by the subtest's connections
 			s, err := sqlite.New(db, table)
 			require.NoError(t, err)
 			return sqlConn(db, s, s.Guard)

@@ -10,6 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casleader/casleader/internal/testdb"
+	"github.com/casleader/casleader/internal/testdb/litedb"
+	"github.com/casleader/casleader/internal/testdb/mydb"
+	"github.com/casleader/casleader/internal/testdb/pgdb"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
 	"github.com/casleader/casleader/store/mysql"
@@ -38,7 +41,7 @@ var (
 func membersCases(t *testing.T) map[string]func(t *testing.T) (membersStore, func(ctx context.Context, q string) error) {
 	return map[string]func(t *testing.T) (membersStore, func(ctx context.Context, q string) error){
 		"mysql": func(t *testing.T) (membersStore, func(ctx context.Context, q string) error) {
-			db := testdb.MySQL(t)
+			db := mydb.MySQL(t)
 			s, err := mysql.New(db, testdb.Name(t))
 			require.NoError(t, err)
 			return s, sqlExec(t, db, schema.MySQL, s.Table(), s.MembersTable())
@@ -47,12 +50,12 @@ func membersCases(t *testing.T) map[string]func(t *testing.T) (membersStore, fun
 			db, err := sql.Open("pgx", testdb.PostgresDSN(t))
 			require.NoError(t, err)
 			t.Cleanup(func() { db.Close() })
-			s, err := postgres.New(testdb.Postgres(t), testdb.Name(t))
+			s, err := postgres.New(pgdb.Postgres(t), testdb.Name(t))
 			require.NoError(t, err)
 			return s, sqlExec(t, db, schema.Postgres, s.Table(), s.MembersTable())
 		},
 		"sqlite": func(t *testing.T) (membersStore, func(ctx context.Context, q string) error) {
-			db := testdb.SQLite(t)
+			db := litedb.SQLite(t)
 			s, err := sqlite.New(db, testdb.Name(t))
 			require.NoError(t, err)
 			return s, sqlExec(t, db, schema.SQLite, s.Table(), s.MembersTable())

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/casleader/casleader/internal/testdb"
+	"github.com/casleader/casleader/internal/testdb/litedb"
 	"github.com/casleader/casleader/store"
 	"github.com/casleader/casleader/store/sqlite"
 )
@@ -32,7 +32,7 @@ func TestMissingTableErrorSaysItOnce(t *testing.T) {
 // missing table (through its classification and wrapping) says it once.
 func TestMissingTableOnAStoreSaysDeploymentErrorOnce(t *testing.T) {
 	t.Parallel()
-	st, err := sqlite.New(testdb.SQLite(t), "absent")
+	st, err := sqlite.New(litedb.SQLite(t), "absent")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casleader/casleader/internal/testdb"
+	"github.com/casleader/casleader/internal/testdb/pgdb"
 	"github.com/casleader/casleader/store"
 	"github.com/casleader/casleader/store/postgres"
 )
@@ -22,7 +23,7 @@ import (
 func TestPostgresReleaseAndHandoverNotifyOnlyWhenTheyWin(t *testing.T) {
 	t.Parallel()
 	dsn := testdb.PostgresDSN(t)
-	pool := testdb.Postgres(t)
+	pool := pgdb.Postgres(t)
 	table := testdb.Name(t)
 	s, err := postgres.New(pool, table)
 	require.NoError(t, err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/casleader/casleader/internal/storetest"
 	"github.com/casleader/casleader/internal/testdb"
+	"github.com/casleader/casleader/internal/testdb/pgdb"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store/postgres"
 )
@@ -19,7 +20,7 @@ import (
 
 func TestPostgresPgxPoolThroughPgBouncer(t *testing.T) {
 	t.Parallel()
-	pool := testdb.PostgresAt(t, testdb.PgBouncerDSN(t))
+	pool := pgdb.PostgresAt(t, testdb.PgBouncerDSN(t))
 	storetest.Run(t, sqlHarness{
 		dialect: schema.Postgres,
 		exec:    poolExec(pool),

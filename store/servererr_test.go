@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casleader/casleader/internal/testdb"
+	"github.com/casleader/casleader/internal/testdb/mydb"
+	"github.com/casleader/casleader/internal/testdb/pgdb"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
 	mysqlstore "github.com/casleader/casleader/store/mysql"
@@ -118,9 +120,9 @@ func TestReadOnlyServerIsNotWritable(t *testing.T) {
 	t.Run("MariaDBReadOnlySession", func(t *testing.T) {
 		t.Parallel()
 		table := testdb.Name(t)
-		rw, err := mysqlstore.New(testdb.MySQL(t), table)
+		rw, err := mysqlstore.New(mydb.MySQL(t), table)
 		require.NoError(t, err)
-		dropLater(t, schema.MySQL, table, func(ctx context.Context, q string) error { _, err := testdb.MySQL(t).ExecContext(ctx, q); return err })
+		dropLater(t, schema.MySQL, table, func(ctx context.Context, q string) error { _, err := mydb.MySQL(t).ExecContext(ctx, q); return err })
 		require.NoError(t, rw.CreateTable(t.Context()))
 		_, _, err = rw.Insert(t.Context(), "k", store.Candidate{ID: "a"})
 		require.NoError(t, err)
@@ -133,7 +135,7 @@ func TestReadOnlyServerIsNotWritable(t *testing.T) {
 	t.Run("PostgreSQLReadOnlySession", func(t *testing.T) {
 		t.Parallel()
 		table := testdb.Name(t)
-		pool := testdb.Postgres(t)
+		pool := pgdb.Postgres(t)
 		rw, err := postgres.New(pool, table)
 		require.NoError(t, err)
 		dropLater(t, schema.Postgres, table, func(ctx context.Context, q string) error { _, err := pool.Exec(ctx, q); return err })
@@ -181,7 +183,7 @@ func TestLockConflictsAreTransient(t *testing.T) {
 	t.Run("MariaDBLockWaitTimeout", func(t *testing.T) {
 		t.Parallel()
 		table := testdb.Name(t)
-		admin := testdb.MySQL(t)
+		admin := mydb.MySQL(t)
 		rw, err := mysqlstore.New(admin, table)
 		require.NoError(t, err)
 		dropLater(t, schema.MySQL, table, func(ctx context.Context, q string) error { _, err := admin.ExecContext(ctx, q); return err })
@@ -206,7 +208,7 @@ func TestLockConflictsAreTransient(t *testing.T) {
 	t.Run("PostgreSQLLockNotAvailable", func(t *testing.T) {
 		t.Parallel()
 		table := testdb.Name(t)
-		pool := testdb.Postgres(t)
+		pool := pgdb.Postgres(t)
 		rw, err := postgres.New(pool, table)
 		require.NoError(t, err)
 		dropLater(t, schema.Postgres, table, func(ctx context.Context, q string) error { _, err := pool.Exec(ctx, q); return err })
@@ -229,7 +231,7 @@ func TestLockConflictsAreTransient(t *testing.T) {
 	t.Run("PostgreSQLSerializationFailure", func(t *testing.T) {
 		t.Parallel()
 		table := testdb.Name(t)
-		pool := testdb.Postgres(t)
+		pool := pgdb.Postgres(t)
 		rw, err := postgres.New(pool, table)
 		require.NoError(t, err)
 		dropLater(t, schema.Postgres, table, func(ctx context.Context, q string) error { _, err := pool.Exec(ctx, q); return err })

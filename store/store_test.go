@@ -22,6 +22,9 @@ import (
 	"github.com/casleader/casleader/internal/secret"
 	"github.com/casleader/casleader/internal/storetest"
 	"github.com/casleader/casleader/internal/testdb"
+	"github.com/casleader/casleader/internal/testdb/litedb"
+	"github.com/casleader/casleader/internal/testdb/mydb"
+	"github.com/casleader/casleader/internal/testdb/pgdb"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
 	"github.com/casleader/casleader/store/mysql"
@@ -44,7 +47,7 @@ var (
 
 func TestMySQL(t *testing.T) {
 	t.Parallel()
-	db := testdb.MySQL(t)
+	db := mydb.MySQL(t)
 	runBoth(t, sqlHarness{
 		dialect: schema.MySQL,
 		exec:    storetest.DBExec(db),
@@ -54,7 +57,7 @@ func TestMySQL(t *testing.T) {
 
 func TestPostgresPgxPool(t *testing.T) {
 	t.Parallel()
-	pool := testdb.Postgres(t)
+	pool := pgdb.Postgres(t)
 	runBoth(t, sqlHarness{
 		dialect: schema.Postgres,
 		exec:    poolExec(pool),
@@ -77,7 +80,7 @@ func TestPostgresDatabaseSQL(t *testing.T) {
 
 func TestSQLite(t *testing.T) {
 	t.Parallel()
-	db := testdb.SQLite(t) // one file shared by all subtests, as candidates share one
+	db := litedb.SQLite(t) // one file shared by all subtests, as candidates share one
 	runBoth(t, sqlHarness{
 		dialect: schema.SQLite,
 		exec:    storetest.DBExec(db),
@@ -295,17 +298,17 @@ func TestWrongTableIsRefused(t *testing.T) {
 	}
 	dbs := map[schema.Dialect]func(t *testing.T) sqlHarness{
 		schema.MySQL: func(t *testing.T) sqlHarness {
-			db := testdb.MySQL(t)
+			db := mydb.MySQL(t)
 			return sqlHarness{dialect: schema.MySQL, exec: storetest.DBExec(db),
 				open: func(table string) (storetest.Store, error) { return mysql.New(db, table) }}
 		},
 		schema.Postgres: func(t *testing.T) sqlHarness {
-			pool := testdb.Postgres(t)
+			pool := pgdb.Postgres(t)
 			return sqlHarness{dialect: schema.Postgres, exec: poolExec(pool),
 				open: func(table string) (storetest.Store, error) { return postgres.New(pool, table) }}
 		},
 		schema.SQLite: func(t *testing.T) sqlHarness {
-			db := testdb.SQLite(t)
+			db := litedb.SQLite(t)
 			return sqlHarness{dialect: schema.SQLite, exec: storetest.DBExec(db),
 				open: func(table string) (storetest.Store, error) { return sqlite.New(db, table) }}
 		},
@@ -366,7 +369,7 @@ func TestMembersTableWithoutKeyIsRefused(t *testing.T) {
 		exec    func(ctx context.Context, query string, args ...any) (int64, error)
 		open    func(table string) (storetest.Store, error)
 	}
-	my, pool, lite := testdb.MySQL(t), testdb.Postgres(t), testdb.SQLite(t)
+	my, pool, lite := mydb.MySQL(t), pgdb.Postgres(t), litedb.SQLite(t)
 	for _, h := range []db{
 		{schema.MySQL, storetest.DBExec(my), func(table string) (storetest.Store, error) { return mysql.New(my, table) }},
 		{schema.Postgres, poolExec(pool), func(table string) (storetest.Store, error) { return postgres.New(pool, table) }},

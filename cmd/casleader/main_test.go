@@ -37,6 +37,8 @@ import (
 
 	"github.com/casleader/casleader/internal/freeze"
 	"github.com/casleader/casleader/internal/testdb"
+	"github.com/casleader/casleader/internal/testdb/mydb"
+	"github.com/casleader/casleader/internal/testdb/pgdb"
 )
 
 // clBinary is the casleader executable built by TestMain.
@@ -291,14 +293,14 @@ func newTestDB(t *testing.T, kind string) testDB {
 	case "mysql":
 		raw := testdb.MySQLDSN(t)
 		d.dsn = mysqlURL(t, raw)
-		db := testdb.MySQL(t)
+		db := mydb.MySQL(t)
 		t.Cleanup(func() {
 			dropTable(t, db, "DROP TABLE IF EXISTS `"+d.table+"`")
 			dropTable(t, db, "DROP TABLE IF EXISTS `"+d.table+"_members`")
 		})
 	case "postgres":
 		d.dsn = testdb.PostgresDSN(t)
-		pool := testdb.Postgres(t)
+		pool := pgdb.Postgres(t)
 		t.Cleanup(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()

@@ -4,7 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/casleader/casleader/internal/testdb"
+	"github.com/casleader/casleader/internal/testdb/mydb"
+	"github.com/casleader/casleader/internal/testdb/pgdb"
 	"github.com/casleader/casleader/store/sqlite"
 )
 
@@ -36,12 +37,12 @@ func TestMigrateNamesEachWrongColumnType(t *testing.T) {
 		}
 		switch db.kind {
 		case "mysql":
-			_, err := testdb.MySQL(t).ExecContext(t.Context(), ddl)
+			_, err := mydb.MySQL(t).ExecContext(t.Context(), ddl)
 			if err != nil {
 				t.Fatal(err)
 			}
 		case "postgres":
-			_, err := testdb.Postgres(t).Exec(t.Context(), ddl)
+			_, err := pgdb.Postgres(t).Exec(t.Context(), ddl)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -85,11 +86,11 @@ func TestMigrateAddsTheMembersTableToAnExistingElectionTable(t *testing.T) {
 		drop := "DROP TABLE " + db.table + "_members"
 		switch db.kind {
 		case "mysql":
-			if _, err := testdb.MySQL(t).ExecContext(t.Context(), drop); err != nil {
+			if _, err := mydb.MySQL(t).ExecContext(t.Context(), drop); err != nil {
 				t.Fatal(err)
 			}
 		case "postgres":
-			if _, err := testdb.Postgres(t).Exec(t.Context(), drop); err != nil {
+			if _, err := pgdb.Postgres(t).Exec(t.Context(), drop); err != nil {
 				t.Fatal(err)
 			}
 		default:

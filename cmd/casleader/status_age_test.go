@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/casleader/casleader/internal/testdb"
+	"github.com/casleader/casleader/internal/testdb/pgdb"
 	"github.com/casleader/casleader/store"
 	"github.com/casleader/casleader/store/sqlite"
 )
@@ -39,7 +39,7 @@ func TestStatusShowsAFarFutureTickAsInvalid(t *testing.T) {
 			var err error
 			switch kind {
 			case "postgres":
-				_, err = testdb.Postgres(t).Exec(t.Context(), `INSERT INTO "`+db.table+`" (elect_key, version, leader_id, term, tick_time)`+
+				_, err = pgdb.Postgres(t).Exec(t.Context(), `INSERT INTO "`+db.table+`" (elect_key, version, leader_id, term, tick_time)`+
 					` VALUES ('k', 3, 'x', 2, '3000-01-01 00:00:00+00')`)
 			default:
 				sq, oerr := sqlite.Open(strings.TrimPrefix(db.dsn, "sqlite://"))

@@ -14,6 +14,7 @@ import (
 	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/internal/notify"
 	"github.com/casleader/casleader/internal/testdb"
+	"github.com/casleader/casleader/internal/testdb/mydb"
 	"github.com/casleader/casleader/store/mysql"
 )
 
@@ -40,7 +41,7 @@ func (s *syncBuffer) String() string {
 // named lock is invisible. With slowPolling the follower would find the released
 // lease only after 30 s.
 func TestMySQLOnGaleraWakesFollowersOnOtherNodes(t *testing.T) {
-	dbs := testdb.Galera(t)
+	dbs := mydb.Galera(t)
 	table := testdb.Name(t)
 	stA, err := mysql.New(dbs[0], table)
 	require.NoError(t, err)

@@ -17,6 +17,8 @@ import (
 	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/internal/notify"
 	"github.com/casleader/casleader/internal/testdb"
+	"github.com/casleader/casleader/internal/testdb/mydb"
+	"github.com/casleader/casleader/internal/testdb/pgdb"
 	"github.com/casleader/casleader/store/mysql"
 	"github.com/casleader/casleader/store/postgres"
 )
@@ -92,7 +94,7 @@ func handover(t *testing.T, st casleader.Store, notifiers func() runner) {
 
 func TestPostgres(t *testing.T) {
 	dsn := testdb.PostgresDSN(t)
-	pool := testdb.Postgres(t)
+	pool := pgdb.Postgres(t)
 	table := testdb.Name(t)
 	st, err := postgres.New(pool, table)
 	require.NoError(t, err)
@@ -130,7 +132,7 @@ func TestPostgresThroughPgBouncerFallsBackToPolling(t *testing.T) {
 }
 
 func TestMySQL(t *testing.T) {
-	db := testdb.MySQL(t)
+	db := mydb.MySQL(t)
 	table := testdb.Name(t)
 	st, err := mysql.New(db, table)
 	require.NoError(t, err)
@@ -148,7 +150,7 @@ func TestMySQL(t *testing.T) {
 }
 
 func TestMySQLCrashedLeaderWakesFollowersButItsLeaseStillHolds(t *testing.T) {
-	db := testdb.MySQL(t)
+	db := mydb.MySQL(t)
 	table := testdb.Name(t)
 	st, err := mysql.New(db, table)
 	require.NoError(t, err)
@@ -187,7 +189,7 @@ func TestMySQLCrashedLeaderWakesFollowersButItsLeaseStillHolds(t *testing.T) {
 // the dead connection (the server released them), not release them on a connection it
 // no longer has, and take the lock again, on a new connection, for the next term.
 func TestMySQLLockHolderSurvivesALostConnection(t *testing.T) {
-	db := testdb.MySQL(t)
+	db := mydb.MySQL(t)
 	table := testdb.Name(t)
 	var logs syncBuffer
 	n, err := notify.NewMySQL(notify.MySQLConfig{DB: db, Table: table, Logger: slog.New(slog.NewTextHandler(&logs, nil))})

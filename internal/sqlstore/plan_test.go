@@ -15,6 +15,8 @@ import (
 
 	"github.com/casleader/casleader/internal/sqlstore"
 	"github.com/casleader/casleader/internal/testdb"
+	"github.com/casleader/casleader/internal/testdb/litedb"
+	"github.com/casleader/casleader/internal/testdb/mydb"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
 )
@@ -86,8 +88,8 @@ func TestBatchesProbeThePrimaryKey(t *testing.T) {
 			t.Cleanup(func() { db.Close() })
 			return db
 		}, postgresScans},
-		{schema.MySQL, func(t *testing.T) *sql.DB { return testdb.MySQL(t) }, mysqlScans},
-		{schema.SQLite, func(t *testing.T) *sql.DB { return testdb.SQLite(t) }, sqliteScans},
+		{schema.MySQL, func(t *testing.T) *sql.DB { return mydb.MySQL(t) }, mysqlScans},
+		{schema.SQLite, func(t *testing.T) *sql.DB { return litedb.SQLite(t) }, sqliteScans},
 	} {
 		t.Run(string(tc.dialect), func(t *testing.T) {
 			t.Parallel()

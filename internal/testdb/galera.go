@@ -1,12 +1,9 @@
 package testdb
 
 import (
-	"database/sql"
 	"os"
 	"strings"
 	"testing"
-
-	"github.com/casleader/casleader/store/mysql"
 )
 
 // Environment variables of the replicated databases (.ci/galera starts the cluster).
@@ -38,25 +35,6 @@ func GaleraDSNs(t testing.TB) []string {
 		t.Skip(msg)
 	}
 	return dsns
-}
-
-// Galera returns one pool per Galera node, closed when t ends.
-func Galera(t testing.TB) []*sql.DB {
-	t.Helper()
-	var dbs []*sql.DB
-	for _, dsn := range GaleraDSNs(t) {
-		db, err := mysql.Open(dsn)
-		if err != nil {
-			t.Fatalf("%s: %v", EnvGalera, err)
-		}
-		db.SetMaxOpenConns(32)
-		t.Cleanup(func() { db.Close() })
-		if err := db.Ping(); err != nil {
-			t.Fatalf("Galera node %d of %s does not answer: %v", len(dbs)+1, EnvGalera, err)
-		}
-		dbs = append(dbs, db)
-	}
-	return dbs
 }
 
 // Environment variables of the PostgreSQL primary with a synchronous standby

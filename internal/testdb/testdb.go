@@ -11,20 +11,11 @@
 package testdb
 
 import (
-	"context"
-	"database/sql"
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/casleader/casleader/internal/testname"
-
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/casleader/casleader/internal/secret"
-	"github.com/casleader/casleader/store/mysql"
-	"github.com/casleader/casleader/store/sqlite"
 )
 
 // Environment variables read by this package.
@@ -53,52 +44,6 @@ func MySQLDSN(t testing.TB) string {
 func PostgresDSN(t testing.TB) string {
 	t.Helper()
 	return dsn(t, EnvPostgres)
-}
-
-// MySQL returns a pool on the MySQL or MariaDB server, closed when t ends.
-func MySQL(t testing.TB) *sql.DB {
-	t.Helper()
-	db, err := mysql.Open(MySQLDSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	db.SetMaxOpenConns(32)
-	t.Cleanup(func() { db.Close() })
-	return db
-}
-
-// Postgres returns a pool on the PostgreSQL server, closed when t ends.
-func Postgres(t testing.TB) *pgxpool.Pool {
-	t.Helper()
-	return PostgresAt(t, PostgresDSN(t))
-}
-
-// PostgresAt returns a pool on dsn, closed when t ends.
-func PostgresAt(t testing.TB, dsn string) *pgxpool.Pool {
-	t.Helper()
-	cfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(secret.RedactError(err, dsn))
-	}
-	cfg.MaxConns = 32
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(secret.RedactError(err, dsn))
-	}
-	t.Cleanup(pool.Close)
-	return pool
-}
-
-// SQLite returns a database in a new file under t.TempDir, closed when t ends.
-func SQLite(t testing.TB) *sql.DB {
-	t.Helper()
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), "casleader.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	db.SetMaxOpenConns(32)
-	t.Cleanup(func() { db.Close() })
-	return db
 }
 
 // Name returns a unique identifier for t, usable as a table name or an election key:
