@@ -1,10 +1,8 @@
 package casleader_test
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -13,26 +11,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casleader/casleader/internal/memstore"
+	"github.com/casleader/casleader/internal/protocoltest"
 	"github.com/casleader/casleader/store"
 )
 
 // lockedBuffer is a log sink that two electors' goroutines may write at once.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) lines() []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return strings.Split(strings.TrimSpace(b.buf.String()), "\n")
-}
+type lockedBuffer = protocoltest.SyncBuffer
 
 // TestLogLinesNameKeyAndIDOnce: the renewal, the failed renewal and the failed read
 // lines carry the elector's key and id attributes once each.
@@ -54,7 +38,7 @@ func TestLogLinesNameKeyAndIDOnce(t *testing.T) {
 		require.NoError(t, stopA())
 
 		seen := map[string]bool{}
-		for _, line := range out.lines() {
+		for _, line := range out.Lines() {
 			for _, msg := range []string{"casleader: renewed", "casleader: renewal failed", "casleader: reading the election row failed"} {
 				if strings.Contains(line, msg) {
 					seen[msg] = true

@@ -3,6 +3,7 @@ package casleader_test
 import (
 	"testing"
 
+	"github.com/casleader/casleader/internal/protocoltest"
 	"go.uber.org/goleak"
 )
 
@@ -11,3 +12,6 @@ import (
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
+
+// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
+type syncBuffer = protocoltest.SyncBuffer

@@ -20,7 +20,7 @@ import (
 // logged returns a logger into a buffer and a function that returns its lines.
 func logged() (*slog.Logger, func() []string) {
 	var out lockedBuffer
-	return slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug})), out.lines
+	return slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug})), out.Lines
 }
 
 // grep returns the lines that contain s.

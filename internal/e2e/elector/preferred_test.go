@@ -23,7 +23,7 @@ type membersWriter interface {
 // handovers returns the preferred-leader handovers logged in log, as "from>to".
 func handovers(log *lockedBuffer) []string {
 	var out []string
-	for _, l := range log.lines() {
+	for _, l := range log.Lines() {
 		if !strings.Contains(l, "handing over to a live candidate of higher priority") {
 			continue
 		}
@@ -35,7 +35,7 @@ func handovers(log *lockedBuffer) []string {
 // lostLease reports whether a leader logged in log stepped down because its lease
 // could not be renewed or was taken over (a failover, not a handover).
 func lostLease(log *lockedBuffer) bool {
-	for _, l := range log.lines() {
+	for _, l := range log.Lines() {
 		if strings.Contains(l, "stepping down: no renewal succeeded within the renew deadline") ||
 			strings.Contains(l, "stepping down: the renew deadline passed while settling a renewal") ||
 			strings.Contains(l, "stepping down: the lease was taken over") {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/internal/notify"
+	"github.com/casleader/casleader/internal/protocoltest"
 	"github.com/casleader/casleader/internal/testdb"
 	"github.com/casleader/casleader/internal/testdb/mydb"
 	"github.com/casleader/casleader/internal/testdb/pgdb"
@@ -24,7 +25,7 @@ import (
 
 // wakeStore is a dialect store with its built-in wake-ups.
 type wakeStore interface {
-	tableStore
+	protocoltest.Store
 	Wakeups() *notify.Wakeups
 }
 
