@@ -153,3 +153,7 @@ func TestSubscribeAsUsesTheIDWhereTheNotifierTakesIt(t *testing.T) {
 	notify.SubscribeAs(&p, "k", "a", func(int64) {})()
 	assert.Equal(t, []string{"k"}, p.keys, "a notifier without SubscribeAs is subscribed without the ID")
 }
+
+// settle bounds what happens at once on a quiet machine; a loaded 2-core machine
+// running the whole suite needs more.
+const settle = 30 * time.Second

@@ -1,10 +1,11 @@
-package secret
+package secret_test
 
 import (
 	"errors"
 	"strings"
 	"testing"
 
+	"github.com/casleader/casleader/internal/secret"
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -70,17 +71,17 @@ func FuzzRedactPostgres(f *testing.F) {
 	})
 }
 
-// checkRedacted fails t if Redact(dsn), or a RedactError of a message holding
+// checkRedacted fails t if secret.Redact(dsn), or a RedactError of a message holding
 // dsn, still holds marker (the start of the password).
 func checkRedacted(t *testing.T, dsn, marker string) {
 	t.Helper()
-	if red := Redact(dsn); strings.Contains(red, marker) {
-		t.Fatalf("Redact(%q) = %q still holds part of the password", dsn, red)
+	if red := secret.Redact(dsn); strings.Contains(red, marker) {
+		t.Fatalf("secret.Redact(%q) = %q still holds part of the password", dsn, red)
 	}
 	cause := errors.New("dial failed")
-	err := RedactError(errors.Join(errors.New("connect "+dsn+": refused"), cause), dsn)
+	err := secret.RedactError(errors.Join(errors.New("connect "+dsn+": refused"), cause), dsn)
 	if strings.Contains(err.Error(), marker) {
-		t.Fatalf("RedactError(%q) = %q still holds part of the password", dsn, err)
+		t.Fatalf("secret.RedactError(%q) = %q still holds part of the password", dsn, err)
 	}
 	if !errors.Is(err, cause) {
 		t.Fatal("RedactError broke the chain")
@@ -100,13 +101,13 @@ func TestRedactHidesEveryDriversReading(t *testing.T) {
 		{"host=db user=app password='pw:s3cr3t' dbname=@/", "pw:s3cr3t"}, // also a go-sql-driver DSN
 		{"postgres://app:s3cr3t @db/elect", "s3cr3t"},                    // pgx trims the space
 	} {
-		red := Redact(tc.dsn)
+		red := secret.Redact(tc.dsn)
 		if strings.Contains(red, tc.password) || strings.Contains(red, "s3cr3t") {
-			t.Errorf("Redact(%q) = %q", tc.dsn, red)
+			t.Errorf("secret.Redact(%q) = %q", tc.dsn, red)
 		}
-		err := RedactError(errors.New("connect "+tc.dsn+": refused"), tc.dsn)
+		err := secret.RedactError(errors.New("connect "+tc.dsn+": refused"), tc.dsn)
 		if strings.Contains(err.Error(), "s3cr3t") || strings.Contains(err.Error(), tc.password) {
-			t.Errorf("RedactError(%q) = %q", tc.dsn, err)
+			t.Errorf("secret.RedactError(%q) = %q", tc.dsn, err)
 		}
 	}
 }
