@@ -1,4 +1,4 @@
-package casleader_test
+package sqlite_test
 
 import (
 	"context"
@@ -58,7 +58,7 @@ func Example() {
 }
 
 // Gate periodic work on IsLeader, which costs no I/O.
-func ExampleElector_IsLeader() {
+func Example_isLeader() {
 	var el casleader.Leadership = casleader.NewStatic("solo", true)
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
@@ -77,7 +77,7 @@ func ExampleElector_IsLeader() {
 // The leader's callback decides it is done: TermFrom gives it its term, whose
 // Resign steps down without waiting for the callback that calls it. A process that
 // restarts with the same ID can resume the term it saved (Config.ResumeTerm).
-func ExampleTermFrom() {
+func Example_termFrom() {
 	dir, err := os.MkdirTemp("", "casleader-example")
 	if err != nil {
 		log.Fatal(err)
@@ -128,7 +128,7 @@ func ExampleTermFrom() {
 
 // A shutdown hook stops an elector whose Run it does not own: Stop resigns (the
 // leader's work returns, the row is released) and returns once Run has returned.
-func ExampleElector_Stop() {
+func Example_stop() {
 	dir, err := os.MkdirTemp("", "casleader-example")
 	if err != nil {
 		log.Fatal(err)

@@ -1,4 +1,4 @@
-package casleader_test
+package sqlite_test
 
 import (
 	"context"
@@ -80,7 +80,7 @@ func service(path string) error {
 
 // New checks the configuration and refuses an unsafe one with a *ConfigError that
 // names the field and the rule it breaks.
-func ExampleNew_invalidConfig() {
+func Example_invalidConfig() {
 	_, err := casleader.New(memstore.New(), casleader.Config{
 		Key:           "billing-cron",
 		LeaseDuration: 10 * time.Second,
@@ -100,7 +100,7 @@ func ExampleNew_invalidConfig() {
 
 // A single-instance deployment, or a test, uses a Static where the code expects
 // a Leadership: no database, a fixed role.
-func ExampleNewStatic() {
+func Example_static() {
 	var l casleader.Leadership = casleader.NewStatic("solo", true)
 	fmt.Println(l.IsLeader(), l.Leader(), l.Token())
 	standby := casleader.NewStatic("standby", false)

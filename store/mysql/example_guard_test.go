@@ -1,4 +1,4 @@
-package casleader_test
+package mysql_test
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 // Fencing the leader's writes: check the guard inside the transaction, then write,
 // then commit. A write whose guard passed commits before any newer leader can win;
 // one whose token is stale is refused. (No output: it needs a MySQL server.)
-func ExampleElector_Guard() {
+func Example_guard() {
 	ctx := context.Background()
 	db, err := mysql.Open(os.Getenv("CASLEADER_MYSQL_DSN"))
 	if err != nil {
