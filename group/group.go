@@ -1506,14 +1506,11 @@ func (r *run) end(ctx context.Context, es []ending) {
 	now := time.Now()
 	var ready []ending
 	for _, e := range es {
-		switch {
-		case e.s.working():
+		if e.s.working() {
 			r.draining = append(r.draining, draining{ending: e, until: now.Add(r.g.cfg.DrainTimeout)})
-		case e.nowrite:
-			r.ended(e)
-		default:
-			ready = append(ready, e)
+			continue
 		}
+		ready = append(ready, e)
 	}
 	r.send(ctx, ready)
 }
@@ -1721,12 +1718,15 @@ func (r *run) stopAll(ctx context.Context) {
 		}
 	}
 	if r.g.cfg.KeepLeaseOnExit {
-		for i, e := range ends {
+		for _, e := range ends {
 			r.ended(ending{s: e.s, token: e.token}) // the Notifier, at once: no write follows
-			ends[i].nowrite, ends[i].told = true, true
+			if e.led {
+				r.lapse(e.s, e.token) // the hooks, once its work has returned
+			}
 		}
+	} else {
+		r.end(ctx, ends)
 	}
-	r.end(ctx, ends)
 	for {
 		r.drain(ctx, time.Now())
 		if len(r.draining) == 0 {

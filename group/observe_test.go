@@ -162,3 +162,30 @@ func TestLostTermIsStoppedOnceItsWorkReturns(t *testing.T) {
 		stop()
 	})
 }
+
+// A group that keeps its leases on exit ends each key's lead phase when Run
+// returns, without a release.
+func TestKeptLeasesAreStoppedWithoutARelease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		ks := keys(2)
+		ev := newKeyEvents()
+		g := newGroup(t, st, "a", ks, func(c *group.Config) {
+			c.KeepLeaseOnExit = true
+			c.Hooks = []casleader.Hooks{ev.hooks()}
+		})
+		stop := running(t, g)
+		time.Sleep(time.Millisecond)
+		require.Equal(t, 2, count(g, ks))
+		tokens := map[string]int64{ks[0]: g.Token(ks[0]), ks[1]: g.Token(ks[1])}
+		stop()
+		for _, k := range ks {
+			assert.Equal(t, []string{
+				fmt.Sprintf("call insert swapped=true term=%d err=<nil>", tokens[k]),
+				fmt.Sprintf("started %d by \"a\"", tokens[k]),
+				`leader "a"`,
+				fmt.Sprintf("stopped %d", tokens[k]),
+			}, ev.of(k), k)
+		}
+	})
+}

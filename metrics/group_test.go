@@ -213,3 +213,33 @@ func TestGroupRenewalFailuresAreCountedPerKey(t *testing.T) {
 		require.NoError(t, stop())
 	})
 }
+
+// A group that reads from a server whose clock runs 2 s behind the leaders'
+// reports the skew per key, through the Skew hook.
+func TestGroupClockSkewIsGaugedPerKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		ks := []string{"alpha", "beta"}
+		timings := func(c group.Config) group.Config {
+			c.LeaseDuration, c.RenewDeadline, c.HeartbeatInterval, c.PollInterval = lease, renewDL, heartbeat, poll
+			return c
+		}
+		leader, err := group.New(st, timings(group.Config{ID: "a", Keys: ks}))
+		require.NoError(t, err)
+		runGroup(t, leader)
+		time.Sleep(time.Millisecond)
+		reg := prometheus.NewPedanticRegistry()
+		m, err := metrics.New(reg)
+		require.NoError(t, err)
+		behind, err := group.New(st.Node(-2*time.Second), timings(group.Config{ID: "b", Keys: ks, Hooks: []casleader.Hooks{m.Hooks()}}))
+		require.NoError(t, err)
+		runGroup(t, behind)
+		time.Sleep(5 * poll)
+		for _, k := range ks {
+			require.True(t, leader.IsLeader(k), k)
+			got := value(t, reg, "casleader_clock_skew_seconds", "key", k)
+			assert.InDelta(t, -2.0, got, heartbeat.Seconds(), "%s: gauge %v", k, got)
+			assert.Zero(t, value(t, reg, "casleader_is_leader", "key", k), "%s is followed", k)
+		}
+	})
+}
