@@ -25,9 +25,9 @@
 //
 // One goroutine (Run's) owns the election state and makes every decision; up to
 // Parallel helper goroutines only send statements and hand the replies back.
-// OnChange and Config.Hooks are called from Run's goroutine. OnStartedLeading runs on a goroutine of
-// its own per term, like the Elector's. IsLeader, Token and Leader, and those of a
-// [Lease], are safe for concurrent use and do no I/O.
+// OnChange and Config.Hooks are called from Run's goroutine. OnStartedLeading runs
+// on a goroutine of its own per term, like the Elector's. IsLeader, Token and
+// Leader, and those of a [Lease], are safe for concurrent use and do no I/O.
 //
 // # A key's term
 //
