@@ -243,3 +243,23 @@ func TestGroupClockSkewIsGaugedPerKey(t *testing.T) {
 		}
 	})
 }
+
+// BenchmarkHooksPerKeyRenewal measures what the metrics' hooks cost a group per key
+// and heartbeat: the renewal's Call and the Renewed that follows, over 10,000 keys.
+func BenchmarkHooksPerKeyRenewal(b *testing.B) {
+	m, err := metrics.New(nil)
+	require.NoError(b, err)
+	h := m.Hooks()
+	ks := make([]string, 10000)
+	for i := range ks {
+		ks[i] = fmt.Sprintf("key-%05d", i)
+		h.Started(casleader.Event{Key: ks[i], ID: "a", Token: 1})
+	}
+	now := time.Now()
+	b.ResetTimer()
+	for i := range b.N {
+		k := ks[i%len(ks)]
+		h.Call(casleader.Call{Key: k, ID: "a", Keys: 1000, Op: "renew", Sent: now, Duration: time.Millisecond, Swapped: true})
+		h.Renewed(casleader.Event{Key: k, ID: "a", Token: 1, Until: now.Add(time.Second)})
+	}
+}

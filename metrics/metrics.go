@@ -130,6 +130,9 @@ type Metrics struct {
 type keyState struct {
 	terms map[string]term          // the lead phase of each candidate ID that has one
 	skews map[string]time.Duration // the last skew reported by each candidate ID
+	// renewals is the key's series of the renewal histogram, from its first
+	// renewal on: looked up once, not at every renewal.
+	renewals prometheus.Observer
 }
 
 // term is a candidate's lead phase: from Started to Stopped, trusted until until.
@@ -260,7 +263,15 @@ func (m *Metrics) init(key string) {
 // call accounts for one store call made for the election of c.Key.
 func (m *Metrics) call(c casleader.Call) {
 	key := c.Key
-	m.update(key, func(*keyState) {})
+	var renewals prometheus.Observer
+	m.update(key, func(s *keyState) {
+		if c.Op == "renew" && !c.Cancelled {
+			if s.renewals == nil {
+				s.renewals = m.renewals.WithLabelValues(key)
+			}
+			renewals = s.renewals
+		}
+	})
 	if c.Cancelled {
 		return // the candidate stopped it: not the database's doing
 	}
@@ -271,7 +282,7 @@ func (m *Metrics) call(c casleader.Call) {
 	if c.Op != "renew" {
 		return
 	}
-	m.renewals.WithLabelValues(key).Observe(c.Duration.Seconds())
+	renewals.Observe(c.Duration.Seconds())
 	if kind == "" && !c.Swapped {
 		kind = kindLost
 	}
