@@ -201,7 +201,10 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 // gauges are computed at every scrape from what the hooks reported: a key is led
 // between Started and Stopped while the last trust deadline reported by Renewed
 // has not passed (by the monotonic clock), so the is-leader gauge turns 0 at that
-// deadline even when the candidate's goroutine is stuck and reports nothing.
+// deadline even when the candidate's goroutine is stuck and reports nothing. A term
+// that ends before its deadline (a resign, a lost lease) turns it 0 at Stopped:
+// after the term's work has returned and its release was sent, a little after
+// IsLeader turned false.
 func (m *Metrics) Hooks() casleader.Hooks {
 	return casleader.Hooks{
 		Call: m.call,
