@@ -182,9 +182,10 @@ type Config struct {
 
 	// Hooks observe the elector from the inside: every store call it makes, the
 	// start and end of its terms, each extension of its trust, each change of the
-	// observed leader (see [Hooks]). They are called in order, synchronously, and
-	// must not block. Packages metrics and healthz give theirs (Metrics.Hooks,
-	// Checker.Hooks); add your own beside them. For a stream of status changes that
+	// observed leader or clock skew (see [Hooks]; group.Config.Hooks takes the same
+	// values). They are called in order, synchronously, and must not block.
+	// Packages metrics and healthz give theirs (Metrics.Hooks, Checker.Hooks); add
+	// your own beside them. For a stream of status changes that
 	// may be read at any pace, see [Elector.Listen]. Default none.
 	Hooks []Hooks
 }

@@ -66,7 +66,9 @@
 //
 // [Config.Hooks] observe the elector from the inside: every store call, the start
 // and end of each term, each extension of its trust, each change of the observed
-// leader. They run on the goroutine that renews the lease and must not block;
+// leader or clock skew, each told with the key and the candidate's ID, so that the
+// same [Hooks] serve a group.Group per key. They run on the goroutine that renews
+// the lease and must not block;
 // packages metrics and healthz are built on them, and the elector keeps the store
 // it is given, so [Elector.Guard] works whatever is plugged in. [Elector.Listen]
 // is the leadership stream for code that may be slow: the latest [Status], in

@@ -156,11 +156,6 @@ func New(st Store, cfg Config) (*Elector, error) {
 	empty := ""
 	e.leader.Store(&empty)
 	e.calls = e.electionStore()
-	for _, h := range cfg.Hooks {
-		if h.Attach != nil {
-			h.Attach(e)
-		}
-	}
 	return e, nil
 }
 
@@ -398,7 +393,9 @@ func (r *run) observeLeader(id string) {
 		return
 	}
 	e.leader.Store(&id)
-	e.hookLeader(id)
+	ev := e.event(0)
+	ev.Leader = id
+	e.hook(onLeader, ev)
 	e.publish(func(s *Status) { s.Leader = id })
 	if id == "" {
 		e.log.Info("casleader: lease released")
@@ -604,7 +601,11 @@ type run struct {
 func (r *run) noteSkew(sent time.Time) {
 	e := r.e
 	s := r.m.Skew(sent)
-	e.skew.Store(int64(s))
+	if old := e.skew.Swap(int64(s)); old != int64(s) {
+		ev := e.event(0)
+		ev.Skew = s
+		e.hook(onSkew, ev)
+	}
 	if !cas.SkewNotable(s, e.cfg.LeaseDuration, e.cfg.RenewDeadline) {
 		return
 	}
@@ -865,8 +866,8 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 	e, m := r.e, r.m
 	token := m.Term()
 	e.trust.Set(token, m.Deadline())
-	e.hookStarted(token)
-	e.hookRenewed(token, m.Deadline())
+	e.hook(onStarted, e.event(token))
+	e.trusted(token, m.Deadline()) // the same deadline, told to Renewed
 	e.publish(func(s *Status) { s.Leading, s.Token, s.Leader = true, token, e.cfg.ID })
 	e.log.Info("casleader: became leader", "term", token, "version", m.Version())
 	r.observeLeader(e.cfg.ID)
@@ -901,7 +902,7 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 		reason = "not-drained" // nothing was released: the lease expires by itself
 	}
 	e.log.Info("casleader: stopped leading", "term", token, "reason", reason)
-	e.hookStopped(token)
+	e.hook(onStopped, e.event(token))
 	if f := e.cfg.OnStoppedLeading; f != nil {
 		r.stoppedLeading(f, token)
 	}

@@ -8,89 +8,104 @@ import (
 	"github.com/casleader/casleader/store"
 )
 
-// Op names a store call in [Call.Op]: the methods of [Store], named as the SQL
-// stores name them in their errors.
-type Op string
-
-// The store calls an elector makes.
-const (
-	OpObserve Op = "observe"
-	OpInsert  Op = "insert"
-	OpElect   Op = "elect"
-	// OpElectReleased is [ReleasedElector.ElectReleased].
-	OpElectReleased Op = "elect released"
-	OpRenew         Op = "renew"
-	OpRelease       Op = "release"
-	OpHandover      Op = "handover"
-)
-
-// Call is one store call that an elector made, as [Hooks.Call] reports it.
+// Call is one store call made for an election, as [Hooks.Call] reports it. A
+// batched statement of a group.Group is reported once per key it carried, each
+// with the statement's times and error and that key's outcome.
 type Call struct {
-	Op       Op            // which call
+	Key string // the election key
+	ID  string // the candidate's ID
+	// Keys is how many keys the statement carried: 1 for an Elector's calls, up to
+	// BatchSize for a group's batched statements.
+	Keys int
+	// Op names the call, as the SQL stores name it in their errors: "observe",
+	// "insert", "elect", "elect released" (an election that wins only a released
+	// row), "renew", "release" or "handover".
+	Op       string
 	Sent     time.Time     // when it was made (with a monotonic reading)
 	Duration time.Duration // how long it took
 	Err      error         // the store's error, if any
-	// Swapped reports that a write won its compare-and-set (for insert: the row
-	// was created). Always false for observe.
+	// Swapped reports that a write won its compare-and-set for Key (for insert:
+	// the row was created). Always false for observe.
 	Swapped bool
 	// Term is the term that a won insert, election or handover started.
 	Term int64
 	// Record and Found are the result of an observe.
 	Record store.Record
 	Found  bool
-	// Cancelled reports that the elector cancelled the call's context itself (to
+	// Cancelled reports that the caller cancelled the call's context itself (to
 	// resign, pause or exit): not a failure of the database. A call that reached
 	// its deadline is a timeout, not a cancellation.
 	Cancelled bool
 }
 
-// Hooks observe an elector from the inside, so that metrics, health checks and
-// the user's own instrumentation need no decorator around the store (the store
-// the elector is given stays the one [Elector.Guard] uses) and no particular order
-// of set-up. [Config.Hooks] takes any number of them; packages metrics and healthz
-// provide theirs. Any field may be nil. Each is given the elector the event is
-// about, so that one Hooks value can serve many electors.
-//
-// The hooks of one elector are called synchronously, one at a time, in the order
-// of the events, on the goroutine of its Run (Attach: in New), which is the
-// goroutine that renews the lease. They must not block: the elector waits for
-// them, and a slow hook delays renewals. Hooks shared by several electors are
-// called concurrently by them. A hook must not call the elector's methods that
-// wait for it (Resign, ResignFor, HandoverTo, Stop); the methods that do no I/O
-// (IsLeader, Token, Leader, Key, ID, Config, TrustedUntil) are fine. Work that may
-// block belongs on [Elector.Listen]'s stream or on a goroutine of the hook's own.
-// A panic in a hook is not recovered: it crashes the process.
-type Hooks struct {
-	// Attach is called once by [New], with the elector, before New returns: an
-	// observer can start following the elector (its gauges, its health) before
-	// any event.
-	Attach func(e *Elector)
+// Event is what [Hooks] other than Call are told: which election of which
+// candidate, and the facts of the event.
+type Event struct {
+	Key string // the election key
+	ID  string // the candidate's ID
+	// Token is the term: Started, Renewed and Stopped.
+	Token int64
+	// Until is the new trust deadline (Renewed): the send time of the write or
+	// read that showed the lease live + RenewDeadline, by the monotonic clock.
+	// IsLeader turns false then unless Renewed is called again.
+	Until time.Time
+	// Leader is the leader observed (Leader), "" when the lease was released.
+	Leader string
+	// Skew is the clock skew between database servers that the reads of Key show
+	// now (Skew), as [Elector.ClockSkew].
+	Skew time.Duration
+	// LeaseDuration and RenewDeadline are the candidate's, in every event.
+	LeaseDuration, RenewDeadline time.Duration
+}
 
-	// Call is called after every store call the elector makes for the election
-	// (not for the guards, nor the members view), on the goroutine that made it.
-	Call func(e *Elector, c Call)
+// Hooks observe a candidate from the inside, so that metrics, health checks and
+// the user's own instrumentation need no decorator around the store and no
+// particular order of set-up. The same value serves an [Elector] ([Config.Hooks])
+// and a group.Group (its Config.Hooks), which reports every event per key: one
+// Hooks value serves any number of electors, groups and keys. Packages metrics and
+// healthz provide theirs. Any field may be nil.
+//
+// The rule, for every field: the hooks of one candidate are called synchronously,
+// one at a time, in the order of the events, per key, on the goroutine that runs
+// its election (Run's), which is the goroutine that renews the leases. They must
+// not block: the candidate waits for them, and a slow hook delays renewals (of
+// every key of a group). Hooks shared by several candidates are called
+// concurrently by them. A hook must not call the candidate's methods that wait
+// for its Run goroutine (Resign, ResignFor, HandoverTo, Stop); the methods that
+// do no I/O (IsLeader, Token, Leader, ...) are fine. Work that may block belongs on
+// [Elector.Listen]'s stream or on a goroutine of the hook's own. A panic in a hook
+// is not recovered: it crashes the process.
+type Hooks struct {
+	// Call is called after every store call made for the election (not for the
+	// guards, nor the members view).
+	Call func(c Call)
 
 	// Started is called when a term starts, with its fencing token: IsLeader has
-	// turned true, and OnStartedLeading is about to be called.
-	Started func(e *Elector, token int64)
+	// turned true, and the leader's work (OnStartedLeading) is about to start.
+	// Renewed follows at once with the term's first trust deadline.
+	Started func(ev Event)
 
-	// Renewed is called whenever the elector extends its trust in the term token:
-	// at the term's start and after every renewal (or read of its own row) that
-	// showed the lease live. until is the new trust deadline (the evidence's send
-	// time + RenewDeadline, by the monotonic clock): IsLeader turns false then
-	// unless Renewed is called again.
-	Renewed func(e *Elector, token int64, until time.Time)
+	// Renewed is called whenever the candidate extends its trust in the term
+	// ev.Token, to ev.Until: at the term's start and after every renewal (or read
+	// of its own row) that showed the lease live.
+	Renewed func(ev Event)
 
-	// Stopped is called when the term token has ended: the elector stopped
-	// acting, waited for OnStartedLeading to return (at most DrainTimeout) and
-	// released or handed over the lease if it was to. It is called just before
-	// OnStoppedLeading is posted, for every term Started saw. Between Started and
-	// Stopped the process may act as leader: the lead phase.
-	Stopped func(e *Elector, token int64)
+	// Stopped is called when the term ev.Token has ended: the candidate stopped
+	// acting, waited for the term's OnStartedLeading to return (at most
+	// DrainTimeout) and released or handed over the lease if it was to. It is
+	// called for every term Started saw (an Elector calls it just before
+	// OnStoppedLeading is posted). Between Started and Stopped the process may act
+	// as leader of ev.Key: the lead phase.
+	Stopped func(ev Event)
 
-	// Leader is called when the observed leader changes, with its ID ("" when the
-	// lease was released), before OnNewLeader is posted.
-	Leader func(e *Elector, id string)
+	// Leader is called when the observed leader of ev.Key changes, with its ID in
+	// ev.Leader ("" when the lease was released); an Elector calls it before
+	// OnNewLeader is posted.
+	Leader func(ev Event)
+
+	// Skew is called when the clock skew between database servers that the reads
+	// of ev.Key show changes, with the new value in ev.Skew.
+	Skew func(ev Event)
 }
 
 // observedStore is the store through which an elector with hooks makes its
@@ -102,31 +117,32 @@ type observedStore struct {
 }
 
 func (s *observedStore) report(ctx context.Context, c Call) {
+	c.Key, c.ID, c.Keys = s.e.cfg.Key, s.e.cfg.ID, 1
 	c.Duration = time.Since(c.Sent)
 	c.Cancelled = c.Err != nil && errors.Is(ctx.Err(), context.Canceled)
 	for _, h := range s.e.cfg.Hooks {
 		if h.Call != nil {
-			h.Call(s.e, c)
+			h.Call(c)
 		}
 	}
 }
 
 func (s *observedStore) Observe(ctx context.Context, key string) (store.Record, bool, error) {
-	c := Call{Op: OpObserve, Sent: time.Now()}
+	c := Call{Op: "observe", Sent: time.Now()}
 	c.Record, c.Found, c.Err = s.inner.Observe(ctx, key)
 	s.report(ctx, c)
 	return c.Record, c.Found, c.Err
 }
 
 func (s *observedStore) Insert(ctx context.Context, key string, cand store.Candidate) (int64, bool, error) {
-	c := Call{Op: OpInsert, Sent: time.Now()}
+	c := Call{Op: "insert", Sent: time.Now()}
 	c.Term, c.Swapped, c.Err = s.inner.Insert(ctx, key, cand)
 	s.report(ctx, c)
 	return c.Term, c.Swapped, c.Err
 }
 
 func (s *observedStore) Elect(ctx context.Context, key string, cand store.Candidate, version int64) (int64, bool, error) {
-	c := Call{Op: OpElect, Sent: time.Now()}
+	c := Call{Op: "elect", Sent: time.Now()}
 	c.Term, c.Swapped, c.Err = s.inner.Elect(ctx, key, cand, version)
 	s.report(ctx, c)
 	return c.Term, c.Swapped, c.Err
@@ -134,28 +150,28 @@ func (s *observedStore) Elect(ctx context.Context, key string, cand store.Candid
 
 // ElectReleased is only called when the inner store is a [ReleasedElector].
 func (s *observedStore) ElectReleased(ctx context.Context, key string, cand store.Candidate) (int64, bool, error) {
-	c := Call{Op: OpElectReleased, Sent: time.Now()}
+	c := Call{Op: "elect released", Sent: time.Now()}
 	c.Term, c.Swapped, c.Err = s.inner.(ReleasedElector).ElectReleased(ctx, key, cand)
 	s.report(ctx, c)
 	return c.Term, c.Swapped, c.Err
 }
 
 func (s *observedStore) Renew(ctx context.Context, key, id string, version int64) (bool, error) {
-	c := Call{Op: OpRenew, Sent: time.Now()}
+	c := Call{Op: "renew", Sent: time.Now()}
 	c.Swapped, c.Err = s.inner.Renew(ctx, key, id, version)
 	s.report(ctx, c)
 	return c.Swapped, c.Err
 }
 
 func (s *observedStore) Release(ctx context.Context, key, id string, version int64) (bool, error) {
-	c := Call{Op: OpRelease, Sent: time.Now()}
+	c := Call{Op: "release", Sent: time.Now()}
 	c.Swapped, c.Err = s.inner.Release(ctx, key, id, version)
 	s.report(ctx, c)
 	return c.Swapped, c.Err
 }
 
 func (s *observedStore) Handover(ctx context.Context, key, id string, version int64, to string) (int64, bool, error) {
-	c := Call{Op: OpHandover, Sent: time.Now()}
+	c := Call{Op: "handover", Sent: time.Now()}
 	c.Term, c.Swapped, c.Err = s.inner.Handover(ctx, key, id, version, to)
 	s.report(ctx, c)
 	return c.Term, c.Swapped, c.Err
@@ -172,42 +188,31 @@ func (e *Elector) electionStore() Store {
 	return e.store
 }
 
-// hookStarted, hookRenewed, hookStopped and hookLeader call the hooks of an
-// event, in the order of Config.Hooks.
-func (e *Elector) hookStarted(token int64) {
+// event returns the event of term token, for the hooks.
+func (e *Elector) event(token int64) Event {
+	return Event{Key: e.cfg.Key, ID: e.cfg.ID, Token: token, LeaseDuration: e.cfg.LeaseDuration, RenewDeadline: e.cfg.RenewDeadline}
+}
+
+// hook calls the hooks that pick selects, in the order of Config.Hooks.
+func (e *Elector) hook(pick func(Hooks) func(Event), ev Event) {
 	for _, h := range e.cfg.Hooks {
-		if h.Started != nil {
-			h.Started(e, token)
+		if f := pick(h); f != nil {
+			f(ev)
 		}
 	}
 }
 
-func (e *Elector) hookRenewed(token int64, until time.Time) {
-	for _, h := range e.cfg.Hooks {
-		if h.Renewed != nil {
-			h.Renewed(e, token, until)
-		}
-	}
-}
-
-func (e *Elector) hookStopped(token int64) {
-	for _, h := range e.cfg.Hooks {
-		if h.Stopped != nil {
-			h.Stopped(e, token)
-		}
-	}
-}
-
-func (e *Elector) hookLeader(id string) {
-	for _, h := range e.cfg.Hooks {
-		if h.Leader != nil {
-			h.Leader(e, id)
-		}
-	}
-}
+// The hooks of each event, for Elector.hook.
+func onStarted(h Hooks) func(Event) { return h.Started }
+func onRenewed(h Hooks) func(Event) { return h.Renewed }
+func onStopped(h Hooks) func(Event) { return h.Stopped }
+func onLeader(h Hooks) func(Event)  { return h.Leader }
+func onSkew(h Hooks) func(Event)    { return h.Skew }
 
 // trusted sets the trust deadline of the term token and tells the hooks.
 func (e *Elector) trusted(token int64, until time.Time) {
 	e.trust.Set(token, until)
-	e.hookRenewed(token, until)
+	ev := e.event(token)
+	ev.Until = until
+	e.hook(onRenewed, ev)
 }

@@ -33,32 +33,36 @@ func (ev *events) all() []string {
 	return append([]string(nil), ev.lines...)
 }
 
-// hooks records every event except renewals, which depend on timing.
-func (ev *events) hooks(renewDeadline time.Duration) casleader.Hooks {
+// hooks records every event except renewals, which depend on timing. el, set
+// before Run, is asked whether it leads at Started and Stopped.
+func (ev *events) hooks(renewDeadline time.Duration, el **casleader.Elector) casleader.Hooks {
 	var sent time.Time // of the last write that won, to check Renewed's deadline
 	return casleader.Hooks{
-		Attach: func(e *casleader.Elector) { ev.add("attach %s", e.ID()) },
-		Call: func(e *casleader.Elector, c casleader.Call) {
+		Call: func(c casleader.Call) {
 			if c.Swapped {
 				sent = c.Sent
 			}
-			if c.Op == casleader.OpRenew {
+			if c.Key != "k" || c.Keys != 1 {
+				ev.add("call %s of key %q in a statement of %d keys", c.Op, c.Key, c.Keys)
+			}
+			if c.Op == "renew" {
 				return
 			}
 			ev.add("call %s found=%v swapped=%v term=%d err=%v", c.Op, c.Found, c.Swapped, c.Term, c.Err)
 		},
-		Started: func(e *casleader.Elector, token int64) {
-			ev.add("started %d leader=%v", token, e.IsLeader())
+		Started: func(e casleader.Event) {
+			ev.add("started %s/%s %d leader=%v", e.Key, e.ID, e.Token, (*el).IsLeader())
 		},
-		Renewed: func(e *casleader.Elector, token int64, until time.Time) {
-			if until.Sub(sent) != renewDeadline {
-				ev.add("renewed %d until %v after the write, want %v", token, until.Sub(sent), renewDeadline)
+		Renewed: func(e casleader.Event) {
+			if e.Until.Sub(sent) != renewDeadline || e.RenewDeadline != renewDeadline {
+				ev.add("renewed %d until %v after the write, want %v", e.Token, e.Until.Sub(sent), renewDeadline)
 			}
 		},
-		Stopped: func(e *casleader.Elector, token int64) {
-			ev.add("stopped %d leader=%v", token, e.IsLeader())
+		Stopped: func(e casleader.Event) {
+			ev.add("stopped %s/%s %d leader=%v", e.Key, e.ID, e.Token, (*el).IsLeader())
 		},
-		Leader: func(e *casleader.Elector, id string) { ev.add("leader %q", id) },
+		Leader: func(e casleader.Event) { ev.add("leader %q", e.Leader) },
+		Skew:   func(e casleader.Event) { ev.add("skew %v", e.Skew) },
 	}
 }
 
@@ -68,9 +72,10 @@ func TestHooksSeeEveryStoreCallAndTermInOrder(t *testing.T) {
 		var ev events
 		var renewals, cancelled int
 		c := cfg("a")
-		c.Hooks = []casleader.Hooks{ev.hooks(renewDL), {
-			Call: func(_ *casleader.Elector, c casleader.Call) {
-				if c.Op == casleader.OpRenew && c.Swapped && c.Err == nil {
+		var el *casleader.Elector
+		c.Hooks = []casleader.Hooks{ev.hooks(renewDL, &el), {
+			Call: func(c casleader.Call) {
+				if c.Op == "renew" && c.Swapped && c.Err == nil {
 					renewals++
 				}
 				if c.Cancelled {
@@ -79,8 +84,8 @@ func TestHooksSeeEveryStoreCallAndTermInOrder(t *testing.T) {
 			},
 		}}
 		c.OnStoppedLeading = func() { ev.add("OnStoppedLeading") }
-		el := newElector(t, st, c)
-		assert.Equal(t, []string{"attach a"}, ev.all(), "New attaches the elector")
+		el = newElector(t, st, c)
+		assert.Empty(t, ev.all(), "no event before Run")
 		stop := running(t, el)
 		time.Sleep(time.Millisecond)
 		require.True(t, el.IsLeader())
@@ -88,14 +93,13 @@ func TestHooksSeeEveryStoreCallAndTermInOrder(t *testing.T) {
 		time.Sleep(5 * heartbeat)
 		require.NoError(t, stop())
 		assert.Equal(t, []string{
-			"attach a",
 			"call observe found=false swapped=false term=0 err=<nil>",
 			fmt.Sprintf("call insert found=false swapped=true term=%d err=<nil>", token),
-			fmt.Sprintf("started %d leader=true", token),
+			fmt.Sprintf("started k/a %d leader=true", token),
 			`leader "a"`,
 			"call release found=false swapped=true term=0 err=<nil>",
 			`leader ""`,
-			fmt.Sprintf("stopped %d leader=false", token),
+			fmt.Sprintf("stopped k/a %d leader=false", token),
 			"OnStoppedLeading",
 		}, ev.all())
 		assert.Equal(t, 5, renewals, "one renewal per heartbeat")
@@ -112,7 +116,7 @@ func TestHookCallsTellCancellationFromATimeout(t *testing.T) {
 		var mu sync.Mutex
 		var calls []casleader.Call
 		c := cfg("a")
-		c.Hooks = []casleader.Hooks{{Call: func(_ *casleader.Elector, c casleader.Call) {
+		c.Hooks = []casleader.Hooks{{Call: func(c casleader.Call) {
 			mu.Lock()
 			defer mu.Unlock()
 			calls = append(calls, c)
@@ -125,7 +129,7 @@ func TestHookCallsTellCancellationFromATimeout(t *testing.T) {
 		require.NotEmpty(t, calls)
 		first := calls[0]
 		mu.Unlock()
-		assert.Equal(t, casleader.OpObserve, first.Op)
+		assert.Equal(t, "observe", first.Op)
 		assert.ErrorIs(t, first.Err, store.ErrTransient)
 		assert.False(t, first.Cancelled, "a read that reached its deadline is a timeout")
 		assert.Equal(t, renewDL, first.Duration)
@@ -135,7 +139,7 @@ func TestHookCallsTellCancellationFromATimeout(t *testing.T) {
 		mu.Lock()
 		last := calls[len(calls)-1]
 		mu.Unlock()
-		assert.Equal(t, casleader.OpObserve, last.Op)
+		assert.Equal(t, "observe", last.Op)
 		require.Error(t, last.Err)
 		assert.True(t, last.Cancelled, "the read that Run's end cancelled")
 	})

@@ -77,18 +77,18 @@ func TestListenerThatNeverReadsNeverDelaysARenewal(t *testing.T) {
 		}
 		var mu sync.Mutex
 		var renewals []renewal
-		terms := map[*casleader.Elector]int64{}
+		terms := map[string]int64{} // by candidate ID
 		hooks := casleader.Hooks{
-			Started: func(e *casleader.Elector, token int64) {
+			Started: func(e casleader.Event) {
 				mu.Lock()
 				defer mu.Unlock()
-				terms[e] = token
+				terms[e.ID] = e.Token
 			},
-			Call: func(e *casleader.Elector, c casleader.Call) {
+			Call: func(c casleader.Call) {
 				mu.Lock()
 				defer mu.Unlock()
-				if c.Op == casleader.OpRenew && c.Err == nil && c.Swapped {
-					renewals = append(renewals, renewal{terms[e], c.Sent})
+				if c.Op == "renew" && c.Err == nil && c.Swapped {
+					renewals = append(renewals, renewal{terms[c.ID], c.Sent})
 				}
 			},
 		}

@@ -25,9 +25,9 @@
 //
 // One goroutine (Run's) owns the election state and makes every decision; up to
 // Parallel helper goroutines only send statements and hand the replies back.
-// OnChange is called from Run's goroutine. OnStartedLeading runs on a goroutine of
-// its own per term, like the Elector's. IsLeader, Token and Leader, and those of a
-// [Lease], are safe for concurrent use and do no I/O.
+// OnChange and Config.Hooks are called from Run's goroutine. OnStartedLeading runs
+// on a goroutine of its own per term, like the Elector's. IsLeader, Token and
+// Leader, and those of a [Lease], are safe for concurrent use and do no I/O.
 //
 // # A key's term
 //
@@ -56,6 +56,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/cas"
 	"github.com/casleader/casleader/internal/notify"
 	"github.com/casleader/casleader/internal/retry"
@@ -183,6 +184,16 @@ type Config struct {
 	// Logger receives role changes (Debug per key, Info per summary), renewal
 	// failures (Warn). nil means discard.
 	Logger *slog.Logger
+	// Hooks observe the group from the inside, per key, with the events and rules
+	// of [casleader.Hooks]: every store call made for the elections (a batched
+	// statement is reported once per key it carried, with its key count in
+	// Call.Keys), the start of each key's term, each extension of its trust, its
+	// end (once the term's work has returned and its lease was released, handed
+	// over or lost), and each change of a key's observed leader or clock skew. They
+	// are called on Run's goroutine and must not block: while they run, no key is
+	// renewed. Packages metrics and healthz give theirs (Metrics.Hooks,
+	// Checker.Hooks). Default none.
+	Hooks []casleader.Hooks
 }
 
 // Stats are counters of a group's work since New.
@@ -208,6 +219,7 @@ type Group struct {
 	st   Store
 	// electsReleased: st has ElectReleased (see releasedElector).
 	electsReleased bool
+	hooks          hooks // Config.Hooks, by event
 
 	mu   sync.RWMutex
 	keys map[string]*shared // every key of the group, for IsLeader and Token
@@ -252,7 +264,8 @@ type state struct {
 	token       int64 // the term reported by OnChange(true), until OnChange(false)
 	led         bool
 	unsubscribe func()
-	failures    int // election writes in a row that did not win a row that looked free
+	failures    int           // election writes in a row that did not win a row that looked free
+	skew        time.Duration // the clock skew the key's reads showed, as last told to the hooks
 
 	// The leader's work of the current or last term (OnStartedLeading).
 	cancel context.CancelFunc // ends the current term's leadership context; nil when none
@@ -310,6 +323,7 @@ func New(st Store, cfg Config) (*Group, error) {
 	g := &Group{cfg: cfg, st: st, keys: map[string]*shared{}, wakeup: map[string]int64{}, poke: make(chan struct{}, 1),
 		cand: store.Candidate{ID: cfg.ID, Incarnation: store.NewIncarnation(), Lease: cfg.LeaseDuration}}
 	_, g.electsReleased = st.(releasedElector)
+	g.hooks = newHooks(cfg.Hooks)
 	if err := g.Add(cfg.Keys...); err != nil {
 		return nil, fmt.Errorf("%w: Keys: %w", ErrInvalidConfig, err)
 	}
@@ -657,8 +671,8 @@ func (r *run) takeResigns(resigns []op, now time.Time) []ending {
 				r.g.cfg.Logger.Info("casleader group: resigning: the term's handle asked", "key", o.key, "term", o.token)
 			}
 			if v, ok := s.m.Yield(now); ok {
-				r.stopLeading(s, false)
-				ends = append(ends, ending{s: s, token: o.token, version: v, to: o.to})
+				led := r.stopLeading(s, false)
+				ends = append(ends, ending{s: s, token: o.token, version: v, to: o.to, led: led})
 			}
 		}
 	}
@@ -754,11 +768,16 @@ func (r *run) startLeading(ctx context.Context, s *state, now time.Time) {
 		return
 	}
 	s.sh.trust.Set(s.m.Term(), s.m.Deadline())
+	starts := !s.led
+	if starts {
+		s.led, s.token = true, s.m.Term()
+		r.g.tell(r.g.hooks.started, s.key, s.token, nil)
+	}
+	r.renewed(s)
 	r.observeLeader(s, r.g.cfg.ID)
-	if s.led {
+	if !starts {
 		return
 	}
-	s.led, s.token = true, s.m.Term()
 	r.g.leading.Add(1)
 	r.g.cfg.Logger.Debug("casleader group: became leader", "key", s.key, "term", s.token)
 	if n := r.g.cfg.Notifier; n != nil {
@@ -830,12 +849,15 @@ func (r *run) publish(s *state) bool {
 	if s.expiry != nil {
 		s.expiry.Reset(time.Until(s.m.Deadline()))
 	}
+	r.renewed(s)
 	return true
 }
 
 // stopLeading unpublishes a term whose machine has stepped down or resigned, and
-// reports it (lost: other than by release).
-func (r *run) stopLeading(s *state, lost bool) {
+// reports it (lost: other than by release). It returns whether the term had been
+// reported started; a lost one is reported stopped to the hooks once its work has
+// returned, a released one once its release was sent (ended).
+func (r *run) stopLeading(s *state, lost bool) bool {
 	s.sh.trust.Clear()
 	if s.cancel != nil {
 		s.expiry.Stop()
@@ -843,7 +865,7 @@ func (r *run) stopLeading(s *state, lost bool) {
 		s.cancel, s.expiry = nil, nil
 	}
 	if !s.led {
-		return
+		return false
 	}
 	s.led = false
 	r.g.leading.Add(-1)
@@ -852,15 +874,24 @@ func (r *run) stopLeading(s *state, lost bool) {
 		if n := r.g.cfg.Notifier; n != nil {
 			n.Leading(s.key, s.token, false)
 		}
+		r.lapse(s, s.token)
 	}
 	if f := r.g.cfg.OnChange; f != nil {
 		f(s.key, false, s.token)
 	}
+	return true
 }
 
+// observeLeader records id as the leader of s observed, and tells the hooks when
+// it changed (a first sighting of no leader is no change).
 func (r *run) observeLeader(s *state, id string) {
-	if old := s.sh.leader.Load(); old == nil || *old != id {
-		s.sh.leader.Store(&id)
+	old := s.sh.leader.Load()
+	if old != nil && *old == id {
+		return
+	}
+	s.sh.leader.Store(&id)
+	if old != nil || id != "" {
+		r.g.tell(r.g.hooks.leader, s.key, 0, func(ev *casleader.Event) { ev.Leader = id })
 	}
 }
 
@@ -871,14 +902,20 @@ type ending struct {
 	token   int64
 	version int64
 	to      string
+	led     bool // the term was reported started: its end is reported to the hooks
+	nowrite bool // nothing to send: the end only waits for the term's work
+	told    bool // the Notifier was told of the end already
 }
 
 // resign stops a leading key acting at once and returns the release to send.
 func (r *run) resign(s *state) (ending, bool) {
 	token := s.m.Term()
 	v, ok := s.m.Resign()
-	r.stopLeading(s, false)
-	return ending{s: s, token: token, version: v}, ok
+	led := r.stopLeading(s, false)
+	if !ok && led {
+		r.lapse(s, token) // the lease is not held: nothing to release
+	}
+	return ending{s: s, token: token, version: v, led: led}, ok
 }
 
 // chunks splits items into batches of at most BatchSize.
@@ -956,25 +993,25 @@ func keyBatches(ss []*state, size int) []keyBatch {
 }
 
 type wonReply struct {
-	won  []store.Won
-	sent time.Time
-	err  error
+	won []store.Won
+	stmt
 }
 
 type readReply struct {
 	recs map[string]store.Record
-	sent time.Time
-	err  error
+	stmt
 }
 
 // observeMany reads the rows of b under a timeout.
 func (r *run) observeMany(ctx context.Context, b keyBatch, timeout time.Duration) readReply {
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	sent := time.Now()
+	rep := readReply{stmt: stmt{sent: time.Now()}}
 	recs, err := r.g.st.ObserveMany(rctx, b.keys)
+	rep.done(rctx, err)
 	r.g.statements.Add(1)
-	return readReply{recs: recs, sent: sent, err: err}
+	rep.recs = recs
+	return rep
 }
 
 // renew renews every led key, in batches, and settles the keys whose renewal lost or
@@ -1042,10 +1079,12 @@ func (r *run) renewOrder() []*state {
 func (r *run) sendRenewal(ctx context.Context, j kvBatch) wonReply {
 	g := r.g
 	rctx, cancel := context.WithDeadline(ctx, j.deadline)
-	start := time.Now()
+	rep := wonReply{stmt: stmt{sent: time.Now()}}
 	won, err := g.st.RenewMany(rctx, g.cfg.ID, j.kvs)
+	rep.done(rctx, err)
 	cancel()
-	took := time.Since(start)
+	rep.won = won
+	took := rep.took
 	g.statements.Add(1)
 	g.renewBatches.Add(1)
 	g.renewSum.Add(int64(took))
@@ -1055,7 +1094,7 @@ func (r *run) sendRenewal(ctx context.Context, j kvBatch) wonReply {
 			break
 		}
 	}
-	return wonReply{won: won, sent: start, err: err}
+	return rep
 }
 
 // renewReply applies the reply to the renewal of batch j and returns the keys to
@@ -1063,6 +1102,7 @@ func (r *run) sendRenewal(ctx context.Context, j kvBatch) wonReply {
 func (r *run) renewReply(ctx context.Context, j kvBatch, rep wonReply) ([]*state, error) {
 	g := r.g
 	now := time.Now()
+	r.wrote("renew", j.ss, rep)
 	if rep.err != nil {
 		if !errors.Is(rep.err, store.ErrDeployment) && ctx.Err() == nil { // not Run ending
 			g.cfg.Logger.Warn("casleader group: batched renewal failed; settling", "keys", len(j.ss), "error", rep.err)
@@ -1127,6 +1167,7 @@ func (r *run) settle(ctx context.Context, ss []*state) error {
 	err := parallel(r, keyBatches(ss, g.cfg.BatchSize), func(b keyBatch) readReply {
 		return r.observeMany(ctx, b, r.settleTimeout(b))
 	}, func(b keyBatch, rep readReply) error {
+		r.observed(b, rep)
 		if rep.err != nil {
 			if !errors.Is(rep.err, store.ErrDeployment) {
 				g.cfg.Logger.Warn("casleader group: reading rows to settle renewals failed; the deadlines stand", "keys", len(b.ss), "error", rep.err)
@@ -1164,8 +1205,8 @@ func (r *run) settle(ctx context.Context, ss []*state) error {
 			case cas.Release, cas.Handover:
 				g.cfg.Logger.Info("casleader group: step-down requested", "key", s.key, "term", token, "handover_to", d.To)
 				v, _ := s.m.Yield(now)
-				r.stopLeading(s, false)
-				ends = append(ends, ending{s: s, token: token, version: v, to: d.To})
+				led := r.stopLeading(s, false)
+				ends = append(ends, ending{s: s, token: token, version: v, to: d.To, led: led})
 			}
 		}
 		return nil
@@ -1252,6 +1293,7 @@ func (r *run) dueKeys(now time.Time) (due []*state, ready bool) {
 func (r *run) followReply(ctx context.Context, rd *readRound, b keyBatch, rep readReply) error {
 	g := r.g
 	now := time.Now()
+	r.observed(b, rep)
 	if rep.err != nil {
 		if !errors.Is(rep.err, store.ErrDeployment) && ctx.Err() == nil { // not Run ending
 			g.cfg.Logger.Warn("casleader group: batched read failed, retrying", "keys", len(b.ss), "error", rep.err)
@@ -1273,9 +1315,11 @@ func (r *run) followReply(ctx context.Context, rd *readRound, b keyBatch, rep re
 			r.observeLeader(s, "")
 		}
 		d := s.m.Observed(rec, found, rep.sent, r.participation(s, now))
-		if k := s.m.Skew(rep.sent); max(k, -k) > max(skew, -skew) {
+		k := s.m.Skew(rep.sent)
+		if max(k, -k) > max(skew, -skew) {
 			skew = k
 		}
+		r.noteKeySkew(s, k)
 		r.foreign(s, rec)
 		r.followDecision(ctx, rd, s, d, rec, found, now)
 	}
@@ -1344,11 +1388,14 @@ func (r *run) campaign(ctx context.Context, create, elect []*state) error {
 	err := parallel(r, keyBatches(create, g.cfg.BatchSize), func(b keyBatch) wonReply {
 		rctx, cancel := context.WithTimeout(ctx, g.cfg.RenewDeadline)
 		defer cancel()
-		sent := time.Now()
+		rep := wonReply{stmt: stmt{sent: time.Now()}}
 		won, err := g.st.InsertMany(rctx, g.cand, b.keys)
+		rep.done(rctx, err)
 		g.statements.Add(1)
-		return wonReply{won: won, sent: sent, err: err}
+		rep.won = won
+		return rep
 	}, func(b keyBatch, rep wonReply) error {
+		r.wrote("insert", b.ss, rep)
 		return r.applyWon(ctx, b.ss, rep, func(s *state, term int64, won bool, sent time.Time) cas.Decision {
 			return s.m.Created(term, won, sent)
 		})
@@ -1367,11 +1414,14 @@ func (r *run) campaign(ctx context.Context, create, elect []*state) error {
 	return parallel(r, jobs, func(j kvBatch) wonReply {
 		rctx, cancel := context.WithTimeout(ctx, g.cfg.RenewDeadline)
 		defer cancel()
-		sent := time.Now()
+		rep := wonReply{stmt: stmt{sent: time.Now()}}
 		won, err := g.st.ElectMany(rctx, g.cand, j.kvs)
+		rep.done(rctx, err)
 		g.statements.Add(1)
-		return wonReply{won: won, sent: sent, err: err}
+		rep.won = won
+		return rep
 	}, func(j kvBatch, rep wonReply) error {
+		r.wrote("elect", j.ss, rep)
 		return r.applyWon(ctx, j.ss, rep, elected)
 	})
 }
@@ -1385,16 +1435,18 @@ func (r *run) electReleased(ctx context.Context, ss []*state) error {
 	return parallel(r, ss, func(s *state) wonReply {
 		rctx, cancel := context.WithTimeout(ctx, g.cfg.RenewDeadline)
 		defer cancel()
-		sent := time.Now()
+		rep := wonReply{stmt: stmt{sent: time.Now()}}
 		term, ok, err := el.ElectReleased(rctx, s.key, g.cand)
+		rep.done(rctx, err)
 		g.statements.Add(1)
-		rep := wonReply{sent: sent, err: err}
 		if ok {
-			rep.won = []store.Won{{Key: s.key, Term: term, Since: sent}}
+			rep.won = []store.Won{{Key: s.key, Term: term, Since: rep.sent}}
 		}
 		return rep
 	}, func(s *state, rep wonReply) error {
-		return r.applyWon(ctx, []*state{s}, rep, elected)
+		ss := []*state{s}
+		r.wrote("elect released", ss, rep)
+		return r.applyWon(ctx, ss, rep, elected)
 	})
 }
 
@@ -1475,8 +1527,12 @@ func (r *run) drain(ctx context.Context, now time.Time) {
 	keep := r.draining[:0]
 	for _, d := range r.draining {
 		switch {
+		case !d.s.working() && d.nowrite:
+			r.ended(d.ending)
 		case !d.s.working():
 			ready = append(ready, d.ending)
+		case !now.Before(d.until) && d.nowrite:
+			r.ended(d.ending)
 		case !now.Before(d.until):
 			r.g.cfg.Logger.Error("casleader group: not releasing the lease: OnStartedLeading is still running after DrainTimeout; the lease expires by itself",
 				"key", d.s.key, "term", d.token, "drain_timeout", r.g.cfg.DrainTimeout, "handover_to", d.to)
@@ -1549,10 +1605,14 @@ func (r *run) sendReleases(wctx context.Context, es []ending, done func(e ending
 		for i, e := range b {
 			kvs[i] = store.KeyVersion{Key: e.s.key, Version: e.version}
 		}
+		rep := wonReply{stmt: stmt{sent: time.Now()}}
 		won, err := g.st.ReleaseMany(wctx, g.cfg.ID, kvs)
+		rep.done(wctx, err)
 		g.statements.Add(1)
-		return wonReply{won: won, err: err}
+		rep.won = won
+		return rep
 	}, func(b []ending, rep wonReply) error {
+		r.wroteEnds("release", b, rep)
 		released := make(map[string]bool, len(rep.won))
 		for _, w := range rep.won {
 			released[w.Key] = true
@@ -1568,17 +1628,21 @@ func (r *run) sendReleases(wctx context.Context, es []ending, done func(e ending
 type handed struct {
 	term int64
 	ok   bool
-	err  error
+	stmt
 }
 
 // sendHandovers sends the handovers es, one per key, and calls done for each.
 func (r *run) sendHandovers(wctx context.Context, es []ending, done func(e ending, newVersion int64, ok bool, err error)) {
 	g := r.g
 	_ = parallel(r, es, func(e ending) handed {
+		h := handed{stmt: stmt{sent: time.Now()}}
 		term, ok, err := g.st.Handover(wctx, e.s.key, g.cfg.ID, e.version, e.to)
+		h.done(wctx, err)
 		g.statements.Add(1)
-		return handed{term, ok, err}
+		h.term, h.ok = term, ok
+		return h
 	}, func(e ending, h handed) error {
+		r.handedOver(e, h)
 		done(e, h.term, h.ok, h.err)
 		return nil
 	})
@@ -1599,6 +1663,7 @@ func (r *run) resendFrom(wctx context.Context, lost []ending, lastErr error) []e
 	_ = parallel(r, keyBatches(ss, g.cfg.BatchSize), func(b keyBatch) readReply {
 		return r.observeMany(wctx, b, releaseTimeout)
 	}, func(b keyBatch, rep readReply) error {
+		r.observed(b, rep)
 		for _, s := range b.ss {
 			reads[s] = rep
 		}
@@ -1632,8 +1697,11 @@ func (r *run) resendFrom(wctx context.Context, lost []ending, lastErr error) []e
 // after its release or handover write returned, so that woken followers find the
 // row free.
 func (r *run) ended(e ending) {
-	if n := r.g.cfg.Notifier; n != nil {
+	if n := r.g.cfg.Notifier; n != nil && !e.told {
 		n.Leading(e.s.key, e.token, false)
+	}
+	if e.led {
+		r.g.tell(r.g.hooks.stopped, e.s.key, e.token, nil)
 	}
 }
 
@@ -1651,7 +1719,10 @@ func (r *run) stopAll(ctx context.Context) {
 	}
 	if r.g.cfg.KeepLeaseOnExit {
 		for _, e := range ends {
-			r.ended(e)
+			r.ended(ending{s: e.s, token: e.token}) // the Notifier, at once: no write follows
+			if e.led {
+				r.lapse(e.s, e.token) // the hooks, once its work has returned
+			}
 		}
 	} else {
 		r.end(ctx, ends)

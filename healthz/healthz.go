@@ -1,28 +1,33 @@
 // Package healthz is a health check for processes that lead casleader elections,
 // in the spirit of client-go's leaderelection.HealthzAdaptor: a process that
-// believes it leads but has not renewed its lease for longer than it may is
+// believes it leads a key but has not renewed its lease for longer than it may is
 // unhealthy, so that a supervisor (a Kubernetes liveness probe, a Docker
 // healthcheck) restarts it. Followers are healthy.
 //
 // "Believes it leads" is the lead phase: from the start of a term until its end
-// is complete ([casleader.Hooks] Started to Stopped, just before OnStoppedLeading).
-// An elector that works stops trusting its leadership at the renew deadline and
-// ends the lead phase at most DrainTimeout later (plus the release write, after a
-// resign). A lead phase that outlives the renew deadline by more than the
-// tolerance means that the elector's goroutine is stuck, or that OnStartedLeading
-// ignores its context: work may still be running as leader after another
-// candidate took over. The time of the last renewal is the elector's own: the
-// Renewed hook reports every extension of its trust.
+// is complete ([casleader.Hooks] Started to Stopped; for an Elector, just before
+// OnStoppedLeading). A candidate that works stops trusting its leadership at the
+// renew deadline and ends the lead phase at most DrainTimeout later (plus the
+// release write, after a resign). A lead phase that outlives the renew deadline by
+// more than the tolerance means that the candidate's goroutine is stuck, or that
+// OnStartedLeading ignores its context: work may still be running as leader after
+// another candidate took over. The time of the last renewal is the candidate's
+// own: the Renewed hook reports every extension of its trust.
+//
+// The rule holds per key: a group.Group with the Checker's hooks is unhealthy when
+// any key it leads breaks it, and the answer names each such key.
 //
 //	hc := healthz.New(0)
-//	cfg.Hooks = append(cfg.Hooks, hc.Hooks())
+//	cfg.Hooks = append(cfg.Hooks, hc.Hooks()) // casleader.Config or group.Config
 //	el, err := casleader.New(sqlStore, cfg)
 //	...
 //	http.Handle("/healthz", hc)
 //
 // The package does not depend on Prometheus; its hooks compose with those of
-// package metrics and the user's own, in any order, and the elector's store is not
-// wrapped, so its guards work as without the check.
+// package metrics and the user's own, in any order, and the store is not wrapped,
+// so its guards work as without the check. The Checker keeps a few words of state
+// per key and candidate; with the query parameter "verbose" it lists them all, one
+// line per key.
 package healthz
 
 import (
@@ -36,24 +41,28 @@ import (
 	"github.com/casleader/casleader"
 )
 
-// ErrUnhealthy is returned by [Checker.Check] when an elector's lead phase has
+// ErrUnhealthy is returned by [Checker.Check] when a key's lead phase has
 // outlived its renew deadline by more than the tolerance.
 var ErrUnhealthy = errors.New("healthz: leading without a renewal")
 
-// Checker checks the electors that its hooks are attached to. It is an
-// [http.Handler]: 200 "ok" when every elector is healthy, 500 with the reasons
+// Checker checks the elections that its hooks report, per key and candidate. It
+// is an [http.Handler]: 200 "ok" when every one is healthy, 500 with the reasons
 // otherwise. Its methods are safe for concurrent use.
 type Checker struct {
 	tolerance time.Duration
 
-	mu       sync.Mutex
-	electors map[*casleader.Elector]*elector
-	order    []*casleader.Elector // in the order they were attached
+	mu        sync.Mutex
+	elections map[election]*state
+	order     []election // in the order of their first event
 }
 
-// elector is what the Checker knows of one elector, guarded by Checker.mu.
-type elector struct {
-	key, id       string
+// election names one candidate in one election.
+type election struct{ key, id string }
+
+// state is what the Checker knows of one election of one candidate, guarded by
+// Checker.mu.
+type state struct {
+	election
 	renewDeadline time.Duration
 	tolerance     time.Duration
 
@@ -64,64 +73,65 @@ type elector struct {
 	leader  string    // the leader as last observed
 }
 
-// New returns a Checker that reports an elector unhealthy when it is in its lead
-// phase and its last successful renewal was sent more than RenewDeadline +
-// tolerance ago. tolerance <= 0 means each elector's LeaseDuration - RenewDeadline:
-// unhealthy once the lead phase outlives the lease, when another candidate may
-// already lead. A tolerance shorter than the elector's DrainTimeout also reports
-// OnStartedLeading functions that are slow to return once their context is
-// cancelled.
+// New returns a Checker that reports a key unhealthy when its candidate is in the
+// lead phase and its last successful renewal was sent more than RenewDeadline +
+// tolerance ago. tolerance <= 0 means the candidate's LeaseDuration -
+// RenewDeadline: unhealthy once the lead phase outlives the lease, when another
+// candidate may already lead. A tolerance shorter than the candidate's DrainTimeout
+// also reports OnStartedLeading functions that are slow to return once their
+// context is cancelled.
 func New(tolerance time.Duration) *Checker {
-	return &Checker{tolerance: max(tolerance, 0), electors: map[*casleader.Elector]*elector{}}
+	return &Checker{tolerance: max(tolerance, 0), elections: map[election]*state{}}
 }
 
-// Hooks returns the hooks that let the Checker follow an elector: put them in
-// [casleader.Config.Hooks], beside any others (metrics', your own), in any order.
-// The Checker covers every elector created with them, from [casleader.New] on.
+// Hooks returns the hooks that let the Checker follow a candidate: put them in
+// [casleader.Config.Hooks] or a group.Group's Config.Hooks, beside any others
+// (metrics', your own), in any order. The Checker covers every key of every
+// candidate created with them, from its first event on (before it, a key is
+// healthy: it does not lead).
 func (c *Checker) Hooks() casleader.Hooks {
 	return casleader.Hooks{
-		Attach: c.attach,
-		Started: func(e *casleader.Elector, token int64) {
-			c.update(e, func(s *elector) {
-				s.leading, s.token, s.since = true, token, time.Now()
+		Started: func(ev casleader.Event) {
+			c.update(ev, func(s *state) {
+				s.leading, s.token, s.since, s.until = true, ev.Token, time.Now(), time.Time{}
 			})
 		},
-		Renewed: func(e *casleader.Elector, _ int64, until time.Time) {
-			c.update(e, func(s *elector) { s.until = until })
+		Renewed: func(ev casleader.Event) {
+			c.update(ev, func(s *state) { s.until = ev.Until })
 		},
-		Stopped: func(e *casleader.Elector, _ int64) {
-			c.update(e, func(s *elector) {
+		Stopped: func(ev casleader.Event) {
+			c.update(ev, func(s *state) {
 				s.leading, s.token, s.since = false, 0, time.Time{}
 			})
 		},
-		Leader: func(e *casleader.Elector, id string) {
-			c.update(e, func(s *elector) { s.leader = id })
+		Leader: func(ev casleader.Event) {
+			c.update(ev, func(s *state) { s.leader = ev.Leader })
 		},
 	}
 }
 
-func (c *Checker) attach(e *casleader.Elector) {
-	cfg := e.Config()
+// update applies change to the state of the election of ev, created at its first
+// event.
+func (c *Checker) update(ev casleader.Event, change func(*state)) {
 	tol := c.tolerance
 	if tol == 0 {
-		tol = max(cfg.LeaseDuration-cfg.RenewDeadline, 0)
+		tol = max(ev.LeaseDuration-ev.RenewDeadline, 0)
 	}
+	el := election{key: ev.Key, id: ev.ID}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.electors[e] = &elector{key: cfg.Key, id: cfg.ID, renewDeadline: cfg.RenewDeadline, tolerance: tol}
-	c.order = append(c.order, e)
-}
-
-func (c *Checker) update(e *casleader.Elector, change func(*elector)) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if s := c.electors[e]; s != nil {
-		change(s)
+	s := c.elections[el]
+	if s == nil {
+		s = &state{election: el}
+		c.elections[el] = s
+		c.order = append(c.order, el)
 	}
+	s.renewDeadline, s.tolerance = ev.RenewDeadline, tol
+	change(s)
 }
 
-// Check returns nil when every attached elector is healthy, else an error
-// that wraps [ErrUnhealthy] and says, for each unhealthy elector, how long ago it
+// Check returns nil when every key of every candidate is healthy, else an error
+// that wraps [ErrUnhealthy] and says, for each unhealthy one, how long ago it
 // last renewed.
 func (c *Checker) Check() error {
 	var errs []error
@@ -133,17 +143,17 @@ func (c *Checker) Check() error {
 	return errors.Join(errs...)
 }
 
-func (c *Checker) snapshots() []elector {
+func (c *Checker) snapshots() []state {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]elector, len(c.order))
-	for i, e := range c.order {
-		out[i] = *c.electors[e]
+	out := make([]state, len(c.order))
+	for i, el := range c.order {
+		out[i] = *c.elections[el]
 	}
 	return out
 }
 
-func check(s elector, now time.Time) error {
+func check(s state, now time.Time) error {
 	if !s.leading {
 		return nil
 	}
@@ -161,7 +171,7 @@ func check(s elector, now time.Time) error {
 
 // ServeHTTP answers 200 "ok" when [Checker.Check] returns nil, else 500 with the
 // reasons, one per line. With the query parameter "verbose" it lists every
-// elector's state.
+// key's state.
 func (c *Checker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
 	var b strings.Builder
@@ -191,8 +201,8 @@ func (c *Checker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// describe says what a healthy elector is doing.
-func describe(s elector, now time.Time) string {
+// describe says what the candidate of a healthy key is doing.
+func describe(s state, now time.Time) string {
 	who := fmt.Sprintf("election %q, candidate %q: ", s.key, s.id)
 	if !s.leading {
 		leader := "none known"

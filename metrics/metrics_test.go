@@ -158,13 +158,13 @@ func TestLeadershipIsCountedAndGaugedFromElectionToResign(t *testing.T) {
 		c.OnStoppedLeading = func() { userStopped.Add(1) }
 		p := newObserved(t, st, c)
 
-		assert.Zero(t, value(t, p.reg, "casleader_is_leader", "key", "k"), "a gauge from the start")
-		assert.Zero(t, value(t, p.reg, "casleader_leadership_transitions_total", "key", "k", "transition", "started"))
+		assert.Nil(t, find(t, p.reg, "casleader_is_leader", "key", "k"), "no series before the key's first event")
 
 		stop := p.run(t)
 		time.Sleep(time.Millisecond)
 		require.True(t, p.el.IsLeader())
 		synctest.Wait()
+		assert.Zero(t, value(t, p.reg, "casleader_renewal_failures_total", "key", "k", "kind", metrics.KindLost), "the counters start at zero")
 		assert.Equal(t, 1.0, value(t, p.reg, "casleader_is_leader", "key", "k"))
 		assert.Equal(t, float64(p.el.Token()), value(t, p.reg, "casleader_token", "key", "k"))
 		assert.Equal(t, 1.0, value(t, p.reg, "casleader_leadership_transitions_total", "key", "k", "transition", "started"))
@@ -391,10 +391,12 @@ func TestNewReportsADuplicateRegistrationInsteadOfPanicking(t *testing.T) {
 func TestMetricsPassTheLinter(t *testing.T) {
 	m, err := metrics.New(nil)
 	require.NoError(t, err)
-	c := cfg("a")
-	c.Hooks = []casleader.Hooks{m.Hooks()}
-	_, err = casleader.New(memstore.New(), c)
-	require.NoError(t, err)
+	h := m.Hooks()
+	ev := casleader.Event{Key: "k", ID: "a", Token: 7, Until: time.Now().Add(time.Minute)}
+	h.Call(casleader.Call{Key: "k", ID: "a", Keys: 1, Op: "renew", Duration: time.Millisecond, Swapped: true})
+	h.Call(casleader.Call{Key: "k", ID: "a", Keys: 1, Op: "observe", Err: store.ErrTransient})
+	h.Started(ev)
+	h.Renewed(ev)
 	problems, err := testutil.CollectAndLint(m)
 	require.NoError(t, err)
 	assert.Empty(t, problems)
@@ -410,8 +412,8 @@ func TestHooksComposeInAnyOrderWithoutWrappingTheStore(t *testing.T) {
 		require.NoError(t, err)
 		var mine []string
 		user := casleader.Hooks{
-			Started: func(e *casleader.Elector, token int64) { mine = append(mine, fmt.Sprint("started ", token)) },
-			Stopped: func(e *casleader.Elector, token int64) { mine = append(mine, fmt.Sprint("stopped ", token)) },
+			Started: func(ev casleader.Event) { mine = append(mine, fmt.Sprint("started ", ev.Token)) },
+			Stopped: func(ev casleader.Event) { mine = append(mine, fmt.Sprint("stopped ", ev.Token)) },
 		}
 		for i, hooks := range [][]casleader.Hooks{{m.Hooks(), user}, {user, m.Hooks()}} {
 			c := cfg("a")
@@ -491,7 +493,7 @@ func TestMetricsAreServedOverHTTP(t *testing.T) {
 		require.NoError(t, err)
 		return string(b)
 	}
-	assert.Contains(t, get(), `casleader_is_leader{key="served"} 0`)
+	assert.NotContains(t, get(), `casleader_is_leader{key="served"}`, "no series before the key's first event")
 
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
