@@ -56,9 +56,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/cas"
 	"github.com/casleader/casleader/internal/notify"
 	"github.com/casleader/casleader/internal/retry"
+	"github.com/casleader/casleader/internal/stream"
 	"github.com/casleader/casleader/internal/term"
 	"github.com/casleader/casleader/internal/timing"
 	"github.com/casleader/casleader/store"
@@ -124,7 +126,8 @@ const releaseTimeout = 5 * time.Second
 
 // Config configures a [Group]. Zero values get the defaults given per field.
 type Config struct {
-	// ID names this candidate in every election of the group. Required.
+	// ID names this candidate in every election of the group. Default
+	// casleader.DefaultID(), unique to this process.
 	ID string
 	// Keys are the elections to take part in from the start; see also [Group.Add].
 	Keys []string
@@ -213,6 +216,7 @@ type Group struct {
 	keys map[string]*shared // every key of the group, for IsLeader and Token
 
 	reqMu   sync.Mutex
+	running bool             // a Run is under way: it answers HandoverTo
 	resigns []op             // terms to resign (key, token) or hand over (to)
 	ops     []op             // Add and Remove requests, in order
 	wakeup  map[string]int64 // keys woken by the Notifier, with the released version (0: unknown)
@@ -227,19 +231,27 @@ type Group struct {
 }
 
 // op is one key added (add) or removed, or a term of key to resign (token), or
-// to hand over to to.
+// to hand over to to; done, when not nil, gets the outcome of a handover that
+// HandoverTo asked for.
 type op struct {
 	key   string
 	add   bool
 	token int64
 	to    string
+	done  chan<- error
 }
 
-// shared is the part of a key's state that IsLeader, Token and Leader read.
+// shared is the part of a key's state that IsLeader, Token, Leader and Listen read.
 type shared struct {
 	trust  cas.Trust
-	leader atomic.Pointer[string] // as last observed; nil when unknown
+	leader atomic.Pointer[string]           // as last observed; nil when unknown
+	stream *stream.Stream[casleader.Status] // the key's leadership stream (Listen)
 }
+
+func newShared() *shared { return &shared{stream: stream.New(stampStatus)} }
+
+// stampStatus numbers a change of a key's status and stamps its time.
+func stampStatus(s *casleader.Status, seq uint64, at time.Time) { s.Seq, s.Time = seq, at }
 
 // state is a key's election state, owned by Run's goroutine.
 type state struct {
@@ -288,6 +300,9 @@ func New(st Store, cfg Config) (*Group, error) {
 	cfg.Parallel = cmp.Or(cfg.Parallel, 4)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.ID == "" {
+		cfg.ID = casleader.DefaultID()
 	}
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
@@ -432,7 +447,7 @@ func (g *Group) Add(keys ...string) error {
 	g.mu.Lock()
 	for _, k := range valid {
 		if g.keys[k] == nil {
-			g.keys[k] = &shared{}
+			g.keys[k] = newShared()
 		}
 	}
 	g.mu.Unlock()
@@ -502,6 +517,7 @@ func (g *Group) signal() {
 // Run returns only after every goroutine it started has exited.
 func (g *Group) Run(ctx context.Context) error {
 	r := &run{g: g, states: map[string]*state{}}
+	defer g.begin()()           // last: answers the HandoverTo calls that came too late
 	defer g.startMembers(ctx)() // stopped after the leases are released
 	defer r.stopAll(ctx)
 	lastRenew := time.Time{}
@@ -650,16 +666,22 @@ func (r *run) takeResigns(resigns []op, now time.Time) []ending {
 	var ends []ending
 	for _, o := range resigns {
 		// Scoped to its term: a term that has ended already is left alone.
-		if s := r.states[o.key]; s != nil && s.m.Role() == cas.Leader && s.m.Term() == o.token {
-			if o.to != "" {
-				r.g.cfg.Logger.Info("casleader group: handing the key over: the preferred leader rule", "key", o.key, "term", o.token, "handover_to", o.to)
-			} else {
-				r.g.cfg.Logger.Info("casleader group: resigning: the term's handle asked", "key", o.key, "term", o.token)
-			}
-			if v, ok := s.m.Yield(now); ok {
-				r.stopLeading(s, false)
-				ends = append(ends, ending{s: s, token: o.token, version: v, to: o.to})
-			}
+		s := r.states[o.key]
+		if s == nil || s.m.Role() != cas.Leader || s.m.Term() != o.token {
+			o.answer(r.g.notLeading(o.key, "its term ended before the handover"))
+			continue
+		}
+		switch {
+		case o.done != nil:
+			r.g.cfg.Logger.Info("casleader group: handing the key over: HandoverTo asked", "key", o.key, "term", o.token, "handover_to", o.to)
+		case o.to != "":
+			r.g.cfg.Logger.Info("casleader group: handing the key over: the preferred leader rule", "key", o.key, "term", o.token, "handover_to", o.to)
+		default:
+			r.g.cfg.Logger.Info("casleader group: resigning: the term's handle asked", "key", o.key, "term", o.token)
+		}
+		if v, ok := s.m.Yield(now); ok {
+			r.stopLeading(s, false)
+			ends = append(ends, ending{s: s, token: o.token, version: v, to: o.to, done: o.done})
 		}
 	}
 	return ends
@@ -671,7 +693,7 @@ func (r *run) addKey(k string, now time.Time) {
 	g.mu.Lock()
 	sh := g.keys[k]
 	if sh == nil {
-		sh = &shared{}
+		sh = newShared()
 		g.keys[k] = sh
 	}
 	g.mu.Unlock()
@@ -696,7 +718,9 @@ func (r *run) removeKey(s *state) (ending, bool) {
 	if s.unsubscribe != nil {
 		s.unsubscribe()
 	}
-	return r.resign(s)
+	e, ok := r.resign(s)
+	s.sh.stream.Close() // the key's listeners end, after its term stopped acting
+	return e, ok
 }
 
 // takeWakeup acts on a wake-up of key k by the Notifier, with the released version
@@ -754,6 +778,10 @@ func (r *run) startLeading(ctx context.Context, s *state, now time.Time) {
 		return
 	}
 	s.sh.trust.Set(s.m.Term(), s.m.Deadline())
+	if !s.led {
+		token := s.m.Term()
+		s.sh.stream.Publish(func(st *casleader.Status) { st.Leading, st.Token, st.Leader = true, token, r.g.cfg.ID })
+	}
 	r.observeLeader(s, r.g.cfg.ID)
 	if s.led {
 		return
@@ -842,6 +870,7 @@ func (r *run) stopLeading(s *state, lost bool) {
 		s.cancel()
 		s.cancel, s.expiry = nil, nil
 	}
+	s.sh.stream.Publish(func(st *casleader.Status) { st.Leading, st.Token = false, 0 })
 	if !s.led {
 		return
 	}
@@ -861,16 +890,19 @@ func (r *run) stopLeading(s *state, lost bool) {
 func (r *run) observeLeader(s *state, id string) {
 	if old := s.sh.leader.Load(); old == nil || *old != id {
 		s.sh.leader.Store(&id)
+		s.sh.stream.Publish(func(st *casleader.Status) { st.Leader = id })
 	}
 }
 
 // ending is a term that has stopped acting and whose lease is to be released
-// (to == "") or handed to to, from version.
+// (to == "") or handed to to, from version; done, when not nil, gets the outcome
+// (see op).
 type ending struct {
 	s       *state
 	token   int64
 	version int64
 	to      string
+	done    chan<- error
 }
 
 // resign stops a leading key acting at once and returns the release to send.
@@ -1480,7 +1512,7 @@ func (r *run) drain(ctx context.Context, now time.Time) {
 		case !now.Before(d.until):
 			r.g.cfg.Logger.Error("casleader group: not releasing the lease: OnStartedLeading is still running after DrainTimeout; the lease expires by itself",
 				"key", d.s.key, "term", d.token, "drain_timeout", r.g.cfg.DrainTimeout, "handover_to", d.to)
-			r.ended(d.ending)
+			r.ended(d.ending, r.g.notDrained(d.ending))
 		default:
 			keep = append(keep, d)
 		}
@@ -1506,7 +1538,7 @@ func (r *run) send(ctx context.Context, es []ending) {
 		if attempt == 2 {
 			g.cfg.Logger.Warn("casleader group: release failed; the leases expire by themselves", "keys", len(lost), "error", lastErr)
 			for _, e := range lost {
-				r.ended(e)
+				r.ended(e, handoverFailed(e, lastErr))
 			}
 			return
 		}
@@ -1522,7 +1554,7 @@ func (r *run) sendOnce(wctx context.Context, es []ending) (lost []ending, lastEr
 		if ok && err == nil {
 			e.s.m.Released(newVersion, true, e.to)
 			r.observeLeader(e.s, e.to)
-			r.ended(e)
+			r.ended(e, nil)
 			return
 		}
 		lastErr = cmp.Or(err, lastErr)
@@ -1609,7 +1641,7 @@ func (r *run) resendFrom(wctx context.Context, lost []ending, lastErr error) []e
 		rep := reads[e.s]
 		if rep.err != nil {
 			g.cfg.Logger.Warn("casleader group: release failed; the lease expires by itself", "key", e.s.key, "error", cmp.Or(lastErr, rep.err))
-			r.ended(e)
+			r.ended(e, handoverFailed(e, cmp.Or(lastErr, rep.err)))
 			continue
 		}
 		rec, found := rep.recs[e.s.key]
@@ -1623,17 +1655,20 @@ func (r *run) resendFrom(wctx context.Context, lost []ending, lastErr error) []e
 			r.observeLeader(e.s, rec.LeaderID)
 		}
 		g.cfg.Logger.Warn("casleader group: release lost its compare-and-set; the row had moved on", "key", e.s.key, "handover_to", e.to)
-		r.ended(e)
+		r.ended(e, g.notLeading(e.s.key, "the row had moved on (taken over, or changed by a step-down request) before the handover was written"))
 	}
 	return es
 }
 
 // ended tells the Notifier that a term whose lease was to be given up has ended:
 // after its release or handover write returned, so that woken followers find the
-// row free.
-func (r *run) ended(e ending) {
+// row free. It answers the HandoverTo call that asked for e, if any, with err.
+func (r *run) ended(e ending, err error) {
 	if n := r.g.cfg.Notifier; n != nil {
 		n.Leading(e.s.key, e.token, false)
+	}
+	if e.done != nil {
+		e.done <- err
 	}
 }
 
@@ -1651,7 +1686,7 @@ func (r *run) stopAll(ctx context.Context) {
 	}
 	if r.g.cfg.KeepLeaseOnExit {
 		for _, e := range ends {
-			r.ended(e)
+			r.ended(e, nil)
 		}
 	} else {
 		r.end(ctx, ends)
