@@ -27,7 +27,9 @@
 // Parallel helper goroutines only send statements and hand the replies back.
 // OnChange is called from Run's goroutine. OnStartedLeading runs on a goroutine of
 // its own per term, like the Elector's. IsLeader, Token and Leader, and those of a
-// [Lease], are safe for concurrent use and do no I/O.
+// [Lease], are safe for concurrent use and do no I/O. Listen and HandoverTo are
+// safe for concurrent use; HandoverTo hands its request to Run's goroutine, which
+// alone acts on it, and waits for the outcome.
 //
 // # A key's term
 //
