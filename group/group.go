@@ -670,7 +670,9 @@ func (r *run) takeResigns(resigns []op, now time.Time) []ending {
 		// Scoped to its term: a term that has ended already is left alone.
 		s := r.states[o.key]
 		if s == nil || s.m.Role() != cas.Leader || s.m.Term() != o.token {
-			o.answer(r.g.notLeading(o.key, "its term ended before the handover"))
+			if o.done != nil {
+				o.done <- r.g.notLeading(o.key, "its term ended before the handover")
+			}
 			continue
 		}
 		switch {
@@ -841,10 +843,7 @@ func (g *Group) crashOnPanic(key string, token int64) {
 
 // resignTerm asks Run to end the term token of key (a term handle's Resign).
 func (g *Group) resignTerm(key string, token int64) {
-	g.reqMu.Lock()
-	g.resigns = append(g.resigns, op{key: key, token: token})
-	g.reqMu.Unlock()
-	g.signal()
+	g.request(op{key: key, token: token})
 }
 
 // publish publishes the trust deadline of a key whose machine goes on leading, and

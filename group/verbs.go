@@ -62,14 +62,9 @@ func (g *Group) HandoverTo(ctx context.Context, key, id string) error {
 		return nil // it leads key already
 	}
 	done := make(chan error, 1)
-	g.reqMu.Lock()
-	if !g.running {
-		g.reqMu.Unlock()
+	if !g.request(op{key: key, token: token, to: id, done: done}) {
 		return g.notLeading(key, "no Run is under way")
 	}
-	g.resigns = append(g.resigns, op{key: key, token: token, to: id, done: done})
-	g.reqMu.Unlock()
-	g.signal()
 	select {
 	case err := <-done:
 		return err
@@ -78,8 +73,23 @@ func (g *Group) HandoverTo(ctx context.Context, key, id string) error {
 	}
 }
 
-// begin marks a Run under way; the function it returns marks its end and
-// answers the HandoverTo calls that Run did not take.
+// request hands o, the end of a term (a resign or a handover), to Run's
+// goroutine, which alone acts on it (in takeResigns). It reports false, and
+// drops o, when no Run is under way: then no term runs.
+func (g *Group) request(o op) bool {
+	g.reqMu.Lock()
+	defer g.reqMu.Unlock()
+	if !g.running {
+		return false
+	}
+	g.resigns = append(g.resigns, o)
+	g.signal()
+	return true
+}
+
+// begin marks a Run under way; the function it returns marks its end, answers
+// the HandoverTo calls that Run did not take and drops the other requests (their
+// terms have ended).
 func (g *Group) begin() (end func()) {
 	g.reqMu.Lock()
 	g.running = true
@@ -88,22 +98,12 @@ func (g *Group) begin() (end func()) {
 		g.reqMu.Lock()
 		defer g.reqMu.Unlock()
 		g.running = false
-		keep := g.resigns[:0]
 		for _, o := range g.resigns {
 			if o.done != nil {
-				o.answer(g.notLeading(o.key, "Run ended before the handover"))
-				continue
+				o.done <- g.notLeading(o.key, "Run ended before the handover")
 			}
-			keep = append(keep, o)
 		}
-		g.resigns = keep
-	}
-}
-
-// answer tells the HandoverTo call that asked for o, if any, its outcome.
-func (o op) answer(err error) {
-	if o.done != nil {
-		o.done <- err
+		g.resigns = nil
 	}
 }
 
