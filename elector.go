@@ -15,6 +15,7 @@ import (
 	"github.com/casleader/casleader/heartbeat"
 	"github.com/casleader/casleader/internal/notify"
 	"github.com/casleader/casleader/internal/retry"
+	"github.com/casleader/casleader/internal/stream"
 	"github.com/casleader/casleader/internal/term"
 	"github.com/casleader/casleader/store"
 )
@@ -103,7 +104,7 @@ type Elector struct {
 	store  Store           // the store given to New: guards and the members view use it
 	calls  Store           // the election's calls: store, observed when a hook wants them
 	log    *slog.Logger
-	stream // the leadership stream (Listen)
+	stream *stream.Stream[Status] // the leadership stream (Listen)
 
 	trust  cas.Trust // trust deadline and token, read by IsLeader and Token
 	leader atomic.Pointer[string]
@@ -153,6 +154,7 @@ func New(st Store, cfg Config) (*Elector, error) {
 		log:   cfg.Logger.With("key", cfg.Key, "id", cfg.ID),
 		wake:  make(chan struct{}, 1),
 	}
+	e.stream = stream.New(stampStatus)
 	empty := ""
 	e.leader.Store(&empty)
 	e.calls = e.electionStore()
@@ -396,7 +398,7 @@ func (r *run) observeLeader(id string) {
 	ev := e.event(0)
 	ev.Leader = id
 	e.hook(onLeader, ev)
-	e.publish(func(s *Status) { s.Leader = id })
+	e.stream.Publish(func(s *Status) { s.Leader = id })
 	if id == "" {
 		e.log.Info("casleader: lease released")
 	} else {
@@ -868,7 +870,7 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 	e.trust.Set(token, m.Deadline())
 	e.hook(onStarted, e.event(token))
 	e.trusted(token, m.Deadline()) // the same deadline, told to Renewed
-	e.publish(func(s *Status) { s.Leading, s.Token, s.Leader = true, token, e.cfg.ID })
+	e.stream.Publish(func(s *Status) { s.Leading, s.Token, s.Leader = true, token, e.cfg.ID })
 	e.log.Info("casleader: became leader", "term", token, "version", m.Version())
 	r.observeLeader(e.cfg.ID)
 	if n := e.cfg.Notifier; n != nil {
@@ -888,7 +890,7 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 	// Stop acting before anything else is written.
 	e.trust.Clear()
 	lcancel()
-	e.publish(func(s *Status) { s.Leading, s.Token = false, 0 })
+	e.stream.Publish(func(s *Status) { s.Leading, s.Token = false, 0 })
 	version, held := m.Resign()
 	drained := r.drain(workDone, token)
 	if !drained {

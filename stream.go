@@ -2,11 +2,11 @@ package casleader
 
 import (
 	"context"
-	"sync"
 	"time"
 )
 
-// Status is an elector's leadership status, as [Elector.Listen] reports it.
+// Status is an elector's leadership status, as [Elector.Listen] reports it (and
+// group.Group.Listen for each key of a group).
 type Status struct {
 	// Seq numbers the changes of the status: 0 before the first, then 1, 2, ...
 	// in the order they happened. A listener that receives Seq 7 after Seq 4 missed
@@ -25,12 +25,9 @@ type Status struct {
 	Time time.Time
 }
 
-// stream holds an elector's status and its listeners.
-type stream struct {
-	mu        sync.Mutex
-	status    Status
-	listeners map[chan Status]struct{}
-}
+// stampStatus numbers a change of the status and stamps its time, for the
+// leadership stream (internal/stream).
+func stampStatus(s *Status, seq uint64, at time.Time) { s.Seq, s.Time = seq, at }
 
 // Listen returns the elector's leadership stream: a channel that holds the
 // current status at once, then each change (a term starts, the elector steps
@@ -49,43 +46,5 @@ type stream struct {
 //
 // Listen may be called at any time, before or during Run, any number of times.
 func (e *Elector) Listen(ctx context.Context) <-chan Status {
-	s := &e.stream
-	ch := make(chan Status, 1)
-	s.mu.Lock()
-	ch <- s.status
-	if s.listeners == nil {
-		s.listeners = map[chan Status]struct{}{}
-	}
-	s.listeners[ch] = struct{}{}
-	s.mu.Unlock()
-	context.AfterFunc(ctx, func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		delete(s.listeners, ch)
-		close(ch)
-	})
-	return ch
-}
-
-// publish applies a change to the status and, when it changed anything, hands
-// the new status to every listener, replacing one it has not taken yet. It never
-// blocks: only publish sends, under the lock, so after the drain the channel has
-// room.
-func (s *stream) publish(change func(*Status)) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	old := s.status
-	change(&s.status)
-	if s.status == old {
-		return
-	}
-	s.status.Seq++
-	s.status.Time = time.Now()
-	for ch := range s.listeners {
-		select {
-		case <-ch:
-		default:
-		}
-		ch <- s.status
-	}
+	return e.stream.Listen(ctx)
 }

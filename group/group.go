@@ -27,7 +27,9 @@
 // Parallel helper goroutines only send statements and hand the replies back.
 // OnChange and Config.Hooks are called from Run's goroutine. OnStartedLeading runs
 // on a goroutine of its own per term, like the Elector's. IsLeader, Token and
-// Leader, and those of a [Lease], are safe for concurrent use and do no I/O.
+// Leader, and those of a [Lease], are safe for concurrent use and do no I/O. Listen
+// and HandoverTo are safe for concurrent use; HandoverTo hands its request to Run's
+// goroutine, which alone acts on it, and waits for the outcome.
 //
 // # A key's term
 //
@@ -60,6 +62,7 @@ import (
 	"github.com/casleader/casleader/cas"
 	"github.com/casleader/casleader/internal/notify"
 	"github.com/casleader/casleader/internal/retry"
+	"github.com/casleader/casleader/internal/stream"
 	"github.com/casleader/casleader/internal/term"
 	"github.com/casleader/casleader/internal/timing"
 	"github.com/casleader/casleader/store"
@@ -125,7 +128,8 @@ const releaseTimeout = 5 * time.Second
 
 // Config configures a [Group]. Zero values get the defaults given per field.
 type Config struct {
-	// ID names this candidate in every election of the group. Required.
+	// ID names this candidate in every election of the group. Default
+	// casleader.DefaultID(), unique to this process.
 	ID string
 	// Keys are the elections to take part in from the start; see also [Group.Add].
 	Keys []string
@@ -225,6 +229,7 @@ type Group struct {
 	keys map[string]*shared // every key of the group, for IsLeader and Token
 
 	reqMu   sync.Mutex
+	running bool             // a Run is under way: it answers HandoverTo
 	resigns []op             // terms to resign (key, token) or hand over (to)
 	ops     []op             // Add and Remove requests, in order
 	wakeup  map[string]int64 // keys woken by the Notifier, with the released version (0: unknown)
@@ -239,19 +244,27 @@ type Group struct {
 }
 
 // op is one key added (add) or removed, or a term of key to resign (token), or
-// to hand over to to.
+// to hand over to to; done, when not nil, gets the outcome of a handover that
+// HandoverTo asked for.
 type op struct {
 	key   string
 	add   bool
 	token int64
 	to    string
+	done  chan<- error
 }
 
-// shared is the part of a key's state that IsLeader, Token and Leader read.
+// shared is the part of a key's state that IsLeader, Token, Leader and Listen read.
 type shared struct {
 	trust  cas.Trust
-	leader atomic.Pointer[string] // as last observed; nil when unknown
+	leader atomic.Pointer[string]           // as last observed; nil when unknown
+	stream *stream.Stream[casleader.Status] // the key's leadership stream (Listen)
 }
+
+func newShared() *shared { return &shared{stream: stream.New(stampStatus)} }
+
+// stampStatus numbers a change of a key's status and stamps its time.
+func stampStatus(s *casleader.Status, seq uint64, at time.Time) { s.Seq, s.Time = seq, at }
 
 // state is a key's election state, owned by Run's goroutine.
 type state struct {
@@ -301,6 +314,9 @@ func New(st Store, cfg Config) (*Group, error) {
 	cfg.Parallel = cmp.Or(cfg.Parallel, 4)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.ID == "" {
+		cfg.ID = casleader.DefaultID()
 	}
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
@@ -446,7 +462,7 @@ func (g *Group) Add(keys ...string) error {
 	g.mu.Lock()
 	for _, k := range valid {
 		if g.keys[k] == nil {
-			g.keys[k] = &shared{}
+			g.keys[k] = newShared()
 		}
 	}
 	g.mu.Unlock()
@@ -516,6 +532,7 @@ func (g *Group) signal() {
 // Run returns only after every goroutine it started has exited.
 func (g *Group) Run(ctx context.Context) error {
 	r := &run{g: g, states: map[string]*state{}}
+	defer g.begin()()           // last: answers the HandoverTo calls that came too late
 	defer g.startMembers(ctx)() // stopped after the leases are released
 	defer r.stopAll(ctx)
 	lastRenew := time.Time{}
@@ -664,16 +681,24 @@ func (r *run) takeResigns(resigns []op, now time.Time) []ending {
 	var ends []ending
 	for _, o := range resigns {
 		// Scoped to its term: a term that has ended already is left alone.
-		if s := r.states[o.key]; s != nil && s.m.Role() == cas.Leader && s.m.Term() == o.token {
-			if o.to != "" {
-				r.g.cfg.Logger.Info("casleader group: handing the key over: the preferred leader rule", "key", o.key, "term", o.token, "handover_to", o.to)
-			} else {
-				r.g.cfg.Logger.Info("casleader group: resigning: the term's handle asked", "key", o.key, "term", o.token)
+		s := r.states[o.key]
+		if s == nil || s.m.Role() != cas.Leader || s.m.Term() != o.token {
+			if o.done != nil {
+				o.done <- r.g.notLeading(o.key, "its term ended before the handover")
 			}
-			if v, ok := s.m.Yield(now); ok {
-				led := r.stopLeading(s, false)
-				ends = append(ends, ending{s: s, token: o.token, version: v, to: o.to, led: led})
-			}
+			continue
+		}
+		switch {
+		case o.done != nil:
+			r.g.cfg.Logger.Info("casleader group: handing the key over: HandoverTo asked", "key", o.key, "term", o.token, "handover_to", o.to)
+		case o.to != "":
+			r.g.cfg.Logger.Info("casleader group: handing the key over: the preferred leader rule", "key", o.key, "term", o.token, "handover_to", o.to)
+		default:
+			r.g.cfg.Logger.Info("casleader group: resigning: the term's handle asked", "key", o.key, "term", o.token)
+		}
+		if v, ok := s.m.Yield(now); ok {
+			led := r.stopLeading(s, false)
+			ends = append(ends, ending{s: s, token: o.token, version: v, to: o.to, done: o.done, led: led})
 		}
 	}
 	return ends
@@ -685,7 +710,7 @@ func (r *run) addKey(k string, now time.Time) {
 	g.mu.Lock()
 	sh := g.keys[k]
 	if sh == nil {
-		sh = &shared{}
+		sh = newShared()
 		g.keys[k] = sh
 	}
 	g.mu.Unlock()
@@ -710,7 +735,9 @@ func (r *run) removeKey(s *state) (ending, bool) {
 	if s.unsubscribe != nil {
 		s.unsubscribe()
 	}
-	return r.resign(s)
+	e, ok := r.resign(s)
+	s.sh.stream.Close() // the key's listeners end, after its term stopped acting
+	return e, ok
 }
 
 // takeWakeup acts on a wake-up of key k by the Notifier, with the released version
@@ -772,6 +799,8 @@ func (r *run) startLeading(ctx context.Context, s *state, now time.Time) {
 	if starts {
 		s.led, s.token = true, s.m.Term()
 		r.g.tell(r.g.hooks.started, s.key, s.token, nil)
+		token := s.token
+		s.sh.stream.Publish(func(st *casleader.Status) { st.Leading, st.Token, st.Leader = true, token, r.g.cfg.ID })
 	}
 	r.renewed(s)
 	r.observeLeader(s, r.g.cfg.ID)
@@ -830,10 +859,7 @@ func (g *Group) crashOnPanic(key string, token int64) {
 
 // resignTerm asks Run to end the term token of key (a term handle's Resign).
 func (g *Group) resignTerm(key string, token int64) {
-	g.reqMu.Lock()
-	g.resigns = append(g.resigns, op{key: key, token: token})
-	g.reqMu.Unlock()
-	g.signal()
+	g.request(op{key: key, token: token})
 }
 
 // publish publishes the trust deadline of a key whose machine goes on leading, and
@@ -864,6 +890,7 @@ func (r *run) stopLeading(s *state, lost bool) bool {
 		s.cancel()
 		s.cancel, s.expiry = nil, nil
 	}
+	s.sh.stream.Publish(func(st *casleader.Status) { st.Leading, st.Token = false, 0 })
 	if !s.led {
 		return false
 	}
@@ -891,12 +918,14 @@ func (r *run) observeLeader(s *state, id string) {
 	}
 	s.sh.leader.Store(&id)
 	if old != nil || id != "" {
+		s.sh.stream.Publish(func(st *casleader.Status) { st.Leader = id })
 		r.g.tell(r.g.hooks.leader, s.key, 0, func(ev *casleader.Event) { ev.Leader = id })
 	}
 }
 
 // ending is a term that has stopped acting and whose lease is to be released
-// (to == "") or handed to to, from version.
+// (to == "") or handed to to, from version; done, when not nil, gets the outcome
+// (see op).
 type ending struct {
 	s       *state
 	token   int64
@@ -905,6 +934,7 @@ type ending struct {
 	led     bool // the term was reported started: its end is reported to the hooks
 	nowrite bool // nothing to send: the end only waits for the term's work
 	told    bool // the Notifier was told of the end already
+	done    chan<- error
 }
 
 // resign stops a leading key acting at once and returns the release to send.
@@ -1528,15 +1558,15 @@ func (r *run) drain(ctx context.Context, now time.Time) {
 	for _, d := range r.draining {
 		switch {
 		case !d.s.working() && d.nowrite:
-			r.ended(d.ending)
+			r.ended(d.ending, nil)
 		case !d.s.working():
 			ready = append(ready, d.ending)
 		case !now.Before(d.until) && d.nowrite:
-			r.ended(d.ending)
+			r.ended(d.ending, nil)
 		case !now.Before(d.until):
 			r.g.cfg.Logger.Error("casleader group: not releasing the lease: OnStartedLeading is still running after DrainTimeout; the lease expires by itself",
 				"key", d.s.key, "term", d.token, "drain_timeout", r.g.cfg.DrainTimeout, "handover_to", d.to)
-			r.ended(d.ending)
+			r.ended(d.ending, r.g.notDrained(d.ending))
 		default:
 			keep = append(keep, d)
 		}
@@ -1562,7 +1592,7 @@ func (r *run) send(ctx context.Context, es []ending) {
 		if attempt == 2 {
 			g.cfg.Logger.Warn("casleader group: release failed; the leases expire by themselves", "keys", len(lost), "error", lastErr)
 			for _, e := range lost {
-				r.ended(e)
+				r.ended(e, handoverFailed(e, lastErr))
 			}
 			return
 		}
@@ -1578,7 +1608,7 @@ func (r *run) sendOnce(wctx context.Context, es []ending) (lost []ending, lastEr
 		if ok && err == nil {
 			e.s.m.Released(newVersion, true, e.to)
 			r.observeLeader(e.s, e.to)
-			r.ended(e)
+			r.ended(e, nil)
 			return
 		}
 		lastErr = cmp.Or(err, lastErr)
@@ -1674,7 +1704,7 @@ func (r *run) resendFrom(wctx context.Context, lost []ending, lastErr error) []e
 		rep := reads[e.s]
 		if rep.err != nil {
 			g.cfg.Logger.Warn("casleader group: release failed; the lease expires by itself", "key", e.s.key, "error", cmp.Or(lastErr, rep.err))
-			r.ended(e)
+			r.ended(e, handoverFailed(e, cmp.Or(lastErr, rep.err)))
 			continue
 		}
 		rec, found := rep.recs[e.s.key]
@@ -1688,20 +1718,23 @@ func (r *run) resendFrom(wctx context.Context, lost []ending, lastErr error) []e
 			r.observeLeader(e.s, rec.LeaderID)
 		}
 		g.cfg.Logger.Warn("casleader group: release lost its compare-and-set; the row had moved on", "key", e.s.key, "handover_to", e.to)
-		r.ended(e)
+		r.ended(e, g.notLeading(e.s.key, "the row had moved on (taken over, or changed by a step-down request) before the handover was written"))
 	}
 	return es
 }
 
 // ended tells the Notifier that a term whose lease was to be given up has ended:
 // after its release or handover write returned, so that woken followers find the
-// row free.
-func (r *run) ended(e ending) {
+// row free. It answers the HandoverTo call that asked for e, if any, with err.
+func (r *run) ended(e ending, err error) {
 	if n := r.g.cfg.Notifier; n != nil && !e.told {
 		n.Leading(e.s.key, e.token, false)
 	}
 	if e.led {
 		r.g.tell(r.g.hooks.stopped, e.s.key, e.token, nil)
+	}
+	if e.done != nil {
+		e.done <- err
 	}
 }
 
@@ -1719,7 +1752,7 @@ func (r *run) stopAll(ctx context.Context) {
 	}
 	if r.g.cfg.KeepLeaseOnExit {
 		for _, e := range ends {
-			r.ended(ending{s: e.s, token: e.token}) // the Notifier, at once: no write follows
+			r.ended(ending{s: e.s, token: e.token}, nil) // the Notifier, at once: no write follows
 			if e.led {
 				r.lapse(e.s, e.token) // the hooks, once its work has returned
 			}

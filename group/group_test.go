@@ -359,7 +359,7 @@ func TestRenewalThatHangsEndsTrustAtTheDeadline(t *testing.T) {
 func TestConfigValidation(t *testing.T) {
 	st := memstore.New()
 	for name, mod := range map[string]func(*group.Config){
-		"NoID":            func(c *group.Config) { c.ID = "" },
+		"InvalidID":       func(c *group.Config) { c.ID = "nul\x00byte" },
 		"RenewAboveLease": func(c *group.Config) { c.RenewDeadline = c.LeaseDuration },
 		"HeartbeatSlow":   func(c *group.Config) { c.HeartbeatInterval = c.RenewDeadline },
 		"BatchTooBig":     func(c *group.Config) { c.BatchSize = store.MaxBatch + 1 },

@@ -61,10 +61,7 @@ func (g *Group) ledTerms() map[string]int64 {
 // handover asks Run to hand key, led in term, over to to (the preferred leader
 // rule); Run ignores it when that term has ended.
 func (g *Group) handover(key string, term int64, to string) {
-	g.reqMu.Lock()
-	g.resigns = append(g.resigns, op{key: key, token: term, to: to})
-	g.reqMu.Unlock()
-	g.signal()
+	g.request(op{key: key, token: term, to: to})
 }
 
 // memberRows are the group's rows in the members table now, one per key.

@@ -136,7 +136,7 @@ func (r *run) lapse(s *state, token int64) {
 		r.draining = append(r.draining, draining{ending: e, until: time.Now().Add(r.g.cfg.DrainTimeout)})
 		return
 	}
-	r.ended(e)
+	r.ended(e, nil)
 }
 
 // wroteEnds tells the Call hooks of a batched write op of the keys of es.
