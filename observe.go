@@ -8,7 +8,7 @@ import (
 	"github.com/casleader/casleader/store"
 )
 
-// Op names a store call in [Call.Op]: the methods of [Store], named as the SQL
+// Op names a store call in [Call.Op]: the methods of [store.Driver], named as the SQL
 // stores name them in their errors.
 type Op string
 
@@ -17,7 +17,7 @@ const (
 	OpObserve Op = "observe"
 	OpInsert  Op = "insert"
 	OpElect   Op = "elect"
-	// OpElectReleased is [ReleasedElector.ElectReleased].
+	// OpElectReleased is [store.Driver.ElectReleased].
 	OpElectReleased Op = "elect released"
 	OpRenew         Op = "renew"
 	OpRelease       Op = "release"
@@ -97,8 +97,9 @@ type Hooks struct {
 // election calls: it times each call and reports it to Hooks.Call. Guards and the
 // members view use the elector's own store, never this one.
 type observedStore struct {
-	inner Store
-	e     *Elector
+	store.Driver // the methods not observed: the inner store's
+	inner        store.Driver
+	e            *Elector
 }
 
 func (s *observedStore) report(ctx context.Context, c Call) {
@@ -132,10 +133,9 @@ func (s *observedStore) Elect(ctx context.Context, key string, cand store.Candid
 	return c.Term, c.Swapped, c.Err
 }
 
-// ElectReleased is only called when the inner store is a [ReleasedElector].
 func (s *observedStore) ElectReleased(ctx context.Context, key string, cand store.Candidate) (int64, bool, error) {
 	c := Call{Op: OpElectReleased, Sent: time.Now()}
-	c.Term, c.Swapped, c.Err = s.inner.(ReleasedElector).ElectReleased(ctx, key, cand)
+	c.Term, c.Swapped, c.Err = s.inner.ElectReleased(ctx, key, cand)
 	s.report(ctx, c)
 	return c.Term, c.Swapped, c.Err
 }
@@ -163,10 +163,10 @@ func (s *observedStore) Handover(ctx context.Context, key, id string, version in
 
 // electionStore returns the store for the elector's election calls: st itself
 // when no hook wants them.
-func (e *Elector) electionStore() Store {
+func (e *Elector) electionStore() store.Driver {
 	for _, h := range e.cfg.Hooks {
 		if h.Call != nil {
-			return &observedStore{inner: e.store, e: e}
+			return &observedStore{Driver: e.store, inner: e.store, e: e}
 		}
 	}
 	return e.store

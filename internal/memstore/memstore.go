@@ -61,6 +61,7 @@ type table struct {
 	mu      sync.Mutex
 	created bool
 	rows    map[string]*row
+	members map[[2]string]member // by key and ID
 	nodes   bool // Node was called: a multi-primary cluster, whose reads are not OneClock
 }
 
@@ -112,7 +113,8 @@ var errNoTable = errors.New("memstore: no such table")
 func NewWithoutTable(name string) *Store {
 	return &Store{table: &table{
 		name: name,
-		rows: map[string]*row{},
+		rows:    map[string]*row{},
+		members: map[[2]string]member{},
 	}}
 }
 

@@ -123,6 +123,16 @@ func (m *MySQL) SubscribeAs(key, _ string, wake func(version int64)) (unsubscrib
 	return m.hub.Subscribe(key, wake)
 }
 
+// Announce does nothing: the leader's lock, released by Leading, announces a
+// release.
+func (m *MySQL) Announce(string, int64) {}
+
+// AnnounceHandover does nothing: a handover releases the lock too (Leading).
+func (m *MySQL) AnnounceHandover(string, string) {}
+
+// Listening reports true: a lock waiter cannot tell whether it would be woken.
+func (m *MySQL) Listening() bool { return true }
+
 // Observed arms the follower of key on the lock of the term it saw, or disarms it
 // when the lease is released.
 func (m *MySQL) Observed(key string, rec store.Record) {

@@ -26,10 +26,7 @@ import (
 // time_zone='+00:00', as [Open] does) to keep ages exact across daylight-saving
 // changes. Open the pool with interpolateParams=true (as [Open] does): otherwise
 // the driver spends three round trips on each parameterised statement.
-type Store struct{ core }
-
-// core is the engine every dialect store shares; its methods are the store's.
-type core = sqlstore.Core
+type Store struct{ core sqlstore.Core }
 
 // New returns a store on db for the election table (empty means
 // [schema.DefaultTable]).
