@@ -37,7 +37,7 @@ const (
 
 // tableStore is a store that can create its table.
 type tableStore interface {
-	casleader.Store
+	store.Driver
 	CreateTable(ctx context.Context) error
 }
 
@@ -102,7 +102,7 @@ func sqliteFor(t *testing.T) *sql.DB {
 
 // recorder wraps a store and records, per candidate, what the protocol suite checks.
 type recorder struct {
-	casleader.Store
+	store.Driver
 	mu          sync.Mutex
 	lastRenewAt time.Time // send time of the last successful renewal
 	electedAt   time.Time // reply time of a won election or insert
@@ -114,7 +114,7 @@ type recorder struct {
 
 func (r *recorder) Renew(ctx context.Context, key, id string, v int64) (bool, error) {
 	sent := time.Now()
-	ok, err := r.Store.Renew(ctx, key, id, v)
+	ok, err := r.Driver.Renew(ctx, key, id, v)
 	if ok && err == nil {
 		r.mu.Lock()
 		r.lastRenewAt = sent
@@ -124,7 +124,7 @@ func (r *recorder) Renew(ctx context.Context, key, id string, v int64) (bool, er
 }
 
 func (r *recorder) Elect(ctx context.Context, key string, cand store.Candidate, v int64) (int64, bool, error) {
-	term, ok, err := r.Store.Elect(ctx, key, cand, v)
+	term, ok, err := r.Driver.Elect(ctx, key, cand, v)
 	if ok && err == nil {
 		r.mu.Lock()
 		r.electedAt = time.Now()
@@ -136,7 +136,7 @@ func (r *recorder) Elect(ctx context.Context, key string, cand store.Candidate, 
 }
 
 func (r *recorder) Release(ctx context.Context, key, id string, v int64) (bool, error) {
-	ok, err := r.Store.Release(ctx, key, id, v)
+	ok, err := r.Driver.Release(ctx, key, id, v)
 	if ok && err == nil {
 		r.mu.Lock()
 		r.releasedAt = time.Now()
@@ -187,7 +187,7 @@ func (e *env) start(key, id string, mod func(*casleader.Config)) *candidate {
 
 func (e *env) startTZ(key, id string, tz int, mod func(*casleader.Config)) *candidate {
 	t := e.t
-	rec := &recorder{Store: e.d.open(t, e.table, tz)}
+	rec := &recorder{Driver: e.d.open(t, e.table, tz)}
 	c := &candidate{rec: rec, done: make(chan struct{}), tokens: make(chan int64, 100)}
 	cfg := casleader.Config{
 		Key: key, ID: id,
@@ -282,7 +282,7 @@ func TestProtocol(t *testing.T) {
 				c := e.start("k", "solo", nil)
 				waitLeader(t, c)
 				tok := <-c.tokens
-				rec, found, err := c.rec.Store.Observe(context.Background(), "k")
+				rec, found, err := c.rec.Driver.Observe(context.Background(), "k")
 				require.NoError(t, err)
 				require.True(t, found)
 				assert.Positive(t, tok)
@@ -382,7 +382,7 @@ func TestProtocol(t *testing.T) {
 					// b won from the released version: the release, not the lease's expiry,
 					// let it in.
 					assert.Equal(t, releasedTo, from[0], "b elected from the version the release wrote")
-					rec, found, err := b.rec.Store.Observe(context.Background(), key)
+					rec, found, err := b.rec.Driver.Observe(context.Background(), key)
 					require.NoError(t, err)
 					require.True(t, found)
 					assert.Equal(t, terms[0], rec.Term)
@@ -563,13 +563,13 @@ func TestDatabaseDownAtStartIsRetried(t *testing.T) {
 }
 
 type countingStore struct {
-	casleader.Store
+	store.Driver
 	n *atomic.Int32
 }
 
 func (c countingStore) Observe(ctx context.Context, key string) (store.Record, bool, error) {
 	c.n.Add(1)
-	r, f, err := c.Store.Observe(ctx, key)
+	r, f, err := c.Driver.Observe(ctx, key)
 	if err != nil && !errors.Is(err, store.ErrTransient) {
 		return r, f, fmt.Errorf("unexpected error class: %w", err)
 	}

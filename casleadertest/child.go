@@ -667,7 +667,7 @@ func (x *pgxChildTx) guard(ctx context.Context, key string, token int64) error {
 	return x.guardStore(ctx, key, token)
 }
 func (x *pgxChildTx) guardStore(ctx context.Context, key string, token int64) error {
-	return x.st.GuardPgx(ctx, x.tx, key, x.c.candID, token, x.c.lease)
+	return x.st.Guard(ctx, x.tx, key, x.c.candID, token, x.c.lease)
 }
 func (x *pgxChildTx) insert(ctx context.Context, key string, token, seq, check int64) error {
 	_, err := x.tx.Exec(ctx, x.c.insertQuery, pgx.QueryExecModeExec, key, token, x.c.id, seq, check)

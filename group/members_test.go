@@ -23,7 +23,7 @@ import (
 
 // membersStore is a SQL store as the group sees it, with its members table.
 type membersStore interface {
-	group.Store
+	store.Driver
 	CreateTable(ctx context.Context) error
 	PutMembers(ctx context.Context, ms []store.Member) error
 	DeleteMembers(ctx context.Context, id string, keys []string) error
