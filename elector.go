@@ -51,8 +51,8 @@ const releaseTimeout = 5 * time.Second
 type Elector struct {
 	cfg    Config
 	cand   store.Candidate // as the row records this process: ID, incarnation, lease
-	store  store.Driver // the store given to New: guards, wake-ups and the members view use it
-	calls  store.Driver // the election's calls: store, observed when a hook wants them
+	store  store.Driver    // the store given to New: guards, wake-ups and the members view use it
+	calls  store.Driver    // the election's calls: store, observed when a hook wants them
 	log    *slog.Logger
 	stream // the leadership stream (Listen)
 

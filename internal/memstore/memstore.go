@@ -62,7 +62,7 @@ type table struct {
 	created bool
 	rows    map[string]*row
 	members map[[2]string]member // by key and ID
-	nodes   bool // Node was called: a multi-primary cluster, whose reads are not OneClock
+	nodes   bool                 // Node was called: a multi-primary cluster, whose reads are not OneClock
 }
 
 type row struct {
@@ -112,7 +112,7 @@ var errNoTable = errors.New("memstore: no such table")
 // `casleader migrate`.
 func NewWithoutTable(name string) *Store {
 	return &Store{table: &table{
-		name: name,
+		name:    name,
 		rows:    map[string]*row{},
 		members: map[[2]string]member{},
 	}}

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/casleader/casleader/internal/dsn"
+	"github.com/casleader/casleader/internal/notify"
 	"github.com/casleader/casleader/internal/secret"
 	"github.com/casleader/casleader/internal/sqlstore"
 	"github.com/casleader/casleader/schema"
@@ -43,7 +44,12 @@ type Store struct{ core sqlstore.Core }
 // Option configures a [Store] in [New] or [NewDB].
 type Option func(*options)
 
-type options struct{ listenDSN string }
+// options are the settings of [New] and [NewDB]. listener, when set, builds the
+// store's listener (a closure, so that only programs that call [ListenDSN] link
+// pgx's connection code).
+type options struct {
+	listener func(table string, hub *notify.Hub) (notify.Listener, error)
+}
 
 // ListenDSN makes the store listen for the releases and handovers of other
 // processes on a connection of its own to dsn, instead of one taken from the pool.
@@ -51,10 +57,16 @@ type options struct{ listenDSN string }
 // when the pool goes through PgBouncer in transaction pooling mode, where LISTEN
 // does not work (the store's listener then never listens, and followers poll).
 // It replaces the postgres.Notifier of earlier versions.
-func ListenDSN(dsn string) Option { return func(o *options) { o.listenDSN = dsn } }
+func ListenDSN(dsn string) Option {
+	return func(o *options) {
+		o.listener = func(table string, hub *notify.Hub) (notify.Listener, error) {
+			return dsnListener(listenConfig{DSN: dsn, Table: table}, hub)
+		}
+	}
+}
 
-// listen sets the listener of c: on a connection to the ListenDSN when given, else
-// on one taken from pool when not nil.
+// listen sets the listener of c: the one of [ListenDSN] when given, else one on a
+// connection taken from pool when not nil.
 func listen(c *sqlstore.Core, pool *pgxpool.Pool, opts []Option) error {
 	var o options
 	for _, opt := range opts {
@@ -63,8 +75,8 @@ func listen(c *sqlstore.Core, pool *pgxpool.Pool, opts []Option) error {
 		}
 	}
 	switch {
-	case o.listenDSN != "":
-		l, err := dsnListener(listenConfig{DSN: o.listenDSN, Table: c.Table()}, c.Hub())
+	case o.listener != nil:
+		l, err := o.listener(c.Table(), c.Hub())
 		if err != nil {
 			return fmt.Errorf("postgres: ListenDSN: %w", err)
 		}
