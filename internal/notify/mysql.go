@@ -46,8 +46,8 @@ type MySQLConfig struct {
 	MaxWaiters int
 }
 
-// MySQL wakes followers through named locks (see the package doc). It implements
-// casleader.Notifier. Create it with [NewMySQL] and run [MySQL.Run].
+// MySQL wakes followers through named locks (see the package doc): the [Listener]
+// of a MySQL store. Create it with [NewMySQL] and run [MySQL.Run].
 //
 // On a Galera cluster named locks are local to a node: a leader's lock wakes only
 // the followers connected to the same node. The notifier detects a Galera node
