@@ -94,6 +94,7 @@ func TestMemstore(t *testing.T) {
 			require.True(t, ok, "no memstore for table %q", table)
 			require.NoError(t, s.(*memstore.Store).Corrupt(key, what))
 		},
+		NoWakeups: true,
 	})
 }
 

@@ -66,6 +66,10 @@ type Harness struct {
 	// [SkewedTick]).
 	// It fails t if the row cannot be written.
 	Corrupt func(t *testing.T, table, key, what string)
+	// NoWakeups says that the store's Subscribe wakes nobody (the in-memory
+	// fake); the stores of the dialect packages wake their subscribers in this
+	// process at their own releases and handovers.
+	NoWakeups bool
 }
 
 // Run runs the conformance suite on h. Every subtest calls t.Parallel and uses a
@@ -106,6 +110,8 @@ func Run(t *testing.T, h Harness) {
 		{"CreateTableIsIdempotent", createTableIsIdempotent},
 		{"CorruptRowsGiveClearErrors", corruptRowsGiveClearErrors},
 		{"TickFromAServerAheadReadsAsAFreshLease", tickFromAServerAheadReadsAsAFreshLease},
+		{"MembersAreWrittenReadAndDeleted", membersAreWrittenReadAndDeleted},
+		{"SubscribersAreWokenByOwnReleasesOrNotAtAll", subscribersAreWokenOrNotAtAll},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
