@@ -12,6 +12,11 @@ import (
 // decorator that embeds a Driver and overrides some methods keeps every other
 // feature (members, handover, wake-ups) of the store it wraps.
 //
+// It is one interface of many methods, where the house style prefers small ones
+// declared by their users, on purpose: a store's optional capabilities used to be
+// small interfaces found by type assertions, and a decorator that did not forward
+// one lost it silently. Declared here, a missing method is a compile error.
+//
 // A lost compare-and-set is an outcome (false), never an error. Errors are
 // classified with [ErrNotWritable], [ErrTransient], [ErrDeployment] and
 // [ErrInvalidRow]; a write that returned [ErrTransient] may have committed. Every
