@@ -35,11 +35,8 @@ const (
 	settle = 10 * time.Second
 )
 
-// tableStore is a store that can create its table.
-type tableStore interface {
-	store.Driver
-	CreateTable(ctx context.Context) error
-}
+// tableStore is a store that can create its table: every store.Driver.
+type tableStore = store.Driver
 
 // dialect opens stores on one database. offset, when not zero, opens the store on a
 // session whose time zone is offset from UTC (a candidate configured with another
