@@ -98,9 +98,8 @@ type Config struct {
 
 	// PollInterval is the longest time a follower waits between two reads of the row.
 	// Followers read when the observed lease can expire, or sooner when woken.
-	// Default 5 s; LeaseDuration when you set Notifier (followers are woken on
-	// release, so each reads the row about once per lease). The store's built-in
-	// wake-ups leave the default at 5 s.
+	// Default 5 s. The store's wake-ups (see [store.Driver.Subscribe]) wake
+	// followers sooner when a lease is given up.
 	PollInterval time.Duration
 
 	// DrainTimeout bounds how long, after leadership ends, the elector waits for
@@ -155,24 +154,6 @@ type Config struct {
 	// return by then is logged at Error level and left running.
 	OnStoppedLeading func()
 
-	// Notifier wakes this follower as soon as a leader gives its lease up (resign,
-	// shutdown, handover), so that the next leader takes over within a round trip
-	// instead of up to PollInterval. Leave it nil: the stores of packages
-	// store/postgres, store/mysql and store/sqlite have wake-ups built in (their
-	// Wakeups method), which [New] then uses and [Elector.Config] reports: LISTEN/
-	// NOTIFY on one connection taken from the pool (PostgreSQL), named locks on
-	// connections of the pool (MySQL/MariaDB), a watched file next to the database
-	// file (SQLite), and, on every dialect, electors on one store in one process wake
-	// each other directly. Set it only to listen another way: a postgres.Notifier on
-	// a DSN that reaches PostgreSQL directly when the pool goes through PgBouncer in
-	// transaction pooling mode (where LISTEN does not work), or the Wakeups of a second
-	// store of package store/mysql on a pool of its own. A notifier for another table
-	// than the store's is an error (a [*ConfigError]). Wake-ups are only a speed-up: followers still read the
-	// row when the observed lease can expire and at least every PollInterval, so a
-	// wake-up path that stops working costs latency, never safety. When you set it,
-	// PollInterval defaults to LeaseDuration.
-	Notifier Notifier
-
 	// OnNewLeader is called when the observed leader changes, with its ID ("" when
 	// the lease was released). Calls are made in order, one at a time, on a goroutine
 	// of their own (shared with OnStoppedLeading), never on the goroutine that renews
@@ -193,9 +174,6 @@ type Config struct {
 // withDefaults returns c with zero values replaced by defaults.
 func (c Config) withDefaults() Config {
 	c.LeaseDuration, c.RenewDeadline, c.HeartbeatInterval = timing.Fill(c.LeaseDuration, c.RenewDeadline, c.HeartbeatInterval)
-	if c.PollInterval == 0 && c.Notifier != nil {
-		c.PollInterval = c.LeaseDuration // woken on release: poll only as a fallback
-	}
 	c.PollInterval = cmp.Or(c.PollInterval, DefaultPollInterval)
 	if c.DrainTimeout == 0 && c.LeaseDuration > c.RenewDeadline {
 		c.DrainTimeout = c.LeaseDuration - c.RenewDeadline

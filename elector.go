@@ -13,60 +13,11 @@ import (
 	"github.com/casleader/casleader/cas"
 	"github.com/casleader/casleader/detector"
 	"github.com/casleader/casleader/heartbeat"
-	"github.com/casleader/casleader/internal/notify"
 	"github.com/casleader/casleader/internal/retry"
 	"github.com/casleader/casleader/internal/stream"
 	"github.com/casleader/casleader/internal/term"
 	"github.com/casleader/casleader/store"
 )
-
-// Store is what an [Elector] needs from the database: the compare-and-set writes
-// and the read of package store. The stores of packages store/mysql,
-// store/postgres and store/sqlite implement it.
-type Store interface {
-	Observe(ctx context.Context, key string) (rec store.Record, found bool, err error)
-	Insert(ctx context.Context, key string, cand store.Candidate) (term int64, inserted bool, err error)
-	Elect(ctx context.Context, key string, cand store.Candidate, version int64) (term int64, won bool, err error)
-	Renew(ctx context.Context, key, id string, version int64) (swapped bool, err error)
-	Release(ctx context.Context, key, id string, version int64) (swapped bool, err error)
-	Handover(ctx context.Context, key, id string, version int64, to string) (term int64, ok bool, err error)
-}
-
-// ReleasedElector is a [Store] that can also elect a released row without naming its
-// version: ElectReleased makes id the leader of key, in a new term that it returns
-// (also the row's new version), only if the row has no leader, and reports won ==
-// false otherwise. The stores of packages store/mysql, store/postgres and
-// store/sqlite (and internal/memstore) implement it. An elector whose store does is
-// woken by a wake-up that carries no version (a MySQL named lock) straight into this
-// election, one round trip, instead of a read and then [Store.Elect]. A store that
-// wraps another should implement it only when the wrapped store does.
-type ReleasedElector interface {
-	ElectReleased(ctx context.Context, key string, cand store.Candidate) (term int64, won bool, err error)
-}
-
-// Notifier is a wake-up path between the candidates of an election (see
-// [Config.Notifier]). The dialect stores have one built in (their Wakeups method),
-// which [New] uses when Config.Notifier is nil. The elector calls its methods from
-// its own goroutine: they must not block.
-type Notifier interface {
-	// Subscribe arranges for wake to be called when the lease of key may have been
-	// given up, until unsubscribe is called, with the row version at which it was
-	// released (the follower then sends its election from that version at once,
-	// without reading the row), or 0 when that is not known (the follower reads
-	// the row), or -1 for a handover (the follower reads the row, and the target
-	// adopts the lease from it). Wake-ups may be spurious, stale or lost. A notifier
-	// that also has SubscribeAs(key, id string, wake func(version int64))
-	// (unsubscribe func()) is subscribed through it with the candidate's ID, and may
-	// wake the followers other than a handover's target with -2: they read the row
-	// a few milliseconds after the target ([cas.HandoverReadDelay]).
-	Subscribe(key string, wake func(version int64)) (unsubscribe func())
-	// Observed is called with every row a follower reads.
-	Observed(key string, rec store.Record)
-	// Leading is called with true when this candidate starts leading key in the term
-	// token, and with false when that term has ended: after the release or handover
-	// write returned, or when the lease was lost.
-	Leading(key string, token int64, leading bool)
-}
 
 // Errors returned by the elector.
 var (
@@ -101,8 +52,8 @@ const releaseTimeout = 5 * time.Second
 type Elector struct {
 	cfg    Config
 	cand   store.Candidate // as the row records this process: ID, incarnation, lease
-	store  Store           // the store given to New: guards and the members view use it
-	calls  Store           // the election's calls: store, observed when a hook wants them
+	store  store.Driver    // the store given to New: guards, wake-ups and the members view use it
+	calls  store.Driver    // the election's calls: store, observed when a hook wants them
 	log    *slog.Logger
 	stream *stream.Stream[Status] // the leadership stream (Listen)
 
@@ -133,8 +84,9 @@ type request struct {
 	done       chan error    // buffered: the answer never blocks
 }
 
-// New returns an elector for cfg on st. It validates cfg and does no I/O.
-func New(st Store, cfg Config) (*Elector, error) {
+// New returns an elector for cfg on st. It validates cfg and does no I/O. The
+// elector subscribes to st's wake-ups while it runs ([store.Driver.Subscribe]).
+func New(st store.Driver, cfg Config) (*Elector, error) {
 	if st == nil {
 		return nil, &ConfigError{Field: "Store", Rule: "is nil: pass mysql.New, postgres.New or sqlite.New"}
 	}
@@ -142,11 +94,6 @@ func New(st Store, cfg Config) (*Elector, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	n, err := wakeups(st, cfg.Notifier)
-	if err != nil {
-		return nil, err
-	}
-	cfg.Notifier = n
 	e := &Elector{
 		cfg:   cfg,
 		cand:  store.Candidate{ID: cfg.ID, Incarnation: store.NewIncarnation(), Lease: cfg.LeaseDuration},
@@ -202,9 +149,8 @@ func (e *Elector) ClockSkew() time.Duration { return time.Duration(e.skew.Load()
 // Leader returns the ID of the leader as last observed, "" when none is known.
 func (e *Elector) Leader() string { return *e.leader.Load() }
 
-// Wake makes a sleeping follower read the row now (or, when its store is a
-// [ReleasedElector], try at once to win a released lease, then read if that did
-// not win). Notification listeners call it when a lease is released; it never
+// Wake makes a sleeping follower try at once to win a released lease, then read
+// the row if that did not win. Notification listeners call it when a lease is released; it never
 // blocks.
 func (e *Elector) Wake() { e.wakeAt(0) }
 
@@ -216,21 +162,6 @@ func (e *Elector) wakeAt(version int64) {
 	case e.wake <- struct{}{}:
 	default:
 	}
-}
-
-// wakeups returns the notifier an elector on st uses: n when set (an error when it
-// serves another table than st), else the wake-ups built into st, if any.
-func wakeups(st Store, n Notifier) (Notifier, error) {
-	if n != nil {
-		if err := notify.SameTable(st, n); err != nil {
-			return nil, &ConfigError{Field: "Notifier", Rule: err.Error()}
-		}
-		return n, nil
-	}
-	if w := notify.Of(st); w != nil {
-		return w, nil
-	}
-	return nil, nil
 }
 
 // Pause stops campaigning: a paused candidate stays a follower and never takes over.
@@ -515,16 +446,13 @@ func (e *Elector) Run(ctx context.Context) error {
 	e.runCancel, e.runDone = cancel, done
 	e.mu.Unlock()
 	r := &run{e: e, m: cas.New(e.cand, e.cfg.RenewDeadline), cb: startCallbacks()}
-	_, canElectReleased := e.store.(ReleasedElector)
-	r.m.ElectsReleased(canElectReleased)
+	r.m.ElectsReleased(true) // every store.Driver has ElectReleased
 	if e.cfg.ResumeTerm != 0 {
 		r.m.Resume(e.cfg.ResumeTerm)
 	}
-	if n := e.cfg.Notifier; n != nil {
-		// Notifications end a follower's sleep early, and one that carries the
-		// released version may be elected from at once (cas.Machine.Woken).
-		defer notify.SubscribeAs(n, e.cfg.Key, e.cfg.ID, e.wakeAt)()
-	}
+	// Wake-ups end a follower's sleep early, and one that carries the released
+	// version may be elected from at once (cas.Machine.Woken).
+	defer e.store.Subscribe(e.cfg.Key, e.cfg.ID, e.wakeAt)()
 	stopMembers := e.startMembers(ctx)
 	err := r.loop(ctx)
 	if werr := r.finish(); err == nil {
@@ -720,9 +648,7 @@ func (r *run) watch(pctx context.Context, part cas.Participation, busy <-chan st
 	obs, err := detector.Watch(pctx, e.calls, cfg, e.wake, func(o detector.Observation) (time.Duration, bool) {
 		if o.Found {
 			r.observeLeader(o.LeaderID)
-			if n := e.cfg.Notifier; n != nil {
-				n.Observed(e.cfg.Key, o.Record)
-			}
+			e.store.Observed(e.cfg.Key, o.Record)
 		}
 		d = r.m.Observed(o.Record, o.Found, o.Sent, part)
 		r.noteSkew(o.Sent)
@@ -783,10 +709,10 @@ func (r *run) write(ctx context.Context, d cas.Decision, readSent time.Time) (ca
 		return r.decided(r.m.Elected(term, ok, sent)), sent, nil
 	case cas.CampaignReleased:
 		// Woken without a version: an election that wins only a released row
-		// (the machine asks for it only when the store has one).
+		// (the machine asks for it after a wake-up that carries no version).
 		sent := time.Now()
 		wctx, wcancel := context.WithTimeout(ctx, e.cfg.RenewDeadline)
-		term, ok, err := e.calls.(ReleasedElector).ElectReleased(wctx, e.cfg.Key, e.cand)
+		term, ok, err := e.calls.ElectReleased(wctx, e.cfg.Key, e.cand)
 		wcancel()
 		if err != nil {
 			return r.unsettled("elect released", err)
@@ -873,12 +799,10 @@ func (r *run) lead(ctx context.Context, d cas.Decision, last time.Time) error {
 	e.stream.Publish(func(s *Status) { s.Leading, s.Token, s.Leader = true, token, e.cfg.ID })
 	e.log.Info("casleader: became leader", "term", token, "version", m.Version())
 	r.observeLeader(e.cfg.ID)
-	if n := e.cfg.Notifier; n != nil {
-		n.Leading(e.cfg.Key, token, true)
-		// Told after the release or handover write below, so that woken followers
-		// find the row already free.
-		defer n.Leading(e.cfg.Key, token, false)
-	}
+	e.store.Leading(e.cfg.Key, token, true)
+	// Told after the release or handover write below, so that woken followers find
+	// the row already free.
+	defer e.store.Leading(e.cfg.Key, token, false)
 
 	lctx, lcancel := context.WithCancel(term.With(context.WithoutCancel(ctx), e.term(token)))
 	defer lcancel()
@@ -944,7 +868,7 @@ func (r *run) startWork(lctx context.Context, token int64) <-chan struct{} {
 // cancels the leadership context at the trust deadline.
 func (r *run) renew(ctx context.Context, d cas.Decision, last time.Time, token int64, expiry *time.Timer) (cas.Decision, *request, error) {
 	e, m := r.e, r.m
-	w := &renewer{Store: e.calls}
+	w := &renewer{Driver: e.calls}
 	renewed := func(version int64, sent time.Time) time.Time {
 		// The machine's late-reply rule decides (a reply handled after the trust
 		// deadline never revives the term). The expiry timer may have cancelled the
@@ -1098,12 +1022,12 @@ func (r *run) stopped(ctx context.Context) (cas.Decision, *request) {
 // renewer is the leader's store for heartbeat.Run: it notes whether a renewal
 // since the last successful one had an error, whose write may have committed.
 type renewer struct {
-	Store
+	store.Driver
 	ambiguous bool
 }
 
 func (w *renewer) Renew(ctx context.Context, key, id string, version int64) (bool, error) {
-	ok, err := w.Store.Renew(ctx, key, id, version)
+	ok, err := w.Driver.Renew(ctx, key, id, version)
 	if err != nil {
 		w.ambiguous = true
 	}

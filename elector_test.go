@@ -18,7 +18,7 @@ import (
 	"github.com/casleader/casleader/store"
 )
 
-var _ casleader.Store = (*memstore.Store)(nil)
+var _ store.Driver = (*memstore.Store)(nil)
 
 func cfg(id string) casleader.Config {
 	return casleader.Config{
@@ -39,7 +39,7 @@ func running(t *testing.T, el *casleader.Elector) (stop func() error) {
 	}
 }
 
-func newElector(t *testing.T, st casleader.Store, c casleader.Config) *casleader.Elector {
+func newElector(t *testing.T, st store.Driver, c casleader.Config) *casleader.Elector {
 	t.Helper()
 	el, err := casleader.New(st, c)
 	require.NoError(t, err)

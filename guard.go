@@ -47,9 +47,9 @@ type SQLGuarder = term.SQLGuarder
 // [store.ErrTransient], [store.ErrNotWritable], [store.ErrDeployment]) mean that
 // the check could not be made. In every case but nil, roll tx back and do not write.
 //
-// The elector's store must implement [SQLGuarder] (the stores of the dialect
-// packages do; a decorating store must forward the method). For a pgx transaction,
-// use postgres.Guard (package store/postgres) with [Elector.Fence] or the [Term].
+// The check runs through the store's Guard ([store.Driver]; a decorator that embeds
+// the store keeps it). For a pgx transaction, use postgres.Guard (package
+// store/postgres) with [Elector.Fence] or the [Term].
 func (e *Elector) Guard(ctx context.Context, tx *sql.Tx, token int64) error {
 	return e.term(token).Guard(ctx, tx)
 }

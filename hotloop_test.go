@@ -12,7 +12,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/internal/memstore"
 	"github.com/casleader/casleader/internal/retry"
 	"github.com/casleader/casleader/store"
@@ -138,4 +137,4 @@ func TestFarFutureTickIsNotCampaignedFor(t *testing.T) {
 	})
 }
 
-var _ casleader.Store = (*refusingStore)(nil)
+var _ store.Driver = (*refusingStore)(nil)

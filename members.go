@@ -9,20 +9,16 @@ import (
 	"github.com/casleader/casleader/store"
 )
 
-// startMembers starts recording this candidate in the members table, when the
-// store has one (the SQL stores do), on a goroutine of its own: it never touches
+// startMembers starts recording this candidate in the store's members table, on a
+// goroutine of its own: it never touches
 // the election row and never delays the election. stop ends it and waits; on a
 // clean stop (not KeepLeaseOnExit) it deletes the candidate's row.
 func (e *Elector) startMembers(ctx context.Context) (stop func()) {
-	ms, ok := optional[members.Store](e.store)
-	if !ok {
-		return func() {}
-	}
 	mctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		members.Run(mctx, members.Config{
-			Store:    ms,
+			Store:    e.store,
 			ID:       e.cfg.ID,
 			Lease:    e.cfg.LeaseDuration,
 			Snapshot: e.memberRow,
@@ -69,34 +65,12 @@ func (e *Elector) memberRow() []store.Member {
 // the database clock, ordered by ID: their role as each last recorded it, whether it
 // is paused, its priority and how long ago it was last seen. Each running candidate
 // records itself every half lease; one that stopped cleanly is gone, one that died
-// drops out after two leases. It fails when the store keeps no members table (the
-// stores of store/mysql, store/postgres and store/sqlite do) or the table is missing
-// (create it with `casleader migrate`).
+// drops out after two leases. It fails when the members table is missing (create
+// it with `casleader migrate`) or the store keeps none.
 func (e *Elector) Members(ctx context.Context) ([]store.Member, error) {
-	r, ok := optional[members.Reader](e.store)
-	if !ok {
-		return nil, fmt.Errorf("%w: the store %T keeps no members table: use the store of store/mysql, store/postgres or store/sqlite", ErrInvalidConfig, e.store)
-	}
-	ms, err := r.Members(ctx, e.cfg.Key, members.Window(e.cfg.LeaseDuration))
+	ms, err := e.store.Members(ctx, e.cfg.Key, members.Window(e.cfg.LeaseDuration))
 	if err != nil {
 		return nil, fmt.Errorf("casleader: members of %q: %w", e.cfg.Key, err)
 	}
 	return ms, nil
-}
-
-// optional returns st, or the first store it wraps (through Unwrap() Store, as a
-// user's decorator may have), that implements T.
-func optional[T any](st Store) (T, bool) {
-	for range 16 { // a bound, should wrappers form a cycle
-		if t, ok := st.(T); ok {
-			return t, true
-		}
-		u, ok := st.(interface{ Unwrap() Store })
-		if !ok {
-			break
-		}
-		st = u.Unwrap()
-	}
-	var zero T
-	return zero, false
 }

@@ -11,21 +11,24 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/internal/memstore"
 	"github.com/casleader/casleader/store"
 )
 
-// fakeNotifier records the elector's calls and lets a test wake its subscribers, like
-// a notification arriving.
+// fakeNotifier is a store decorator that records the elector's wake-up calls and
+// lets a test wake its subscribers, like a notification arriving. The election
+// calls are the embedded store's.
 type fakeNotifier struct {
+	*memstore.Store
 	st     *memstore.Store
 	mu     sync.Mutex
 	events []string
 	subs   map[string]func(int64)
 }
 
-var _ casleader.Notifier = (*fakeNotifier)(nil)
+var _ store.Driver = (*fakeNotifier)(nil)
+
+func newFakeNotifier(st *memstore.Store) *fakeNotifier { return &fakeNotifier{Store: st, st: st} }
 
 func (f *fakeNotifier) log(format string, args ...any) {
 	f.mu.Lock()
@@ -33,7 +36,7 @@ func (f *fakeNotifier) log(format string, args ...any) {
 	f.mu.Unlock()
 }
 
-func (f *fakeNotifier) Subscribe(key string, wake func(int64)) func() {
+func (f *fakeNotifier) Subscribe(key, _ string, wake func(int64)) func() {
 	f.mu.Lock()
 	if f.subs == nil {
 		f.subs = map[string]func(int64){}
@@ -78,10 +81,8 @@ func (f *fakeNotifier) took() []string {
 func TestNotifierHearsOfTermsAfterTheReleaseIsWritten(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := memstore.New()
-		n := &fakeNotifier{st: st}
-		c := cfg("a")
-		c.Notifier = n
-		el := newElector(t, st, c)
+		n := newFakeNotifier(st)
+		el := newElector(t, n, cfg("a"))
 		stop := running(t, el)
 		time.Sleep(time.Millisecond)
 		require.True(t, el.IsLeader())
@@ -102,16 +103,15 @@ func TestNotifierHearsOfTermsAfterTheReleaseIsWritten(t *testing.T) {
 func TestNotificationWakesASleepingFollowerAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := memstore.New()
-		na, nb := &fakeNotifier{st: st}, &fakeNotifier{st: st}
+		na, nb := newFakeNotifier(st), newFakeNotifier(st)
 		ca, cb := cfg("a"), cfg("b")
-		ca.Notifier, cb.Notifier = na, nb
 		// Without the wake-up, b would sleep until the lease expires or a minute passes.
 		ca.LeaseDuration, ca.RenewDeadline, ca.PollInterval = time.Hour, 50*time.Minute, time.Minute
 		cb.LeaseDuration, cb.RenewDeadline, cb.PollInterval = time.Hour, 50*time.Minute, time.Minute
-		a := newElector(t, st, ca)
+		a := newElector(t, na, ca)
 		stopA := running(t, a)
 		time.Sleep(time.Millisecond)
-		b := newElector(t, st, cb)
+		b := newElector(t, nb, cb)
 		stopB := running(t, b)
 		time.Sleep(time.Millisecond)
 		require.Equal(t, "a", b.Leader())
@@ -126,44 +126,4 @@ func TestNotificationWakesASleepingFollowerAtOnce(t *testing.T) {
 		require.NoError(t, stopA())
 		require.NoError(t, stopB())
 	})
-}
-
-func TestFollowerWithANotifierReadsAboutOncePerLease(t *testing.T) {
-	for _, tc := range []struct {
-		name     string
-		notifier bool
-		max      int
-	}{
-		{"WithNotifier", true, 12}, // 10 leases: about one read per lease
-		{"WithoutNotifier", false, 130},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				st := memstore.New()
-				long := func(id string) casleader.Config {
-					c := cfg(id)
-					c.LeaseDuration, c.RenewDeadline, c.HeartbeatInterval, c.PollInterval = time.Minute, 40*time.Second, 10*time.Second, 0
-					if tc.notifier {
-						c.Notifier = &fakeNotifier{st: st}
-					}
-					return c
-				}
-				a := newElector(t, st, long("a"))
-				stopA := running(t, a)
-				time.Sleep(time.Millisecond)
-				b := newElector(t, st, long("b"))
-				stopB := running(t, b)
-				time.Sleep(time.Millisecond)
-				before := st.Calls(memstore.OpObserve)
-				time.Sleep(10 * time.Minute)
-				reads := st.Calls(memstore.OpObserve) - before
-				assert.LessOrEqual(t, reads, tc.max)
-				if !tc.notifier {
-					assert.GreaterOrEqual(t, reads, 100, "without a notifier the default PollInterval (5 s) caps the sleep")
-				}
-				require.NoError(t, stopA())
-				require.NoError(t, stopB())
-			})
-		})
-	}
 }

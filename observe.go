@@ -112,8 +112,9 @@ type Hooks struct {
 // election calls: it times each call and reports it to Hooks.Call. Guards and the
 // members view use the elector's own store, never this one.
 type observedStore struct {
-	inner Store
-	e     *Elector
+	store.Driver // the methods not observed: the inner store's
+	inner        store.Driver
+	e            *Elector
 }
 
 func (s *observedStore) report(ctx context.Context, c Call) {
@@ -148,10 +149,9 @@ func (s *observedStore) Elect(ctx context.Context, key string, cand store.Candid
 	return c.Term, c.Swapped, c.Err
 }
 
-// ElectReleased is only called when the inner store is a [ReleasedElector].
 func (s *observedStore) ElectReleased(ctx context.Context, key string, cand store.Candidate) (int64, bool, error) {
 	c := Call{Op: "elect released", Sent: time.Now()}
-	c.Term, c.Swapped, c.Err = s.inner.(ReleasedElector).ElectReleased(ctx, key, cand)
+	c.Term, c.Swapped, c.Err = s.inner.ElectReleased(ctx, key, cand)
 	s.report(ctx, c)
 	return c.Term, c.Swapped, c.Err
 }
@@ -179,10 +179,10 @@ func (s *observedStore) Handover(ctx context.Context, key, id string, version in
 
 // electionStore returns the store for the elector's election calls: st itself
 // when no hook wants them.
-func (e *Elector) electionStore() Store {
+func (e *Elector) electionStore() store.Driver {
 	for _, h := range e.cfg.Hooks {
 		if h.Call != nil {
-			return &observedStore{inner: e.store, e: e}
+			return &observedStore{Driver: e.store, inner: e.store, e: e}
 		}
 	}
 	return e.store

@@ -13,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/casleader/casleader"
-	"github.com/casleader/casleader/internal/notify"
 	"github.com/casleader/casleader/store"
 	"github.com/casleader/casleader/store/mysql"
 	"github.com/casleader/casleader/store/postgres"
@@ -56,7 +55,7 @@ type casSystem struct {
 	// machine; SQLite's is the writing process's clock, microseconds in tick_time).
 	executed func(ctx context.Context, key string) (time.Time, error)
 	closers  []func()
-	shared   casleader.Store
+	shared   store.Driver
 	count    counter
 	sqlite   string
 }
@@ -79,7 +78,7 @@ func newCasSystem(ctx context.Context, name string, t timing, d dbs, opt casOpti
 func (s *casSystem) Name() string { return s.name }
 
 // open returns a store on a new pool of n connections, and its closer.
-func (s *casSystem) open(ctx context.Context, n int) (casleader.Store, func(), error) {
+func (s *casSystem) open(ctx context.Context, n int) (store.Driver, func(), error) {
 	switch s.opt.dialect {
 	case "mariadb":
 		db, err := mysql.Open(s.dsn.MySQL)
@@ -117,7 +116,7 @@ func (s *casSystem) open(ctx context.Context, n int) (casleader.Store, func(), e
 		// connection idle for more than a second before handing it out, a round
 		// trip before a woken follower's election (its connection has been idle
 		// since its last read, up to a lease ago) and before many reads.
-		cfg.ShouldPing = func(_ context.Context, p pgxpool.ShouldPingParams) bool { return p.IdleDuration >= postgres.PingIdle }
+		cfg.ShouldPing = func(_ context.Context, p pgxpool.ShouldPingParams) bool { return p.IdleDuration >= time.Minute }
 		pool, err := pgxpool.NewWithConfig(ctx, cfg)
 		if err != nil {
 			return nil, nil, err
@@ -178,7 +177,7 @@ func (s *casSystem) Close() {
 
 func (s *casSystem) Start(ctx context.Context, key, id string) (candidate, error) {
 	c := &casCandidate{id: id, sys: s, done: make(chan struct{})}
-	var st casleader.Store
+	var st store.Driver
 	var closers []func()
 	if s.opt.shared {
 		st = s.shared
@@ -195,7 +194,7 @@ func (s *casSystem) Start(ctx context.Context, key, id string) (candidate, error
 		}
 		closers = append(closers, closeFn)
 	}
-	c.rec = &recorder{Store: st, marks: &c.marks, count: &s.count, mysql: s.opt.dialect == "mariadb", log: candidateLog.With("system", s.name, "id", id)}
+	c.rec = &recorder{Driver: st, marks: &c.marks, count: &s.count, mysql: s.opt.dialect == "mariadb", log: candidateLog.With("system", s.name, "id", id)}
 	cfg := casleader.Config{
 		Key: key, ID: id, Logger: candidateLog.With("system", s.name),
 		LeaseDuration: s.t.Lease, RenewDeadline: s.t.Renew, HeartbeatInterval: s.t.Heartbeat, PollInterval: s.t.Poll,
@@ -209,16 +208,16 @@ func (s *casSystem) Start(ctx context.Context, key, id string) (candidate, error
 	c.cancel = cancel
 	var runs []func(context.Context) error
 	if s.opt.notifier {
-		// The recorder hides the store's own wake-ups from casleader.New: hand
-		// them over explicitly (through PgBouncer in transaction mode their
+		// The store's own wake-ups, through the recorder, which marks when each
+		// reaches the elector (through PgBouncer in transaction mode their
 		// self-test fails and followers poll).
-		w, ok := st.(interface{ Wakeups() *notify.Wakeups })
+		l, ok := st.(interface{ Listening() bool })
 		if !ok {
 			cancel()
 			return nil, fmt.Errorf("the %s store has no wake-ups", s.opt.dialect)
 		}
-		c.wakeups = w.Wakeups()
-		cfg.Notifier = wakeMarker{c.wakeups, &c.marks}
+		c.listening = l.Listening
+		c.rec.wakes, c.rec.markWakes = true, true
 	}
 	el, err := casleader.New(c.rec, cfg)
 	if err != nil {
@@ -245,46 +244,25 @@ func (s *casSystem) Start(ctx context.Context, key, id string) (candidate, error
 	return c, nil
 }
 
-// wakeMarker is a candidate's notifier: the store's wake-ups, recording when each
-// wake-up reaches the elector.
-type wakeMarker struct {
-	*notify.Wakeups
-	marks *markBox
-}
-
-func (w wakeMarker) Subscribe(key string, wake func(version int64)) (unsubscribe func()) {
-	return w.SubscribeAs(key, "", wake)
-}
-
-// SubscribeAs is what the elector uses (notify.SubscribeAs): a handover wakes its
-// target at once and the other followers a little later.
-func (w wakeMarker) SubscribeAs(key, id string, wake func(version int64)) (unsubscribe func()) {
-	return w.Wakeups.SubscribeAs(key, id, func(version int64) {
-		now := time.Now()
-		w.marks.set(func(m *marks) { m.wake(now) })
-		wake(version)
-	})
-}
-
 type casCandidate struct {
-	wakeups *notify.Wakeups // the store's wake-ups, when the system has a notifier
-	id      string
-	sys     *casSystem
-	el      *casleader.Elector
-	rec     *recorder
-	marks   markBox
-	cancel  context.CancelFunc
-	done    chan struct{}
-	err     error
-	once    sync.Once
+	listening func() bool // whether the store's wake-ups listen, when the system has a notifier
+	id        string
+	sys       *casSystem
+	el        *casleader.Elector
+	rec       *recorder
+	marks     markBox
+	cancel    context.CancelFunc
+	done      chan struct{}
+	err       error
+	once      sync.Once
 }
 
 func (c *casCandidate) ID() string { return c.id }
 
 // Ready reports whether the candidate's wake-ups, if any, listen.
 func (c *casCandidate) Ready() bool {
-	if c.wakeups != nil {
-		return c.wakeups.Listening()
+	if c.listening != nil {
+		return c.listening()
 	}
 	return true
 }
@@ -320,12 +298,51 @@ func (c *casCandidate) Stop() {
 }
 
 // recorder wraps a store: it counts statements and records a candidate's marks.
+// It passes the store's wake-ups on only when wakes is set (a system with a
+// notifier), marking each one when markWakes is set too.
 type recorder struct {
-	casleader.Store
-	marks *markBox
-	count *counter
-	mysql bool
-	log   *slog.Logger
+	store.Driver
+	wakes, markWakes bool
+	marks            *markBox
+	count            *counter
+	mysql            bool
+	log              *slog.Logger
+}
+
+// Subscribe subscribes to the store's wake-ups when r passes them on.
+func (r *recorder) Subscribe(key, id string, wake func(version int64)) (unsubscribe func()) {
+	if !r.wakes {
+		return func() {}
+	}
+	return r.Driver.Subscribe(key, id, func(version int64) {
+		if r.markWakes {
+			now := time.Now()
+			r.marks.set(func(m *marks) { m.wake(now) })
+		}
+		wake(version)
+	})
+}
+
+// The members calls do nothing: as before store.Driver, the electors measured here
+// keep no members table.
+func (r *recorder) PutMembers(context.Context, []store.Member) error           { return nil }
+func (r *recorder) DeleteMembers(context.Context, string, []string) error      { return nil }
+func (r *recorder) PruneMembers(context.Context, time.Duration) (int64, error) { return 0, nil }
+func (r *recorder) MembersOf(context.Context, []string, time.Duration) ([]store.Member, error) {
+	return nil, nil
+}
+
+// Observed and Leading reach the store's wake-ups only when r passes them on.
+func (r *recorder) Observed(key string, rec store.Record) {
+	if r.wakes {
+		r.Driver.Observed(key, rec)
+	}
+}
+
+func (r *recorder) Leading(key string, token int64, leading bool) {
+	if r.wakes {
+		r.Driver.Leading(key, token, leading)
+	}
 }
 
 // called records a store call in the candidate's marks.
@@ -337,7 +354,7 @@ func (r *recorder) called(op string, sent time.Time, ok bool) {
 func (r *recorder) Observe(ctx context.Context, key string) (store.Record, bool, error) {
 	r.count.add("observe", 1)
 	sent := time.Now()
-	rec, found, err := r.Store.Observe(ctx, key)
+	rec, found, err := r.Driver.Observe(ctx, key)
 	r.called("observe", sent, false)
 	if r.log != nil {
 		r.log.Debug("bench: observe", "version", rec.Version, "leader", rec.LeaderID, "age", rec.Age, "took", time.Since(sent), "error", err)
@@ -347,7 +364,7 @@ func (r *recorder) Observe(ctx context.Context, key string) (store.Record, bool,
 
 func (r *recorder) Insert(ctx context.Context, key string, cand store.Candidate) (int64, bool, error) {
 	r.count.add("insert", 1)
-	term, ok, err := r.Store.Insert(ctx, key, cand)
+	term, ok, err := r.Driver.Insert(ctx, key, cand)
 	if ok && err == nil {
 		now := time.Now()
 		r.marks.set(func(m *marks) { m.Won = now })
@@ -359,7 +376,7 @@ func (r *recorder) Insert(ctx context.Context, key string, cand store.Candidate)
 func (r *recorder) Elect(ctx context.Context, key string, cand store.Candidate, v int64) (int64, bool, error) {
 	r.count.add("elect", 1)
 	sent := time.Now()
-	term, ok, err := r.Store.Elect(ctx, key, cand, v)
+	term, ok, err := r.Driver.Elect(ctx, key, cand, v)
 	r.called("elect", sent, ok && err == nil)
 	if r.log != nil {
 		r.log.Debug("bench: elect", "from", v, "ok", ok, "took", time.Since(sent), "error", err)
@@ -377,7 +394,7 @@ func (r *recorder) Elect(ctx context.Context, key string, cand store.Candidate, 
 func (r *recorder) ElectReleased(ctx context.Context, key string, cand store.Candidate) (int64, bool, error) {
 	r.count.add("elect", 1)
 	sent := time.Now()
-	term, ok, err := r.Store.(casleader.ReleasedElector).ElectReleased(ctx, key, cand)
+	term, ok, err := r.Driver.ElectReleased(ctx, key, cand)
 	r.called("elect released", sent, ok && err == nil)
 	if r.log != nil {
 		r.log.Debug("bench: elect released", "ok", ok, "took", time.Since(sent), "error", err)
@@ -393,7 +410,7 @@ func (r *recorder) ElectReleased(ctx context.Context, key string, cand store.Can
 func (r *recorder) Renew(ctx context.Context, key, id string, v int64) (bool, error) {
 	r.count.add("renew", 1)
 	sent := time.Now()
-	ok, err := r.Store.Renew(ctx, key, id, v)
+	ok, err := r.Driver.Renew(ctx, key, id, v)
 	if r.log != nil {
 		r.log.Debug("bench: renew", "from", v, "ok", ok, "took", time.Since(sent), "error", err)
 	}
@@ -407,7 +424,7 @@ func (r *recorder) Renew(ctx context.Context, key, id string, v int64) (bool, er
 func (r *recorder) Release(ctx context.Context, key, id string, v int64) (bool, error) {
 	r.count.add("release", 1)
 	sent := time.Now()
-	ok, err := r.Store.Release(ctx, key, id, v)
+	ok, err := r.Driver.Release(ctx, key, id, v)
 	r.called("release", sent, ok && err == nil)
 	if ok && err == nil {
 		now := time.Now()
@@ -420,7 +437,7 @@ func (r *recorder) Release(ctx context.Context, key, id string, v int64) (bool, 
 func (r *recorder) Handover(ctx context.Context, key, id string, v int64, to string) (int64, bool, error) {
 	r.count.add("handover", 1)
 	sent := time.Now()
-	term, ok, err := r.Store.Handover(ctx, key, id, v, to)
+	term, ok, err := r.Driver.Handover(ctx, key, id, v, to)
 	r.called("handover", sent, ok && err == nil)
 	if ok && err == nil {
 		now := time.Now()

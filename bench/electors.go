@@ -32,7 +32,7 @@ func electors(ctx context.Context, sys *casSystem, n int, dur time.Duration) res
 	}()
 	els := make([]*casleader.Elector, n)
 	for i := range els {
-		rec := &recorder{Store: st, marks: &markBox{}, count: &count, mysql: sys.opt.dialect == "mariadb"}
+		rec := &recorder{Driver: st, marks: &markBox{}, count: &count, mysql: sys.opt.dialect == "mariadb"}
 		el, err := casleader.New(rec, casleader.Config{
 			Key: fmt.Sprintf("%s-%05d", prefix, i), ID: "many", Logger: candidateLog,
 			LeaseDuration: 5 * time.Second, RenewDeadline: 3 * time.Second, HeartbeatInterval: time.Second, PollInterval: 5 * time.Second,

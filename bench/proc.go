@@ -182,11 +182,10 @@ func childMain(path, table, key, id string, t timing) {
 	st, err := sqlite.New(db, table)
 	check(err)
 	var box markBox
-	rec := &recorder{Store: st, marks: &box, count: &counter{}}
+	rec := &recorder{Driver: st, wakes: true, marks: &box, count: &counter{}}
 	el, err := casleader.New(rec, casleader.Config{
 		Key: key, ID: id, LeaseDuration: t.Lease, RenewDeadline: t.Renew, HeartbeatInterval: t.Heartbeat, PollInterval: t.Poll,
 		KeepLeaseOnExit: true,
-		Notifier:        st.Wakeups(), // the recorder hides them from New
 	})
 	check(err)
 	ctx, cancel := context.WithCancel(context.Background())

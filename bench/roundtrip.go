@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/store"
 	"github.com/casleader/casleader/store/mysql"
 	"github.com/casleader/casleader/store/postgres"
@@ -55,8 +54,8 @@ func roundtrips(ctx context.Context, d dbs, n int) []result {
 func roundtripsOn(ctx context.Context, d dbs, dialect string, n int) ([]result, error) {
 	table := randName("bench_rtt")
 	var (
-		st    casleader.Store
-		async casleader.Store
+		st    store.Driver
+		async store.Driver
 		ping  func(context.Context) error
 		drop  func()
 		app   = table
@@ -75,7 +74,7 @@ func roundtripsOn(ctx context.Context, d dbs, dialect string, n int) ([]result, 
 				return nil, err
 			}
 			cfg.MaxConns, cfg.MinConns = 1, 1
-			cfg.ShouldPing = func(_ context.Context, p pgxpool.ShouldPingParams) bool { return p.IdleDuration >= postgres.PingIdle }
+			cfg.ShouldPing = func(_ context.Context, p pgxpool.ShouldPingParams) bool { return p.IdleDuration >= time.Minute }
 			cfg.ConnConfig.RuntimeParams["application_name"] = app
 			for k, v := range params {
 				cfg.ConnConfig.RuntimeParams[k] = v
@@ -199,7 +198,7 @@ func roundtripsOn(ctx context.Context, d dbs, dialect string, n int) ([]result, 
 			if err != nil {
 				return err
 			}
-			if _, err := conn.Exec(ctx, `LISTEN `+postgres.NotifyChannel); err != nil {
+			if _, err := conn.Exec(ctx, `LISTEN casleader`); err != nil {
 				conn.Close(ctx)
 				return err
 			}
@@ -274,7 +273,7 @@ func roundtripsOn(ctx context.Context, d dbs, dialect string, n int) ([]result, 
 				return err
 			}},
 			{"elect released", func(ctx context.Context) error {
-				term, ok, err := st.(casleader.ReleasedElector).ElectReleased(ctx, key, store.Candidate{ID: id})
+				term, ok, err := st.ElectReleased(ctx, key, store.Candidate{ID: id})
 				if err == nil && !ok {
 					err = fmt.Errorf("lost")
 				}

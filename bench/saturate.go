@@ -183,7 +183,7 @@ func startSat(ctx context.Context, sys *casSystem, id string, keys []string, win
 	if err != nil {
 		return nil, err
 	}
-	gs := &groupStore{Store: st.(group.Store), mysql: sys.opt.dialect == "mariadb", trace: newTrace()}
+	gs := &groupStore{Driver: st, mysql: sys.opt.dialect == "mariadb", trace: newTrace()}
 	c := &satCandidate{id: id, gs: gs, done: make(chan struct{})}
 	// Default timings: lease 15 s, renew deadline 10 s, heartbeat 2 s, poll 5 s.
 	g, err := group.New(gs, group.Config{ID: id, Keys: keys, KeepLeaseOnExit: true, Logger: candidateLog.With("id", id),

@@ -126,7 +126,7 @@ func scale(ctx context.Context, sys *casSystem, k int, dur time.Duration) []resu
 		return fail(err)
 	}
 	defer closeFn()
-	gs := &groupStore{Store: st.(group.Store), mysql: sys.opt.dialect == "mariadb"}
+	gs := &groupStore{Driver: st, mysql: sys.opt.dialect == "mariadb"}
 	prefix := randName("scale")
 	keys := scaleKeys(prefix, k)
 	heap0 := heapNow()
@@ -217,7 +217,7 @@ func follow(ctx context.Context, d dbs, specJSON string) error {
 		return err
 	}
 	defer closeFn()
-	gs := &groupStore{Store: st.(group.Store), mysql: sp.Dialect == "mariadb"}
+	gs := &groupStore{Driver: st, mysql: sp.Dialect == "mariadb"}
 	keys := scaleKeys(sp.Prefix, sp.Keys)
 	heap0 := heapNow()
 	g, err := group.New(gs, scaleConfig("follower", keys))

@@ -198,7 +198,7 @@ func takeoverParts(r *result, ts []takeover) {
 // tracedObserve and tracedElect wrap a store call with the trace, when there is one.
 func (g *groupStore) tracedObserve(ctx context.Context, keys []string) (map[string]store.Record, error) {
 	sent := time.Now()
-	recs, err := g.Store.ObserveMany(ctx, keys)
+	recs, err := g.Driver.ObserveMany(ctx, keys)
 	if err == nil && g.trace != nil {
 		g.trace.read(keys, recs, sent, time.Now())
 	}
@@ -207,7 +207,7 @@ func (g *groupStore) tracedObserve(ctx context.Context, keys []string) (map[stri
 
 func (g *groupStore) tracedElect(ctx context.Context, cand store.Candidate, from []store.KeyVersion) ([]store.Won, error) {
 	sent := time.Now()
-	won, err := g.Store.ElectMany(ctx, cand, from)
+	won, err := g.Driver.ElectMany(ctx, cand, from)
 	if err == nil && g.trace != nil {
 		g.trace.elect(from, won, sent, time.Now())
 	}

@@ -88,19 +88,16 @@ type childTx interface {
 
 // child is one candidate: an Elector on one key, or a group over many (g != nil).
 type child struct {
-	app     *DB                                     // the database through the proxy, for a Lead function
-	user    func(ctx context.Context, c *Candidate) // the Lead function (nil: the suite's own actions)
-	id      string                                  // the process's name in reports and actions
-	candID  string                                  // its candidate ID (Config.ID)
-	keys    []string                                // the Elector's one key, or the group's keys
-	dialect schema.Dialect
-	lease   time.Duration
-	el      *casleader.Elector
-	g       *group.Group
-	st      interface {
-		casleader.Store
-		group.Store
-	}
+	app         *DB                                     // the database through the proxy, for a Lead function
+	user        func(ctx context.Context, c *Candidate) // the Lead function (nil: the suite's own actions)
+	id          string                                  // the process's name in reports and actions
+	candID      string                                  // its candidate ID (Config.ID)
+	keys        []string                                // the Elector's one key, or the group's keys
+	dialect     schema.Dialect
+	lease       time.Duration
+	el          *casleader.Elector
+	g           *group.Group
+	st          store.Driver
 	begin       func(ctx context.Context) (childTx, error)
 	ev          *events
 	log         *slog.Logger
@@ -629,7 +626,7 @@ type sqlChildTx struct {
 // sqlGuarder is the store's guard in a database/sql transaction (store/mysql,
 // store/sqlite).
 type sqlGuarder interface {
-	Guard(ctx context.Context, tx *sql.Tx, key, id string, token int64, lease time.Duration) error
+	Guard(ctx context.Context, tx any, key, id string, token int64, lease time.Duration) error
 }
 
 func (x *sqlChildTx) guard(ctx context.Context, key string, token int64) error {
@@ -667,7 +664,7 @@ func (x *pgxChildTx) guard(ctx context.Context, key string, token int64) error {
 	return x.guardStore(ctx, key, token)
 }
 func (x *pgxChildTx) guardStore(ctx context.Context, key string, token int64) error {
-	return x.st.GuardPgx(ctx, x.tx, key, x.c.candID, token, x.c.lease)
+	return x.st.Guard(ctx, x.tx, key, x.c.candID, token, x.c.lease)
 }
 func (x *pgxChildTx) insert(ctx context.Context, key string, token, seq, check int64) error {
 	_, err := x.tx.Exec(ctx, x.c.insertQuery, pgx.QueryExecModeExec, key, token, x.c.id, seq, check)

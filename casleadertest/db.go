@@ -11,10 +11,10 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
 
-	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/internal/secret"
 	"github.com/casleader/casleader/internal/testname"
 	"github.com/casleader/casleader/schema"
+	"github.com/casleader/casleader/store"
 	"github.com/casleader/casleader/store/mysql"
 	"github.com/casleader/casleader/store/postgres"
 	"github.com/casleader/casleader/store/sqlite"
@@ -75,10 +75,10 @@ const poolSize = 20
 // DB is a database for one test: a fresh, empty election table on it.
 type DB struct {
 	Dialect Dialect
-	DSN     string          // the server's DSN; for SQLite the database file's path
-	SQL     *sql.DB         // open pool; closed by t.Cleanup
-	Table   string          // a table name unique to the test, created, dropped at cleanup
-	Store   casleader.Store // a store for Table on SQL (store/mysql, store/postgres, store/sqlite)
+	DSN     string       // the server's DSN; for SQLite the database file's path
+	SQL     *sql.DB      // open pool; closed by t.Cleanup
+	Table   string       // a table name unique to the test, created, dropped at cleanup
+	Store   store.Driver // a store for Table on SQL (store/mysql, store/postgres, store/sqlite)
 
 	from   string  // where the server came from, for Restart's error
 	server *server // the test's own server ([NewRestartableDB]); nil otherwise
@@ -185,11 +185,8 @@ func newDB(t testing.TB, d Dialect, own bool) *DB {
 	return db
 }
 
-// store is what NewDB needs of the dialects' stores beyond casleader.Store.
-type tableStore interface {
-	casleader.Store
-	CreateTable(ctx context.Context) error
-}
+// tableStore is what NewDB needs of the dialects' stores.
+type tableStore = store.Driver
 
 func newStore(d Dialect, db *sql.DB, table string) (tableStore, error) {
 	switch d {

@@ -19,27 +19,24 @@ import (
 	"github.com/casleader/casleader/store/postgres"
 )
 
-var (
-	_ group.Notifier = (*postgres.Notifier)(nil)
-	_ group.Notifier = (*notify.MySQL)(nil)
-)
+var _ store.Driver = (*hub)(nil)
 
-// hub is a Notifier that wakes the followers of a key when its leader's term ends,
-// as the release statement's notification does on PostgreSQL.
+// hub is a store decorator whose wake-ups wake the followers of a key when its
+// leader's term ends, as the release statement's notification does on
+// PostgreSQL. Every other method is the embedded store's.
 type hub struct {
+	store.Driver
 	mu      sync.Mutex
 	wake    map[string][]func(int64)
 	ids     map[string][]string // the IDs given to SubscribeAs, in the order of wake
 	leading map[string]bool
 }
 
-func newHub() *hub {
-	return &hub{wake: map[string][]func(int64){}, ids: map[string][]string{}, leading: map[string]bool{}}
+func newHub(st store.Driver) *hub {
+	return &hub{Driver: st, wake: map[string][]func(int64){}, ids: map[string][]string{}, leading: map[string]bool{}}
 }
 
-func (h *hub) Subscribe(key string, wake func(int64)) func() { return h.SubscribeAs(key, "", wake) }
-
-func (h *hub) SubscribeAs(key, id string, wake func(int64)) func() {
+func (h *hub) Subscribe(key, id string, wake func(int64)) func() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.wake[key] = append(h.wake[key], wake)
@@ -75,17 +72,17 @@ func (h *hub) Leading(key string, _ int64, leading bool) {
 	}
 }
 
-func TestNotifierWakesFollowedKeysOnRelease(t *testing.T) {
+func TestWakeupsWakeFollowedKeysOnRelease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := memstore.New()
-		n := newHub()
+		n := newHub(st)
 		ks := keys(4)
-		slow := func(c *group.Config) { c.Notifier, c.PollInterval = n, 10*lease }
-		a := newGroup(t, st, "a", ks, slow)
+		slow := func(c *group.Config) { c.PollInterval = 10 * lease }
+		a := newGroup(t, n, "a", ks, slow)
 		stopA := running(t, a)
 		time.Sleep(time.Millisecond)
 		require.Equal(t, 4, count(a, ks))
-		b := newGroup(t, st, "b", ks, slow)
+		b := newGroup(t, n, "b", ks, slow)
 		stopB := running(t, b)
 		time.Sleep(lease + lease/3) // between two of b\'s reads
 		n.mu.Lock()
@@ -113,8 +110,8 @@ func TestHandoverWakesTheTargetKeyAtOnceAndOthersALittleLater(t *testing.T) {
 		// its first.
 		_, _, err := st.Insert(t.Context(), ks[0], store.Candidate{ID: "x"})
 		require.NoError(t, err)
-		n := newHub()
-		b := newGroup(t, st, "b", ks, func(c *group.Config) { c.Notifier, c.PollInterval = n, 10*lease })
+		n := newHub(st)
+		b := newGroup(t, n, "b", ks, func(c *group.Config) { c.PollInterval = 10 * lease })
 		stop := running(t, b)
 		defer stop()
 		time.Sleep(time.Millisecond)
@@ -212,20 +209,9 @@ func TestStoreWakeupsWakeFollowedKeysOnRelease(t *testing.T) {
 				return false
 			}
 		}
-		return sb.Wakeups().Listening()
+		return sb.Listening()
 	}, 10*time.Second, time.Millisecond, "b follows every key and listens")
 	stopA()
 	require.Eventually(t, func() bool { return count(b, ks) == len(ks) }, 10*time.Second, time.Millisecond,
 		"b takes every key over long before its next read, a minute away")
-}
-
-func TestNotifierForAnotherTableIsInvalid(t *testing.T) {
-	table := testdb.Name(t)
-	st, err := postgres.New(pgdb.Postgres(t), table)
-	require.NoError(t, err)
-	n, err := postgres.NewNotifier(postgres.NotifierConfig{DSN: testdb.PostgresDSN(t), Table: table + "_x"})
-	require.NoError(t, err)
-	_, err = group.New(st, group.Config{ID: "a", Notifier: n})
-	require.ErrorIs(t, err, group.ErrInvalidConfig)
-	assert.Contains(t, err.Error(), table+"_x")
 }

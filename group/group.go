@@ -19,7 +19,7 @@
 // ours that committed unseen is settled by one read and sent again from the version
 // read. All keys that one Group leads renew together, every HeartbeatInterval; keys
 // it follows are read when the lease observed on them can expire, at least every
-// PollInterval, or when a [Notifier] wakes them.
+// PollInterval, or when the store's wake-ups ([store.Driver.Subscribe]) wake them.
 //
 // # Goroutines
 //
@@ -40,9 +40,9 @@
 // OnStartedLeading has returned; one that does not return within DrainTimeout
 // leaves the lease to expire, and the key takes no new term while it runs.
 //
-// The Store interface has six methods: the batched calls are one unit (and a
-// handover, which is rare, is sent per key), and the stores of the dialect packages
-// (store/postgres, store/mysql, store/sqlite) implement all six.
+// A group takes a [store.Driver], as casleader.New does: it uses the batched calls
+// (one unit per statement), a single-key handover (rare), the store's wake-ups and
+// its members table.
 package group
 
 import (
@@ -60,55 +60,12 @@ import (
 
 	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/cas"
-	"github.com/casleader/casleader/internal/notify"
 	"github.com/casleader/casleader/internal/retry"
 	"github.com/casleader/casleader/internal/stream"
 	"github.com/casleader/casleader/internal/term"
 	"github.com/casleader/casleader/internal/timing"
 	"github.com/casleader/casleader/store"
 )
-
-// Store is what a Group needs: the batched methods of the stores of package store,
-// and the single-key handover.
-// InsertMany and ElectMany report each key won with its new term in store.Won.Term,
-// above the version it was won from; the term is also the row's new version.
-type Store interface {
-	ObserveMany(ctx context.Context, keys []string) (map[string]store.Record, error)
-	InsertMany(ctx context.Context, cand store.Candidate, keys []string) ([]store.Won, error)
-	ElectMany(ctx context.Context, cand store.Candidate, from []store.KeyVersion) ([]store.Won, error)
-	RenewMany(ctx context.Context, id string, held []store.KeyVersion) ([]store.Won, error)
-	ReleaseMany(ctx context.Context, id string, held []store.KeyVersion) ([]store.Won, error)
-	Handover(ctx context.Context, key, id string, version int64, to string) (term int64, ok bool, err error)
-}
-
-// releasedElector is the part of a store that elects a released row without naming
-// its version (the dialect stores' ElectReleased): a key woken without a version
-// (a MySQL named lock granted) is then elected in one round trip, without a read
-// first. A Store without it reads the key first.
-type releasedElector interface {
-	ElectReleased(ctx context.Context, key string, cand store.Candidate) (term int64, won bool, err error)
-}
-
-// Notifier wakes followers when a lease may have been given up. It has the methods
-// of casleader.Notifier, so the same notifiers serve a group too (the dialect
-// stores' built-in wake-ups, which [New] uses when Config.Notifier is nil, and
-// postgres.Notifier); it is only a speed-up: followed keys are still read when
-// their lease can expire and at least every PollInterval.
-type Notifier interface {
-	// Subscribe arranges for wake to be called when the lease of key may have been
-	// given up, until unsubscribe is called, with the row version at which it was
-	// released (the key's election is then sent from it without a read first), or
-	// 0 when that is not known (the key is read), or -1 for a handover (the key is
-	// read). A notifier that also has SubscribeAs is subscribed with the group's ID
-	// (see casleader.Notifier).
-	Subscribe(key string, wake func(version int64)) (unsubscribe func())
-	// Observed is called with every row of a followed key that the group reads.
-	Observed(key string, rec store.Record)
-	// Leading is called with true when the group starts leading key in the term
-	// token, and with false when that term has ended: after the release or handover
-	// write returned, or when the lease was lost.
-	Leading(key string, token int64, leading bool)
-}
 
 // ErrInvalidConfig is returned by [New] for a configuration that cannot be safe.
 var ErrInvalidConfig = errors.New("group: invalid config")
@@ -158,14 +115,6 @@ type Config struct {
 	// ([cas.Preference]): one batched read of the members of the keys led per
 	// half lease. Default 0.
 	Priority int
-	// Notifier wakes followed keys as soon as their leader gives the lease up. Leave
-	// it nil to use the wake-ups built into the dialect stores (see
-	// casleader.Config.Notifier): PostgreSQL listens on one connection whatever the
-	// number of keys; MySQL/MariaDB waits on a named lock per followed key, on
-	// connections of the store's pool (at most half of it: the other keys are
-	// woken by their reads); SQLite watches a file. A notifier for another table
-	// than the store's is an error. Default: the store's wake-ups.
-	Notifier Notifier
 	// OnChange is called from Run's goroutine when this candidate starts (leading
 	// true, with the term's fencing token) or stops leading key. It must return
 	// quickly: while it runs, no key is renewed.
@@ -218,12 +167,10 @@ type Stats struct {
 
 // Group is one candidate in many elections. Create it with [New], run it with [Group.Run].
 type Group struct {
-	cfg  Config
-	cand store.Candidate // as the rows record this process: ID, incarnation, lease
-	st   Store
-	// electsReleased: st has ElectReleased (see releasedElector).
-	electsReleased bool
-	hooks          hooks // Config.Hooks, by event
+	cfg   Config
+	cand  store.Candidate // as the rows record this process: ID, incarnation, lease
+	st    store.Driver
+	hooks hooks // Config.Hooks, by event
 
 	mu   sync.RWMutex
 	keys map[string]*shared // every key of the group, for IsLeader and Token
@@ -232,7 +179,7 @@ type Group struct {
 	running bool             // a Run is under way: it answers HandoverTo
 	resigns []op             // terms to resign (key, token) or hand over (to)
 	ops     []op             // Add and Remove requests, in order
-	wakeup  map[string]int64 // keys woken by the Notifier, with the released version (0: unknown)
+	wakeup  map[string]int64 // keys woken by the store's wake-ups, with the released version (0: unknown)
 	poke    chan struct{}
 	paused  atomic.Bool
 
@@ -300,8 +247,10 @@ func (s *state) working() bool {
 	}
 }
 
-// New validates cfg and returns a group on st. It does no I/O.
-func New(st Store, cfg Config) (*Group, error) {
+// New validates cfg and returns a group on st. It does no I/O. The group
+// subscribes to st's wake-ups for the keys it follows while it runs
+// ([store.Driver.Subscribe]).
+func New(st store.Driver, cfg Config) (*Group, error) {
 	if st == nil {
 		return nil, fmt.Errorf("%w: Store is nil", ErrInvalidConfig)
 	}
@@ -338,32 +287,11 @@ func New(st Store, cfg Config) (*Group, error) {
 	}
 	g := &Group{cfg: cfg, st: st, keys: map[string]*shared{}, wakeup: map[string]int64{}, poke: make(chan struct{}, 1),
 		cand: store.Candidate{ID: cfg.ID, Incarnation: store.NewIncarnation(), Lease: cfg.LeaseDuration}}
-	_, g.electsReleased = st.(releasedElector)
 	g.hooks = newHooks(cfg.Hooks)
 	if err := g.Add(cfg.Keys...); err != nil {
 		return nil, fmt.Errorf("%w: Keys: %w", ErrInvalidConfig, err)
 	}
-	n, err := wakeups(st, cfg.Notifier)
-	if err != nil {
-		return nil, err
-	}
-	g.cfg.Notifier = n
 	return g, nil
-}
-
-// wakeups returns the notifier a group on st uses: n when set (an error when it
-// serves another table than st), else the wake-ups built into st, if any.
-func wakeups(st Store, n Notifier) (Notifier, error) {
-	if n != nil {
-		if err := notify.SameTable(st, n); err != nil {
-			return nil, fmt.Errorf("%w: Notifier %w", ErrInvalidConfig, err)
-		}
-		return n, nil
-	}
-	if w := notify.Of(st); w != nil {
-		return w, nil
-	}
-	return nil, nil
 }
 
 // ID returns the candidate's ID.
@@ -498,7 +426,7 @@ func (g *Group) Resume() {
 	g.signal()
 }
 
-// Wake makes the group read the rows of keys it follows now, as a [Notifier] does
+// Wake makes the group read the rows of keys it follows now, as the store's wake-ups do
 // when their leases may have been given up.
 func (g *Group) Wake(keys ...string) {
 	g.reqMu.Lock()
@@ -649,7 +577,7 @@ func (r *run) participation(s *state, now time.Time) cas.Participation {
 }
 
 // takeRequests applies the requests made since the last round, in order: resigns
-// and handovers, then Add and Remove, then the Notifier's wake-ups.
+// and handovers, then Add and Remove, then the store's wake-ups.
 func (r *run) takeRequests(ctx context.Context) {
 	g := r.g
 	g.reqMu.Lock()
@@ -715,10 +643,8 @@ func (r *run) addKey(k string, now time.Time) {
 	}
 	g.mu.Unlock()
 	s := &state{key: k, sh: sh, m: cas.New(g.cand, g.cfg.RenewDeadline), nextLook: now}
-	s.m.ElectsReleased(g.electsReleased)
-	if n := g.cfg.Notifier; n != nil {
-		s.unsubscribe = notify.SubscribeAs(n, k, g.cfg.ID, func(v int64) { g.wakeAt(k, v) })
-	}
+	s.m.ElectsReleased(true) // every store.Driver has ElectReleased
+	s.unsubscribe = g.st.Subscribe(k, g.cfg.ID, func(v int64) { g.wakeAt(k, v) })
 	r.add(s)
 }
 
@@ -740,7 +666,7 @@ func (r *run) removeKey(s *state) (ending, bool) {
 	return e, ok
 }
 
-// takeWakeup acts on a wake-up of key k by the Notifier, with the released version
+// takeWakeup acts on a wake-up of key k by the store, with the released version
 // v (0: unknown).
 func (r *run) takeWakeup(k string, v int64, now time.Time) {
 	s := r.states[k]
@@ -809,9 +735,7 @@ func (r *run) startLeading(ctx context.Context, s *state, now time.Time) {
 	}
 	r.g.leading.Add(1)
 	r.g.cfg.Logger.Debug("casleader group: became leader", "key", s.key, "term", s.token)
-	if n := r.g.cfg.Notifier; n != nil {
-		n.Leading(s.key, s.token, true)
-	}
+	r.g.st.Leading(s.key, s.token, true)
 	if f := r.g.cfg.OnChange; f != nil {
 		f(s.key, true, s.token)
 	}
@@ -898,9 +822,7 @@ func (r *run) stopLeading(s *state, lost bool) bool {
 	r.g.leading.Add(-1)
 	if lost {
 		r.g.lost.Add(1)
-		if n := r.g.cfg.Notifier; n != nil {
-			n.Leading(s.key, s.token, false)
-		}
+		r.g.st.Leading(s.key, s.token, false)
 		r.lapse(s, s.token)
 	}
 	if f := r.g.cfg.OnChange; f != nil {
@@ -1338,9 +1260,7 @@ func (r *run) followReply(ctx context.Context, rd *readRound, b keyBatch, rep re
 		rec, found := rep.recs[s.key]
 		if found {
 			r.observeLeader(s, rec.LeaderID)
-			if n := g.cfg.Notifier; n != nil {
-				n.Observed(s.key, rec)
-			}
+			g.st.Observed(s.key, rec)
 		} else {
 			r.observeLeader(s, "")
 		}
@@ -1461,12 +1381,11 @@ func (r *run) campaign(ctx context.Context, create, elect []*state) error {
 // time), Parallel at once.
 func (r *run) electReleased(ctx context.Context, ss []*state) error {
 	g := r.g
-	el := g.st.(releasedElector) // the machines ask for it only when the store has it
 	return parallel(r, ss, func(s *state) wonReply {
 		rctx, cancel := context.WithTimeout(ctx, g.cfg.RenewDeadline)
 		defer cancel()
 		rep := wonReply{stmt: stmt{sent: time.Now()}}
-		term, ok, err := el.ElectReleased(rctx, s.key, g.cand)
+		term, ok, err := g.st.ElectReleased(rctx, s.key, g.cand)
 		rep.done(rctx, err)
 		g.statements.Add(1)
 		if ok {
@@ -1723,12 +1642,12 @@ func (r *run) resendFrom(wctx context.Context, lost []ending, lastErr error) []e
 	return es
 }
 
-// ended tells the Notifier that a term whose lease was to be given up has ended:
+// ended tells the store's wake-ups that a term whose lease was to be given up has ended:
 // after its release or handover write returned, so that woken followers find the
 // row free. It answers the HandoverTo call that asked for e, if any, with err.
 func (r *run) ended(e ending, err error) {
-	if n := r.g.cfg.Notifier; n != nil && !e.told {
-		n.Leading(e.s.key, e.token, false)
+	if !e.told {
+		r.g.st.Leading(e.s.key, e.token, false)
 	}
 	if e.led {
 		r.g.tell(r.g.hooks.stopped, e.s.key, e.token, nil)

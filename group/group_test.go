@@ -27,10 +27,10 @@ import (
 )
 
 var (
-	_ group.Store = (*mysql.Store)(nil)
-	_ group.Store = (*postgres.Store)(nil)
-	_ group.Store = (*sqlite.Store)(nil)
-	_ group.Store = (*memstore.Store)(nil)
+	_ store.Driver = (*mysql.Store)(nil)
+	_ store.Driver = (*postgres.Store)(nil)
+	_ store.Driver = (*sqlite.Store)(nil)
+	_ store.Driver = (*memstore.Store)(nil)
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -50,7 +50,7 @@ func keys(n int) []string {
 	return out
 }
 
-func newGroup(t *testing.T, st group.Store, id string, ks []string, mod func(*group.Config)) *group.Group {
+func newGroup(t *testing.T, st store.Driver, id string, ks []string, mod func(*group.Config)) *group.Group {
 	t.Helper()
 	cfg := group.Config{ID: id, Keys: ks, LeaseDuration: lease, RenewDeadline: renewDL, HeartbeatInterval: heartbeat, PollInterval: poll, BatchSize: 7}
 	if mod != nil {
@@ -380,23 +380,23 @@ func TestConfigValidation(t *testing.T) {
 func TestDatabases(t *testing.T) {
 	for _, d := range []struct {
 		name string
-		open func(t *testing.T, table string) (group.Store, func(string) error)
+		open func(t *testing.T, table string) (store.Driver, func(string) error)
 	}{
-		{"MariaDB", func(t *testing.T, table string) (group.Store, func(string) error) {
+		{"MariaDB", func(t *testing.T, table string) (store.Driver, func(string) error) {
 			db := mydb.MySQL(t)
 			s, err := mysql.New(db, table)
 			require.NoError(t, err)
 			require.NoError(t, s.CreateTable(t.Context()))
 			return s, dropper(db)
 		}},
-		{"PostgreSQL", func(t *testing.T, table string) (group.Store, func(string) error) {
+		{"PostgreSQL", func(t *testing.T, table string) (store.Driver, func(string) error) {
 			pool := pgdb.Postgres(t)
 			s, err := postgres.New(pool, table)
 			require.NoError(t, err)
 			require.NoError(t, s.CreateTable(t.Context()))
 			return s, func(q string) error { _, err := pool.Exec(context.Background(), q); return err }
 		}},
-		{"SQLite", func(t *testing.T, table string) (group.Store, func(string) error) {
+		{"SQLite", func(t *testing.T, table string) (store.Driver, func(string) error) {
 			db := litedb.SQLite(t)
 			s, err := sqlite.New(db, table)
 			require.NoError(t, err)

@@ -12,20 +12,16 @@ import (
 )
 
 // startMembers starts recording this candidate in the members table for every key
-// of the group, when the store has one (the SQL stores do): one batched statement
+// of the group: one batched statement
 // per half lease for all keys, on a goroutine of its own that never touches the
 // election rows. stop ends it and waits; on a clean stop (not KeepLeaseOnExit) it
 // deletes the group's rows.
 func (g *Group) startMembers(ctx context.Context) (stop func()) {
-	ms, ok := g.st.(members.Store)
-	if !ok {
-		return func() {}
-	}
 	mctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		members.Run(mctx, members.Config{
-			Store:    ms,
+			Store:    g.st,
 			ID:       g.cfg.ID,
 			Lease:    g.cfg.LeaseDuration,
 			Snapshot: g.memberRows,
@@ -86,15 +82,10 @@ func (g *Group) memberRows() []store.Member {
 
 // Members returns the candidates of the election key seen within the last two
 // leases by the database clock, ordered by ID (see casleader's Elector.Members). It
-// fails when the store keeps no members table (the stores of store/mysql,
-// store/postgres and store/sqlite do) or the table is missing (create it with
-// `casleader migrate`).
+// fails when the members table is missing (create it with `casleader migrate`)
+// or the store keeps none.
 func (g *Group) Members(ctx context.Context, key string) ([]store.Member, error) {
-	r, ok := g.st.(members.Reader)
-	if !ok {
-		return nil, fmt.Errorf("%w: the store %T keeps no members table: use the store of store/mysql, store/postgres or store/sqlite", ErrInvalidConfig, g.st)
-	}
-	ms, err := r.Members(ctx, key, members.Window(g.cfg.LeaseDuration))
+	ms, err := g.st.Members(ctx, key, members.Window(g.cfg.LeaseDuration))
 	if err != nil {
 		return nil, fmt.Errorf("group: members of %q: %w", key, err)
 	}

@@ -25,14 +25,7 @@ import (
 )
 
 // membersStore is a SQL store as the group sees it, with its members table.
-type membersStore interface {
-	group.Store
-	CreateTable(ctx context.Context) error
-	PutMembers(ctx context.Context, ms []store.Member) error
-	DeleteMembers(ctx context.Context, id string, keys []string) error
-	PruneMembers(ctx context.Context, olderThan time.Duration) (int64, error)
-	Members(ctx context.Context, key string, within time.Duration) ([]store.Member, error)
-}
+type membersStore = store.Driver
 
 // counting records every PutMembers call: who wrote how many keys, and when.
 type counting struct {

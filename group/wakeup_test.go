@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casleader/casleader/group"
-	"github.com/casleader/casleader/internal/notify"
 	"github.com/casleader/casleader/internal/testdb"
 	"github.com/casleader/casleader/internal/testdb/mydb"
 	"github.com/casleader/casleader/internal/testdb/pgdb"
@@ -21,15 +20,16 @@ import (
 	"github.com/casleader/casleader/store/sqlite"
 )
 
-// wakeStore is a dialect store: a group's Store with wake-ups built in and an
-// election of released rows.
+// wakeStore is a dialect store: a store.Driver that tells whether its listener
+// listens.
 type wakeStore interface {
-	group.Store
-	Wakeups() *notify.Wakeups
-	ElectReleased(ctx context.Context, key string, cand store.Candidate) (int64, bool, error)
+	store.Driver
+	Listening() bool
 }
 
-// countingStore counts the reads and the elections a group sends through it.
+// countingStore counts the reads and the elections a group sends through it. It
+// is a decorator that embeds the store: the wake-ups it does not override are the
+// store's, so the group on it is woken as on the store itself.
 type countingStore struct {
 	wakeStore
 	reads, elections atomic.Int64
@@ -106,7 +106,7 @@ func TestStoreWakeupsElectWokenKeysWithoutARead(t *testing.T) {
 			require.Eventually(t, func() bool { return count(a, ks) == len(ks) }, 10*time.Second, time.Millisecond)
 
 			cb := &countingStore{wakeStore: sb}
-			b := newGroup(t, cb, "b", ks, func(c *group.Config) { slow(c); c.Notifier = sb.Wakeups() })
+			b := newGroup(t, cb, "b", ks, slow) // the decorator keeps the store's wake-ups
 			stopB := running(t, b)
 			defer stopB()
 			require.Eventually(t, func() bool {
@@ -115,7 +115,7 @@ func TestStoreWakeupsElectWokenKeysWithoutARead(t *testing.T) {
 						return false
 					}
 				}
-				return sb.Wakeups().Listening()
+				return sb.Listening()
 			}, 10*time.Second, time.Millisecond, "b follows every key and listens")
 			// The wake-up every listener sends when it starts makes b read (or try
 			// an election that loses): count from after that.

@@ -47,16 +47,16 @@ func tableFor(t *testing.T, exec func(context.Context, string, ...any) (sql.Resu
 func TestGroupIsUnhealthyWhenItsRenewalsStop(t *testing.T) {
 	for _, d := range []struct {
 		name string
-		open func(t *testing.T) group.Store
+		open func(t *testing.T) store.Driver
 	}{
-		{"MariaDB", func(t *testing.T) group.Store {
+		{"MariaDB", func(t *testing.T) store.Driver {
 			db := mydb.MySQL(t)
 			st, err := mysql.New(db, tableFor(t, db.ExecContext))
 			require.NoError(t, err)
 			require.NoError(t, st.CreateTable(t.Context()))
 			return st
 		}},
-		{"PostgreSQL", func(t *testing.T) group.Store {
+		{"PostgreSQL", func(t *testing.T) store.Driver {
 			db, err := sql.Open("pgx", testdb.PostgresDSN(t))
 			require.NoError(t, err)
 			db.SetMaxOpenConns(8)
@@ -66,7 +66,7 @@ func TestGroupIsUnhealthyWhenItsRenewalsStop(t *testing.T) {
 			require.NoError(t, st.CreateTable(t.Context()))
 			return st
 		}},
-		{"SQLite", func(t *testing.T) group.Store {
+		{"SQLite", func(t *testing.T) store.Driver {
 			db := litedb.SQLite(t)
 			st, err := sqlite.New(db, tableFor(t, db.ExecContext))
 			require.NoError(t, err)
@@ -76,7 +76,7 @@ func TestGroupIsUnhealthyWhenItsRenewalsStop(t *testing.T) {
 	} {
 		t.Run(d.name, func(t *testing.T) {
 			t.Parallel()
-			st := &stuckBatches{Store: d.open(t), release: make(chan struct{})}
+			st := &stuckBatches{Driver: d.open(t), release: make(chan struct{})}
 			hc := healthz.New(0) // the default: lease - renew deadline
 			ks := []string{"alpha", "beta", "gamma"}
 			g, err := group.New(st, group.Config{
@@ -157,7 +157,7 @@ func containsElection(err error, key string) bool {
 // release is closed, whatever their context says: a driver that ignores
 // cancellation.
 type stuckBatches struct {
-	group.Store
+	store.Driver
 	release chan struct{}
 	mu      sync.Mutex
 	stuck   bool
@@ -177,5 +177,5 @@ func (s *stuckBatches) RenewMany(ctx context.Context, id string, held []store.Ke
 		<-s.release
 		return nil, context.DeadlineExceeded
 	}
-	return s.Store.RenewMany(ctx, id, held)
+	return s.Driver.RenewMany(ctx, id, held)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/healthz"
 	"github.com/casleader/casleader/internal/memstore"
+	"github.com/casleader/casleader/store"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -45,7 +46,7 @@ type candidate struct {
 	el *casleader.Elector
 }
 
-func newCandidate(t *testing.T, st casleader.Store, c casleader.Config, tol time.Duration) *candidate {
+func newCandidate(t *testing.T, st store.Driver, c casleader.Config, tol time.Duration) *candidate {
 	t.Helper()
 	hc := healthz.New(tol)
 	c.Hooks = append(c.Hooks, hc.Hooks())
@@ -210,7 +211,7 @@ func TestCheckerCoversEveryElectorItIsAttachedTo(t *testing.T) {
 		hc := healthz.New(tolerance)
 		healthy := memstore.New()
 		stuck := &stuckRenewals{Store: memstore.New(), release: make(chan struct{})}
-		for _, st := range []casleader.Store{healthy, stuck} {
+		for _, st := range []store.Driver{healthy, stuck} {
 			c := cfg("a")
 			if st == stuck {
 				c.Key = "stuck"

@@ -32,16 +32,16 @@ import (
 // the test ends.
 var groupDatabases = []struct {
 	name string
-	open func(t *testing.T) group.Store
+	open func(t *testing.T) store.Driver
 }{
-	{"MariaDB", func(t *testing.T) group.Store {
+	{"MariaDB", func(t *testing.T) store.Driver {
 		db := mydb.MySQL(t)
 		st, err := mysql.New(db, tableFor(t, db.ExecContext))
 		require.NoError(t, err)
 		require.NoError(t, st.CreateTable(t.Context()))
 		return st
 	}},
-	{"PostgreSQL", func(t *testing.T) group.Store {
+	{"PostgreSQL", func(t *testing.T) store.Driver {
 		db, err := sql.Open("pgx", testdb.PostgresDSN(t))
 		require.NoError(t, err)
 		db.SetMaxOpenConns(8)
@@ -51,7 +51,7 @@ var groupDatabases = []struct {
 		require.NoError(t, st.CreateTable(t.Context()))
 		return st
 	}},
-	{"SQLite", func(t *testing.T) group.Store {
+	{"SQLite", func(t *testing.T) store.Driver {
 		db := litedb.SQLite(t)
 		st, err := sqlite.New(db, tableFor(t, db.ExecContext))
 		require.NoError(t, err)

@@ -21,6 +21,7 @@ import (
 	"github.com/casleader/casleader/internal/testdb/mydb"
 	"github.com/casleader/casleader/metrics"
 	"github.com/casleader/casleader/schema"
+	"github.com/casleader/casleader/store"
 	"github.com/casleader/casleader/store/mysql"
 	"github.com/casleader/casleader/store/postgres"
 	"github.com/casleader/casleader/store/sqlite"
@@ -28,7 +29,7 @@ import (
 
 // tableStore is an election store that can create its table.
 type tableStore interface {
-	casleader.Store
+	store.Driver
 	CreateTable(context.Context) error
 }
 

@@ -55,7 +55,7 @@ type observed struct {
 	el  *casleader.Elector
 }
 
-func newObserved(t *testing.T, st casleader.Store, c casleader.Config) *observed {
+func newObserved(t *testing.T, st store.Driver, c casleader.Config) *observed {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	m, err := metrics.New(reg)
@@ -260,31 +260,32 @@ func TestIsLeaderGaugeTurnsZeroAtTheDeadlineWithoutAnyEvent(t *testing.T) {
 		name string
 		// stall makes leadership end at the renew deadline with no event before
 		// the check; release undoes it.
-		stall func(st *memstore.Store, c *casleader.Config) (release func())
+		stall func(st *memstore.Store, c *casleader.Config) (d store.Driver, release func())
 	}{
 		{
 			// The elector's goroutine blocks right after it became leader: no
 			// renewal, no callback, like a frozen process. Only IsLeader knows.
 			// (User callbacks never run on that goroutine; the notifier does.)
 			name: "FrozenElector",
-			stall: func(st *memstore.Store, c *casleader.Config) func() {
+			stall: func(st *memstore.Store, c *casleader.Config) (store.Driver, func()) {
 				frozen := make(chan struct{})
-				c.Notifier = &freezingNotifier{frozen: frozen}
-				return func() { close(frozen) }
+				return &freezingNotifier{Driver: st, frozen: frozen}, func() { close(frozen) }
 			},
 		},
 		{
 			// Renewals hang until the deadline, and the work ignores its context,
 			// so OnStoppedLeading comes only after DrainTimeout.
-			name: "HangingRenewals", stall: hangRenewals,
+			name: "HangingRenewals", stall: func(st *memstore.Store, c *casleader.Config) (store.Driver, func()) {
+				return st, hangRenewals(st, c)
+			},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				st := memstore.New()
 				c := cfg("a")
-				release := tc.stall(st, &c)
-				p := newObserved(t, st, c)
+				d, release := tc.stall(st, &c)
+				p := newObserved(t, d, c)
 				stop := p.run(t)
 				start := time.Now()
 				time.Sleep(time.Millisecond)
@@ -518,15 +519,14 @@ func TestMetricsAreServedOverHTTP(t *testing.T) {
 	assert.Contains(t, body, `# TYPE casleader_renewal_duration_seconds histogram`)
 }
 
-// freezingNotifier blocks the elector's goroutine when it starts leading, until
-// frozen is closed.
+// freezingNotifier is a store decorator that blocks the elector's goroutine when
+// it starts leading (its Leading wake-up event), until frozen is closed.
 type freezingNotifier struct {
+	store.Driver
 	once   sync.Once
 	frozen chan struct{}
 }
 
-func (f *freezingNotifier) Subscribe(string, func(int64)) func() { return func() {} }
-func (f *freezingNotifier) Observed(string, store.Record)        {}
 func (f *freezingNotifier) Leading(_ string, _ int64, leading bool) {
 	if leading {
 		f.once.Do(func() { <-f.frozen })

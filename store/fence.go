@@ -22,8 +22,8 @@ type Fence struct {
 	Token int64
 	// Lease is the lease duration the row's age is judged with.
 	Lease time.Duration
-	// Store is the election's store, which runs the guard's statements.
-	Store any
+	// Store is the election's store, whose Guard runs the guard's statements.
+	Store Driver
 	// Trust, when set, checks locally, without I/O, that the holder still leads in
 	// Token: a non-nil error is returned as it is and nothing is sent.
 	Trust func() error

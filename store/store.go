@@ -1,6 +1,6 @@
 // Package store holds what every election store shares, and imports no database
 // driver: the observed row ([Record]), the kinds of error, key validation, the batch
-// types, the guard's [Fence], and the interfaces that setup code needs. The stores
+// types, the guard's [Fence], and [Driver], the contract every store implements. The stores
 // themselves live in one package per dialect, each importing only its own driver:
 // [github.com/casleader/casleader/store/postgres] (pgx),
 // [github.com/casleader/casleader/store/mysql] (go-sql-driver/mysql) and
@@ -27,7 +27,6 @@
 package store
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -134,7 +133,7 @@ var (
 // MissingTableError reports that the election table does not exist (or its schema
 // does not). It is an [ErrDeployment]: errors.Is(err, ErrDeployment) holds, and
 // errors.As finds it through the store's wrapping. Create the table with
-// schema.Apply, the store's CreateTable ([TableCreator]) or `casleader migrate`.
+// schema.Apply, the store's CreateTable ([Driver.CreateTable]) or `casleader migrate`.
 type MissingTableError struct {
 	// Table is the election table's name, as configured.
 	Table string
@@ -179,19 +178,6 @@ func (e *MissingTableError) Is(target error) bool { return target == ErrDeployme
 // that the election measures; beyond it the row cannot be a lease of any sane
 // cluster and is reported as [ErrInvalidRow].
 const FutureTolerance = time.Minute
-
-// TableCreator is a store that can create and check its election table: the stores
-// of the dialect packages are. Setup code (a migration step, a test) needs no
-// concrete type.
-type TableCreator interface {
-	// CreateTable creates the election table if it does not exist, and checks
-	// it. Every replica may call it at every start: concurrent calls all succeed,
-	// and on a table that exists and is right it needs no right to create tables.
-	CreateTable(ctx context.Context) error
-	// Check verifies that the election table exists with casleader's columns and
-	// that the store's user may read it. It writes nothing.
-	Check(ctx context.Context) error
-}
 
 // MaxBatch is the largest number of keys one batched call accepts. Callers split
 // larger sets; one call is one statement (two on MySQL).

@@ -7,12 +7,10 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	casleader "github.com/casleader/casleader"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
 	"github.com/casleader/casleader/store/mysql"
@@ -20,16 +18,12 @@ import (
 	"github.com/casleader/casleader/store/sqlite"
 )
 
-// electionStore is what the commands need from a store: the elector's operations,
-// the step-down request and the table's creation and check. *mysql.Store,
+// electionStore is what the commands need from a store: the elector's operations
+// ([store.Driver]) and the members table's creation and name. *mysql.Store,
 // *postgres.Store and *sqlite.Store implement it.
 type electionStore interface {
-	casleader.Store
-	RequestStepDown(ctx context.Context, key string, version int64, to string) (swapped bool, err error)
-	Check(ctx context.Context) error
-	CreateTable(ctx context.Context) error
+	store.Driver
 	CreateMembersTable(ctx context.Context) error
-	Members(ctx context.Context, key string, within time.Duration) ([]store.Member, error)
 	MembersTable() string
 	Table() string
 }

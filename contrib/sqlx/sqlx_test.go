@@ -28,7 +28,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // guardStore is what the test needs of a dialect store: the election table and the
 // database-side guard for a database/sql transaction.
 type guardStore interface {
-	casleader.Store
+	store.Driver
 	casleader.SQLGuarder
 	CreateTable(ctx context.Context) error
 }

@@ -13,12 +13,10 @@ package faultstore
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/casleader/casleader/internal/memstore"
@@ -38,27 +36,19 @@ const (
 	AnyOp      = memstore.AnyOp
 )
 
-// Inner is the store being decorated: the methods of casleader.Store.
-type Inner interface {
-	Observe(ctx context.Context, key string) (rec store.Record, found bool, err error)
-	Insert(ctx context.Context, key string, cand store.Candidate) (term int64, inserted bool, err error)
-	Elect(ctx context.Context, key string, cand store.Candidate, version int64) (term int64, won bool, err error)
-	Renew(ctx context.Context, key, id string, version int64) (swapped bool, err error)
-	Release(ctx context.Context, key, id string, version int64) (swapped bool, err error)
-	Handover(ctx context.Context, key, id string, version int64, to string) (term int64, ok bool, err error)
-}
-
-// Store decorates an [Inner] store with fault hooks: those of the in-memory store
-// ([memstore.Faults]), one implementation for both. Its methods are safe for
-// concurrent use.
+// Store decorates a [store.Driver] with fault hooks: those of the in-memory store
+// ([memstore.Faults]), one implementation for both. The methods it does not
+// decorate (the batched calls, members, wake-ups, setup) are the inner store's,
+// through the embedded Driver. Its methods are safe for concurrent use.
 type Store struct {
 	memstore.Faults
-	inner Inner
+	store.Driver
+	inner store.Driver
 }
 
 // New decorates inner.
-func New(inner Inner) *Store {
-	return &Store{inner: inner}
+func New(inner store.Driver) *Store {
+	return &Store{Driver: inner, inner: inner}
 }
 
 // before runs the hooks of op: the error to return now (nil: go on), and the one
@@ -127,34 +117,18 @@ func (s *Store) Handover(ctx context.Context, key, id string, version int64, to 
 	return s.writeTerm(ctx, OpHandover, func() (int64, bool, error) { return s.inner.Handover(ctx, key, id, version, to) })
 }
 
-// Guard forwards to the inner store's guard for database/sql transactions, with the
-// faults of OpGuard.
-func (s *Store) Guard(ctx context.Context, tx *sql.Tx, key, id string, token int64, lease time.Duration) error {
-	g, ok := s.inner.(interface {
-		Guard(context.Context, *sql.Tx, string, string, int64, time.Duration) error
-	})
-	if !ok {
-		return fmt.Errorf("faultstore: the store %T has no Guard", s.inner)
-	}
-	if err, _ := s.before(ctx, OpGuard); err != nil {
-		return err
-	}
-	return g.Guard(ctx, tx, key, id, token, lease)
+// ElectReleased sends an election of a released row, with the faults of OpElect.
+func (s *Store) ElectReleased(ctx context.Context, key string, cand store.Candidate) (int64, bool, error) {
+	return s.writeTerm(ctx, OpElect, func() (int64, bool, error) { return s.inner.ElectReleased(ctx, key, cand) })
 }
 
-// GuardPgx forwards to the inner store's guard for pgx transactions, with the faults
-// of OpGuard.
-func (s *Store) GuardPgx(ctx context.Context, tx pgx.Tx, key, id string, token int64, lease time.Duration) error {
-	g, ok := s.inner.(interface {
-		GuardPgx(context.Context, pgx.Tx, string, string, int64, time.Duration) error
-	})
-	if !ok {
-		return fmt.Errorf("faultstore: the store %T has no GuardPgx", s.inner)
-	}
+// Guard forwards to the inner store's guard (for a *sql.Tx or a pgx.Tx), with the
+// faults of OpGuard.
+func (s *Store) Guard(ctx context.Context, tx any, key, id string, token int64, lease time.Duration) error {
 	if err, _ := s.before(ctx, OpGuard); err != nil {
 		return err
 	}
-	return g.GuardPgx(ctx, tx, key, id, token, lease)
+	return s.inner.Guard(ctx, tx, key, id, token, lease)
 }
 
 // Kind names a class of server error that [Error] builds.

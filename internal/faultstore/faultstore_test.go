@@ -93,8 +93,10 @@ func TestErrorLooksClassified(t *testing.T) {
 	}
 }
 
-func TestGuardNeedsAnInnerGuard(t *testing.T) {
+func TestGuardIsTheInnerStoresWithItsFaults(t *testing.T) {
 	fs := faultstore.New(memstore.New())
-	assert.ErrorContains(t, fs.Guard(context.Background(), nil, "k", "a", 1, time.Second), "has no Guard")
-	assert.ErrorContains(t, fs.GuardPgx(context.Background(), nil, "k", "a", 1, time.Second), "has no GuardPgx")
+	assert.ErrorContains(t, fs.Guard(context.Background(), nil, "k", "a", 1, time.Second), "cannot fence", "the in-memory store's own answer")
+	boom := errors.New("boom")
+	fs.FailNext(faultstore.OpGuard, boom)
+	assert.ErrorIs(t, fs.Guard(context.Background(), nil, "k", "a", 1, time.Second), boom)
 }

@@ -25,22 +25,13 @@ import (
 	"github.com/casleader/casleader/store"
 )
 
-// Store is the part of a store that [Run] needs; the SQL stores of the dialect
-// packages have it.
+// Store is the part of a store that [Run] needs (of [store.Driver]).
 type Store interface {
 	PutMembers(ctx context.Context, ms []store.Member) error
 	DeleteMembers(ctx context.Context, id string, keys []string) error
 	PruneMembers(ctx context.Context, olderThan time.Duration) (int64, error)
-}
-
-// Reader is the part of a store that reads the members of a key.
-type Reader interface {
-	Members(ctx context.Context, key string, within time.Duration) ([]store.Member, error)
-}
-
-// ManyReader is the part of a store that reads the members of many keys in one
-// call, for the preferred leader rule.
-type ManyReader interface {
+	// MembersOf reads the members of many keys in one call, for the preferred
+	// leader rule.
 	MembersOf(ctx context.Context, keys []string, within time.Duration) ([]store.Member, error)
 }
 
@@ -165,10 +156,6 @@ func prefer(ctx context.Context, c Config, prefs map[string]*cas.Preference) err
 	if c.Leading == nil || c.Handover == nil {
 		return nil
 	}
-	r, ok := c.Store.(ManyReader)
-	if !ok {
-		return nil
-	}
 	led := c.Leading()
 	for k := range prefs {
 		if _, ok := led[k]; !ok {
@@ -186,7 +173,7 @@ func prefer(ctx context.Context, c Config, prefs map[string]*cas.Preference) err
 	rctx, cancel := context.WithTimeout(ctx, Period(c.Lease))
 	defer cancel()
 	sent := time.Now()
-	ms, err := r.MembersOf(rctx, keys, cas.Fresh(c.Lease))
+	ms, err := c.Store.MembersOf(rctx, keys, cas.Fresh(c.Lease))
 	if err != nil {
 		// Reads further apart than a lease vouch for nothing: the preferences
 		// start again by themselves (cas.Preference).

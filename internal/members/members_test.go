@@ -47,6 +47,11 @@ func (f *fake) PruneMembers(ctx context.Context, olderThan time.Duration) (int64
 	return 0, f.fail
 }
 
+// MembersOf reads nothing: these tests run no preferred-leader rule.
+func (f *fake) MembersOf(context.Context, []string, time.Duration) ([]store.Member, error) {
+	return nil, nil
+}
+
 var _ members.Store = (*fake)(nil)
 
 func snapshot() []store.Member {

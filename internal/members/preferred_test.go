@@ -35,7 +35,7 @@ func (r *readable) MembersOf(ctx context.Context, keys []string, within time.Dur
 	return out, nil
 }
 
-var _ members.ManyReader = (*readable)(nil)
+var _ members.Store = (*readable)(nil)
 
 type handover struct {
 	key, to string

@@ -61,7 +61,8 @@ type table struct {
 	mu      sync.Mutex
 	created bool
 	rows    map[string]*row
-	nodes   bool // Node was called: a multi-primary cluster, whose reads are not OneClock
+	members map[[2]string]member // by key and ID
+	nodes   bool                 // Node was called: a multi-primary cluster, whose reads are not OneClock
 }
 
 type row struct {
@@ -111,8 +112,9 @@ var errNoTable = errors.New("memstore: no such table")
 // `casleader migrate`.
 func NewWithoutTable(name string) *Store {
 	return &Store{table: &table{
-		name: name,
-		rows: map[string]*row{},
+		name:    name,
+		rows:    map[string]*row{},
+		members: map[[2]string]member{},
 	}}
 }
 

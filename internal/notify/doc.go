@@ -3,9 +3,9 @@
 // trip or two instead of a poll interval.
 //
 // The dialect stores (store/postgres, store/mysql, store/sqlite) have their wake-ups
-// built in: each holds a [Wakeups], which casleader.New and group.New use when
-// Config.Notifier is nil. Its [Hub] is woken directly by the store's own release and
-// handover writes, so electors and groups on one store in one process wake each
+// built in: each holds a [Wakeups], behind the store's Subscribe, Observed and
+// Leading methods (store.Driver), which the electors and groups call. Its [Hub]
+// is woken directly by the store's own release and handover writes, so electors and groups on one store in one process wake each
 // other with no database round trip, and its [Listener] (started with the first
 // subscriber and stopped with the last, one per store whatever the number of
 // electors) carries the writes of other processes: LISTEN/NOTIFY on PostgreSQL, the
@@ -14,7 +14,7 @@
 // election from that version without reading the row first. A wake-up without a
 // version (0: a named lock, a reconnected listener) sends the follower, when its
 // store can, into an election that wins only a released row whatever its version
-// (casleader.ReleasedElector), followed by a read only if that did not win. A
+// (store.Driver.ElectReleased), followed by a read only if that did not win. A
 // handover's wake-up says so, and names its target: the target ([HandedOver]) reads
 // the row at once and adopts the lease it names from that read, with no write, and
 // the other followers ([HandedToAnother], for those subscribed with their ID:
@@ -38,10 +38,10 @@
 // wakes the subscribers. After every (re)connection it sends a notification through
 // the pool and waits for it: through PgBouncer in transaction pooling mode, where
 // LISTEN does not survive the transaction, this self-test fails, the listener
-// reports Listening false and retests every minute. There, set Config.Notifier to a
-// postgres.NewNotifier on a DSN that reaches PostgreSQL directly (or PgBouncer in
-// session mode), and run it, to get notifications while the elections themselves go
-// through PgBouncer.
+// reports Listening false and retests every minute. There, give the store
+// postgres.ListenDSN with a DSN that reaches PostgreSQL directly (or PgBouncer in
+// session mode) for its listener, to get notifications while the elections
+// themselves go through PgBouncer.
 //
 // # MySQL and MariaDB: named locks
 //
@@ -67,8 +67,8 @@
 //
 // Connections: one per process for the locks held, plus one per key followed (up to
 // MySQLConfig.MaxWaiters), taken from the pool. The store's built-in one uses the
-// store's pool and waits on at most half of it; give [NewMySQL] a small pool of its
-// own to wait on more keys.
+// store's pool and waits on at most half of it; give the store a small pool of
+// its own (mysql.WakePool) to wait on more keys.
 //
 // # SQLite: a watched file
 //

@@ -46,8 +46,8 @@ type MySQLConfig struct {
 	MaxWaiters int
 }
 
-// MySQL wakes followers through named locks (see the package doc). It implements
-// casleader.Notifier. Create it with [NewMySQL] and run [MySQL.Run].
+// MySQL wakes followers through named locks (see the package doc): the [Listener]
+// of a MySQL store. Create it with [NewMySQL] and run [MySQL.Run].
 //
 // On a Galera cluster named locks are local to a node: a leader's lock wakes only
 // the followers connected to the same node. The notifier detects a Galera node
@@ -122,6 +122,16 @@ func (m *MySQL) Subscribe(key string, wake func(version int64)) (unsubscribe fun
 func (m *MySQL) SubscribeAs(key, _ string, wake func(version int64)) (unsubscribe func()) {
 	return m.hub.Subscribe(key, wake)
 }
+
+// Announce does nothing: the leader's lock, released by Leading, announces a
+// release.
+func (m *MySQL) Announce(string, int64) {}
+
+// AnnounceHandover does nothing: a handover releases the lock too (Leading).
+func (m *MySQL) AnnounceHandover(string, string) {}
+
+// Listening reports true: a lock waiter cannot tell whether it would be woken.
+func (m *MySQL) Listening() bool { return true }
 
 // Observed arms the follower of key on the lock of the term it saw, or disarms it
 // when the lease is released.

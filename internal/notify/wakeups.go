@@ -2,7 +2,6 @@ package notify
 
 import (
 	"context"
-	"fmt"
 	"sync"
 
 	"github.com/casleader/casleader/store"
@@ -10,11 +9,21 @@ import (
 
 // Listener is the cross-process part of a store's wake-ups: it delivers the
 // releases and handovers written by other processes to the [Hub] it was built on,
-// while Run runs. Run returns when ctx ends. A listener may also implement
-// Observed(key string, rec store.Record) and Leading(key string, token int64,
-// leading bool), which [Wakeups] forwards to it (the [MySQL] notifier does).
+// while Run runs (Run returns when ctx ends). [Wakeups] forwards the store's own
+// writes and the election's events to it; a listener ignores those it needs not.
 type Listener interface {
 	Run(ctx context.Context) error
+	// Announce and AnnounceHandover are told of this process's own release at
+	// version, and handover to candidate to (the SQLite file watch writes them
+	// down for the other processes; PostgreSQL's statements notify by themselves).
+	Announce(key string, version int64)
+	AnnounceHandover(key, to string)
+	// Observed and Leading are [store.Driver]'s (MySQL's named locks use them).
+	Observed(key string, rec store.Record)
+	Leading(key string, token int64, leading bool)
+	// Listening reports whether the path that carries other processes' writes is
+	// set up (a self-test passed, a file is watched), while Run runs.
+	Listening() bool
 }
 
 // Wakeups is the wake-up path built into a dialect store: the electors and groups
@@ -68,8 +77,8 @@ const HandedToAnother int64 = -2
 // releases its lock when told by Leading).
 func (w *Wakeups) Released(key string, version int64) {
 	w.hub.Wake(key, version)
-	if a, ok := w.lis.(interface{ Announce(string, int64) }); ok {
-		a.Announce(key, version)
+	if w.lis != nil {
+		w.lis.Announce(key, version)
 	}
 }
 
@@ -80,22 +89,18 @@ func (w *Wakeups) Released(key string, version int64) {
 // does).
 func (w *Wakeups) HandedOver(key, to string) {
 	w.hub.HandOver(key, to)
-	if a, ok := w.lis.(interface{ AnnounceHandover(string, string) }); ok {
-		a.AnnounceHandover(key, to)
+	if w.lis != nil {
+		w.lis.AnnounceHandover(key, to)
 	}
 }
 
 // Subscribe calls wake whenever the lease of key is released or handed over, with
-// the released version (0: unknown; [HandedOver]: handed over), until unsubscribe is called. The first
-// subscription starts the listener; unsubscribing the last one stops it and waits
-// for it to return.
-func (w *Wakeups) Subscribe(key string, wake func(version int64)) (unsubscribe func()) {
-	return w.SubscribeAs(key, "", wake)
-}
-
-// SubscribeAs is [Wakeups.Subscribe] for candidate id: a handover to another
-// candidate wakes it with [HandedToAnother] (see [Hub.SubscribeAs]).
-func (w *Wakeups) SubscribeAs(key, id string, wake func(version int64)) (unsubscribe func()) {
+// the released version (0: unknown; [HandedOver]: handed over to id, or to an
+// unknown target; [HandedToAnother]: to another candidate than a non-empty id),
+// until unsubscribe is called (see [Hub.SubscribeAs]). The first subscription
+// starts the listener; unsubscribing the last one stops it and waits for it to
+// return.
+func (w *Wakeups) Subscribe(key, id string, wake func(version int64)) (unsubscribe func()) {
 	unsub := w.hub.SubscribeAs(key, id, wake)
 	w.mu.Lock()
 	w.refs++
@@ -130,37 +135,18 @@ func (w *Wakeups) SubscribeAs(key, id string, wake func(version int64)) (unsubsc
 	}
 }
 
-// Subscriber is what [SubscribeAs] needs of a notifier.
-type Subscriber interface {
-	Subscribe(key string, wake func(version int64)) (unsubscribe func())
-}
-
-// SubscribeAs subscribes to the wake-ups of key on n as candidate id, through n's
-// SubscribeAs(key, id string, wake func(int64)) (unsubscribe func()) where n has
-// one (every notifier of this module does): a handover then wakes only its target
-// with [HandedOver], and the others with [HandedToAnother]. Other notifiers are
-// subscribed without the ID, and wake every follower alike.
-func SubscribeAs(n Subscriber, key, id string, wake func(version int64)) (unsubscribe func()) {
-	if a, ok := n.(interface {
-		SubscribeAs(key, id string, wake func(version int64)) (unsubscribe func())
-	}); ok {
-		return a.SubscribeAs(key, id, wake)
-	}
-	return n.Subscribe(key, wake)
-}
-
 // Observed forwards a row read by a follower to the listener, if it wants it.
 func (w *Wakeups) Observed(key string, rec store.Record) {
-	if o, ok := w.lis.(interface{ Observed(string, store.Record) }); ok {
-		o.Observed(key, rec)
+	if w.lis != nil {
+		w.lis.Observed(key, rec)
 	}
 }
 
 // Leading forwards the start (leading) or end of a term to the listener, if it
 // wants it.
 func (w *Wakeups) Leading(key string, token int64, leading bool) {
-	if l, ok := w.lis.(interface{ Leading(string, int64, bool) }); ok {
-		l.Leading(key, token, leading)
+	if w.lis != nil {
+		w.lis.Leading(key, token, leading)
 	}
 }
 
@@ -178,28 +164,5 @@ func (w *Wakeups) Listening() bool {
 	if !w.Running() {
 		return false
 	}
-	if l, ok := w.lis.(interface{ Listening() bool }); ok {
-		return l.Listening()
-	}
-	return true
-}
-
-// Of returns the wake-ups built into store st (a dialect store's Wakeups method), or
-// nil when it has none (a store of your own, or one wrapped in a decorator).
-func Of(st any) *Wakeups {
-	if s, ok := st.(interface{ Wakeups() *Wakeups }); ok {
-		return s.Wakeups()
-	}
-	return nil
-}
-
-// SameTable returns an error when notifier n serves another election table than
-// store st; nil when they agree or either cannot tell (no Table method).
-func SameTable(st, n any) error {
-	nt, ok1 := n.(interface{ Table() string })
-	stt, ok2 := st.(interface{ Table() string })
-	if ok1 && ok2 && nt.Table() != stt.Table() {
-		return fmt.Errorf("serves table %q but the store elects in table %q: give the notifier the store's table, or leave Notifier nil to use the store's own wake-ups", nt.Table(), stt.Table())
-	}
-	return nil
+	return w.lis == nil || w.lis.Listening()
 }

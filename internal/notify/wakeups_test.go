@@ -42,6 +42,7 @@ func (l *countingListener) Leading(key string, _ int64, leading bool) {
 }
 func (l *countingListener) Announce(key string, version int64) { l.log("announce " + key) }
 func (l *countingListener) AnnounceHandover(key, to string)    { l.log("announce " + key + " to " + to) }
+func (l *countingListener) Listening() bool                    { return true }
 func (l *countingListener) log(s string) {
 	l.mu.Lock()
 	l.calls = append(l.calls, s)
@@ -55,11 +56,11 @@ func TestWakeupsRunOneListenerFromTheFirstSubscriberToTheLast(t *testing.T) {
 	assert.False(t, w.Running(), "nobody subscribes: nothing runs")
 	var unsubs []func()
 	for _, k := range []string{"a", "a", "b"} {
-		unsubs = append(unsubs, w.Subscribe(k, func(int64) {}))
+		unsubs = append(unsubs, w.Subscribe(k, "", func(int64) {}))
 	}
 	require.Eventually(t, func() bool { return l.running.Load() == 1 }, settle, time.Millisecond)
 	assert.True(t, w.Running())
-	assert.True(t, w.Listening(), "a listener that cannot tell is taken as listening")
+	assert.True(t, w.Listening(), "the listener runs and says it listens")
 	unsubs[0]()
 	unsubs[0]() // twice: once
 	unsubs[1]()
@@ -70,7 +71,7 @@ func TestWakeupsRunOneListenerFromTheFirstSubscriberToTheLast(t *testing.T) {
 	assert.Equal(t, int32(1), l.starts.Load())
 	assert.Equal(t, int32(1), l.max.Load())
 
-	defer w.Subscribe("c", func(int64) {})()
+	defer w.Subscribe("c", "", func(int64) {})()
 	require.Eventually(t, func() bool { return l.running.Load() == 1 }, settle, time.Millisecond, "a new subscriber starts it again")
 }
 
@@ -78,12 +79,12 @@ func TestWakeupsWakeThisProcessAndForwardToTheListener(t *testing.T) {
 	l := &countingListener{}
 	w := notify.NewWakeups("t", notify.NewHub(), l)
 	got := make(chan int64, 10)
-	defer w.Subscribe("k", func(v int64) { got <- v })()
+	defer w.Subscribe("k", "", func(v int64) { got <- v })()
 	w.Released("k", 42)
 	assert.Equal(t, int64(42), <-got, "the store's own release wakes its subscribers at once, with the version")
 	w.Observed("k", store.Record{})
 	w.Leading("k", 7, true)
-	defer w.SubscribeAs("k", "b", func(v int64) { got <- -100 + v })() // -101 handed over, -102 to another
+	defer w.Subscribe("k", "b", func(v int64) { got <- -100 + v })() // -101 handed over, -102 to another
 	w.HandedOver("k", "b")
 	assert.ElementsMatch(t, []int64{notify.HandedOver, -100 + notify.HandedOver}, []int64{<-got, <-got},
 		"the store's own handover wakes its target, and a subscriber that did not name itself, to read the row")
@@ -94,7 +95,7 @@ func TestWakeupsWakeThisProcessAndForwardToTheListener(t *testing.T) {
 
 	// No listener: in-process wake-ups only.
 	w = notify.NewWakeups("t", notify.NewHub(), nil)
-	defer w.Subscribe("k", func(v int64) { got <- v })()
+	defer w.Subscribe("k", "", func(v int64) { got <- v })()
 	w.Released("k", 43)
 	assert.Equal(t, int64(43), <-got)
 	w.Observed("k", store.Record{}) // nothing to forward to: no panic
@@ -133,25 +134,6 @@ func TestHubWakesAHandoverTargetToReadAndTheOthersToReadLater(t *testing.T) {
 		"c d": {ho, ho, ho},
 		"":    {ho, ho, ho}, // subscribed without an ID: cannot tell, reads at once
 	}, got)
-}
-
-// plain is a notifier of another module: Subscribe only.
-type plain struct{ keys []string }
-
-func (p *plain) Subscribe(key string, _ func(int64)) func() {
-	p.keys = append(p.keys, key)
-	return func() {}
-}
-
-func TestSubscribeAsUsesTheIDWhereTheNotifierTakesIt(t *testing.T) {
-	h := notify.NewHub()
-	var got []int64
-	defer notify.SubscribeAs(h, "k", "a", func(v int64) { got = append(got, v) })()
-	h.HandOver("k", "b")
-	assert.Equal(t, []int64{notify.HandedToAnother}, got)
-	var p plain
-	notify.SubscribeAs(&p, "k", "a", func(int64) {})()
-	assert.Equal(t, []string{"k"}, p.keys, "a notifier without SubscribeAs is subscribed without the ID")
 }
 
 // settle bounds what happens at once on a quiet machine; a loaded 2-core machine

@@ -104,11 +104,22 @@ func (c *Core) Listen(lis notify.Listener) { c.wakeups = notify.NewWakeups(c.tab
 // Hub returns the hub that the store's wake-ups deliver to.
 func (c *Core) Hub() *notify.Hub { return c.hub }
 
-// Wakeups returns the store's wake-ups: the electors and groups on the store
-// subscribe to them by themselves. This store's own releases and handovers wake
-// the subscribers in this process directly; writes by other processes reach them
-// through the dialect's listener, which runs while anybody subscribes.
-func (c *Core) Wakeups() *notify.Wakeups { return c.wakeups }
+// Subscribe is [store.Driver.Subscribe]: this store's own releases and handovers
+// wake the subscribers in this process directly; writes by other processes reach
+// them through the dialect's listener, which runs while anybody subscribes.
+func (c *Core) Subscribe(key, id string, wake func(version int64)) (unsubscribe func()) {
+	return c.wakeups.Subscribe(key, id, wake)
+}
+
+// Observed is [store.Driver.Observed]: it forwards to the listener.
+func (c *Core) Observed(key string, rec store.Record) { c.wakeups.Observed(key, rec) }
+
+// Leading is [store.Driver.Leading]: it forwards to the listener.
+func (c *Core) Leading(key string, token int64, leading bool) { c.wakeups.Leading(key, token, leading) }
+
+// Listening reports whether wake-ups from other processes are being delivered
+// (see [notify.Wakeups.Listening]).
+func (c *Core) Listening() bool { return c.wakeups.Listening() }
 
 // Dialect returns the store's SQL dialect.
 func (c *Core) Dialect() schema.Dialect { return c.dialect }

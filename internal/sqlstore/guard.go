@@ -252,14 +252,21 @@ func (c *Core) judge(key, id string, token int64, own time.Duration, r guardRow,
 // the database file, not rows: the guard takes the write lock first, so the
 // transaction blocks every other writer, including a takeover, until it ends. The
 // guard section of this package's source describes the locking per database.
-func (c *Core) Guard(ctx context.Context, tx *sql.Tx, key, id string, token int64, lease time.Duration) error {
-	return c.guardSQL(ctx, nilTx(tx), key, id, token, lease)
-}
-
-// nilTx keeps a nil *sql.Tx from becoming a non-nil interface.
-func nilTx(tx *sql.Tx) txQuerier {
-	if tx == nil {
-		return nil
+//
+// tx is a *sql.Tx, or a [RowQuerier] (the PostgreSQL package's adapter of a pgx
+// transaction); any other value is refused.
+func (c *Core) Guard(ctx context.Context, tx any, key, id string, token int64, lease time.Duration) error {
+	switch tx := tx.(type) {
+	case *sql.Tx:
+		if tx == nil {
+			return c.guardSQL(ctx, nil, key, id, token, lease)
+		}
+		return c.guardSQL(ctx, tx, key, id, token, lease)
+	case RowQuerier:
+		return GuardRow(ctx, c, tx, key, id, token, lease)
+	case nil:
+		return c.guardSQL(ctx, nil, key, id, token, lease)
+	default:
+		return fmt.Errorf("%w: guard %q: a %s store cannot fence a transaction of type %T: pass the *sql.Tx of a transaction on the election database", store.ErrInvalidArgument, key, c.dialect, tx)
 	}
-	return tx
 }

@@ -1,7 +1,6 @@
 package storetest
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -16,19 +15,8 @@ import (
 	"github.com/casleader/casleader/store"
 )
 
-// Batch is the set of batched methods (one statement for many keys) that
-// [RunBatch] checks, on top of [Store].
-type Batch interface {
-	Store
-	ObserveMany(ctx context.Context, keys []string) (map[string]store.Record, error)
-	InsertMany(ctx context.Context, cand store.Candidate, keys []string) (inserted []store.Won, err error)
-	ElectMany(ctx context.Context, cand store.Candidate, from []store.KeyVersion) (won []store.Won, err error)
-	RenewMany(ctx context.Context, id string, held []store.KeyVersion) (renewed []store.Won, err error)
-	ReleaseMany(ctx context.Context, id string, held []store.KeyVersion) (released []store.Won, err error)
-}
-
-// RunBatch runs the conformance suite of the batched methods on h, whose stores must
-// implement [Batch]. Every batched call must give, per key, the outcome its
+// RunBatch runs the conformance suite of the batched methods of [store.Driver] on
+// h. Every batched call must give, per key, the outcome its
 // single-key counterpart would.
 func RunBatch(t *testing.T, h Harness) {
 	t.Helper()
@@ -51,9 +39,7 @@ func RunBatch(t *testing.T, h Harness) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			s, table := open(t, h)
-			b, ok := s.(Batch)
-			require.True(t, ok, "%T does not implement storetest.Batch", s)
-			tc.run(t, batchStore{Batch: b, corrupt: func(key, what string) { h.Corrupt(t, table, key, what) }})
+			tc.run(t, batchStore{Driver: s, corrupt: func(key, what string) { h.Corrupt(t, table, key, what) }})
 		})
 	}
 }
@@ -61,7 +47,7 @@ func RunBatch(t *testing.T, h Harness) {
 // batchStore is the store of one subtest, on a table of its own, with corrupt, which
 // overwrites a row of that table as [Harness.Corrupt] does.
 type batchStore struct {
-	Batch
+	store.Driver
 	corrupt func(key, what string)
 }
 
@@ -99,7 +85,7 @@ func noTerms(t *testing.T, ws []store.Won, what string) {
 // InsertMany) for id: each term is above the version the key was won from (from,
 // 0 for a missing key), and the row now holds it as both term and version, with id
 // as its leader. It returns the terms by key.
-func newTerms(t *testing.T, s Batch, id string, ws []store.Won, from map[string]int64, what string) map[string]int64 {
+func newTerms(t *testing.T, s store.Driver, id string, ws []store.Won, from map[string]int64, what string) map[string]int64 {
 	t.Helper()
 	terms := make(map[string]int64, len(ws))
 	for _, w := range ws {

@@ -8,7 +8,6 @@
 package storetest
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -24,20 +23,10 @@ import (
 	"github.com/casleader/casleader/store"
 )
 
-// Store is the set of methods the suite checks: those of the stores of packages
-// store/mysql, store/postgres and store/sqlite, and of the in-memory fake.
-type Store interface {
-	Observe(ctx context.Context, key string) (rec store.Record, found bool, err error)
-	Insert(ctx context.Context, key string, cand store.Candidate) (term int64, inserted bool, err error)
-	Elect(ctx context.Context, key string, cand store.Candidate, version int64) (term int64, won bool, err error)
-	ElectReleased(ctx context.Context, key string, cand store.Candidate) (term int64, won bool, err error)
-	Renew(ctx context.Context, key, id string, version int64) (swapped bool, err error)
-	Release(ctx context.Context, key, id string, version int64) (swapped bool, err error)
-	Handover(ctx context.Context, key, id string, version int64, to string) (term int64, ok bool, err error)
-	RequestStepDown(ctx context.Context, key string, version int64, to string) (swapped bool, err error)
-	CreateTable(ctx context.Context) error
-	Check(ctx context.Context) error
-}
+// Store is the contract the suite checks: [store.Driver], which the stores of
+// packages store/mysql, store/postgres and store/sqlite and the in-memory fake
+// implement.
+type Store = store.Driver
 
 // Corruptions that [Harness.Corrupt] writes: rows that casleader never writes.
 const (
@@ -77,6 +66,10 @@ type Harness struct {
 	// [SkewedTick]).
 	// It fails t if the row cannot be written.
 	Corrupt func(t *testing.T, table, key, what string)
+	// NoWakeups says that the store's Subscribe wakes nobody (the in-memory
+	// fake); the stores of the dialect packages wake their subscribers in this
+	// process at their own releases and handovers.
+	NoWakeups bool
 }
 
 // Run runs the conformance suite on h. Every subtest calls t.Parallel and uses a
@@ -117,6 +110,8 @@ func Run(t *testing.T, h Harness) {
 		{"CreateTableIsIdempotent", createTableIsIdempotent},
 		{"CorruptRowsGiveClearErrors", corruptRowsGiveClearErrors},
 		{"TickFromAServerAheadReadsAsAFreshLease", tickFromAServerAheadReadsAsAFreshLease},
+		{"MembersAreWrittenReadAndDeleted", membersAreWrittenReadAndDeleted},
+		{"SubscribersAreWokenByOwnReleasesOrNotAtAll", subscribersAreWokenOrNotAtAll},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -26,10 +26,11 @@ import (
 // the error also matches [store.ErrFenced]). It is casleader.ErrNotLeader.
 var ErrNotLeader = errors.New("casleader: not the leader")
 
-// SQLGuarder is a store that can fence a database/sql transaction: the stores of
-// packages store/mysql, store/postgres and store/sqlite.
+// SQLGuarder is a store that can fence a transaction (a *sql.Tx): the guard of
+// [store.Driver], which the stores of packages store/mysql, store/postgres and
+// store/sqlite implement.
 type SQLGuarder interface {
-	Guard(ctx context.Context, tx *sql.Tx, key, id string, token int64, lease time.Duration) error
+	Guard(ctx context.Context, tx any, key, id string, token int64, lease time.Duration) error
 }
 
 // Config describes a term to [New].
@@ -40,10 +41,9 @@ type Config struct {
 	// Trust is the cell that the executor publishes the key's leadership in; the
 	// term holds while it shows Token and its deadline has not passed.
 	Trust *cas.Trust
-	// Store is the election's store; its guard is used when it implements
-	// [SQLGuarder], and the dialect packages' guards find theirs in it through
-	// [Term.Fence].
-	Store any
+	// Store is the election's store: its Guard runs [Term.Guard], and the
+	// dialect packages' guards reach it through [Term.Fence].
+	Store store.Driver
 	// Resign asks the executor to end this term; it must not block. nil: the term
 	// cannot be resigned through the handle (Resign returns an error).
 	Resign func()
@@ -120,14 +120,13 @@ func (t *Term) Ended(op string) error {
 // case but nil, roll tx back and do not write. See casleader.Elector.Guard for the
 // rules of use (first in the transaction, short transactions, the same database).
 func (t *Term) Guard(ctx context.Context, tx *sql.Tx) error {
-	g, ok := t.c.Store.(SQLGuarder)
-	if !ok {
-		return fmt.Errorf("casleader: guard %q: the store %T has no Guard method for *sql.Tx", t.c.Key, t.c.Store)
-	}
 	if err := t.current(); err != nil {
 		return err
 	}
-	return guardError(g.Guard(ctx, tx, t.c.Key, t.c.ID, t.c.Token, t.c.Lease))
+	if t.c.Store == nil {
+		return fmt.Errorf("casleader: guard %q: the term has no store", t.c.Key)
+	}
+	return guardError(t.c.Store.Guard(ctx, tx, t.c.Key, t.c.ID, t.c.Token, t.c.Lease))
 }
 
 // Fence returns this term's fence, for the guards of the dialect packages:

@@ -12,10 +12,9 @@ import (
 
 // A store's own wake-ups wait on named locks with connections of its pool, for at
 // most half of it; keys beyond that are found by their reads. To wait on more keys,
-// give the elector the wake-ups of a second store on a pool of its own, sized for
-// them: they hold one connection for the locks the process leads with and one per
+// give the store a pool of its own for them with WakePool, sized for them: they hold one connection for the locks the process leads with and one per
 // key it follows. (No output: it needs a MySQL or MariaDB server.)
-func ExampleStore_Wakeups() {
+func ExampleWakePool() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	db, err := mysql.Open(os.Getenv("ELECTION_DSN"))
@@ -23,10 +22,6 @@ func ExampleStore_Wakeups() {
 		log.Fatal(err)
 	}
 	defer db.Close()
-	st, err := mysql.New(db, "")
-	if err != nil {
-		log.Fatal(err)
-	}
 	const keys = 16
 	locks, err := mysql.Open(os.Getenv("ELECTION_DSN")) // a pool of its own
 	if err != nil {
@@ -34,11 +29,11 @@ func ExampleStore_Wakeups() {
 	}
 	defer locks.Close()
 	locks.SetMaxOpenConns(2*keys + 2) // half of it waits
-	waker, err := mysql.New(locks, "")
+	st, err := mysql.New(db, "", mysql.WakePool(locks))
 	if err != nil {
 		log.Fatal(err)
 	}
-	el, err := casleader.New(st, casleader.Config{Key: "billing-cron", Notifier: waker.Wakeups()})
+	el, err := casleader.New(st, casleader.Config{Key: "billing-cron"})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -4,6 +4,7 @@
 package mysql
 
 import (
+	"cmp"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -26,14 +27,16 @@ import (
 // time_zone='+00:00', as [Open] does) to keep ages exact across daylight-saving
 // changes. Open the pool with interpolateParams=true (as [Open] does): otherwise
 // the driver spends three round trips on each parameterised statement.
-type Store struct{ core }
-
-// core is the engine every dialect store shares; its methods are the store's.
-type core = sqlstore.Core
+type Store struct{ core sqlstore.Core }
 
 // New returns a store on db for the election table (empty means
 // [schema.DefaultTable]).
-func New(db *sql.DB, table string) (*Store, error) {
+//
+// Its wake-ups go through named locks (GET_LOCK): the leader holds one per term
+// and followers wait for it, each on a connection of its own. They take their
+// connections from db, and wait on at most half of its connections (the other
+// followed keys are woken by their reads), or from the pool given with [WakePool].
+func New(db *sql.DB, table string, opts ...Option) (*Store, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: nil *sql.DB", store.ErrInvalidArgument)
 	}
@@ -41,19 +44,39 @@ func New(db *sql.DB, table string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The named-lock waiters take connections of db: leave half of them to the
-	// elections (a pool of [Open] has sqlstore.DefaultPoolSize).
-	waiters := max(db.Stats().MaxOpenConnections/2-1, 1)
-	if db.Stats().MaxOpenConnections == 0 {
+	var o options
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	locks := cmp.Or(o.wakePool, db)
+	// The named-lock waiters take connections of the pool: leave half of them to
+	// the elections (a pool of [Open] has sqlstore.DefaultPoolSize).
+	waiters := max(locks.Stats().MaxOpenConnections/2-1, 1)
+	if locks.Stats().MaxOpenConnections == 0 {
 		waiters = sqlstore.DefaultPoolSize
 	}
-	n, err := notify.NewMySQL(notify.MySQLConfig{DB: db, Table: c.Table(), Hub: c.Hub(), MaxWaiters: waiters})
+	n, err := notify.NewMySQL(notify.MySQLConfig{DB: locks, Table: c.Table(), Hub: c.Hub(), MaxWaiters: waiters})
 	if err != nil {
 		return nil, err
 	}
 	c.Listen(n)
 	return &Store{c}, nil
 }
+
+// Option configures a [Store] in [New].
+type Option func(*options)
+
+type options struct{ wakePool *sql.DB }
+
+// WakePool makes the store's named-lock wake-ups take their connections from db,
+// a pool of their own, instead of the store's pool: one connection for the locks
+// of the keys this process leads, and one per key it follows, on at most half of
+// db's connections. Size it for the keys followed (2×keys+2 wakes them all). It
+// replaces the second store whose Wakeups were set as Config.Notifier in earlier
+// versions.
+func WakePool(db *sql.DB) Option { return func(o *options) { o.wakePool = db } }
 
 // Open opens a small pool for elections from a DSN in any form that the
 // casleader command takes ("mysql://user:pass@host:3306/db", also mariadb://,

@@ -64,3 +64,24 @@ func sendInvoice(ctx context.Context, pool *pgxpool.Pool, term *casleader.Term) 
 	}
 	return tx.Commit(ctx)
 }
+
+// When the elections go through PgBouncer in transaction pooling mode, LISTEN does
+// not work on the store's pool (its wake-ups test themselves and fall back to
+// polling): give the store a DSN that reaches PostgreSQL directly for its
+// listener. (No output: it needs a PostgreSQL server.)
+func ExampleListenDSN() {
+	ctx := context.Background()
+	pool, err := postgres.Open(ctx, os.Getenv("ELECTION_DSN")) // through PgBouncer
+	if err != nil {
+		log.Fatal(err)
+	}
+	st, err := postgres.New(pool, "", postgres.ListenDSN(os.Getenv("DIRECT_DSN")))
+	if err != nil {
+		log.Fatal(err)
+	}
+	el, err := casleader.New(st, casleader.Config{Key: "billing-cron"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	_ = el.Run(ctx)
+}

@@ -11,29 +11,11 @@ import (
 	"github.com/casleader/casleader/store"
 )
 
-// GuardPgx is the store's guard (see [Store.Guard]) for a pgx transaction
-// (pgxpool.Pool.Begin, pgx.Conn.Begin). It uses SELECT … FOR SHARE and sends no
-// named prepared statement, so it works through PgBouncer in transaction pooling
-// mode. Most callers use [Guard] with their term instead.
-func (s *Store) GuardPgx(ctx context.Context, tx pgx.Tx, key, id string, token int64, lease time.Duration) error {
-	var q sqlstore.RowQuerier
-	if tx != nil {
-		q = pgxTx{tx}
-	}
-	return sqlstore.GuardRow(ctx, &s.core, q, key, id, token, lease)
-}
-
 // pgxTx reads through a pgx transaction in exec mode.
 type pgxTx struct{ tx pgx.Tx }
 
 func (t pgxTx) QueryRow(ctx context.Context, query string, args ...any) sqlstore.Scanner {
 	return t.tx.QueryRow(ctx, query, append([]any{pgx.QueryExecModeExec}, args...)...)
-}
-
-// PgxGuarder is a store that can fence a pgx transaction: [Store] is one, and a
-// decorating store must forward the method.
-type PgxGuarder interface {
-	GuardPgx(ctx context.Context, tx pgx.Tx, key, id string, token int64, lease time.Duration) error
 }
 
 // Guard fences a write of the leader in a pgx transaction: it verifies, inside tx,
@@ -54,22 +36,25 @@ type PgxGuarder interface {
 //	// the leader-only writes, in tx
 //	err = tx.Commit(ctx)
 //
-// The election's store must implement [PgxGuarder] (a [Store] does).
+// The election's store ([store.Driver.Guard]) must take a pgx.Tx: a [Store] on a
+// pool does, and so does any decorator that embeds it.
 func Guard(ctx context.Context, f store.Fencer, tx pgx.Tx) error {
 	if f == nil {
 		return fmt.Errorf("%w: postgres: guard: no term (nil); pass the leader's term, casleader.TermFrom(ctx)", store.ErrInvalidArgument)
 	}
 	fence := f.Fence()
-	g, ok := fence.Store.(PgxGuarder)
-	if !ok {
-		if fence.Store == nil && fence.Trust != nil {
+	if fence.Store == nil {
+		if fence.Trust != nil {
 			if err := fence.Trust(); err != nil {
 				return err // not a leader's term at all
 			}
 		}
-		return fmt.Errorf("postgres: guard %q: the store %T has no GuardPgx method for pgx.Tx", fence.Key, fence.Store)
+		return fmt.Errorf("%w: postgres: guard %q: the fence names no store", store.ErrInvalidArgument, fence.Key)
 	}
 	return fence.Run(func(key, id string, token int64, lease time.Duration) error {
-		return g.GuardPgx(ctx, tx, key, id, token, lease)
+		if tx == nil {
+			return fence.Store.Guard(ctx, nil, key, id, token, lease)
+		}
+		return fence.Store.Guard(ctx, tx, key, id, token, lease)
 	})
 }

@@ -23,15 +23,14 @@ import (
 	"github.com/casleader/casleader/store"
 )
 
-// NotifierConfig configures [NewNotifier]. Zero values get the defaults given per field.
-type NotifierConfig struct {
+// listenConfig configures a [listener]. Zero values get the defaults given per field.
+type listenConfig struct {
 	// DSN reaches PostgreSQL directly: LISTEN needs a server session of its own.
-	// Through a pooling proxy (PgBouncer, in any pool mode) the notifier finds
+	// Through a pooling proxy (PgBouncer, in any pool mode) the listener finds
 	// that its connection does not reach the backend it opened, never listens,
-	// and followers poll. Required by [NewNotifier].
+	// and followers poll.
 	DSN string
-	// Table is the election table, spelled as the stores are given it. Default
-	// schema.DefaultTable.
+	// Table is the election table, spelled as the stores are given it.
 	Table string
 	// SelfTestTimeout bounds the wait for the self-test notification. Default 2 s.
 	SelfTestTimeout time.Duration
@@ -44,14 +43,11 @@ type NotifierConfig struct {
 	Logger *slog.Logger
 }
 
-// Notifier listens for release and handover notifications on one dedicated
-// connection and wakes the subscribed electors. A [Store] on a pool has one built in
-// (see [Store]); build one with [NewNotifier] only to listen through another DSN than
-// the pool's (the pool goes through PgBouncer in transaction pooling mode, where
-// LISTEN does not work), set it as Config.Notifier and run [Notifier.Run] next to
-// the elector. It implements casleader.Notifier.
-type Notifier struct {
-	cfg       NotifierConfig
+// listener listens for release and handover notifications on one dedicated
+// connection and wakes the subscribers of the store's hub: the cross-process part
+// of a [Store]'s wake-ups (see [ListenDSN]).
+type listener struct {
+	cfg       listenConfig
 	connect   func(ctx context.Context) (*pgx.Conn, func(), error) // a dedicated connection and how to close it
 	send      func(ctx context.Context, payload string) error      // a notification through another connection
 	hub       *notify.Hub
@@ -60,8 +56,9 @@ type Notifier struct {
 	received  atomic.Int64
 }
 
-// NewNotifier validates cfg and returns a notifier. It does no I/O.
-func NewNotifier(cfg NotifierConfig) (*Notifier, error) {
+// dsnListener validates cfg and returns a listener on connections of its own to
+// cfg.DSN, delivering to hub. It does no I/O.
+func dsnListener(cfg listenConfig, hub *notify.Hub) (*listener, error) {
 	cfg.Table = cmp.Or(cfg.Table, schema.DefaultTable)
 	if err := schema.ValidateTable(cfg.Table); err != nil {
 		return nil, err
@@ -81,7 +78,7 @@ func NewNotifier(cfg NotifierConfig) (*Notifier, error) {
 	}
 	// No statement cache: the listener runs only LISTEN, pg_notify and SELECT 1.
 	cc.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
-	p := &Notifier{cfg: cfg, hub: notify.NewHub()}
+	p := &listener{cfg: cfg, hub: hub}
 	p.connect = func(ctx context.Context) (*pgx.Conn, func(), error) {
 		conn, err := pgx.ConnectConfig(ctx, cc)
 		if err != nil {
@@ -95,7 +92,7 @@ func NewNotifier(cfg NotifierConfig) (*Notifier, error) {
 			return err
 		}
 		defer closeConn(ctx, other)
-		_, err = other.Exec(ctx, `SELECT pg_notify($1, $2)`, NotifyChannel, payload)
+		_, err = other.Exec(ctx, `SELECT pg_notify($1, $2)`, sqlstore.NotifyChannel, payload)
 		return err
 	}
 	return p, nil
@@ -104,10 +101,10 @@ func NewNotifier(cfg NotifierConfig) (*Notifier, error) {
 // poolListener returns the listener built into a store on pool: it takes its
 // dedicated connection from the pool (which then no longer counts it) and sends its
 // self-test through the pool.
-func poolListener(pool *pgxpool.Pool, table string, hub *notify.Hub) *Notifier {
-	cfg := NotifierConfig{Table: table, SelfTestTimeout: 2 * time.Second, RetestInterval: time.Minute, PingInterval: 30 * time.Second,
+func poolListener(pool *pgxpool.Pool, table string, hub *notify.Hub) *listener {
+	cfg := listenConfig{Table: table, SelfTestTimeout: 2 * time.Second, RetestInterval: time.Minute, PingInterval: 30 * time.Second,
 		Logger: slog.New(slog.DiscardHandler)}
-	p := &Notifier{cfg: cfg, hub: hub}
+	p := &listener{cfg: cfg, hub: hub}
 	p.connect = func(ctx context.Context) (*pgx.Conn, func(), error) {
 		c, err := pool.Acquire(ctx)
 		if err != nil {
@@ -119,7 +116,7 @@ func poolListener(pool *pgxpool.Pool, table string, hub *notify.Hub) *Notifier {
 	p.send = func(ctx context.Context, payload string) error {
 		// Through the store's wire layer (pgconn, text values): pgx's typed Exec
 		// would link its type map into every program that uses a store.
-		_, err := pgxBackend{pool}.Exec(ctx, `SELECT pg_notify($1::text, $2::text)`, NotifyChannel, payload)
+		_, err := pgxBackend{pool}.Exec(ctx, `SELECT pg_notify($1::text, $2::text)`, sqlstore.NotifyChannel, payload)
 		return err
 	}
 	return p
@@ -132,38 +129,29 @@ func closeConn(ctx context.Context, conn *pgx.Conn) {
 	_ = conn.Close(cctx)
 }
 
-// Table returns the election table whose notifications wake the subscribers.
-func (p *Notifier) Table() string { return p.cfg.Table }
+// Announce does nothing: the release statements notify by themselves.
+func (p *listener) Announce(string, int64) {}
 
-// Subscribe calls wake whenever the lease of key is released (with the released
-// version, or 0 when it is not known) or handed over (with [notify.HandedOver]).
-func (p *Notifier) Subscribe(key string, wake func(version int64)) (unsubscribe func()) {
-	return p.hub.Subscribe(key, wake)
-}
-
-// SubscribeAs is [Notifier.Subscribe] for candidate id: a handover to another
-// candidate wakes it with [notify.HandedToAnother].
-func (p *Notifier) SubscribeAs(key, id string, wake func(version int64)) (unsubscribe func()) {
-	return p.hub.SubscribeAs(key, id, wake)
-}
+// AnnounceHandover does nothing: the handover statements notify by themselves.
+func (p *listener) AnnounceHandover(string, string) {}
 
 // Observed does nothing: PostgreSQL followers need no arming.
-func (p *Notifier) Observed(string, store.Record) {}
+func (p *listener) Observed(string, store.Record) {}
 
 // Leading does nothing: the release and handover statements notify by themselves.
-func (p *Notifier) Leading(string, int64, bool) {}
+func (p *listener) Leading(string, int64, bool) {}
 
 // Listening reports whether the notifier holds a connection on which the self-test
 // notification arrived: notifications are being delivered.
-func (p *Notifier) Listening() bool { return p.listening.Load() }
+func (p *listener) Listening() bool { return p.listening.Load() }
 
 // Received returns how many election notifications for this table have arrived.
-func (p *Notifier) Received() int64 { return p.received.Load() }
+func (p *listener) Received() int64 { return p.received.Load() }
 
 // Run listens until ctx ends, reconnecting with backoff and retesting as configured,
 // and returns nil then. Subscribers are woken after every (re)connection, in case a
 // notification was missed while disconnected.
-func (p *Notifier) Run(ctx context.Context) error {
+func (p *listener) Run(ctx context.Context) error {
 	log := p.cfg.Logger
 	failures := 0
 	for ctx.Err() == nil {
@@ -201,7 +189,7 @@ func (p *Notifier) Run(ctx context.Context) error {
 var errSelfTest = errors.New("postgres: notify: self-test notification did not arrive")
 
 // session connects, listens, self-tests and dispatches until an error or ctx ends.
-func (p *Notifier) session(ctx context.Context) error {
+func (p *listener) session(ctx context.Context) error {
 	conn, closeIt, err := p.connect(ctx)
 	if err != nil {
 		return err
@@ -211,7 +199,7 @@ func (p *Notifier) session(ctx context.Context) error {
 		return err
 	}
 	// pgconn's simple protocol: no statement cache, no type map.
-	if _, err := conn.PgConn().Exec(ctx, `LISTEN `+pgx.Identifier{NotifyChannel}.Sanitize()).ReadAll(); err != nil {
+	if _, err := conn.PgConn().Exec(ctx, `LISTEN `+pgx.Identifier{sqlstore.NotifyChannel}.Sanitize()).ReadAll(); err != nil {
 		return err
 	}
 	if err := p.selfTest(ctx, conn); err != nil {
@@ -219,7 +207,7 @@ func (p *Notifier) session(ctx context.Context) error {
 	}
 	p.hub.WakeAll() // a release may have come before the LISTEN
 	p.listening.Store(true)
-	p.cfg.Logger.Info("casleader notify: listening", "table", p.cfg.Table, "channel", NotifyChannel)
+	p.cfg.Logger.Info("casleader notify: listening", "table", p.cfg.Table, "channel", sqlstore.NotifyChannel)
 	for {
 		wctx, cancel := context.WithTimeout(ctx, p.cfg.PingInterval)
 		n, err := conn.WaitForNotification(wctx)
@@ -253,7 +241,7 @@ func (p *Notifier) session(ctx context.Context) error {
 // pooled server connection that other clients then share, and the notifications
 // that arrive on that connection between two clients' transactions make
 // PgBouncer 1.18 close it and exit ("server in bad state"). Through a proxy the
-// listener therefore never listens; followers poll, and a [Notifier] with a DSN
+// listener therefore never listens; followers poll, and [ListenDSN] with a DSN
 // that reaches PostgreSQL directly restores the wake-ups.
 func ownBackend(ctx context.Context, conn *pgx.Conn) error {
 	rs, err := conn.PgConn().Exec(ctx, `SELECT pg_backend_pid()`).ReadAll()
@@ -277,7 +265,7 @@ func ownBackend(ctx context.Context, conn *pgx.Conn) error {
 // selfTest sends a notification through a second connection and waits for it on
 // conn. Through PgBouncer in transaction mode the LISTEN session is not ours after
 // its transaction, and nothing arrives.
-func (p *Notifier) selfTest(ctx context.Context, conn *pgx.Conn) error {
+func (p *listener) selfTest(ctx context.Context, conn *pgx.Conn) error {
 	b := make([]byte, 8)
 	_, _ = crand.Read(b)
 	payload := "casleader-selftest " + hex.EncodeToString(b)

@@ -13,7 +13,7 @@ import (
 	"github.com/casleader/casleader/internal/testdb"
 )
 
-func TestShouldPingOnlyConnectionsIdleForPingIdle(t *testing.T) {
+func TestShouldPingOnlyConnectionsIdleForpingIdle(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		idle time.Duration
@@ -21,8 +21,8 @@ func TestShouldPingOnlyConnectionsIdleForPingIdle(t *testing.T) {
 	}{
 		{0, false},
 		{2 * time.Second, false}, // a heartbeat interval: pgxpool's default pings here
-		{PingIdle - time.Nanosecond, false},
-		{PingIdle, true},
+		{pingIdle - time.Nanosecond, false},
+		{pingIdle, true},
 		{time.Hour, true},
 	} {
 		assert.Equal(t, tc.want, shouldPing(t.Context(), pgxpool.ShouldPingParams{IdleDuration: tc.idle}), "idle %v", tc.idle)

@@ -1,8 +1,8 @@
 // Package postgres is the election store for PostgreSQL 12+, through pgx: a
 // *pgxpool.Pool ([New], [Open]) or a *sql.DB opened with pgx's stdlib driver
-// ([NewDB]). It also holds the PostgreSQL guard for pgx transactions ([Guard]) and
-// the LISTEN/NOTIFY wake-up ([Notifier]). It is the only casleader package that
-// imports pgx.
+// ([NewDB]). It also holds the PostgreSQL guard for pgx transactions ([Guard]).
+// The store's wake-ups go through LISTEN/NOTIFY (see [ListenDSN]). It is the only
+// casleader package that imports pgx.
 package postgres
 
 import (
@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/casleader/casleader/internal/dsn"
+	"github.com/casleader/casleader/internal/notify"
 	"github.com/casleader/casleader/internal/secret"
 	"github.com/casleader/casleader/internal/sqlstore"
 	"github.com/casleader/casleader/schema"
@@ -31,14 +32,64 @@ import (
 // the store works through PgBouncer in transaction pooling mode. On a pool the
 // statements go through pgconn, pgx's wire layer, with text-format values. tick_time
 // is a timestamptz written with clock_timestamp().
-type Store struct{ core }
+//
+// Its wake-ups: the release and handover statements notify channel "casleader" in
+// the same statement, and one listener per store (started with the first elector
+// or group that subscribes, stopped with the last) LISTENs on a connection taken
+// from the pool, or on one of its own with [ListenDSN]. A store on a *sql.DB
+// ([NewDB]) listens only with [ListenDSN]; otherwise it wakes only the electors and
+// groups of this process.
+type Store struct{ core sqlstore.Core }
 
-// core is the engine every dialect store shares; its methods are the store's.
-type core = sqlstore.Core
+// Option configures a [Store] in [New] or [NewDB].
+type Option func(*options)
+
+// options are the settings of [New] and [NewDB]. listener, when set, builds the
+// store's listener (a closure, so that only programs that call [ListenDSN] link
+// pgx's connection code).
+type options struct {
+	listener func(table string, hub *notify.Hub) (notify.Listener, error)
+}
+
+// ListenDSN makes the store listen for the releases and handovers of other
+// processes on a connection of its own to dsn, instead of one taken from the pool.
+// Give it a DSN that reaches PostgreSQL directly (or PgBouncer in session mode)
+// when the pool goes through PgBouncer in transaction pooling mode, where LISTEN
+// does not work (the store's listener then never listens, and followers poll).
+// It replaces the postgres.Notifier of earlier versions.
+func ListenDSN(dsn string) Option {
+	return func(o *options) {
+		o.listener = func(table string, hub *notify.Hub) (notify.Listener, error) {
+			return dsnListener(listenConfig{DSN: dsn, Table: table}, hub)
+		}
+	}
+}
+
+// listen sets the listener of c: the one of [ListenDSN] when given, else one on a
+// connection taken from pool when not nil.
+func listen(c *sqlstore.Core, pool *pgxpool.Pool, opts []Option) error {
+	var o options
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	switch {
+	case o.listener != nil:
+		l, err := o.listener(c.Table(), c.Hub())
+		if err != nil {
+			return fmt.Errorf("postgres: ListenDSN: %w", err)
+		}
+		c.Listen(l)
+	case pool != nil:
+		c.Listen(poolListener(pool, c.Table(), c.Hub()))
+	}
+	return nil
+}
 
 // New returns a store on pool for the election table (empty means
 // [schema.DefaultTable]).
-func New(pool *pgxpool.Pool, table string) (*Store, error) {
+func New(pool *pgxpool.Pool, table string, opts ...Option) (*Store, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("%w: nil *pgxpool.Pool", store.ErrInvalidArgument)
 	}
@@ -46,18 +97,23 @@ func New(pool *pgxpool.Pool, table string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.Listen(poolListener(pool, c.Table(), c.Hub()))
+	if err := listen(&c, pool, opts); err != nil {
+		return nil, err
+	}
 	return &Store{c}, nil
 }
 
 // NewDB returns a store on a *sql.DB opened with pgx's stdlib driver
 // (import _ "github.com/jackc/pgx/v5/stdlib"; sql.Open("pgx", dsn)).
-func NewDB(db *sql.DB, table string) (*Store, error) {
+func NewDB(db *sql.DB, table string, opts ...Option) (*Store, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: nil *sql.DB", store.ErrInvalidArgument)
 	}
 	c, err := sqlstore.New(schema.Postgres, table, sqlstore.SQLBackend(db), classify)
 	if err != nil {
+		return nil, err
+	}
+	if err := listen(&c, nil, opts); err != nil {
 		return nil, err
 	}
 	return &Store{c}, nil
@@ -69,7 +125,7 @@ func NewDB(db *sql.DB, table string) (*Store, error) {
 // never quote the DSN.
 //
 // The pool pings a connection before handing it out only when it has been idle
-// for at least [PingIdle]. pgxpool's default pings every connection idle for more
+// for at least a minute. pgxpool's default pings every connection idle for more
 // than a second: at a heartbeat or poll interval of a second or more that is every
 // statement, so each renewal and read cost two round trips. A connection that
 // broke while idle for less fails its statement instead, which the elector treats
@@ -87,11 +143,11 @@ func Open(ctx context.Context, s string) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
-// PingIdle is how long a connection of a pool from [Open] must have been idle
+// pingIdle is how long a connection of a pool from [Open] must have been idle
 // before the pool pings it on acquire: longer than the elector's heartbeat and
 // poll intervals (2 s, 5 s, and the 15 s lease by default) and than any sensible
 // setting of them, so that steady-state statements cost one round trip.
-const PingIdle = time.Minute
+const pingIdle = time.Minute
 
 // openConfig is the pool configuration of [Open].
 func openConfig(s string) (*pgxpool.Config, error) {
@@ -122,30 +178,9 @@ func parseConfig[C any](s string, parse func(string) (C, error)) (C, error) {
 	return cfg, nil
 }
 
-// shouldPing is the pool's ShouldPing: ping only connections idle for PingIdle.
+// shouldPing is the pool's ShouldPing: ping only connections idle for pingIdle.
 func shouldPing(_ context.Context, p pgxpool.ShouldPingParams) bool {
-	return p.IdleDuration >= PingIdle
-}
-
-// NotifyChannel is the PostgreSQL notification channel on which release and
-// handover writes announce a free (or handed-over) lease, with the payload given by
-// [NotifyPayload] or [HandoverPayload]. [Notifier] listens on it.
-const NotifyChannel = sqlstore.NotifyChannel
-
-// NotifyPayload returns the payload of the notification sent when the lease of key in
-// table is released at row version version (0 when not known): the table name as
-// configured, the version and the key, separated by single spaces.
-func NotifyPayload(table string, version int64, key string) string {
-	return sqlstore.NotifyPayload(table, version, key)
-}
-
-// HandoverPayload returns the payload of the notification sent when the lease of
-// key in table is handed over to candidate to: the table name, "-1/" and the
-// number of characters of to, to, and the key, separated by single spaces. The
-// [Notifier] wakes the target to read the row, and the other followers a few
-// milliseconds later ([notify.HandedToAnother]).
-func HandoverPayload(table, to, key string) string {
-	return sqlstore.HandoverPayload(table, to, key)
+	return p.IdleDuration >= pingIdle
 }
 
 // classify marks pgx's and the server's errors with the kinds of package store.

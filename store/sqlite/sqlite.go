@@ -26,10 +26,7 @@ import (
 // Store is the store for SQLite 3.42+ through the pure-Go driver modernc.org/sqlite,
 // for candidates on one host and for zero-setup use. The "database clock" is the host's
 // clock; tick_time holds microseconds since the Unix epoch.
-type Store struct{ core }
-
-// core is the engine every dialect store shares; its methods are the store's.
-type core = sqlstore.Core
+type Store struct{ core sqlstore.Core }
 
 // New returns a store on db for the election table (empty means
 // [schema.DefaultTable]). Open db with [Open], or set a busy timeout and WAL

@@ -17,6 +17,7 @@ import (
 	"github.com/casleader/casleader/internal/notify"
 	"github.com/casleader/casleader/internal/retry"
 	"github.com/casleader/casleader/internal/sqlstore"
+	"github.com/casleader/casleader/store"
 )
 
 // wakeFileSuffix is appended to the database file's path to name the wake-up file:
@@ -43,6 +44,12 @@ type fileWake struct {
 
 	listening atomic.Bool // the watch is set up
 }
+
+// Observed does nothing: the file carries every release.
+func (w *fileWake) Observed(string, store.Record) {}
+
+// Leading does nothing: releases are announced by Announce.
+func (w *fileWake) Leading(string, int64, bool) {}
 
 // Listening reports whether the wake-up file is being watched.
 func (w *fileWake) Listening() bool { return w.listening.Load() }

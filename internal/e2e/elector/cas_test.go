@@ -129,13 +129,13 @@ func TestDatabaseDownAtStartIsRetried(t *testing.T) {
 }
 
 type countingStore struct {
-	casleader.Store
+	store.Driver
 	n *atomic.Int32
 }
 
 func (c countingStore) Observe(ctx context.Context, key string) (store.Record, bool, error) {
 	c.n.Add(1)
-	r, f, err := c.Store.Observe(ctx, key)
+	r, f, err := c.Driver.Observe(ctx, key)
 	if err != nil && !errors.Is(err, store.ErrTransient) {
 		return r, f, fmt.Errorf("unexpected error class: %w", err)
 	}

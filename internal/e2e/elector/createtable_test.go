@@ -186,12 +186,12 @@ func TestRunRefusesAnElectionTableWithoutItsKey(t *testing.T) {
 	for _, tc := range []struct {
 		d    schema.Dialect
 		exec func(q string) error
-		open func(table string) (casleader.Store, error)
+		open func(table string) (store.Driver, error)
 	}{
 		{schema.Postgres, func(q string) error { _, err := pool.Exec(context.Background(), q); return err },
-			func(table string) (casleader.Store, error) { return postgres.New(pool, table) }},
+			func(table string) (store.Driver, error) { return postgres.New(pool, table) }},
 		{schema.SQLite, func(q string) error { _, err := lite.Exec(q); return err },
-			func(table string) (casleader.Store, error) { return sqlite.New(lite, table) }},
+			func(table string) (store.Driver, error) { return sqlite.New(lite, table) }},
 	} {
 		t.Run(string(tc.d), func(t *testing.T) {
 			table := testdb.Name(t)

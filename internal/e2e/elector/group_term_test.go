@@ -47,8 +47,8 @@ func TestGroupKeyGuard(t *testing.T) {
 			t.Parallel()
 			start := func(t *testing.T, db guardDB) <-chan leaderTerm {
 				terms := make(chan leaderTerm, 4)
-				gst, ok := db.st.(group.Store)
-				require.True(t, ok, "%T is no group.Store", db.st)
+				gst, ok := db.st.(store.Driver)
+				require.True(t, ok, "%T is no store.Driver", db.st)
 				g, err := group.New(gst, group.Config{
 					ID: "a", Keys: []string{"j", "k"},
 					LeaseDuration: gLease, RenewDeadline: gRenew, HeartbeatInterval: gBeat, PollInterval: gPoll,

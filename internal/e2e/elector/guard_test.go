@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casleader/casleader"
-	"github.com/casleader/casleader/internal/memstore"
 	"github.com/casleader/casleader/internal/testdb"
 	"github.com/casleader/casleader/internal/testdb/litedb"
 	"github.com/casleader/casleader/internal/testdb/mydb"
@@ -29,7 +28,6 @@ var (
 	_ casleader.SQLGuarder = (*mysql.Store)(nil)
 	_ casleader.SQLGuarder = (*postgres.Store)(nil)
 	_ casleader.SQLGuarder = (*sqlite.Store)(nil)
-	_ postgres.PgxGuarder  = (*postgres.Store)(nil)
 	_ store.Fencer         = (*casleader.Term)(nil)
 	_ store.Fencer         = store.Fence{}
 )
@@ -84,22 +82,16 @@ func (x pgxUserTx) rollback()     { _ = x.tx.Rollback(context.Background()) }
 // guardDB is one database with a store for electors and the user's transactions.
 type guardDB struct {
 	dialect schema.Dialect
-	st      interface {
-		casleader.Store
-		CreateTable(context.Context) error
-	}
-	begin func(ctx context.Context) (userTx, error)
-	exec  func(ctx context.Context, q string) error
+	st      store.Driver
+	begin   func(ctx context.Context) (userTx, error)
+	exec    func(ctx context.Context, q string) error
 }
 
 func guardDBs() []struct {
 	name string
 	open func(t *testing.T, table string) guardDB
 } {
-	sqlDB := func(d schema.Dialect, db *sql.DB, st interface {
-		casleader.Store
-		CreateTable(context.Context) error
-	}) guardDB {
+	sqlDB := func(d schema.Dialect, db *sql.DB, st store.Driver) guardDB {
 		return guardDB{
 			dialect: d, st: st,
 			begin: func(ctx context.Context) (userTx, error) {
@@ -162,7 +154,7 @@ type guardedElector struct {
 	stop   func()
 }
 
-func startGuarded(t *testing.T, st casleader.Store, id string, keepLease bool) *guardedElector {
+func startGuarded(t *testing.T, st store.Driver, id string, keepLease bool) *guardedElector {
 	t.Helper()
 	g := &guardedElector{tokens: make(chan int64, 16)}
 	el, err := casleader.New(st, casleader.Config{
@@ -298,18 +290,6 @@ func TestElectorGuard(t *testing.T) {
 			})
 		})
 	}
-}
-
-func TestGuardNeedsAStoreWithAGuard(t *testing.T) {
-	t.Parallel()
-	el, err := casleader.New(memstore.New(), casleader.Config{Key: "k"})
-	require.NoError(t, err)
-	err = el.Guard(t.Context(), nil, 1)
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "no Guard method")
-	err = postgres.Guard(t.Context(), el.Fence(1), nil)
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "no GuardPgx method")
 }
 
 func TestGuardRefusesATokenThatIsNotTheCurrentTermWithoutIO(t *testing.T) {

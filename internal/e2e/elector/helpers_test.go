@@ -8,6 +8,7 @@ import (
 
 	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/internal/protocoltest"
+	"github.com/casleader/casleader/store"
 )
 
 // cfg is the protocol suite's timing for candidate id on key "k".
@@ -18,7 +19,7 @@ func cfg(id string) casleader.Config {
 	}
 }
 
-func newElector(t *testing.T, st casleader.Store, c casleader.Config) *casleader.Elector {
+func newElector(t *testing.T, st store.Driver, c casleader.Config) *casleader.Elector {
 	t.Helper()
 	el, err := casleader.New(st, c)
 	require.NoError(t, err)

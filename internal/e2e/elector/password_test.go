@@ -27,7 +27,7 @@ type syncBuffer = protocoltest.SyncBuffer
 
 // runLogged runs an elector on st for at most d with a debug JSON logger and
 // returns what it logged and what Run returned.
-func runLogged(t *testing.T, st casleader.Store, d time.Duration) (string, error) {
+func runLogged(t *testing.T, st store.Driver, d time.Duration) (string, error) {
 	t.Helper()
 	var buf syncBuffer
 	el, err := casleader.New(st, casleader.Config{

@@ -11,7 +11,6 @@ import (
 	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/internal/faultstore"
 	"github.com/casleader/casleader/store"
-	"github.com/casleader/casleader/store/postgres"
 )
 
 // Server errors injected between the elector and a real store (internal/faultstore):
@@ -19,9 +18,8 @@ import (
 // errors is tested in package store.
 
 var (
-	_ casleader.Store      = (*faultstore.Store)(nil)
+	_ store.Driver         = (*faultstore.Store)(nil)
 	_ casleader.SQLGuarder = (*faultstore.Store)(nil)
-	_ postgres.PgxGuarder  = (*faultstore.Store)(nil)
 )
 
 type faultDB struct {

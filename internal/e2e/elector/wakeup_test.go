@@ -12,10 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casleader/casleader"
-	"github.com/casleader/casleader/internal/notify"
 	"github.com/casleader/casleader/internal/protocoltest"
 	"github.com/casleader/casleader/internal/testdb"
-	"github.com/casleader/casleader/internal/testdb/mydb"
 	"github.com/casleader/casleader/internal/testdb/pgdb"
 	"github.com/casleader/casleader/store"
 	mysqlstore "github.com/casleader/casleader/store/mysql"
@@ -23,33 +21,35 @@ import (
 	"github.com/casleader/casleader/store/sqlite"
 )
 
-// wakeStore is a dialect store with its built-in wake-ups.
+// wakeStore is a dialect store, which tells whether its listener listens.
 type wakeStore interface {
 	protocoltest.Store
-	Wakeups() *notify.Wakeups
+	Listening() bool
 }
 
 // callCounter counts a store's reads of the row and its elections (Elect and
-// ElectReleased): the round trips a follower makes to take a lease over. It hides
-// the store's wake-ups, so an elector on it is given them as Config.Notifier.
+// ElectReleased): the round trips a follower makes to take a lease over. It is a
+// decorator that embeds the store: the wake-ups (Subscribe, Observed, Leading),
+// members and handovers it does not override are the store's, so an elector on it
+// is woken as on the store itself.
 type callCounter struct {
-	casleader.Store
+	store.Driver
 	reads, elections atomic.Int64
 }
 
 func (r *callCounter) Observe(ctx context.Context, key string) (store.Record, bool, error) {
 	r.reads.Add(1)
-	return r.Store.Observe(ctx, key)
+	return r.Driver.Observe(ctx, key)
 }
 
 func (r *callCounter) Elect(ctx context.Context, key string, cand store.Candidate, version int64) (int64, bool, error) {
 	r.elections.Add(1)
-	return r.Store.Elect(ctx, key, cand, version)
+	return r.Driver.Elect(ctx, key, cand, version)
 }
 
 func (r *callCounter) ElectReleased(ctx context.Context, key string, cand store.Candidate) (int64, bool, error) {
 	r.elections.Add(1)
-	return r.Store.(casleader.ReleasedElector).ElectReleased(ctx, key, cand)
+	return r.Driver.ElectReleased(ctx, key, cand)
 }
 
 // calls returns the reads and elections counted so far.
@@ -63,8 +63,8 @@ func slowPolls(id string) casleader.Config {
 		HeartbeatInterval: 200 * time.Millisecond, PollInterval: time.Minute}
 }
 
-// byWakeup runs leader a on sa and follower b on sb (given sb's wake-ups
-// explicitly, to count its calls; its next read a minute away); give (a's resign,
+// byWakeup runs leader a on sa and follower b on a decorator of sb that counts
+// its calls (its next read a minute away); give (a's resign,
 // or its handover to b) must let b lead at once. It returns how many rows b read
 // and how many elections it sent between give and leading.
 func byWakeup(t *testing.T, sa wakeStore, sb wakeStore, give func(a *casleader.Elector) error) (reads, elections int64) {
@@ -72,18 +72,16 @@ func byWakeup(t *testing.T, sa wakeStore, sb wakeStore, give func(a *casleader.E
 	ca, cb := slowPolls("a"), slowPolls("b")
 	require.Less(t, settle, cb.LeaseDuration/2, "a takeover within settle must be impossible without a wake-up")
 	a := newElector(t, sa, ca)
-	assert.Same(t, sa.Wakeups(), a.Config().Notifier, "the store's wake-ups are what runs, and Config says so")
 	assert.Equal(t, time.Minute, a.Config().PollInterval)
 	stopA := running(t, a)
 	defer func() { require.NoError(t, stopA()) }()
 	require.Eventually(t, a.IsLeader, settle, time.Millisecond)
 
-	rb := &callCounter{Store: sb}
-	cb.Notifier = sb.Wakeups()
+	rb := &callCounter{Driver: sb} // embeds sb: keeps its wake-ups
 	b := newElector(t, rb, cb)
 	stopB := running(t, b)
 	defer func() { require.NoError(t, stopB()) }()
-	require.Eventually(t, func() bool { return b.Leader() == "a" && sb.Wakeups().Listening() }, settle, time.Millisecond,
+	require.Eventually(t, func() bool { return b.Leader() == "a" && sb.Listening() }, settle, time.Millisecond,
 		"b follows a and its wake-ups listen")
 
 	// The wake-up that every listener sends when it starts (a release may have
@@ -124,11 +122,11 @@ var wakeupPairs = []struct {
 		require.NoError(t, sa.CreateTable(t.Context()))
 		return sa, sb
 	}},
-	{"MariaDBWakeupsOfASecondStore", func(t *testing.T) (wakeStore, wakeStore) {
+	{"MariaDBWakePool", func(t *testing.T) (wakeStore, wakeStore) {
 		table := testdb.Name(t)
-		sa := newMySQL(t, table)
+		sa := newMySQL(t, table, wakePool(t))
 		require.NoError(t, sa.CreateTable(t.Context()))
-		return wakingThrough(sa, newMySQL(t, table)), wakingThrough(newMySQL(t, table), newMySQL(t, table))
+		return sa, newMySQL(t, table, wakePool(t))
 	}},
 	{"MariaDBOneStoreWakesInProcess", func(t *testing.T) (wakeStore, wakeStore) {
 		st := newMySQL(t, testdb.Name(t))
@@ -136,18 +134,6 @@ var wakeupPairs = []struct {
 		return st, st
 	}},
 }
-
-// wokenThrough is a MySQL store whose wake-ups are those of another store on a pool
-// of its own, as an elector has them when given that store's Wakeups as
-// Config.Notifier (mysql.ExampleStore_Wakeups).
-type wokenThrough struct {
-	*mysqlstore.Store
-	waker *mysqlstore.Store
-}
-
-func wakingThrough(st, waker *mysqlstore.Store) wokenThrough { return wokenThrough{st, waker} }
-
-func (s wokenThrough) Wakeups() *notify.Wakeups { return s.waker.Wakeups() }
 
 // wakeupCounts is what a follower does between a wake-up and leading, per pair.
 type wakeupCounts map[string]struct {
@@ -178,7 +164,7 @@ func TestStoreWakeupsPassAHandedOverLeaseWithOneRead(t *testing.T) {
 	testWakeups(t, wakeupCounts{
 		"PostgreSQL":                    {1, 1, "the notification says the lease was handed over: b reads the row that names it, and claims it"},
 		"MariaDB":                       {1, 2, "a lock grant cannot say it was a handover: one election that changes nothing, then the read and the claim"},
-		"MariaDBWakeupsOfASecondStore":  {1, 2, "the same locks, on the second store's pool"},
+		"MariaDBWakePool":               {1, 2, "the same locks, on a pool of their own"},
 		"SQLiteSecondDatabaseHandle":    {1, 1, "the wake-up file says the lease was handed over: b reads the row that names it, and claims it"},
 		"MariaDBOneStoreWakesInProcess": {1, 1, "woken in-process as handed over: b reads the row that names it, and claims it"},
 	}, func(t *testing.T, a *casleader.Elector) error { return a.HandoverTo(t.Context(), "b") })
@@ -204,7 +190,7 @@ func TestHandoverWakesTheOtherFollowersToo(t *testing.T) {
 				followers = append(followers, f)
 			}
 			b, c := followers[0], followers[1]
-			require.Eventually(t, func() bool { return b.Leader() == "a" && c.Leader() == "a" && sb.Wakeups().Listening() }, settle, time.Millisecond)
+			require.Eventually(t, func() bool { return b.Leader() == "a" && c.Leader() == "a" && sb.Listening() }, settle, time.Millisecond)
 			require.NoError(t, a.HandoverTo(t.Context(), "b"))
 			require.Eventually(t, b.IsLeader, settle, time.Millisecond, "the target adopts the lease")
 			require.Eventually(t, func() bool { return c.Leader() == "b" }, settle, time.Millisecond,
@@ -218,7 +204,7 @@ func TestStoreWakeupsHandOverWithoutWaitingForAPoll(t *testing.T) {
 	testWakeups(t, wakeupCounts{
 		"PostgreSQL":                    {0, 1, "the notification carries the released version: b elects without reading"},
 		"MariaDB":                       {0, 1, "a lock grant carries no version, yet b elects the released row without reading it (ElectReleased)"},
-		"MariaDBWakeupsOfASecondStore":  {0, 1, "the same locks, on the second store's pool"},
+		"MariaDBWakePool":               {0, 1, "the same locks, on a pool of their own"},
 		"SQLiteSecondDatabaseHandle":    {0, 1, "the wake-up file carries the released version: b elects without reading"},
 		"MariaDBOneStoreWakesInProcess": {0, 1, "woken in-process with the released version: b elects without reading"},
 	}, func(t *testing.T, a *casleader.Elector) error { return a.ResignFor(t.Context(), time.Hour) })
@@ -249,12 +235,12 @@ func TestOneListenerPerStoreWhateverTheNumberOfElectors(t *testing.T) {
 		c := cfg10(i)
 		stops = append(stops, running(t, newElector(t, st, c)))
 	}
-	require.Eventually(t, st.Wakeups().Listening, settle, time.Millisecond)
+	require.Eventually(t, st.Listening, settle, time.Millisecond)
 	assert.Equal(t, 1, listeners(), "10 electors on one store share one LISTEN connection")
 	for _, stop := range stops {
 		require.NoError(t, stop())
 	}
-	assert.False(t, st.Wakeups().Running(), "the last elector to stop stops the listener")
+	assert.False(t, st.Listening(), "the last elector to stop stops the listener")
 	require.Eventually(t, func() bool { return listeners() == 0 }, settle, 10*time.Millisecond, "its connection is closed")
 }
 
@@ -262,34 +248,6 @@ func cfg10(i int) casleader.Config {
 	c := slowPolls(string(rune('a' + i)))
 	c.Key = "k" + string(rune('0'+i%3)) // three elections among ten electors
 	return c
-}
-
-func TestNotifierForAnotherTableIsAConfigError(t *testing.T) {
-	table := testdb.Name(t)
-	st := newPostgres(t, table)
-	n, err := postgres.NewNotifier(postgres.NotifierConfig{DSN: testdb.PostgresDSN(t), Table: table + "_other"})
-	require.NoError(t, err)
-	_, err = casleader.New(st, casleader.Config{Key: "k", ID: "a", Notifier: n})
-	var ce *casleader.ConfigError
-	require.ErrorAs(t, err, &ce)
-	assert.Equal(t, "Notifier", ce.Field)
-	assert.Contains(t, err.Error(), table+"_other")
-
-	// The same table is accepted, and used instead of the store's own wake-ups.
-	n, err = postgres.NewNotifier(postgres.NotifierConfig{DSN: testdb.PostgresDSN(t), Table: table})
-	require.NoError(t, err)
-	el, err := casleader.New(st, casleader.Config{Key: "k", ID: "a", Notifier: n})
-	require.NoError(t, err)
-	assert.Same(t, n, el.Config().Notifier)
-	assert.Equal(t, el.Config().LeaseDuration, el.Config().PollInterval, "a notifier set by the user makes the poll a fallback")
-
-	db := mydb.MySQL(t)
-	ms, err := mysqlstore.New(db, table)
-	require.NoError(t, err)
-	mn, err := notify.NewMySQL(notify.MySQLConfig{DB: db, Table: "elsewhere"})
-	require.NoError(t, err)
-	_, err = casleader.New(ms, casleader.Config{Key: "k", ID: "a", Notifier: mn})
-	require.ErrorAs(t, err, &ce)
 }
 
 func newPostgres(t *testing.T, table string) *postgres.Store {
@@ -304,13 +262,22 @@ func newPostgres(t *testing.T, table string) *postgres.Store {
 	return s
 }
 
-func newMySQL(t *testing.T, table string) *mysqlstore.Store {
+func newMySQL(t *testing.T, table string, opts ...mysqlstore.Option) *mysqlstore.Store {
 	db, err := mysqlstore.Open(testdb.MySQLDSN(t))
 	require.NoError(t, err)
 	t.Cleanup(func() { db.Close() })
-	s, err := mysqlstore.New(db, table)
+	s, err := mysqlstore.New(db, table, opts...)
 	require.NoError(t, err)
 	return s
+}
+
+// wakePool gives a MySQL store's wake-ups a small pool of their own.
+func wakePool(t *testing.T) mysqlstore.Option {
+	db, err := mysqlstore.Open(testdb.MySQLDSN(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	db.SetMaxOpenConns(6)
+	return mysqlstore.WakePool(db)
 }
 
 func newSQLite(t *testing.T, path, table string) *sqlite.Store {

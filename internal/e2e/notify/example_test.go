@@ -6,8 +6,6 @@ import (
 	"os"
 
 	"github.com/casleader/casleader"
-	"github.com/casleader/casleader/internal/notify"
-	"github.com/casleader/casleader/store/mysql"
 	"github.com/casleader/casleader/store/postgres"
 )
 
@@ -33,59 +31,4 @@ func ExampleWakeups() {
 		go func() { _ = el.Run(ctx) }()
 	}
 	<-ctx.Done()
-}
-
-// When the elections go through PgBouncer in transaction pooling mode, LISTEN does
-// not work on the store's pool (its wake-ups test themselves and fall back to
-// polling): give the elector a listener on a direct connection instead.
-func ExamplePostgres() {
-	ctx := context.Background()
-	pool, err := postgres.Open(ctx, os.Getenv("ELECTION_DSN"))
-	if err != nil {
-		log.Fatal(err)
-	}
-	st, err := postgres.New(pool, "")
-	if err != nil {
-		log.Fatal(err)
-	}
-	n, err := postgres.NewNotifier(postgres.NotifierConfig{DSN: os.Getenv("DIRECT_DSN")})
-	if err != nil {
-		log.Fatal(err)
-	}
-	go func() { _ = n.Run(ctx) }()
-	el, err := casleader.New(st, casleader.Config{Key: "billing-cron", Notifier: n})
-	if err != nil {
-		log.Fatal(err)
-	}
-	_ = el.Run(ctx)
-}
-
-// A MySQL or MariaDB store's own wake-ups wait on named locks with connections of
-// the store's pool, for at most half of it. To wait on more keys, give the elector
-// a notifier on a small pool of its own: it holds one connection for the locks it
-// leads with and one per key it follows.
-func ExampleMySQL() {
-	ctx := context.Background()
-	db, err := mysql.Open(os.Getenv("ELECTION_DSN"))
-	if err != nil {
-		log.Fatal(err)
-	}
-	st, err := mysql.New(db, "")
-	if err != nil {
-		log.Fatal(err)
-	}
-	locks, err := mysql.Open(os.Getenv("ELECTION_DSN")) // a small pool of its own
-	if err != nil {
-		log.Fatal(err)
-	}
-	n, err := notify.NewMySQL(notify.MySQLConfig{DB: locks})
-	if err != nil {
-		log.Fatal(err)
-	}
-	go func() { _ = n.Run(ctx) }()
-	el, err := casleader.New(st, casleader.Config{Key: "billing-cron", Notifier: n})
-	if err != nil {
-		log.Fatal(err)
-	}
-	_ = el.Run(ctx)
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/internal/notify"
 	"github.com/casleader/casleader/internal/testdb"
 	"github.com/casleader/casleader/internal/testdb/mydb"
@@ -59,9 +58,9 @@ func TestMySQLOnGaleraWakesFollowersOnOtherNodes(t *testing.T) {
 	start(t, na.Run)
 	start(t, nb.Run)
 
-	a := elector(t, stA, "a", na)
+	a := elector(t, through{stA, na}, "a")
 	require.Eventually(t, a.IsLeader, settle, 5*time.Millisecond)
-	b := elector(t, stB, "b", nb)
+	b := elector(t, through{stB, nb}, "b")
 	require.Eventually(t, func() bool { return b.Leader() == "a" }, settle, 5*time.Millisecond)
 	require.Eventually(t, nb.Galera, settle, 5*time.Millisecond, "the follower's notifier did not detect the Galera node")
 	assert.Contains(t, logs.String(), "Galera node", "no warning that named locks do not cross nodes")
@@ -78,4 +77,4 @@ func TestMySQLOnGaleraWakesFollowersOnOtherNodes(t *testing.T) {
 	assert.Positive(t, nb.Woken())
 }
 
-var _ casleader.Notifier = (*notify.MySQL)(nil)
+var _ listener = (*notify.MySQL)(nil)

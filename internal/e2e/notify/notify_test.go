@@ -19,14 +19,12 @@ import (
 	"github.com/casleader/casleader/internal/testdb"
 	"github.com/casleader/casleader/internal/testdb/mydb"
 	"github.com/casleader/casleader/internal/testdb/pgdb"
+	"github.com/casleader/casleader/store"
 	"github.com/casleader/casleader/store/mysql"
 	"github.com/casleader/casleader/store/postgres"
 )
 
-var (
-	_ casleader.Notifier = (*postgres.Notifier)(nil)
-	_ casleader.Notifier = (*notify.MySQL)(nil)
-)
+var _ store.Driver = through{}
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
@@ -41,9 +39,28 @@ func slowPolling(c *casleader.Config) {
 // running the whole suite needs more (the lease is 30 s: nothing here waits for it).
 const settle = 30 * time.Second
 
-type runner interface {
-	casleader.Notifier
+// listener is a wake-up path of its own, run next to the electors: a
+// [notify.MySQL], as each process's MySQL store has.
+type listener interface {
+	SubscribeAs(key, id string, wake func(int64)) func()
+	Observed(key string, rec store.Record)
+	Leading(key string, token int64, leading bool)
 	Run(ctx context.Context) error
+}
+
+// through is a store decorator whose wake-ups are those of l; every other method
+// is the embedded store's.
+type through struct {
+	store.Driver
+	l listener
+}
+
+func (s through) Subscribe(key, id string, wake func(int64)) func() {
+	return s.l.SubscribeAs(key, id, wake)
+}
+func (s through) Observed(key string, rec store.Record) { s.l.Observed(key, rec) }
+func (s through) Leading(key string, token int64, leading bool) {
+	s.l.Leading(key, token, leading)
 }
 
 // start runs fn until the test ends.
@@ -54,8 +71,8 @@ func start(t *testing.T, fn func(ctx context.Context) error) {
 	t.Cleanup(func() { cancel(); wg.Wait() })
 }
 
-func elector(t *testing.T, st casleader.Store, id string, n casleader.Notifier) *casleader.Elector {
-	cfg := casleader.Config{Key: "k", ID: id, Notifier: n}
+func elector(t *testing.T, st store.Driver, id string) *casleader.Elector {
+	cfg := casleader.Config{Key: "k", ID: id}
 	slowPolling(&cfg)
 	el, err := casleader.New(st, cfg)
 	require.NoError(t, err)
@@ -64,15 +81,12 @@ func elector(t *testing.T, st casleader.Store, id string, n casleader.Notifier) 
 }
 
 // handover checks that resign and a planned handover reach a follower at once.
-func handover(t *testing.T, st casleader.Store, notifiers func() runner) {
-	na, nb, nc := notifiers(), notifiers(), notifiers()
-	for _, n := range []runner{na, nb, nc} {
-		start(t, n.Run)
-	}
-	a := elector(t, st, "a", na)
+// Each elector has a store of its own, as in a process of its own.
+func handover(t *testing.T, stores func() store.Driver) {
+	a := elector(t, stores(), "a")
 	require.Eventually(t, a.IsLeader, settle, 5*time.Millisecond)
-	b := elector(t, st, "b", nb)
-	c := elector(t, st, "c", nc)
+	b := elector(t, stores(), "b")
+	c := elector(t, stores(), "c")
 	require.Eventually(t, func() bool { return b.Leader() == "a" && c.Leader() == "a" }, settle, 5*time.Millisecond)
 	time.Sleep(200 * time.Millisecond) // the followers wait on the leader's lock (MySQL)
 
@@ -101,34 +115,32 @@ func TestPostgres(t *testing.T) {
 	require.NoError(t, st.CreateTable(t.Context()))
 	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+table) })
 
-	var ns []*postgres.Notifier
-	handover(t, st, func() runner {
-		n, err := postgres.NewNotifier(postgres.NotifierConfig{DSN: dsn, Table: table})
+	var sts []*postgres.Store
+	handover(t, func() store.Driver {
+		st, err := postgres.New(pool, table, postgres.ListenDSN(dsn)) // a connection of its own
 		require.NoError(t, err)
-		ns = append(ns, n)
-		return n
+		sts = append(sts, st)
+		return st
 	})
-	for _, n := range ns {
-		assert.True(t, n.Listening(), "self-test on a direct connection")
+	for _, st := range sts {
+		assert.True(t, st.Listening(), "self-test on a direct connection")
 	}
-	assert.Positive(t, ns[1].Received()+ns[2].Received())
 }
 
 func TestPostgresThroughPgBouncerFallsBackToPolling(t *testing.T) {
 	dsn := testdb.PgBouncerDSN(t) // optional: skips, even under CASLEADER_REQUIRE_DB=1
-	n, err := postgres.NewNotifier(postgres.NotifierConfig{DSN: dsn, Table: testdb.Name(t), SelfTestTimeout: 500 * time.Millisecond})
+	st, err := postgres.New(pgdb.Postgres(t), testdb.Name(t), postgres.ListenDSN(dsn))
 	require.NoError(t, err)
 	woken := make(chan struct{}, 10)
-	defer n.Subscribe("k", func(int64) { woken <- struct{}{} })()
-	start(t, n.Run)
-	// The self-test fails; the notifier says so and wakes its subscribers, which
+	defer st.Subscribe("k", "", func(int64) { woken <- struct{}{} })()
+	// The self-test fails; the listener says so and wakes its subscribers, which
 	// then rely on polling.
 	select {
 	case <-woken:
 	case <-time.After(settle):
 		t.Fatal("the failed self-test did not wake the subscriber")
 	}
-	assert.False(t, n.Listening(), "LISTEN cannot work through PgBouncer in transaction mode")
+	assert.False(t, st.Listening(), "LISTEN cannot work through PgBouncer in transaction mode")
 }
 
 func TestMySQL(t *testing.T) {
@@ -140,11 +152,12 @@ func TestMySQL(t *testing.T) {
 	t.Cleanup(func() { _, _ = db.Exec("DROP TABLE IF EXISTS " + table) })
 
 	var ns []*notify.MySQL
-	handover(t, st, func() runner {
+	handover(t, func() store.Driver {
 		n, err := notify.NewMySQL(notify.MySQLConfig{DB: db, Table: table})
 		require.NoError(t, err)
+		start(t, n.Run)
 		ns = append(ns, n)
-		return n
+		return through{st, n}
 	})
 	assert.Positive(t, ns[1].Woken()+ns[2].Woken())
 }
@@ -167,13 +180,13 @@ func TestMySQLCrashedLeaderWakesFollowersButItsLeaseStillHolds(t *testing.T) {
 	wg.Go(func() { _ = na.Run(actx) })
 	defer func() { crash(); wg.Wait() }()
 
-	cfg := casleader.Config{Key: "k", ID: "a", Notifier: na, KeepLeaseOnExit: true}
+	cfg := casleader.Config{Key: "k", ID: "a", KeepLeaseOnExit: true}
 	slowPolling(&cfg)
-	a, err := casleader.New(st, cfg)
+	a, err := casleader.New(through{st, na}, cfg)
 	require.NoError(t, err)
 	wg.Go(func() { _ = a.Run(actx) })
 	require.Eventually(t, a.IsLeader, settle, 5*time.Millisecond)
-	b := elector(t, st, "b", nb)
+	b := elector(t, through{st, nb}, "b")
 	require.Eventually(t, func() bool { return b.Leader() == "a" }, settle, 5*time.Millisecond)
 	time.Sleep(200 * time.Millisecond)
 

@@ -36,16 +36,9 @@ type guardStore interface {
 }
 
 var (
-	_ interface {
-		Guard(context.Context, *sql.Tx, string, string, int64, time.Duration) error
-	} = (*mysql.Store)(nil)
-	_ interface {
-		Guard(context.Context, *sql.Tx, string, string, int64, time.Duration) error
-		GuardPgx(context.Context, pgx.Tx, string, string, int64, time.Duration) error
-	} = (*postgres.Store)(nil)
-	_ interface {
-		Guard(context.Context, *sql.Tx, string, string, int64, time.Duration) error
-	} = (*sqlite.Store)(nil)
+	_ store.Driver = (*mysql.Store)(nil)
+	_ store.Driver = (*postgres.Store)(nil)
+	_ store.Driver = (*sqlite.Store)(nil)
 )
 
 // guardTx is one of the user's transactions, of either driver family.
@@ -58,7 +51,7 @@ type guardTx interface {
 
 type sqlTx struct {
 	tx *sql.Tx
-	g  func(ctx context.Context, tx *sql.Tx, key, id string, token int64, lease time.Duration) error
+	g  func(ctx context.Context, tx any, key, id string, token int64, lease time.Duration) error
 }
 
 func (x sqlTx) guard(ctx context.Context, key, id string, token int64, lease time.Duration) error {
@@ -77,7 +70,7 @@ type pgxTx struct {
 }
 
 func (x pgxTx) guard(ctx context.Context, key, id string, token int64, lease time.Duration) error {
-	return x.s.GuardPgx(ctx, x.tx, key, id, token, lease)
+	return x.s.Guard(ctx, x.tx, key, id, token, lease)
 }
 func (x pgxTx) exec(ctx context.Context, q string, args ...any) error {
 	_, err := x.tx.Exec(ctx, q, args...)
@@ -220,7 +213,7 @@ func guardHarnesses() []guardHarness {
 	}
 }
 
-func sqlConn(db *sql.DB, s guardStore, g func(context.Context, *sql.Tx, string, string, int64, time.Duration) error) guardConn {
+func sqlConn(db *sql.DB, s guardStore, g func(context.Context, any, string, string, int64, time.Duration) error) guardConn {
 	return guardConn{
 		s: s,
 		begin: func(ctx context.Context) (guardTx, error) {

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/casleader/casleader/internal/sqlstore"
 	"github.com/casleader/casleader/internal/testdb"
 	"github.com/casleader/casleader/internal/testdb/pgdb"
 	"github.com/casleader/casleader/store"
@@ -18,7 +19,7 @@ import (
 
 // TestPostgresReleaseAndHandoverNotifyOnlyWhenTheyWin checks the notification that
 // package internal/notify listens for: sent by the winning release or handover statement
-// itself, on postgres.NotifyChannel with postgres.NotifyPayload, never by a write that
+// itself, on sqlstore.NotifyChannel with sqlstore.NotifyPayload, never by a write that
 // lost, and never by other writes.
 func TestPostgresReleaseAndHandoverNotifyOnlyWhenTheyWin(t *testing.T) {
 	t.Parallel()
@@ -34,7 +35,7 @@ func TestPostgresReleaseAndHandoverNotifyOnlyWhenTheyWin(t *testing.T) {
 	l, err := pgx.Connect(ctx, dsn)
 	require.NoError(t, err)
 	defer l.Close(context.Background())
-	_, err = l.Exec(ctx, `LISTEN `+pgx.Identifier{postgres.NotifyChannel}.Sanitize())
+	_, err = l.Exec(ctx, `LISTEN `+pgx.Identifier{sqlstore.NotifyChannel}.Sanitize())
 	require.NoError(t, err)
 	// next returns the next notification for this test's table within wait; other
 	// tests notify the same channel for their own tables. Notifications that must
@@ -47,7 +48,7 @@ func TestPostgresReleaseAndHandoverNotifyOnlyWhenTheyWin(t *testing.T) {
 			if err != nil {
 				return "", false
 			}
-			assert.Equal(t, postgres.NotifyChannel, n.Channel)
+			assert.Equal(t, sqlstore.NotifyChannel, n.Channel)
 			if strings.HasPrefix(n.Payload, table+" ") {
 				return n.Payload, true
 			}
@@ -76,7 +77,7 @@ func TestPostgresReleaseAndHandoverNotifyOnlyWhenTheyWin(t *testing.T) {
 	require.True(t, ok, "rows affected counts the SELECT's row")
 	p, got := next(settle)
 	require.True(t, got, "a winning release notifies")
-	assert.Equal(t, postgres.NotifyPayload(table, v+2, key), p, "with the released version")
+	assert.Equal(t, sqlstore.NotifyPayload(table, v+2, key), p, "with the released version")
 
 	term, ok, err := s.Elect(ctx, key, store.Candidate{ID: "b", Lease: time.Hour}, v+2)
 	require.NoError(t, err)
@@ -93,7 +94,7 @@ func TestPostgresReleaseAndHandoverNotifyOnlyWhenTheyWin(t *testing.T) {
 	require.True(t, ok)
 	p, got = next(settle)
 	require.True(t, got, "a winning handover notifies")
-	assert.Equal(t, postgres.HandoverPayload(table, "c", key), p, "handed over: it names the target, which reads the row and adopts it")
+	assert.Equal(t, sqlstore.HandoverPayload(table, "c", key), p, "handed over: it names the target, which reads the row and adopts it")
 
 	// The batched release notifies once per released key.
 	ins, err := s.InsertMany(ctx, store.Candidate{ID: "m"}, []string{"x", "y"})
@@ -112,5 +113,5 @@ func TestPostgresReleaseAndHandoverNotifyOnlyWhenTheyWin(t *testing.T) {
 		require.True(t, got, "ReleaseMany notifies each key")
 		payloads = append(payloads, p)
 	}
-	assert.ElementsMatch(t, []string{postgres.NotifyPayload(table, 0, "x"), postgres.NotifyPayload(table, 0, "y")}, payloads)
+	assert.ElementsMatch(t, []string{sqlstore.NotifyPayload(table, 0, "x"), sqlstore.NotifyPayload(table, 0, "y")}, payloads)
 }

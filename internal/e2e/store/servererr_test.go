@@ -153,7 +153,7 @@ func TestReadOnlyServerIsNotWritable(t *testing.T) {
 		tx, err := roPool.Begin(t.Context())
 		require.NoError(t, err)
 		defer tx.Rollback(context.Background()) //nolint:errcheck // a no-op after the error
-		err = ro.GuardPgx(t.Context(), tx, "k", "a", term, time.Hour)
+		err = ro.Guard(t.Context(), tx, "k", "a", term, time.Hour)
 		require.ErrorIs(t, err, store.ErrNotWritable)
 		assert.NotErrorIs(t, err, store.ErrFenced)
 	})

@@ -56,9 +56,11 @@ func TestGuardRefusesWithoutIO(t *testing.T) {
 	require.ErrorIs(t, err, term.ErrNotLeader)
 	assert.NotErrorIs(t, err, store.ErrFenced)
 
-	noGuard := term.New(term.Config{Key: "k", Token: 7, Trust: &trust, Store: struct{}{}})
-	assert.ErrorContains(t, noGuard.Guard(t.Context(), nil), "no Guard method")
-	assert.ErrorContains(t, postgres.Guard(t.Context(), noGuard, nil), "no GuardPgx method")
+	trust.Set(7, time.Now().Add(time.Hour))
+	noStore := term.New(term.Config{Key: "k", Token: 7, Trust: &trust})
+	assert.ErrorContains(t, noStore.Guard(t.Context(), nil), "has no store")
+	assert.ErrorContains(t, postgres.Guard(t.Context(), noStore, nil), "names no store")
+	trust.Clear()
 	// The fence runs the same local check first: no store is reached.
 	pgTerm := term.New(term.Config{Key: "k", ID: "a", Token: 7, Trust: &trust, Store: &postgres.Store{}})
 	err = postgres.Guard(t.Context(), pgTerm, nil)
