@@ -15,17 +15,6 @@ import (
 	"github.com/casleader/casleader/store"
 )
 
-// Default timing parameters, as in client-go's leader election. A Config that sets
-// LeaseDuration but not RenewDeadline or HeartbeatInterval keeps their ratios:
-// RenewDeadline defaults to 2/3 of LeaseDuration, HeartbeatInterval to 1/5 of
-// RenewDeadline.
-const (
-	DefaultLeaseDuration     = timing.DefaultLease
-	DefaultRenewDeadline     = 10 * time.Second
-	DefaultHeartbeatInterval = 2 * time.Second
-	DefaultPollInterval      = 5 * time.Second
-)
-
 // ErrInvalidConfig is returned by [New] for a configuration that cannot be safe. The
 // error is a [*ConfigError], naming the field and the rule.
 var ErrInvalidConfig = errors.New("casleader: invalid config")
@@ -83,7 +72,9 @@ type Config struct {
 	ResumeTerm int64
 
 	// LeaseDuration is how long after the leader's last renewal, by the database clock,
-	// followers wait before they take over. Default 15 s.
+	// followers wait before they take over. Default 15 s, as in client-go's leader
+	// election; RenewDeadline and HeartbeatInterval left zero keep the defaults'
+	// ratios to it.
 	LeaseDuration time.Duration
 
 	// RenewDeadline is how long after the send time of its last successful renewal the
@@ -195,7 +186,7 @@ func (c Config) withDefaults() Config {
 	if c.PollInterval == 0 && c.Notifier != nil {
 		c.PollInterval = c.LeaseDuration // woken on release: poll only as a fallback
 	}
-	c.PollInterval = cmp.Or(c.PollInterval, DefaultPollInterval)
+	c.PollInterval = cmp.Or(c.PollInterval, timing.DefaultPoll)
 	if c.DrainTimeout == 0 && c.LeaseDuration > c.RenewDeadline {
 		c.DrainTimeout = c.LeaseDuration - c.RenewDeadline
 	}

@@ -72,12 +72,12 @@ var (
 	// ErrNotLeader is returned by HandoverTo, and by a term's Resign, when this
 	// candidate does not lead (in that term).
 	ErrNotLeader = term.ErrNotLeader
-	// ErrAlreadyRunning is returned by Run while another Run of the same elector runs.
-	ErrAlreadyRunning = errors.New("casleader: Run is already running")
-	// ErrNotRunning is returned by Resign, ResignFor and HandoverTo when no Run
-	// runs (there is no leadership to give up), and by Run after Stop (a stopped
-	// elector does not run again: create a new one with [New]).
-	ErrNotRunning = errors.New("casleader: the elector is not running")
+	// ErrRunState is returned when a call does not fit the elector's Run: by Run
+	// while another Run of the same elector runs, or after Stop (a stopped elector
+	// does not run again: create a new one with [New]), and by Resign, ResignFor
+	// and HandoverTo when no Run runs (there is no leadership to give up). The
+	// error it wraps says which.
+	ErrRunState = errors.New("casleader: the elector's Run is not in the state this call needs")
 	// ErrNotDrained is returned when the leader's work (OnStartedLeading) did not
 	// return within DrainTimeout after its context was cancelled: by a resign or
 	// handover, and by Run when it returns while that work still runs. The lease
@@ -272,7 +272,7 @@ func (e *Elector) Resign(ctx context.Context) error {
 // waits for OnStartedLeading to return (at most DrainTimeout), then releases the row
 // so that a follower can take over at once. It returns when the row is released, or
 // when ctx ends. A follower only sets the cool-down. Without a running Run it does
-// nothing and returns [ErrNotRunning] (to keep a candidate out of elections from
+// nothing and returns [ErrRunState] (to keep a candidate out of elections from
 // its start, call [Elector.Pause] before Run). When OnStartedLeading does not
 // return within DrainTimeout, the row is not released (the lease expires by
 // itself, so that no other leader starts while that work may still act) and
@@ -308,9 +308,9 @@ func (e *Elector) send(ctx context.Context, r request) error {
 	if !e.running {
 		e.mu.Unlock()
 		if r.handoverTo != "" {
-			return ErrNotRunning
+			return fmt.Errorf("%w: no Run runs, so it leads nothing to hand over (call Run first)", ErrRunState)
 		}
-		return fmt.Errorf("%w: it leads nothing, so there is nothing to resign (to keep it out of elections from the start, call Pause before Run)", ErrNotRunning)
+		return fmt.Errorf("%w: no Run runs, so it leads nothing to resign (to keep it out of elections from the start, call Pause before Run)", ErrRunState)
 	}
 	e.pending = append(e.pending, r)
 	e.interruptLocked()
@@ -497,16 +497,16 @@ func (c *callbacks) run() {
 // the blocked callback is logged at Error level and left running (it is never
 // called again by this Run). When OnStartedLeading is what was left running, the
 // lease was not released (it expires by itself) and Run returns an error matching
-// [ErrNotDrained]. After [Elector.Stop], Run returns [ErrNotRunning] at once.
+// [ErrNotDrained]. After [Elector.Stop], Run returns [ErrRunState] at once.
 func (e *Elector) Run(ctx context.Context) error {
 	e.mu.Lock()
 	if e.running {
 		e.mu.Unlock()
-		return ErrAlreadyRunning
+		return fmt.Errorf("%w: Run is already running (an elector runs once at a time)", ErrRunState)
 	}
 	if e.stopped {
 		e.mu.Unlock()
-		return fmt.Errorf("%w: Stop was called, and a stopped elector does not run again: create a new one with New", ErrNotRunning)
+		return fmt.Errorf("%w: Stop was called, and a stopped elector does not run again: create a new one with New", ErrRunState)
 	}
 	e.running = true
 	done := make(chan struct{})
@@ -552,7 +552,7 @@ func (e *Elector) Run(ctx context.Context) error {
 // context (a shutdown hook). It returns nil once Run has returned (or when none
 // runs), or an error wrapping ctx.Err() when ctx ends first: Run then still
 // finishes on its own. A stopped elector does not run again: a later Run returns
-// [ErrNotRunning] at once; create a new elector to campaign again. Stop may be called more
+// [ErrRunState] at once; create a new elector to campaign again. Stop may be called more
 // than once.
 //
 // Called with the leadership context of OnStartedLeading (or one derived from it),

@@ -3,13 +3,7 @@ package casleader
 import (
 	"context"
 	"database/sql"
-
-	"github.com/casleader/casleader/internal/term"
 )
-
-// SQLGuarder is a store that can fence a database/sql transaction: the stores of
-// packages store/mysql, store/postgres and store/sqlite.
-type SQLGuarder = term.SQLGuarder
 
 // Guard fences a write of the leader: it verifies, inside tx, that token (as handed
 // to OnStartedLeading) is still the term of this candidate's unexpired lease, and
@@ -47,8 +41,9 @@ type SQLGuarder = term.SQLGuarder
 // [store.ErrTransient], [store.ErrNotWritable], [store.ErrDeployment]) mean that
 // the check could not be made. In every case but nil, roll tx back and do not write.
 //
-// The elector's store must implement [SQLGuarder] (the stores of the dialect
-// packages do; a decorating store must forward the method). For a pgx transaction,
+// The elector's store must have the stores' Guard method for a database/sql
+// transaction (the stores of the dialect packages do; a decorating store must
+// forward the method). For a pgx transaction,
 // use postgres.Guard (package store/postgres) with [Elector.Fence] or the [Term].
 func (e *Elector) Guard(ctx context.Context, tx *sql.Tx, token int64) error {
 	return e.term(token).Guard(ctx, tx)

@@ -109,7 +109,7 @@ func TestCallsOutsideRunAreErrors(t *testing.T) {
 			el := newElector(t, st, cfg("a"))
 			require.NoError(t, el.Stop(t.Context()))
 			err := el.Run(t.Context())
-			require.ErrorIs(t, err, casleader.ErrNotRunning)
+			require.ErrorIs(t, err, casleader.ErrRunState)
 			assert.Contains(t, err.Error(), "New", "the error says to create a new elector")
 			_, found, oerr := st.Observe(t.Context(), "k")
 			require.NoError(t, oerr)
@@ -120,9 +120,9 @@ func TestCallsOutsideRunAreErrors(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			el := newElector(t, memstore.New(), cfg("a"))
 			err := el.Resign(t.Context())
-			require.ErrorIs(t, err, casleader.ErrNotRunning)
+			require.ErrorIs(t, err, casleader.ErrRunState)
 			assert.Contains(t, err.Error(), "Pause", "the error names the way to stay out from the start")
-			require.ErrorIs(t, el.ResignFor(t.Context(), time.Hour), casleader.ErrNotRunning)
+			require.ErrorIs(t, el.ResignFor(t.Context(), time.Hour), casleader.ErrRunState)
 			// Nothing was set: Run campaigns at once.
 			stop := running(t, el)
 			synctest.Wait()

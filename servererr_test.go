@@ -19,9 +19,9 @@ import (
 // errors is tested in package store.
 
 var (
-	_ casleader.Store      = (*faultstore.Store)(nil)
-	_ casleader.SQLGuarder = (*faultstore.Store)(nil)
-	_ postgres.PgxGuarder  = (*faultstore.Store)(nil)
+	_ casleader.Store     = (*faultstore.Store)(nil)
+	_ sqlGuarder          = (*faultstore.Store)(nil)
+	_ postgres.PgxGuarder = (*faultstore.Store)(nil)
 )
 
 type faultDB struct {

@@ -378,8 +378,8 @@ func (sh *shared) leaderID() string {
 
 // Lease is a handle on one key of a group. Its IsLeader and Token do what the
 // group's do for that key without looking the key up: use it on hot paths. It has
-// the methods of casleader.Leadership, so it can gate work on one key (for instance
-// with contrib/gocron).
+// the methods IsLeader, Token and Leader of an Elector, so it can gate work on one
+// key (for instance with contrib/gocron).
 type Lease struct {
 	sh *shared
 }

@@ -29,7 +29,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // database-side guard for a database/sql transaction.
 type guardStore interface {
 	casleader.Store
-	casleader.SQLGuarder
+	Guard(ctx context.Context, tx *sql.Tx, key, id string, token int64, lease time.Duration) error
 	CreateTable(ctx context.Context) error
 }
 
