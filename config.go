@@ -11,6 +11,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/casleader/casleader/internal/rules"
 	"github.com/casleader/casleader/internal/timing"
 	"github.com/casleader/casleader/store"
 )
@@ -210,7 +211,7 @@ func (c Config) validate() error {
 		if f.v == "" {
 			return bad(f.name, "is empty: name the election (e.g. \"billing-cron\")")
 		}
-		if rule := store.NameRule(f.v); rule != "" {
+		if rule := rules.NameRule(f.v); rule != "" {
 			return bad(f.name, "%s", rule)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/casleader/casleader/heartbeat"
 	"github.com/casleader/casleader/internal/notify"
 	"github.com/casleader/casleader/internal/retry"
+	"github.com/casleader/casleader/internal/rules"
 	"github.com/casleader/casleader/internal/term"
 	"github.com/casleader/casleader/store"
 )
@@ -148,7 +149,7 @@ func New(st Store, cfg Config) (*Elector, error) {
 	cfg.Notifier = n
 	e := &Elector{
 		cfg:   cfg,
-		cand:  store.Candidate{ID: cfg.ID, Incarnation: store.NewIncarnation(), Lease: cfg.LeaseDuration},
+		cand:  store.Candidate{ID: cfg.ID, Incarnation: rules.NewIncarnation(), Lease: cfg.LeaseDuration},
 		store: st,
 		log:   cfg.Logger.With("key", cfg.Key, "id", cfg.ID),
 		wake:  make(chan struct{}, 1),

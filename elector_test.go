@@ -15,6 +15,7 @@ import (
 
 	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/internal/memstore"
+	"github.com/casleader/casleader/internal/rules"
 	"github.com/casleader/casleader/store"
 )
 
@@ -409,7 +410,7 @@ func TestConfigRefusesKeysTheStoresRefuse(t *testing.T) {
 		var ce *casleader.ConfigError
 		require.ErrorAs(t, err, &ce, "key %q", key)
 		assert.Equal(t, "Key", ce.Field, "key %q", key)
-		assert.Equal(t, store.NameRule(key), ce.Rule, "the rule is the one the stores apply")
+		assert.Equal(t, rules.NameRule(key), ce.Rule, "the rule is the one the stores apply")
 	}
 }
 

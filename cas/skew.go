@@ -3,6 +3,7 @@ package cas
 import (
 	"time"
 
+	"github.com/casleader/casleader/internal/rules"
 	"github.com/casleader/casleader/store"
 )
 
@@ -30,7 +31,7 @@ import (
 // heartbeat or so of a renewal (f is a few milliseconds after some reads); a
 // follower whose first read of the term already shows it expired (it just
 // started, or the term began and ended while it could not read) waits L from that
-// read, unless the age exceeds L + [store.FutureTolerance] (one minute): the
+// read, unless the age exceeds L + [rules.FutureTolerance] (one minute): the
 // supported bound on the skew between servers, beyond which a row written by a
 // server whose clock runs ahead is reported as invalid by the others. The margin
 // L - R is then left to what it covers on a single server: clock rates and
@@ -98,10 +99,10 @@ func (s *skew) observe(rec store.Record, sent time.Time) {
 
 // elapsed returns how long the lease of rec, read at sent, has certainly run by the
 // reading server's clock: rec.Age minus the freshest age read of its term, or, for
-// an age beyond any supported skew, rec.Age less [store.FutureTolerance]. Call it
+// an age beyond any supported skew, rec.Age less [rules.FutureTolerance]. Call it
 // after observe.
 func (s *skew) elapsed(rec store.Record, sent time.Time) time.Duration {
-	e := rec.Age - store.FutureTolerance
+	e := rec.Age - rules.FutureTolerance
 	if f, ok := s.fresh.get(sent, true); ok && rec.Term == s.term {
 		e = max(e, rec.Age-f)
 	}

@@ -59,6 +59,7 @@ import (
 	"github.com/casleader/casleader/cas"
 	"github.com/casleader/casleader/internal/notify"
 	"github.com/casleader/casleader/internal/retry"
+	"github.com/casleader/casleader/internal/rules"
 	"github.com/casleader/casleader/internal/term"
 	"github.com/casleader/casleader/internal/timing"
 	"github.com/casleader/casleader/store"
@@ -292,7 +293,7 @@ func New(st Store, cfg Config) (*Group, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
 	}
-	if err := store.ValidateName("ID", cfg.ID); err != nil {
+	if err := rules.ValidateName("ID", cfg.ID); err != nil {
 		return nil, bad("%v", err)
 	}
 	switch {
@@ -308,7 +309,7 @@ func New(st Store, cfg Config) (*Group, error) {
 		return nil, bad("Parallel (%d) must be positive", cfg.Parallel)
 	}
 	g := &Group{cfg: cfg, st: st, keys: map[string]*shared{}, wakeup: map[string]int64{}, poke: make(chan struct{}, 1),
-		cand: store.Candidate{ID: cfg.ID, Incarnation: store.NewIncarnation(), Lease: cfg.LeaseDuration}}
+		cand: store.Candidate{ID: cfg.ID, Incarnation: rules.NewIncarnation(), Lease: cfg.LeaseDuration}}
 	_, g.electsReleased = st.(releasedElector)
 	if err := g.Add(cfg.Keys...); err != nil {
 		return nil, fmt.Errorf("%w: Keys: %w", ErrInvalidConfig, err)
@@ -423,7 +424,7 @@ func (g *Group) Add(keys ...string) error {
 	var errs []error
 	valid := make([]string, 0, len(keys))
 	for _, k := range keys {
-		if err := store.ValidateName("key", k); err != nil {
+		if err := rules.ValidateName("key", k); err != nil {
 			errs = append(errs, fmt.Errorf("%w: %w: fix or drop it", ErrInvalidKey, err))
 			continue
 		}

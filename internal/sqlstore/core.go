@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/casleader/casleader/internal/notify"
+	"github.com/casleader/casleader/internal/rules"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
 )
@@ -36,7 +37,7 @@ type queries struct {
 	insert  string // key, id; reports the new term
 	elect   string // id, key, oldVersion, leaseMicros; reports the new term
 	// electReleased: id, key; reports the new term. It wins only a released row
-	// whose version is valid (1 .. store.VersionLimit-2), whatever the version.
+	// whose version is valid (1 .. rules.VersionLimit-2), whatever the version.
 	electReleased string
 	renew         string // newVersion, key, oldVersion, id
 	release       string // newVersion, key, oldVersion, id
@@ -171,9 +172,9 @@ func (m marker) Error() string { return string(m) }
 func (m marker) Is(target error) bool { return target == store.ErrDeployment }
 
 // checkVersion refuses a write from version when it would take the row to
-// [VersionLimit]: the write is not sent.
+// [rules.VersionLimit]: the write is not sent.
 func (c *Core) checkVersion(op, key string, version int64) error {
-	if err := store.CheckVersion(version); err != nil {
+	if err := rules.CheckVersion(version); err != nil {
 		return fmt.Errorf("%s %s: %w", where(op, key, ""), c.table, err)
 	}
 	return nil
@@ -182,7 +183,7 @@ func (c *Core) checkVersion(op, key string, version int64) error {
 // Observe reads the row of key and the database's current time in one statement.
 // found is false when the row does not exist.
 func (c *Core) Observe(ctx context.Context, key string) (rec store.Record, found bool, err error) {
-	if err := store.ValidateNames(key); err != nil {
+	if err := rules.ValidateNames(key); err != nil {
 		return store.Record{}, false, err
 	}
 	if err := c.ready(ctx); err != nil {
@@ -254,8 +255,8 @@ func decode(key string, version sql.NullInt64, leader sql.NullString, term, ageM
 	if version.Int64 < 1 {
 		return store.Record{}, fmt.Errorf("%w: version %d is not positive: fix or delete the row", store.ErrInvalidRow, version.Int64)
 	}
-	if version.Int64 >= store.VersionLimit {
-		return store.Record{}, store.CheckRowVersion(version.Int64)
+	if version.Int64 >= rules.VersionLimit {
+		return store.Record{}, rules.CheckRowVersion(version.Int64)
 	}
 	if term.Int64 < 0 || term.Int64 > version.Int64 {
 		return store.Record{}, fmt.Errorf("%w: term %d is outside 0..version (%d): fix or delete the row", store.ErrInvalidRow, term.Int64, version.Int64)
@@ -271,7 +272,7 @@ func decode(key string, version sql.NullInt64, leader sql.NullString, term, ageM
 			store.ErrInvalidRow, maxMicros/(365*24*3600*1_000_000))
 	}
 	age := time.Duration(ageMicros.Int64) * time.Microsecond
-	if age < -store.FutureTolerance {
+	if age < -rules.FutureTolerance {
 		return store.Record{}, fmt.Errorf("%w: tick_time is %v in the future of the database clock (clock stepped back, or the row was written by another server): fix the row or wait", store.ErrInvalidRow, -age)
 	}
 	rec := record(key, version, leader, term, max(age, 0), handover, stepdown)
@@ -361,16 +362,16 @@ func (c *Core) ElectReleased(ctx context.Context, key string, cand store.Candida
 
 // validCandidate checks the key and the candidate of an election write.
 func (c *Core) validCandidate(key string, cand store.Candidate) error {
-	if err := store.ValidateNames(key, cand.ID); err != nil {
+	if err := rules.ValidateNames(key, cand.ID); err != nil {
 		return err
 	}
-	return store.ValidateCandidate(cand)
+	return rules.ValidateCandidate(cand)
 }
 
 // releasedVersions is the WHERE condition on the version of a row that an
 // election of a released row may take: a version that [decode] accepts and that
-// [store.CheckVersion] lets a write start from. NULL never matches.
-var releasedVersions = fmt.Sprintf(`version > 0 AND version < %d`, store.VersionLimit-1)
+// [rules.CheckVersion] lets a write start from. NULL never matches.
+var releasedVersions = fmt.Sprintf(`version > 0 AND version < %d`, rules.VersionLimit-1)
 
 // writeTerm runs a write that starts a term and returns the term, or won == false
 // when the write changed no row.
@@ -410,7 +411,7 @@ type lastIDExecer interface {
 // Renew records a heartbeat of leader id: the row's tick_time becomes the database's
 // current time and its version version+1, if the row is still at version and held by id.
 func (c *Core) Renew(ctx context.Context, key, id string, version int64) (swapped bool, err error) {
-	if err := store.ValidateNames(key, id); err != nil {
+	if err := rules.ValidateNames(key, id); err != nil {
 		return false, err
 	}
 	if err := c.checkVersion("renew", key, version); err != nil {
@@ -426,7 +427,7 @@ func (c *Core) Renew(ctx context.Context, key, id string, version int64) (swappe
 // Release gives up id's lease on key, if the row is still at version and held by id.
 // Followers may take over at once.
 func (c *Core) Release(ctx context.Context, key, id string, version int64) (swapped bool, err error) {
-	if err := store.ValidateNames(key, id); err != nil {
+	if err := rules.ValidateNames(key, id); err != nil {
 		return false, err
 	}
 	if err := c.checkVersion("release", key, version); err != nil {
@@ -447,10 +448,10 @@ func (c *Core) Release(ctx context.Context, key, id string, version int64) (swap
 // It returns the new term, which is also the row's new version. The new leader
 // confirms with its first renewal.
 func (c *Core) Handover(ctx context.Context, key, id string, version int64, to string) (term int64, ok bool, err error) {
-	if err := store.ValidateNames(key, id); err != nil {
+	if err := rules.ValidateNames(key, id); err != nil {
 		return 0, false, err
 	}
-	if err := store.ValidateName("handover target", to); err != nil {
+	if err := rules.ValidateName("handover target", to); err != nil {
 		return 0, false, err
 	}
 	if err := c.checkVersion("handover", key, version); err != nil {
@@ -475,11 +476,11 @@ func (c *Core) Handover(ctx context.Context, key, id string, version int64, to s
 // touch the lease: the leader sees the request at its next renewal, stops acting,
 // and then releases or hands over.
 func (c *Core) RequestStepDown(ctx context.Context, key string, version int64, to string) (swapped bool, err error) {
-	if err := store.ValidateNames(key); err != nil {
+	if err := rules.ValidateNames(key); err != nil {
 		return false, err
 	}
 	if to != "" {
-		if err := store.ValidateName("handover target", to); err != nil {
+		if err := rules.ValidateName("handover target", to); err != nil {
 			return false, err
 		}
 	}
