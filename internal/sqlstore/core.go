@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/casleader/casleader/internal/catalog"
 	"github.com/casleader/casleader/internal/notify"
 	"github.com/casleader/casleader/internal/rules"
 	"github.com/casleader/casleader/schema"
@@ -129,7 +130,7 @@ func (c *Core) wrap(op, key string, err error) error {
 	}
 	if errors.Is(err, ErrWrongColumns) {
 		return fmt.Errorf("%w: table %q does not have casleader's columns %v, or one has another type: `casleader migrate` names each wrong column and how to fix it (ALTER it, or drop the table and re-create it), or configure another table name (%s): %w",
-			store.ErrDeployment, c.table, schema.Columns, where(op, key, string(c.dialect)), err)
+			store.ErrDeployment, c.table, catalog.Columns, where(op, key, string(c.dialect)), err)
 	}
 	if errors.Is(err, ErrNoPrivilege) {
 		return fmt.Errorf("%w: missing privilege on table %q: grant SELECT, INSERT, UPDATE on it to the election user (%s): %w",
