@@ -115,8 +115,7 @@ type Config struct {
 	// [Elector.Members]); higher is preferred. A leader hands its lease over to a
 	// live candidate of strictly higher priority once that candidate has been
 	// seen live for a full LeaseDuration, through the safe handover (see
-	// [github.com/casleader/casleader/cas.Preference] for the rule; docs/operations.md,
-	// "Preferred leader"). Equal priorities never hand over. It needs the members
+	// docs/operations.md, "Preferred leader", for the rule). Equal priorities never hand over. It needs the members
 	// table (`casleader migrate`). Default 0.
 	Priority int
 

@@ -17,6 +17,7 @@ import (
 	"github.com/casleader/casleader/internal/retry"
 	"github.com/casleader/casleader/internal/rules"
 	"github.com/casleader/casleader/internal/term"
+	"github.com/casleader/casleader/internal/timing"
 	"github.com/casleader/casleader/store"
 )
 
@@ -58,7 +59,7 @@ type Notifier interface {
 	// that also has SubscribeAs(key, id string, wake func(version int64))
 	// (unsubscribe func()) is subscribed through it with the candidate's ID, and may
 	// wake the followers other than a handover's target with -2: they read the row
-	// a few milliseconds after the target ([cas.HandoverReadDelay]).
+	// a few milliseconds after the target ([timing.HandoverReadDelay]).
 	Subscribe(key string, wake func(version int64)) (unsubscribe func())
 	// Observed is called with every row a follower reads.
 	Observed(key string, rec store.Record)
@@ -106,7 +107,7 @@ type Elector struct {
 	log    *slog.Logger
 	stream // the leadership stream (Listen)
 
-	trust  cas.Trust // trust deadline and token, read by IsLeader and Token
+	trust  term.Trust // trust deadline and token, read by IsLeader and Token
 	leader atomic.Pointer[string]
 	skew   atomic.Int64 // ClockSkew, in nanoseconds
 
@@ -192,7 +193,7 @@ func (e *Elector) Config() Config { return e.cfg }
 func (e *Elector) Token() int64 { return e.trust.Token() }
 
 // ClockSkew returns the clock skew between database servers that this elector's
-// reads have shown within the last [cas.SkewWindow]: positive when the server it
+// reads have shown within the last [timing.SkewWindow]: positive when the server it
 // reads runs ahead of the server through which the leader renews, negative when it
 // runs behind, 0 when none was seen (always, on a single server). It is a lower
 // bound, measured from ticks in the future of the server read and from renewals
@@ -606,11 +607,11 @@ func (r *run) noteSkew(sent time.Time) {
 	e := r.e
 	s := r.m.Skew(sent)
 	e.skew.Store(int64(s))
-	if !cas.SkewNotable(s, e.cfg.LeaseDuration, e.cfg.RenewDeadline) {
+	if !timing.SkewNotable(s, e.cfg.LeaseDuration, e.cfg.RenewDeadline) {
 		return
 	}
 	if ok, held := r.skewLim.Allow(); ok {
-		e.log.Warn(cas.SkewMessage, "skew", s, "margin", e.cfg.LeaseDuration-e.cfg.RenewDeadline, "warnings_not_logged", held)
+		e.log.Warn(timing.SkewMessage, "skew", s, "margin", e.cfg.LeaseDuration-e.cfg.RenewDeadline, "warnings_not_logged", held)
 	}
 }
 
@@ -801,7 +802,7 @@ func (r *run) write(ctx context.Context, d cas.Decision, readSent time.Time) (ca
 // earlier run's lease, which then expires.
 func (r *run) foreign(rec store.Record) {
 	if l := r.m.LeaseSighting(rec); l != 0 {
-		r.e.log.Warn(cas.LeaseMessage, "leader", rec.LeaderID, "lease_row", l, "lease", r.e.cfg.LeaseDuration)
+		r.e.log.Warn(timing.LeaseMessage, "leader", rec.LeaderID, "lease_row", l, "lease", r.e.cfg.LeaseDuration)
 	}
 	if term := r.m.ForeignSighting(rec); term != 0 && !r.e.cfg.Observer {
 		r.e.log.Warn("casleader: the row names this candidate's ID in a term this process did not win; not adopting it, waiting for it to expire (after a restart with the same ID, Config.ResumeTerm resumes it at once)",

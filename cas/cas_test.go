@@ -9,6 +9,7 @@ import (
 
 	"github.com/casleader/casleader/internal/notify"
 	"github.com/casleader/casleader/internal/rules"
+	"github.com/casleader/casleader/internal/timing"
 	"github.com/casleader/casleader/store"
 )
 
@@ -987,8 +988,8 @@ func TestWoken(t *testing.T) {
 		}), -1, Campaigning, Decision{Action: Wait}, 0},
 		// A handover to another candidate (notify.HandedToAnother): a read a little
 		// later, after the target's.
-		{"HandoverToAnotherAsksForAReadAfterTheTargets", following(live), -2, Campaigning, Decision{Action: Wait, Wait: HandoverReadDelay}, 0},
-		{"HandoverToAnotherDelaysAnObserversReadToo", following(live), -2, Observing, Decision{Action: Wait, Wait: HandoverReadDelay}, 0},
+		{"HandoverToAnotherAsksForAReadAfterTheTargets", following(live), -2, Campaigning, Decision{Action: Wait, Wait: timing.HandoverReadDelay}, 0},
+		{"HandoverToAnotherDelaysAnObserversReadToo", following(live), -2, Observing, Decision{Action: Wait, Wait: timing.HandoverReadDelay}, 0},
 		{"LeaderReadsAtOnceWhenItsLeaseIsSaidHandedToAnother", electsReleased(leading), -2, Campaigning, Decision{Action: Wait}, 0},
 		{"LeaderIgnoresAWakeUpWithoutAVersion", electsReleased(leading), 0, Campaigning, Decision{Action: Wait}, 0},
 		{"ReleasedRowElectionsThatKeepLosingReadFirst", electsReleased(following(live)), 0, Campaigning, Decision{Action: Wait}, 2},

@@ -151,7 +151,7 @@ type Config struct {
 	// hands the lease over to a live candidate of the key with a strictly higher
 	// priority once that candidate has been seen live for a full LeaseDuration,
 	// through the safe handover, by the rule of casleader's Config.Priority
-	// ([cas.Preference]): one batched read of the members of the keys led per
+	// (docs/operations.md, "Preferred leader"): one batched read of the members of the keys led per
 	// half lease. Default 0.
 	Priority int
 	// Notifier wakes followed keys as soon as their leader gives the lease up. Leave
@@ -238,7 +238,7 @@ type op struct {
 
 // shared is the part of a key's state that IsLeader, Token and Leader read.
 type shared struct {
-	trust  cas.Trust
+	trust  term.Trust
 	leader atomic.Pointer[string] // as last observed; nil when unknown
 }
 
@@ -595,11 +595,11 @@ type heldKey struct {
 // notable.
 func (g *Group) noteSkew(s time.Duration) {
 	g.skew.Store(int64(s))
-	if !cas.SkewNotable(s, g.cfg.LeaseDuration, g.cfg.RenewDeadline) {
+	if !timing.SkewNotable(s, g.cfg.LeaseDuration, g.cfg.RenewDeadline) {
 		return
 	}
 	if ok, held := g.skewLim.Allow(); ok {
-		g.cfg.Logger.Warn(cas.SkewMessage, "skew", s, "margin", g.cfg.LeaseDuration-g.cfg.RenewDeadline, "warnings_not_logged", held)
+		g.cfg.Logger.Warn(timing.SkewMessage, "skew", s, "margin", g.cfg.LeaseDuration-g.cfg.RenewDeadline, "warnings_not_logged", held)
 	}
 }
 
@@ -1190,7 +1190,7 @@ func (r *run) follow(ctx context.Context) error {
 	}
 	slices.SortFunc(due, func(a, b *state) int { return cmp.Compare(a.key, b.key) })
 	// Half of the rounds of reads wait for the leaders' next renewals rather than
-	// the whole wait (cas.ReadAfterRenewal), every key of the round alike:
+	// the whole wait (timing.ReadAfterRenewal), every key of the round alike:
 	// keys due close together are read together, so a round that mixed the two
 	// would read them all at the earlier time.
 	rd := &readRound{afterRenewal: rand.N(2) == 0}
@@ -1308,7 +1308,7 @@ func (r *run) followDecision(ctx context.Context, rd *readRound, s *state, d cas
 			wait = g.cfg.PollInterval
 		}
 		if rd.afterRenewal {
-			wait = cas.ReadAfterRenewal(rec, found, g.cfg.HeartbeatInterval, wait)
+			wait = timing.ReadAfterRenewal(rec, found, g.cfg.HeartbeatInterval, wait)
 		}
 		// From the reply, not the send: a read timed for the lease's
 		// expiry then reaches the database after it, whatever this
@@ -1322,7 +1322,7 @@ func (r *run) followDecision(ctx context.Context, rd *readRound, s *state, d cas
 // is renewed): after a restart with the same ID, the earlier run's lease expires.
 func (r *run) foreign(s *state, rec store.Record) {
 	if l := s.m.LeaseSighting(rec); l != 0 {
-		r.g.cfg.Logger.Warn(cas.LeaseMessage, "key", s.key, "leader", rec.LeaderID, "lease_row", l, "lease", r.g.cfg.LeaseDuration)
+		r.g.cfg.Logger.Warn(timing.LeaseMessage, "key", s.key, "leader", rec.LeaderID, "lease_row", l, "lease", r.g.cfg.LeaseDuration)
 	}
 	if term := s.m.ForeignSighting(rec); term != 0 && !r.g.cfg.Observer {
 		r.g.cfg.Logger.Warn("casleader group: the row names this candidate's ID in a term this process did not win; not adopting it, waiting for it to expire",
