@@ -262,14 +262,6 @@ func (e *Elector) Resign(ctx context.Context) error {
 }
 
 // ResignFor gives up leadership, if held, and stays out of elections for cooldown.
-//
-// Called with the leadership context of OnStartedLeading (or one derived from it),
-// ResignFor ends only that term and returns at once, like [Term.Resign]: it does not
-// wait for the callback that is calling it. From inside OnStartedLeading never call
-// it with another context: it would wait DrainTimeout for its own caller, and the
-// lease would then be left to expire ([ErrNotDrained]).
-//
-// Otherwise:
 // It stops acting first (IsLeader turns false, the leader's context is cancelled),
 // waits for OnStartedLeading to return (at most DrainTimeout), then releases the row
 // so that a follower can take over at once. It returns when the row is released, or
@@ -279,15 +271,24 @@ func (e *Elector) Resign(ctx context.Context) error {
 // return within DrainTimeout, the row is not released (the lease expires by
 // itself, so that no other leader starts while that work may still act) and
 // ResignFor returns an error matching [ErrNotDrained].
+//
+// Resign, ResignFor and HandoverTo wait for the leader's work, so that work never
+// calls them: from inside OnStartedLeading, call [Term.Resign]
+// (TermFrom(ctx).Resign()), which returns at once, then return. Given this
+// elector's leadership context (or one derived from it) they do nothing and
+// return an error that says so; given another context from inside the work, they
+// would wait DrainTimeout for their own caller and leave the lease to expire.
 func (e *Elector) ResignFor(ctx context.Context, cooldown time.Duration) error {
 	return e.send(ctx, request{cooldown: cooldown})
 }
 
 // HandoverTo passes leadership to candidate id: this leader stops acting, drains,
 // then hands the lease to id with one compare-and-set; id confirms with its first
-// renewal. It returns [ErrNotLeader] when this candidate does not lead. Called
-// with a leadership context (see [Elector.ResignFor]) it hands over only that term
-// and returns at once.
+// renewal. It returns when the lease is handed over, or when ctx ends, and
+// [ErrNotLeader] when this candidate does not lead. It waits for the leader's work
+// as [Elector.ResignFor] does, under the same rule: to hand over from inside
+// OnStartedLeading, call it from a goroutine with a context of its own, then
+// return.
 func (e *Elector) HandoverTo(ctx context.Context, id string) error {
 	if id == "" || len(id) > store.MaxKeyLen {
 		return fmt.Errorf("%w: handover target must be 1 to %d bytes", ErrInvalidConfig, store.MaxKeyLen)
@@ -297,13 +298,7 @@ func (e *Elector) HandoverTo(ctx context.Context, id string) error {
 
 func (e *Elector) send(ctx context.Context, r request) error {
 	if t := TermFrom(ctx); t != nil && t.Of(&e.trust) {
-		// From the leader's own callback: waiting would wait for the caller.
-		if !t.IsLeader() {
-			return t.Ended("resign")
-		}
-		r.term = t.Token()
-		e.post(r)
-		return nil
+		return ownContext(r)
 	}
 	r.done = make(chan error, 1)
 	e.mu.Lock()
@@ -323,6 +318,18 @@ func (e *Elector) send(ctx context.Context, r request) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// ownContext is the error of a resign or handover (r) given this elector's
+// leadership context: it would wait for the work that holds that context, and
+// the context ends with the term.
+func ownContext(r request) error {
+	if r.handoverTo != "" {
+		return errors.New("casleader: HandoverTo was given this elector's leadership context: it waits for the leader's work (OnStartedLeading) to return, so it is never called from inside that work; nothing was done: " +
+			"call HandoverTo from a goroutine with a context of its own, then return from the work")
+	}
+	return errors.New("casleader: Resign was given this elector's leadership context: it waits for the leader's work (OnStartedLeading) to return, so it is never called from inside that work; nothing was done: " +
+		"call casleader.TermFrom(ctx).Resign(), which returns at once, then return from the work")
 }
 
 // post hands r to a running Run without waiting for its answer.
