@@ -11,19 +11,9 @@ import (
 	"os"
 	"time"
 
+	"github.com/casleader/casleader/internal/rules"
 	"github.com/casleader/casleader/internal/timing"
 	"github.com/casleader/casleader/store"
-)
-
-// Default timing parameters, as in client-go's leader election. A Config that sets
-// LeaseDuration but not RenewDeadline or HeartbeatInterval keeps their ratios:
-// RenewDeadline defaults to 2/3 of LeaseDuration, HeartbeatInterval to 1/5 of
-// RenewDeadline.
-const (
-	DefaultLeaseDuration     = timing.DefaultLease
-	DefaultRenewDeadline     = 10 * time.Second
-	DefaultHeartbeatInterval = 2 * time.Second
-	DefaultPollInterval      = 5 * time.Second
 )
 
 // ErrInvalidConfig is returned by [New] for a configuration that cannot be safe. The
@@ -83,7 +73,9 @@ type Config struct {
 	ResumeTerm int64
 
 	// LeaseDuration is how long after the leader's last renewal, by the database clock,
-	// followers wait before they take over. Default 15 s.
+	// followers wait before they take over. Default 15 s, as in client-go's leader
+	// election; RenewDeadline and HeartbeatInterval left zero keep the defaults'
+	// ratios to it.
 	LeaseDuration time.Duration
 
 	// RenewDeadline is how long after the send time of its last successful renewal the
@@ -122,8 +114,7 @@ type Config struct {
 	// [Elector.Members]); higher is preferred. A leader hands its lease over to a
 	// live candidate of strictly higher priority once that candidate has been
 	// seen live for a full LeaseDuration, through the safe handover (see
-	// [github.com/casleader/casleader/cas.Preference] for the rule; docs/operations.md,
-	// "Preferred leader"). Equal priorities never hand over. It needs the members
+	// docs/operations.md, "Preferred leader", for the rule). Equal priorities never hand over. It needs the members
 	// table (`casleader migrate`). Default 0.
 	Priority int
 
@@ -174,7 +165,7 @@ type Config struct {
 // withDefaults returns c with zero values replaced by defaults.
 func (c Config) withDefaults() Config {
 	c.LeaseDuration, c.RenewDeadline, c.HeartbeatInterval = timing.Fill(c.LeaseDuration, c.RenewDeadline, c.HeartbeatInterval)
-	c.PollInterval = cmp.Or(c.PollInterval, DefaultPollInterval)
+	c.PollInterval = cmp.Or(c.PollInterval, timing.DefaultPoll)
 	if c.DrainTimeout == 0 && c.LeaseDuration > c.RenewDeadline {
 		c.DrainTimeout = c.LeaseDuration - c.RenewDeadline
 	}
@@ -198,7 +189,7 @@ func (c Config) validate() error {
 		if f.v == "" {
 			return bad(f.name, "is empty: name the election (e.g. \"billing-cron\")")
 		}
-		if rule := store.NameRule(f.v); rule != "" {
+		if rule := rules.NameRule(f.v); rule != "" {
 			return bad(f.name, "%s", rule)
 		}
 	}

@@ -1,7 +1,6 @@
 package casleader_test
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"strings"
@@ -54,10 +53,8 @@ func FuzzConfig(f *testing.F) {
 			return
 		}
 		// The durations in effect (zero means the default) keep H < R < L.
-		L := cmp.Or(cfg.LeaseDuration, casleader.DefaultLeaseDuration)
-		R := cmp.Or(cfg.RenewDeadline, casleader.DefaultRenewDeadline)
-		H := cmp.Or(cfg.HeartbeatInterval, casleader.DefaultHeartbeatInterval)
-		P := cmp.Or(cfg.PollInterval, casleader.DefaultPollInterval)
+		c := el.Config()
+		L, R, H, P := c.LeaseDuration, c.RenewDeadline, c.HeartbeatInterval, c.PollInterval
 		if !(H < R && R < L) || H < time.Millisecond || P < time.Millisecond || cfg.DrainTimeout < 0 {
 			t.Fatalf("New accepted L=%v R=%v H=%v P=%v drain=%v", L, R, H, P, cfg.DrainTimeout)
 		}

@@ -92,6 +92,6 @@
 // a full LeaseDuration (and at the earliest a lease after the leader's term began);
 // equal priorities never hand over, paused candidates and observers never receive
 // the lease, and each handover raises the leader's priority, so the lease never
-// flaps between candidates that stay up. The rule is [cas.Preference]'s, shared by
-// [Elector] and package group; docs/operations.md, "Preferred leader", gives it in full.
+// flaps between candidates that stay up. The rule is shared by [Elector] and
+// package group; docs/operations.md, "Preferred leader", gives it in full.
 package casleader

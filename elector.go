@@ -14,8 +14,10 @@ import (
 	"github.com/casleader/casleader/detector"
 	"github.com/casleader/casleader/heartbeat"
 	"github.com/casleader/casleader/internal/retry"
+	"github.com/casleader/casleader/internal/rules"
 	"github.com/casleader/casleader/internal/stream"
 	"github.com/casleader/casleader/internal/term"
+	"github.com/casleader/casleader/internal/timing"
 	"github.com/casleader/casleader/store"
 )
 
@@ -24,12 +26,12 @@ var (
 	// ErrNotLeader is returned by HandoverTo, and by a term's Resign, when this
 	// candidate does not lead (in that term).
 	ErrNotLeader = term.ErrNotLeader
-	// ErrAlreadyRunning is returned by Run while another Run of the same elector runs.
-	ErrAlreadyRunning = errors.New("casleader: Run is already running")
-	// ErrNotRunning is returned by Resign, ResignFor and HandoverTo when no Run
-	// runs (there is no leadership to give up), and by Run after Stop (a stopped
-	// elector does not run again: create a new one with [New]).
-	ErrNotRunning = errors.New("casleader: the elector is not running")
+	// ErrRunState is returned when a call does not fit the elector's Run: by Run
+	// while another Run of the same elector runs, or after Stop (a stopped elector
+	// does not run again: create a new one with [New]), and by Resign, ResignFor
+	// and HandoverTo when no Run runs (there is no leadership to give up). The
+	// error it wraps says which.
+	ErrRunState = errors.New("casleader: the elector's Run is not in the state this call needs")
 	// ErrNotDrained is returned when the leader's work (OnStartedLeading) did not
 	// return within DrainTimeout after its context was cancelled: by a resign or
 	// handover, and by Run when it returns while that work still runs. The lease
@@ -57,7 +59,7 @@ type Elector struct {
 	log    *slog.Logger
 	stream *stream.Stream[Status] // the leadership stream (Listen)
 
-	trust  cas.Trust // trust deadline and token, read by IsLeader and Token
+	trust  term.Trust // trust deadline and token, read by IsLeader and Token
 	leader atomic.Pointer[string]
 	skew   atomic.Int64 // ClockSkew, in nanoseconds
 
@@ -96,7 +98,7 @@ func New(st store.Driver, cfg Config) (*Elector, error) {
 	}
 	e := &Elector{
 		cfg:   cfg,
-		cand:  store.Candidate{ID: cfg.ID, Incarnation: store.NewIncarnation(), Lease: cfg.LeaseDuration},
+		cand:  store.Candidate{ID: cfg.ID, Incarnation: rules.NewIncarnation(), Lease: cfg.LeaseDuration},
 		store: st,
 		log:   cfg.Logger.With("key", cfg.Key, "id", cfg.ID),
 		wake:  make(chan struct{}, 1),
@@ -135,7 +137,7 @@ func (e *Elector) Config() Config { return e.cfg }
 func (e *Elector) Token() int64 { return e.trust.Token() }
 
 // ClockSkew returns the clock skew between database servers that this elector's
-// reads have shown within the last [cas.SkewWindow]: positive when the server it
+// reads have shown within the last [timing.SkewWindow]: positive when the server it
 // reads runs ahead of the server through which the leader renews, negative when it
 // runs behind, 0 when none was seen (always, on a single server). It is a lower
 // bound, measured from ticks in the future of the server read and from renewals
@@ -188,32 +190,33 @@ func (e *Elector) Resign(ctx context.Context) error {
 }
 
 // ResignFor gives up leadership, if held, and stays out of elections for cooldown.
-//
-// Called with the leadership context of OnStartedLeading (or one derived from it),
-// ResignFor ends only that term and returns at once, like [Term.Resign]: it does not
-// wait for the callback that is calling it. From inside OnStartedLeading never call
-// it with another context: it would wait DrainTimeout for its own caller, and the
-// lease would then be left to expire ([ErrNotDrained]).
-//
-// Otherwise:
 // It stops acting first (IsLeader turns false, the leader's context is cancelled),
 // waits for OnStartedLeading to return (at most DrainTimeout), then releases the row
 // so that a follower can take over at once. It returns when the row is released, or
 // when ctx ends. A follower only sets the cool-down. Without a running Run it does
-// nothing and returns [ErrNotRunning] (to keep a candidate out of elections from
+// nothing and returns [ErrRunState] (to keep a candidate out of elections from
 // its start, call [Elector.Pause] before Run). When OnStartedLeading does not
 // return within DrainTimeout, the row is not released (the lease expires by
 // itself, so that no other leader starts while that work may still act) and
 // ResignFor returns an error matching [ErrNotDrained].
+//
+// Resign, ResignFor and HandoverTo wait for the leader's work, so that work never
+// calls them: from inside OnStartedLeading, call [Term.Resign]
+// (TermFrom(ctx).Resign()), which returns at once, then return. Given this
+// elector's leadership context (or one derived from it) they do nothing and
+// return an error that says so; given another context from inside the work, they
+// would wait DrainTimeout for their own caller and leave the lease to expire.
 func (e *Elector) ResignFor(ctx context.Context, cooldown time.Duration) error {
 	return e.send(ctx, request{cooldown: cooldown})
 }
 
 // HandoverTo passes leadership to candidate id: this leader stops acting, drains,
 // then hands the lease to id with one compare-and-set; id confirms with its first
-// renewal. It returns [ErrNotLeader] when this candidate does not lead. Called
-// with a leadership context (see [Elector.ResignFor]) it hands over only that term
-// and returns at once.
+// renewal. It returns when the lease is handed over, or when ctx ends, and
+// [ErrNotLeader] when this candidate does not lead. It waits for the leader's work
+// as [Elector.ResignFor] does, under the same rule: to hand over from inside
+// OnStartedLeading, call it from a goroutine with a context of its own, then
+// return.
 func (e *Elector) HandoverTo(ctx context.Context, id string) error {
 	if id == "" || len(id) > store.MaxKeyLen {
 		return fmt.Errorf("%w: handover target must be 1 to %d bytes", ErrInvalidConfig, store.MaxKeyLen)
@@ -223,22 +226,16 @@ func (e *Elector) HandoverTo(ctx context.Context, id string) error {
 
 func (e *Elector) send(ctx context.Context, r request) error {
 	if t := TermFrom(ctx); t != nil && t.Of(&e.trust) {
-		// From the leader's own callback: waiting would wait for the caller.
-		if !t.IsLeader() {
-			return t.Ended("resign")
-		}
-		r.term = t.Token()
-		e.post(r)
-		return nil
+		return ownContext(r)
 	}
 	r.done = make(chan error, 1)
 	e.mu.Lock()
 	if !e.running {
 		e.mu.Unlock()
 		if r.handoverTo != "" {
-			return ErrNotRunning
+			return fmt.Errorf("%w: no Run runs, so it leads nothing to hand over (call Run first)", ErrRunState)
 		}
-		return fmt.Errorf("%w: it leads nothing, so there is nothing to resign (to keep it out of elections from the start, call Pause before Run)", ErrNotRunning)
+		return fmt.Errorf("%w: no Run runs, so it leads nothing to resign (to keep it out of elections from the start, call Pause before Run)", ErrRunState)
 	}
 	e.pending = append(e.pending, r)
 	e.interruptLocked()
@@ -249,6 +246,18 @@ func (e *Elector) send(ctx context.Context, r request) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// ownContext is the error of a resign or handover (r) given this elector's
+// leadership context: it would wait for the work that holds that context, and
+// the context ends with the term.
+func ownContext(r request) error {
+	if r.handoverTo != "" {
+		return errors.New("casleader: HandoverTo was given this elector's leadership context: it waits for the leader's work (OnStartedLeading) to return, so it is never called from inside that work; nothing was done: " +
+			"call HandoverTo from a goroutine with a context of its own, then return from the work")
+	}
+	return errors.New("casleader: Resign was given this elector's leadership context: it waits for the leader's work (OnStartedLeading) to return, so it is never called from inside that work; nothing was done: " +
+		"call casleader.TermFrom(ctx).Resign(), which returns at once, then return from the work")
 }
 
 // post hands r to a running Run without waiting for its answer.
@@ -427,16 +436,16 @@ func (c *callbacks) run() {
 // the blocked callback is logged at Error level and left running (it is never
 // called again by this Run). When OnStartedLeading is what was left running, the
 // lease was not released (it expires by itself) and Run returns an error matching
-// [ErrNotDrained]. After [Elector.Stop], Run returns [ErrNotRunning] at once.
+// [ErrNotDrained]. After [Elector.Stop], Run returns [ErrRunState] at once.
 func (e *Elector) Run(ctx context.Context) error {
 	e.mu.Lock()
 	if e.running {
 		e.mu.Unlock()
-		return ErrAlreadyRunning
+		return fmt.Errorf("%w: Run is already running (an elector runs once at a time)", ErrRunState)
 	}
 	if e.stopped {
 		e.mu.Unlock()
-		return fmt.Errorf("%w: Stop was called, and a stopped elector does not run again: create a new one with New", ErrNotRunning)
+		return fmt.Errorf("%w: Stop was called, and a stopped elector does not run again: create a new one with New", ErrRunState)
 	}
 	e.running = true
 	done := make(chan struct{})
@@ -479,7 +488,7 @@ func (e *Elector) Run(ctx context.Context) error {
 // context (a shutdown hook). It returns nil once Run has returned (or when none
 // runs), or an error wrapping ctx.Err() when ctx ends first: Run then still
 // finishes on its own. A stopped elector does not run again: a later Run returns
-// [ErrNotRunning] at once; create a new elector to campaign again. Stop may be called more
+// [ErrRunState] at once; create a new elector to campaign again. Stop may be called more
 // than once.
 //
 // Called with the leadership context of OnStartedLeading (or one derived from it),
@@ -536,11 +545,11 @@ func (r *run) noteSkew(sent time.Time) {
 		ev.Skew = s
 		e.hook(onSkew, ev)
 	}
-	if !cas.SkewNotable(s, e.cfg.LeaseDuration, e.cfg.RenewDeadline) {
+	if !timing.SkewNotable(s, e.cfg.LeaseDuration, e.cfg.RenewDeadline) {
 		return
 	}
 	if ok, held := r.skewLim.Allow(); ok {
-		e.log.Warn(cas.SkewMessage, "skew", s, "margin", e.cfg.LeaseDuration-e.cfg.RenewDeadline, "warnings_not_logged", held)
+		e.log.Warn(timing.SkewMessage, "skew", s, "margin", e.cfg.LeaseDuration-e.cfg.RenewDeadline, "warnings_not_logged", held)
 	}
 }
 
@@ -729,7 +738,7 @@ func (r *run) write(ctx context.Context, d cas.Decision, readSent time.Time) (ca
 // earlier run's lease, which then expires.
 func (r *run) foreign(rec store.Record) {
 	if l := r.m.LeaseSighting(rec); l != 0 {
-		r.e.log.Warn(cas.LeaseMessage, "leader", rec.LeaderID, "lease_row", l, "lease", r.e.cfg.LeaseDuration)
+		r.e.log.Warn(timing.LeaseMessage, "leader", rec.LeaderID, "lease_row", l, "lease", r.e.cfg.LeaseDuration)
 	}
 	if term := r.m.ForeignSighting(rec); term != 0 && !r.e.cfg.Observer {
 		r.e.log.Warn("casleader: the row names this candidate's ID in a term this process did not win; not adopting it, waiting for it to expire (after a restart with the same ID, Config.ResumeTerm resumes it at once)",

@@ -15,6 +15,7 @@ import (
 
 	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/internal/memstore"
+	"github.com/casleader/casleader/internal/rules"
 	"github.com/casleader/casleader/store"
 )
 
@@ -280,7 +281,9 @@ func TestAlreadyRunning(t *testing.T) {
 		el := newElector(t, memstore.New(), cfg("a"))
 		stop := running(t, el)
 		time.Sleep(time.Millisecond)
-		assert.ErrorIs(t, el.Run(t.Context()), casleader.ErrAlreadyRunning)
+		err := el.Run(t.Context())
+		require.ErrorIs(t, err, casleader.ErrRunState)
+		assert.Contains(t, err.Error(), "already running")
 		require.NoError(t, stop())
 	})
 }
@@ -332,22 +335,6 @@ func TestConfigValidation(t *testing.T) {
 		require.NoError(t, err)
 		assert.NotEqual(t, el.ID(), other.ID(), "default IDs are unique")
 	})
-}
-
-func TestStatic(t *testing.T) {
-	var l casleader.Leadership = casleader.NewStatic("solo", true)
-	assert.True(t, l.IsLeader())
-	assert.Equal(t, int64(1), l.Token())
-	assert.Equal(t, "solo", l.Leader())
-	s := casleader.NewStatic("standby", false)
-	assert.False(t, s.IsLeader())
-	assert.Zero(t, s.Token())
-	assert.Empty(t, s.Leader())
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	called := false
-	require.NoError(t, casleader.NewStatic("x", true).Run(ctx, func(context.Context, int64) { called = true }))
-	assert.True(t, called)
 }
 
 // orderStore records the release among the events a test logs.
@@ -423,7 +410,7 @@ func TestConfigRefusesKeysTheStoresRefuse(t *testing.T) {
 		var ce *casleader.ConfigError
 		require.ErrorAs(t, err, &ce, "key %q", key)
 		assert.Equal(t, "Key", ce.Field, "key %q", key)
-		assert.Equal(t, store.NameRule(key), ce.Rule, "the rule is the one the stores apply")
+		assert.Equal(t, rules.NameRule(key), ce.Rule, "the rule is the one the stores apply")
 	}
 }
 

@@ -19,7 +19,17 @@ import (
 )
 
 // A key of a group can gate work like an Elector (contrib/gocron takes either).
-var _ casleader.Leadership = (*group.Lease)(nil)
+// gated is what the executors' tests read of an elector or a group's Lease.
+type gated interface {
+	IsLeader() bool
+	Token() int64
+	Leader() string
+}
+
+var (
+	_ gated = (*casleader.Elector)(nil)
+	_ gated = (*group.Lease)(nil)
+)
 
 // faultStore is the in-memory store with faults that hit the single-key and the
 // batched renewal alike, so that one scenario drives both executors.
@@ -65,7 +75,7 @@ func (s *faultStore) RenewMany(ctx context.Context, id string, held []store.KeyV
 
 // executor is candidate "a" on key "k", as run by one executor of the per-key rules.
 type executor struct {
-	casleader.Leadership
+	gated
 	pause func()
 	stop  func() error // ends Run, returns its error
 	done  <-chan error // Run's error, when Run ends by itself (then do not call stop)
@@ -121,7 +131,7 @@ var executors = []struct {
 		c.OnStartedLeading = func(ctx context.Context, _ int64) { w.run(ctx) }
 		el := newElector(t, st, c)
 		stop, done := runUntil(t, el.Run)
-		return executor{Leadership: el, pause: el.Pause, stop: stop, done: done, ends: func() int { return int(ends.Load()) }, work: w}
+		return executor{gated: el, pause: el.Pause, stop: stop, done: done, ends: func() int { return int(ends.Load()) }, work: w}
 	}},
 	{"Group", func(t *testing.T, st *faultStore) executor {
 		var ends atomic.Int64
@@ -144,7 +154,7 @@ var executors = []struct {
 		})
 		require.NoError(t, err)
 		stop, done := runUntil(t, g.Run)
-		return executor{Leadership: g.Lease("k"), pause: g.Pause, stop: stop, done: done, ends: func() int { return int(ends.Load()) }, work: w}
+		return executor{gated: g.Lease("k"), pause: g.Pause, stop: stop, done: done, ends: func() int { return int(ends.Load()) }, work: w}
 	}},
 }
 
@@ -368,7 +378,7 @@ func TestGroupObserverReportsTheLeader(t *testing.T) {
 		var wg sync.WaitGroup
 		wg.Go(func() { _ = g.Run(ctx) })
 		time.Sleep(time.Millisecond)
-		var l casleader.Leadership = g.Lease("k")
+		var l gated = g.Lease("k")
 		assert.Equal(t, "b", l.Leader())
 		require.NoError(t, stopB())
 		time.Sleep(2 * lease)

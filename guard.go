@@ -3,13 +3,7 @@ package casleader
 import (
 	"context"
 	"database/sql"
-
-	"github.com/casleader/casleader/internal/term"
 )
-
-// SQLGuarder is a store that can fence a database/sql transaction: the stores of
-// packages store/mysql, store/postgres and store/sqlite.
-type SQLGuarder = term.SQLGuarder
 
 // Guard fences a write of the leader: it verifies, inside tx, that token (as handed
 // to OnStartedLeading) is still the term of this candidate's unexpired lease, and

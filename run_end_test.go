@@ -74,8 +74,8 @@ func TestRunReportsWorkLeftRunning(t *testing.T) {
 
 // TestResignFromTheCallbackWithAnotherContextNamesTheFix: the callback resigns
 // with context.Background(), so the resign waits for its own caller. A longer
-// DrainTimeout would only make it wait longer: the advice names the fix, resigning
-// with the callback's own context, before DrainTimeout.
+// DrainTimeout would only make it wait longer: the advice names the fix, the
+// term's Resign, before DrainTimeout.
 func TestResignFromTheCallbackWithAnotherContextNamesTheFix(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := memstore.New()
@@ -93,9 +93,9 @@ func TestResignFromTheCallbackWithAnotherContextNamesTheFix(t *testing.T) {
 		require.ErrorIs(t, err, casleader.ErrNotDrained)
 		require.NotEmpty(t, grep(lines(), "not releasing the lease"), "logged")
 		text := err.Error()
-		assert.Contains(t, text, "pass it its own context", "the advice names the fix")
-		assert.Contains(t, text, "TermFrom(ctx).Resign()")
-		assert.Less(t, strings.Index(text, "its own context"), strings.Index(text, "DrainTimeout only if"), "before raising DrainTimeout")
+		assert.Contains(t, text, "TermFrom(ctx).Resign()", "the advice names the fix")
+		assert.Contains(t, text, "it never calls them", "and the rule")
+		assert.Less(t, strings.Index(text, "TermFrom(ctx).Resign()"), strings.Index(text, "DrainTimeout only if"), "before raising DrainTimeout")
 		require.NoError(t, stop())
 	})
 }
@@ -109,7 +109,7 @@ func TestCallsOutsideRunAreErrors(t *testing.T) {
 			el := newElector(t, st, cfg("a"))
 			require.NoError(t, el.Stop(t.Context()))
 			err := el.Run(t.Context())
-			require.ErrorIs(t, err, casleader.ErrNotRunning)
+			require.ErrorIs(t, err, casleader.ErrRunState)
 			assert.Contains(t, err.Error(), "New", "the error says to create a new elector")
 			_, found, oerr := st.Observe(t.Context(), "k")
 			require.NoError(t, oerr)
@@ -120,9 +120,9 @@ func TestCallsOutsideRunAreErrors(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			el := newElector(t, memstore.New(), cfg("a"))
 			err := el.Resign(t.Context())
-			require.ErrorIs(t, err, casleader.ErrNotRunning)
+			require.ErrorIs(t, err, casleader.ErrRunState)
 			assert.Contains(t, err.Error(), "Pause", "the error names the way to stay out from the start")
-			require.ErrorIs(t, el.ResignFor(t.Context(), time.Hour), casleader.ErrNotRunning)
+			require.ErrorIs(t, el.ResignFor(t.Context(), time.Hour), casleader.ErrRunState)
 			// Nothing was set: Run campaigns at once.
 			stop := running(t, el)
 			synctest.Wait()

@@ -34,8 +34,10 @@ func TestStop(t *testing.T) {
 
 			require.NoError(t, el.Stop(t.Context()))
 			assert.False(t, el.IsLeader())
-			// A Run still running would make this one return ErrAlreadyRunning.
-			require.ErrorIs(t, el.Run(t.Context()), casleader.ErrNotRunning, "Stop returned before Run did")
+			// A Run still running would make this one say it is already running.
+			err := el.Run(t.Context())
+			require.ErrorIs(t, err, casleader.ErrRunState)
+			assert.Contains(t, err.Error(), "Stop was called", "Stop returned before Run did")
 			assert.NoError(t, <-runErr)
 			select {
 			case <-drained:
@@ -59,7 +61,7 @@ func TestStop(t *testing.T) {
 			st := memstore.New()
 			el := newElector(t, st, cfg("a"))
 			require.NoError(t, el.Stop(t.Context()), "Stop without a Run")
-			require.ErrorIs(t, el.Run(t.Context()), casleader.ErrNotRunning, "Run after Stop returns at once")
+			require.ErrorIs(t, el.Run(t.Context()), casleader.ErrRunState, "Run after Stop returns at once")
 			_, found, err := st.Observe(t.Context(), "k")
 			require.NoError(t, err)
 			assert.False(t, found, "a stopped elector wrote nothing")

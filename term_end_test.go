@@ -203,50 +203,89 @@ func TestPanickingCallbackCrashesTheProcessAndSaysWhere(t *testing.T) {
 }
 
 // TestResignFromTheLeaderCallbackDoesNotWaitForItself: the leader's own callback
-// decides it is done. Resign must not wait DrainTimeout for the callback that is
-// calling it; the lease is released as soon as the callback has returned.
+// decides it is done. Term.Resign must not wait DrainTimeout for the callback that
+// is calling it; the lease is released as soon as the callback has returned.
 func TestResignFromTheLeaderCallbackDoesNotWaitForItself(t *testing.T) {
-	for _, how := range []string{"TermResign", "ElectorResignWithTheLeadershipContext"} {
-		t.Run(how, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				st := &orderStore{Store: memstore.New()}
-				var el *casleader.Elector
-				resigned := make(chan time.Time, 1)
-				c := cfg("a")
-				c.OnStartedLeading = func(ctx context.Context, token int64) {
-					term := casleader.TermFrom(ctx)
-					if !assert.NotNil(t, term, "the leadership context carries its term") {
-						return
-					}
-					assert.Equal(t, token, term.Token())
-					assert.True(t, term.IsLeader())
-					time.Sleep(heartbeat) // some work
-					var err error
-					if how == "TermResign" {
-						err = term.Resign()
-					} else {
-						err = el.Resign(ctx)
-					}
-					assert.NoError(t, err)
-					resigned <- time.Now()
-					<-ctx.Done()
-					assert.False(t, term.IsLeader())
-					st.log("work returned")
-				}
-				el = newElector(t, st, c)
-				stop := running(t, el)
-				at := <-resigned
-				synctest.Wait()
-				assert.False(t, el.IsLeader())
-				assert.Equal(t, []string{"work returned", "release ok"}, st.events)
-				assert.Less(t, time.Since(at), el.Config().DrainTimeout, "the resign waited for its own caller")
-				// The resign keeps a out for one lease, as Resign does.
-				time.Sleep(lease / 2)
-				assert.False(t, el.IsLeader())
-				require.NoError(t, stop())
-			})
-		})
-	}
+	synctest.Test(t, func(t *testing.T) {
+		st := &orderStore{Store: memstore.New()}
+		var el *casleader.Elector
+		resigned := make(chan time.Time, 1)
+		c := cfg("a")
+		c.OnStartedLeading = func(ctx context.Context, token int64) {
+			term := casleader.TermFrom(ctx)
+			if !assert.NotNil(t, term, "the leadership context carries its term") {
+				return
+			}
+			assert.Equal(t, token, term.Token())
+			assert.True(t, term.IsLeader())
+			time.Sleep(heartbeat) // some work
+			assert.NoError(t, term.Resign())
+			resigned <- time.Now()
+			<-ctx.Done()
+			assert.False(t, term.IsLeader())
+			st.log("work returned")
+		}
+		el = newElector(t, st, c)
+		stop := running(t, el)
+		at := <-resigned
+		synctest.Wait()
+		assert.False(t, el.IsLeader())
+		assert.Equal(t, []string{"work returned", "release ok"}, st.events)
+		assert.Less(t, time.Since(at), el.Config().DrainTimeout, "the resign waited for its own caller")
+		// The resign keeps a out for one lease, as Resign does.
+		time.Sleep(lease / 2)
+		assert.False(t, el.IsLeader())
+		require.NoError(t, stop())
+	})
+}
+
+// TestResignAndHandoverRefuseTheLeadershipContext: the elector's Resign, ResignFor
+// and HandoverTo wait for the leader's work, so given that work's own leadership
+// context (or one derived from it) they do nothing and say what to call instead,
+// at once: the term goes on, nothing is released. The work then hands over the
+// way the error says, from a goroutine with a context of its own.
+func TestResignAndHandoverRefuseTheLeadershipContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &orderStore{Store: memstore.New()}
+		var el *casleader.Elector
+		refused := make(chan []error, 1)
+		handed := make(chan error, 1)
+		c := cfg("a")
+		c.OnStartedLeading = func(ctx context.Context, _ int64) {
+			term := casleader.TermFrom(ctx)
+			derived, cancel := context.WithTimeout(ctx, time.Hour)
+			defer cancel()
+			errs := []error{el.Resign(ctx), el.ResignFor(derived, time.Hour), el.HandoverTo(ctx, "b")}
+			assert.True(t, term.IsLeader(), "a refused call ends nothing")
+			refused <- errs
+			go func() { handed <- el.HandoverTo(context.Background(), "b") }()
+			<-ctx.Done()
+			st.log("work returned")
+		}
+		el = newElector(t, st, c)
+		stopA := running(t, el)
+		time.Sleep(time.Millisecond)
+		b := newElector(t, st, cfg("b"))
+		stopB := running(t, b)
+		errs := <-refused
+		for i, err := range errs[:2] {
+			require.Error(t, err, "call %d", i)
+			assert.Contains(t, err.Error(), "leadership context", "call %d says what was wrong", i)
+			assert.Contains(t, err.Error(), "TermFrom(ctx).Resign()", "call %d names the fix", i)
+		}
+		require.Error(t, errs[2])
+		assert.Contains(t, errs[2].Error(), "from a goroutine with a context of its own", "the handover's error names the fix")
+		require.NoError(t, <-handed, "the handover from a goroutine of the work")
+		assert.False(t, el.IsLeader())
+		synctest.Wait()
+		st.mu.Lock()
+		assert.Equal(t, []string{"work returned"}, st.events, "the work returned; the lease was handed over, not released")
+		st.mu.Unlock()
+		time.Sleep(poll + poll/10) // b's next read, jitter included
+		assert.True(t, b.IsLeader(), "b took the lease it was handed")
+		require.NoError(t, stopA())
+		require.NoError(t, stopB())
+	})
 }
 
 // TestTermResignCannotEndALaterTerm: a handle kept from an earlier term resigns

@@ -23,6 +23,6 @@ func TestLeaseAloneScalesTheOtherDurations(t *testing.T) {
 
 	el = newElector(t, memstore.New(), casleader.Config{Key: "k", ID: "a"})
 	c = el.Config()
-	assert.Equal(t, []time.Duration{casleader.DefaultLeaseDuration, casleader.DefaultRenewDeadline, casleader.DefaultHeartbeatInterval},
-		[]time.Duration{c.LeaseDuration, c.RenewDeadline, c.HeartbeatInterval}, "the documented defaults")
+	assert.Equal(t, []time.Duration{15 * time.Second, 10 * time.Second, 2 * time.Second, 5 * time.Second},
+		[]time.Duration{c.LeaseDuration, c.RenewDeadline, c.HeartbeatInterval, c.PollInterval}, "the documented defaults")
 }

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/casleader/casleader/cas"
+	castiming "github.com/casleader/casleader/internal/timing"
 	"github.com/casleader/casleader/store"
 )
 
@@ -38,8 +38,8 @@ type traceElect struct {
 var traceOut *log.Logger
 
 // keep is how long the trace keeps a key's events: the skew window, over which a
-// follower takes the freshest age of a term (cas.SkewWindow).
-const keep = cas.SkewWindow
+// follower takes the freshest age of a term (internal/timing.SkewWindow).
+const keep = castiming.SkewWindow
 
 func newTrace() *takeoverTrace {
 	return &takeoverTrace{reads: map[string][]traceRead{}, elects: map[string][]traceElect{}}

@@ -7,7 +7,7 @@
 // what to do next. The callers own the I/O and decide no protocol question of their
 // own: the root package's Elector runs one machine, package group runs one per key
 // and batches the statements that their decisions ask for. Both publish leadership
-// through a [Trust]. Times are passed in by the caller and must carry Go's monotonic
+// through a Trust (internal/term). Times are passed in by the caller and must carry Go's monotonic
 // clock reading (time.Now()); the machine only compares them with each other.
 //
 // The trust-window math lives here: a leader trusts its leadership until the send
@@ -36,6 +36,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/casleader/casleader/internal/timing"
 	"github.com/casleader/casleader/store"
 )
 
@@ -205,7 +206,7 @@ func (m *Machine) window(l time.Duration) time.Duration {
 }
 
 // Skew returns the clock skew between database servers observed by this
-// candidate's reads within the last [SkewWindow] at now: positive when the server it
+// candidate's reads within the last [timing.SkewWindow] at now: positive when the server it
 // reads runs ahead of the one that wrote the row, negative when it runs behind, 0
 // when none was seen. It is a lower bound, reported for operators; the expiry
 // judgement does not depend on it (see skew.go).
@@ -371,7 +372,7 @@ func (m *Machine) ElectsReleased(ok bool) { m.electsReleased = ok }
 // the lease that names it from that read, with no write, and the others see a
 // live leader; no election can win a handed-over lease. A follower told that the
 // lease went to another candidate (version -2, notify.HandedToAnother) reads after
-// [HandoverReadDelay] instead: it learns the new leader as soon, to within a few
+// [timing.HandoverReadDelay] instead: it learns the new leader as soon, to within a few
 // milliseconds, and its read does not compete with the target's, the one that
 // hands the lease over, for the database's and the host's processors.
 //
@@ -382,7 +383,7 @@ func (m *Machine) ElectsReleased(ok bool) { m.electsReleased = ok }
 // in a row), whose next write waits for its backoff and a read.
 func (m *Machine) Woken(version int64, p Participation, failures int) Decision {
 	if version == handedToAnother && m.role == Follower {
-		return Decision{Action: Wait, Wait: HandoverReadDelay}
+		return Decision{Action: Wait, Wait: timing.HandoverReadDelay}
 	}
 	if m.role != Follower || p != Campaigning || m.unsettled || failures > 1 || version < 0 {
 		return Decision{Action: Wait}
@@ -406,12 +407,6 @@ const (
 	handedOver      int64 = -1
 	handedToAnother int64 = -2
 )
-
-// HandoverReadDelay is how long after a handover's wake-up a follower that is not
-// its target reads the row (see [Machine.Woken]): long enough for the target's read
-// on the same host to go first (well under a millisecond on an idle database), short
-// enough that the new leader is known at once to whoever watches it.
-const HandoverReadDelay = 5 * time.Millisecond
 
 // remaining returns how long the lease of rec, read at sent, may still be live, 0
 // when it is released or has certainly expired, judged by the lease the row
@@ -440,7 +435,7 @@ func (m *Machine) remaining(rec store.Record, sent time.Time) time.Duration {
 // LeaseSighting returns the lease duration that rec, the row just observed, records
 // for a live lease of another candidate when it differs from this candidate's own
 // and was not returned for an earlier row; else 0. Executors log it once (see
-// [LeaseMessage]): the lease is judged by the row's value, and the leader's trust
+// [timing.LeaseMessage]): the lease is judged by the row's value, and the leader's trust
 // by its own setting, so mixed settings are safe, but rarely meant.
 func (m *Machine) LeaseSighting(rec store.Record) time.Duration {
 	if rec.Lease <= 0 || rec.Lease == m.lease || rec.Lease == m.leaseReported || rec.Released() || rec.LeaderID == m.id {
@@ -449,10 +444,6 @@ func (m *Machine) LeaseSighting(rec store.Record) time.Duration {
 	m.leaseReported = rec.Lease
 	return rec.Lease
 }
-
-// LeaseMessage is the warning logged for a [Machine.LeaseSighting], with the
-// attributes lease_row (the leader's) and lease (this candidate's).
-const LeaseMessage = "casleader: the leader of this key runs with another lease duration than this candidate; the lease is judged by the leader's, as the row records it (check that every candidate runs with the same timing)"
 
 // Created handles the reply to a Create sent at sent: the row was inserted in term
 // term (also its version), or inserted is false.

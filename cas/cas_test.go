@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casleader/casleader/internal/notify"
+	"github.com/casleader/casleader/internal/rules"
+	"github.com/casleader/casleader/internal/timing"
 	"github.com/casleader/casleader/store"
 )
 
@@ -73,7 +75,7 @@ func TestObserved(t *testing.T) {
 		// supported skew.
 		{"FirstReadOfALiveLeaseWaitsAWholeLease", row(7, "other", 3, 300*time.Millisecond), true, Campaigning, Decision{Action: Wait, Wait: lease}, Follower},
 		{"FirstReadOfAnExpiredLeaseWaitsAWholeLease", row(7, "other", 3, lease), true, Campaigning, Decision{Action: Wait, Wait: lease}, Follower},
-		{"LeaseExpiredBeyondAnySupportedSkewIsContested", row(7, "other", 3, lease+store.FutureTolerance), true, Campaigning, Decision{Action: Campaign, Version: 7}, Candidate},
+		{"LeaseExpiredBeyondAnySupportedSkewIsContested", row(7, "other", 3, lease+rules.FutureTolerance), true, Campaigning, Decision{Action: Campaign, Version: 7}, Candidate},
 		{"ReleasedLeaseIsContestedAtOnce", row(7, "", 3, 0), true, Campaigning, Decision{Action: Campaign, Version: 7}, Candidate},
 		{"PausedCandidateNeverContests", row(7, "", 3, 0), true, Abstaining, Decision{Action: Wait, Wait: lease}, Follower},
 		// A fresh machine owns no term: a live lease naming its ID on the first read
@@ -563,7 +565,7 @@ func TestOwnLeaseInATermBelowOneSeenBeforeIsNotAdopted(t *testing.T) {
 		},
 		{
 			name: "ExpiredRolledBackLeaseIsStillContested", saw: wonThenLostTrust,
-			rec:  func(h int64) store.Record { return row(h-10, "me", h-10, lease+store.FutureTolerance) },
+			rec:  func(h int64) store.Record { return row(h-10, "me", h-10, lease+rules.FutureTolerance) },
 			want: func(h int64) Decision { return Decision{Action: Campaign, Version: h - 10} }, role: Candidate,
 		},
 		{
@@ -986,8 +988,8 @@ func TestWoken(t *testing.T) {
 		}), -1, Campaigning, Decision{Action: Wait}, 0},
 		// A handover to another candidate (notify.HandedToAnother): a read a little
 		// later, after the target's.
-		{"HandoverToAnotherAsksForAReadAfterTheTargets", following(live), -2, Campaigning, Decision{Action: Wait, Wait: HandoverReadDelay}, 0},
-		{"HandoverToAnotherDelaysAnObserversReadToo", following(live), -2, Observing, Decision{Action: Wait, Wait: HandoverReadDelay}, 0},
+		{"HandoverToAnotherAsksForAReadAfterTheTargets", following(live), -2, Campaigning, Decision{Action: Wait, Wait: timing.HandoverReadDelay}, 0},
+		{"HandoverToAnotherDelaysAnObserversReadToo", following(live), -2, Observing, Decision{Action: Wait, Wait: timing.HandoverReadDelay}, 0},
 		{"LeaderReadsAtOnceWhenItsLeaseIsSaidHandedToAnother", electsReleased(leading), -2, Campaigning, Decision{Action: Wait}, 0},
 		{"LeaderIgnoresAWakeUpWithoutAVersion", electsReleased(leading), 0, Campaigning, Decision{Action: Wait}, 0},
 		{"ReleasedRowElectionsThatKeepLosingReadFirst", electsReleased(following(live)), 0, Campaigning, Decision{Action: Wait}, 2},

@@ -3,6 +3,8 @@ package cas
 import (
 	"time"
 
+	"github.com/casleader/casleader/internal/rules"
+	"github.com/casleader/casleader/internal/timing"
 	"github.com/casleader/casleader/store"
 )
 
@@ -21,7 +23,7 @@ import (
 //	age - fresh >= L
 //
 // where fresh is the smallest age it has read of term T's rows within the last
-// [SkewWindow] (or since it first read term T). Every tick of term T is stamped by
+// [timing.SkewWindow] (or since it first read term T). Every tick of term T is stamped by
 // the same server (the one the leader of T writes through), so for two reads of
 // term T the skew s is the same: age = a + s and fresh = f + s, with a and f the
 // true ages (f >= 0). age - fresh = a - f <= a: the judgement is never early,
@@ -30,7 +32,7 @@ import (
 // heartbeat or so of a renewal (f is a few milliseconds after some reads); a
 // follower whose first read of the term already shows it expired (it just
 // started, or the term began and ended while it could not read) waits L from that
-// read, unless the age exceeds L + [store.FutureTolerance] (one minute): the
+// read, unless the age exceeds L + [rules.FutureTolerance] (one minute): the
 // supported bound on the skew between servers, beyond which a row written by a
 // server whose clock runs ahead is reported as invalid by the others. The margin
 // L - R is then left to what it covers on a single server: clock rates and
@@ -46,12 +48,11 @@ import (
 //     an age beyond that means the reading server runs ahead of the writer's by at
 //     least the difference.
 //
-// SkewWindow is how long a measurement counts: the smallest age of a term, and the
-// reported skew, are taken over the last SkewWindow to SkewWindow/2 (two halves),
-// so a skew that changes is followed. It is at least 2L (see newSkew), so that the
-// reads of a term made while its leader was live are still counted when its lease
-// runs out.
-const SkewWindow = time.Minute
+// [timing.SkewWindow] is how long a measurement counts: the smallest age of a term,
+// and the reported skew, are taken over the last window to half of it (two
+// halves), so a skew that changes is followed. The window is at least 2L (see
+// newSkew), so that the reads of a term made while its leader was live are still
+// counted when its lease runs out.
 
 // skew is one follower's clock-skew bookkeeping. It is fed every row read and kept
 // by the Machine; it has no clock of its own.
@@ -71,7 +72,7 @@ type skew struct {
 }
 
 func newSkew(lease time.Duration) skew {
-	span := max(SkewWindow, 2*lease)
+	span := max(timing.SkewWindow, 2*lease)
 	return skew{fresh: window{span: span}, ahead: window{span: span}, behnd: window{span: span}}
 }
 
@@ -98,10 +99,10 @@ func (s *skew) observe(rec store.Record, sent time.Time) {
 
 // elapsed returns how long the lease of rec, read at sent, has certainly run by the
 // reading server's clock: rec.Age minus the freshest age read of its term, or, for
-// an age beyond any supported skew, rec.Age less [store.FutureTolerance]. Call it
+// an age beyond any supported skew, rec.Age less [rules.FutureTolerance]. Call it
 // after observe.
 func (s *skew) elapsed(rec store.Record, sent time.Time) time.Duration {
-	e := rec.Age - store.FutureTolerance
+	e := rec.Age - rules.FutureTolerance
 	if f, ok := s.fresh.get(sent, true); ok && rec.Term == s.term {
 		e = max(e, rec.Age-f)
 	}
@@ -175,51 +176,4 @@ func (w *window) get(at time.Time, least bool) (time.Duration, bool) {
 		return min(w.cur.v, w.prev.v), true
 	}
 	return max(w.cur.v, w.prev.v), true
-}
-
-// SkewNotable reports whether a measured skew (Machine.Skew) deserves an operator's
-// attention with lease duration lease and renew deadline renew: a quarter of the
-// margin L - R or more. Elections stay safe at any skew (see above), but a skew of
-// that size means the database servers' clocks are not kept in step: candidates
-// that start wait a whole lease before taking an expired one, and anything that
-// judges a lease by one server's clock (the guard) sees it end early or late.
-func SkewNotable(skew, lease, renew time.Duration) bool {
-	return max(skew, -skew) >= (lease-renew)/4
-}
-
-// SkewMessage is the warning logged for a notable skew, with the attributes skew
-// (the measurement) and margin (L - R).
-const SkewMessage = "casleader: the clocks of the database servers disagree (the server this candidate reads runs ahead of the one the leader writes through when skew is positive, behind when negative); elections stay safe, but synchronize the servers' clocks (NTP)"
-
-// ReadAfterRenewal returns how long a follower that read a lease at age age waits
-// before its next read, at most wait (the wait it would make otherwise: the poll
-// interval, or the time until the lease can expire): timed for that read to reach
-// the database just after one of the leader's renewals, if the leader renews every
-// heartbeat (the read's age then falls within a heartbeat of the last renewal, the
-// next renewals follow at multiples of heartbeat). The judgement of expiry waits
-// beyond the lease by the freshest age a follower read of the term (see above), and
-// a crash failover with it: reads timed by the poll interval or by the lease alone
-// land at a phase of the heartbeat that drifts slowly, or not at all when they are
-// a multiple of it apart, so the freshest age could stay close to a heartbeat for a
-// whole term. A lease that is not renewed any more is read again when it can
-// expire, one read later than without the timing, and no later.
-//
-// It returns wait unchanged when the read (rec, found) shows no lease that is
-// renewed (no row, or a released one), when rec was read on a single-primary
-// database (rec.OneClock: the age read is exact, and expiry is judged by it, so a
-// fresh view of the term gains nothing), when wait is a heartbeat or less (the reads are
-// then at least as frequent as the renewals), when no renewal is expected within
-// wait, or when heartbeat is not set. Callers use it for some reads only (half of
-// them, at random): with clock skew between servers (age is then off by the skew)
-// or a leader on another heartbeat, timed reads could all land just before the
-// renewals, and the others keep the phase moving.
-func ReadAfterRenewal(rec store.Record, found bool, heartbeat, wait time.Duration) time.Duration {
-	age := rec.Age
-	if !found || rec.Released() || rec.OneClock || heartbeat <= 0 || wait <= heartbeat || age < 0 {
-		return wait
-	}
-	if w := wait - (wait+age)%heartbeat; w > 0 {
-		return w
-	}
-	return wait
 }

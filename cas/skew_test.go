@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/casleader/casleader/internal/timing"
 	"github.com/casleader/casleader/store"
 )
 
@@ -85,13 +86,13 @@ func TestSkewedServerNeverTakesOverEarly(t *testing.T) {
 func TestJoinerOnAServerAheadNeverTakesAliveLease(t *testing.T) {
 	c := cluster{heartbeat: 150 * time.Millisecond, death: time.Hour, skew: 2 * time.Second}
 	m := New(store.Candidate{ID: "me", Incarnation: "inc-" + "me", Lease: lease}, renew)
-	for now := 5 * time.Second; now < 5*time.Second+SkewWindow; now += 100 * time.Millisecond {
+	for now := 5 * time.Second; now < 5*time.Second+timing.SkewWindow; now += 100 * time.Millisecond {
 		rec := c.read(now)
 		require.True(t, rec.Expired(lease), "the server's own judgement: expired")
 		d := m.Observed(rec, true, t0.Add(now), Campaigning)
 		require.Equal(t, Wait, d.Action, "at %v", now)
 	}
-	got := m.Skew(t0.Add(5*time.Second + SkewWindow))
+	got := m.Skew(t0.Add(5*time.Second + timing.SkewWindow))
 	assert.InDelta(t, c.skew, got, float64(100*time.Millisecond), "measured %v", got)
 	assert.LessOrEqual(t, got, c.skew, "the measurement is a lower bound")
 }
@@ -126,7 +127,7 @@ func TestSkewIsMeasuredInBothDirections(t *testing.T) {
 			if tt.want > 0 {
 				assert.LessOrEqual(t, got, tt.want, "a lower bound")
 			}
-			assert.Zero(t, m.Skew(t0.Add(now+2*SkewWindow)), "forgotten after the window")
+			assert.Zero(t, m.Skew(t0.Add(now+2*timing.SkewWindow)), "forgotten after the window")
 		})
 	}
 }
@@ -136,7 +137,7 @@ func TestSkewIsMeasuredInBothDirections(t *testing.T) {
 // lease that stopped being renewed still takes over, a lease after the last
 // renewal or a little later.
 func TestFreshestReadIsForgottenAfterTheWindow(t *testing.T) {
-	long := 2 * SkewWindow
+	long := 2 * timing.SkewWindow
 	c := cluster{heartbeat: 150 * time.Millisecond, death: long, skew: 300 * time.Millisecond}
 	m := New(store.Candidate{ID: "me", Incarnation: "inc-" + "me", Lease: lease}, renew)
 	took := follow(t, m, c, 0, 300*time.Millisecond)
@@ -151,47 +152,4 @@ func TestFreshestReadIsForgottenAfterTheWindow(t *testing.T) {
 	took = follow(t, m, c, 0, 30*time.Second)
 	assert.GreaterOrEqual(t, took-c.lastRenewal(), big)
 	assert.LessOrEqual(t, took-c.lastRenewal(), big+30*time.Second+c.heartbeat)
-}
-
-func TestReadAfterRenewal(t *testing.T) {
-	const ms = time.Millisecond
-	for _, c := range []struct {
-		age, heartbeat, poll, want time.Duration
-		released                   bool
-	}{
-		{age: 500 * ms, heartbeat: 2000 * ms, poll: 5000 * ms, want: 3500 * ms}, // renewals due at 1.5, 3.5, 5.5 s
-		{age: 0, heartbeat: 2000 * ms, poll: 5000 * ms, want: 4000 * ms},
-		{age: 1000 * ms, heartbeat: 2000 * ms, poll: 5000 * ms, want: 5000 * ms}, // one due at the poll itself
-		{age: 30 * ms, heartbeat: 60 * ms, poll: 120 * ms, want: 90 * ms},
-		{age: 2500 * ms, heartbeat: 2000 * ms, poll: 5000 * ms, want: 3500 * ms}, // a renewal late: phase of the last
-		{age: 100 * ms, heartbeat: 1000 * ms, poll: 500 * ms, want: 500 * ms},    // next one at 900 ms: beyond poll
-		{age: 700 * ms, heartbeat: 1000 * ms, poll: 500 * ms, want: 500 * ms},    // reads more often than renewals
-		{age: 700 * ms, heartbeat: 1000 * ms, poll: 1000 * ms, want: 1000 * ms},  // as often
-		{age: 500 * ms, heartbeat: 2000 * ms, poll: 5000 * ms, want: 5000 * ms, released: true},
-		{age: 100 * ms, heartbeat: 0, poll: 500 * ms, want: 500 * ms},
-		{age: 100 * ms, heartbeat: 60 * ms, poll: 0, want: 0},
-	} {
-		rec := store.Record{LeaderID: "x", Age: c.age}
-		if c.released {
-			rec.LeaderID = ""
-		}
-		got := ReadAfterRenewal(rec, true, c.heartbeat, c.poll)
-		assert.Equal(t, c.want, got, "age %v, heartbeat %v, poll %v", c.age, c.heartbeat, c.poll)
-	}
-	// No row, or one read on one clock: the wait is left as it is.
-	held := store.Record{LeaderID: "x", Age: 500 * ms}
-	assert.Equal(t, 5000*ms, ReadAfterRenewal(held, false, 2000*ms, 5000*ms), "no row")
-	held.OneClock = true
-	assert.Equal(t, 5000*ms, ReadAfterRenewal(held, true, 2000*ms, 5000*ms), "one clock")
-	// Every wait is within (0, poll] and, when shorter than poll, ends on a renewal.
-	for age := time.Duration(0); age < 3*time.Second; age += 7 * ms {
-		for _, hp := range [][2]time.Duration{{2 * time.Second, 5 * time.Second}, {time.Second, 400 * ms}, {60 * ms, 100 * ms}} {
-			w := ReadAfterRenewal(store.Record{LeaderID: "x", Age: age}, true, hp[0], hp[1])
-			require.Greater(t, w, time.Duration(0))
-			require.LessOrEqual(t, w, hp[1])
-			if w < hp[1] {
-				require.Zero(t, (age+w)%hp[0], "age %v, heartbeat %v, poll %v: %v", age, hp[0], hp[1], w)
-			}
-		}
-	}
 }

@@ -15,8 +15,8 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/casleader/casleader/cas"
 	"github.com/casleader/casleader/internal/retry"
+	"github.com/casleader/casleader/internal/timing"
 	"github.com/casleader/casleader/store"
 )
 
@@ -33,7 +33,7 @@ type Config struct {
 	// Heartbeat is the leader's renewal interval: where the database has several
 	// clocks (Galera), half of the reads of a lease that would wait more than a
 	// heartbeat (Poll, or until the lease can expire) are timed to follow a renewal
-	// instead ([cas.ReadAfterRenewal]), which keeps the follower's view of the term
+	// instead ([timing.ReadAfterRenewal]), which keeps the follower's view of the term
 	// fresh. Zero: no read is timed so.
 	Heartbeat time.Duration
 	// Logger receives the watch's lines, which carry no key of their own: the
@@ -88,7 +88,7 @@ func Watch(ctx context.Context, r Reader, cfg Config, wake <-chan struct{},
 				return obs, nil
 			}
 			if wait = min(wait, cfg.Poll); rand.N(2) == 0 {
-				wait = cas.ReadAfterRenewal(obs.Record, obs.Found, cfg.Heartbeat, wait)
+				wait = timing.ReadAfterRenewal(obs.Record, obs.Found, cfg.Heartbeat, wait)
 			}
 			wait += jitter(cfg.Poll)
 		case ctx.Err() != nil:

@@ -9,12 +9,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/casleader/casleader/cas"
 	"github.com/casleader/casleader/group"
 	"github.com/casleader/casleader/internal/memstore"
 	"github.com/casleader/casleader/internal/notify"
 	"github.com/casleader/casleader/internal/testdb"
 	"github.com/casleader/casleader/internal/testdb/pgdb"
+	"github.com/casleader/casleader/internal/timing"
 	"github.com/casleader/casleader/store"
 	"github.com/casleader/casleader/store/postgres"
 )
@@ -99,7 +99,7 @@ func TestWakeupsWakeFollowedKeysOnRelease(t *testing.T) {
 }
 
 // TestHandoverWakesTheTargetKeyAtOnceAndOthersALittleLater: a followed key woken by
-// a handover to another candidate is read cas.HandoverReadDelay later, after the
+// a handover to another candidate is read timing.HandoverReadDelay later, after the
 // target's read; one handed to this group is read at once.
 func TestHandoverWakesTheTargetKeyAtOnceAndOthersALittleLater(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -123,7 +123,7 @@ func TestHandoverWakesTheTargetKeyAtOnceAndOthersALittleLater(t *testing.T) {
 		n.mu.Unlock()
 
 		n.handOver(ks[0], "c")
-		time.Sleep(cas.HandoverReadDelay - time.Millisecond)
+		time.Sleep(timing.HandoverReadDelay - time.Millisecond)
 		assert.Equal(t, r0, reads(), "handed to another: not read at once, the target reads first")
 		time.Sleep(2 * time.Millisecond)
 		assert.Equal(t, r0+1, reads(), "read a few milliseconds later")

@@ -61,6 +61,7 @@ import (
 	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/cas"
 	"github.com/casleader/casleader/internal/retry"
+	"github.com/casleader/casleader/internal/rules"
 	"github.com/casleader/casleader/internal/stream"
 	"github.com/casleader/casleader/internal/term"
 	"github.com/casleader/casleader/internal/timing"
@@ -112,7 +113,7 @@ type Config struct {
 	// hands the lease over to a live candidate of the key with a strictly higher
 	// priority once that candidate has been seen live for a full LeaseDuration,
 	// through the safe handover, by the rule of casleader's Config.Priority
-	// ([cas.Preference]): one batched read of the members of the keys led per
+	// (docs/operations.md, "Preferred leader"): one batched read of the members of the keys led per
 	// half lease. Default 0.
 	Priority int
 	// OnChange is called from Run's goroutine when this candidate starts (leading
@@ -203,7 +204,7 @@ type op struct {
 
 // shared is the part of a key's state that IsLeader, Token, Leader and Listen read.
 type shared struct {
-	trust  cas.Trust
+	trust  term.Trust
 	leader atomic.Pointer[string]           // as last observed; nil when unknown
 	stream *stream.Stream[casleader.Status] // the key's leadership stream (Listen)
 }
@@ -270,7 +271,7 @@ func New(st store.Driver, cfg Config) (*Group, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
 	}
-	if err := store.ValidateName("ID", cfg.ID); err != nil {
+	if err := rules.ValidateName("ID", cfg.ID); err != nil {
 		return nil, bad("%v", err)
 	}
 	switch {
@@ -286,7 +287,7 @@ func New(st store.Driver, cfg Config) (*Group, error) {
 		return nil, bad("Parallel (%d) must be positive", cfg.Parallel)
 	}
 	g := &Group{cfg: cfg, st: st, keys: map[string]*shared{}, wakeup: map[string]int64{}, poke: make(chan struct{}, 1),
-		cand: store.Candidate{ID: cfg.ID, Incarnation: store.NewIncarnation(), Lease: cfg.LeaseDuration}}
+		cand: store.Candidate{ID: cfg.ID, Incarnation: rules.NewIncarnation(), Lease: cfg.LeaseDuration}}
 	g.hooks = newHooks(cfg.Hooks)
 	if err := g.Add(cfg.Keys...); err != nil {
 		return nil, fmt.Errorf("%w: Keys: %w", ErrInvalidConfig, err)
@@ -336,8 +337,8 @@ func (sh *shared) leaderID() string {
 
 // Lease is a handle on one key of a group. Its IsLeader and Token do what the
 // group's do for that key without looking the key up: use it on hot paths. It has
-// the methods of casleader.Leadership, so it can gate work on one key (for instance
-// with contrib/gocron).
+// the methods IsLeader, Token and Leader of an Elector, so it can gate work on one
+// key (for instance with contrib/gocron).
 type Lease struct {
 	sh *shared
 }
@@ -381,7 +382,7 @@ func (g *Group) Add(keys ...string) error {
 	var errs []error
 	valid := make([]string, 0, len(keys))
 	for _, k := range keys {
-		if err := store.ValidateName("key", k); err != nil {
+		if err := rules.ValidateName("key", k); err != nil {
 			errs = append(errs, fmt.Errorf("%w: %w: fix or drop it", ErrInvalidKey, err))
 			continue
 		}
@@ -553,11 +554,11 @@ type heldKey struct {
 // notable.
 func (g *Group) noteSkew(s time.Duration) {
 	g.skew.Store(int64(s))
-	if !cas.SkewNotable(s, g.cfg.LeaseDuration, g.cfg.RenewDeadline) {
+	if !timing.SkewNotable(s, g.cfg.LeaseDuration, g.cfg.RenewDeadline) {
 		return
 	}
 	if ok, held := g.skewLim.Allow(); ok {
-		g.cfg.Logger.Warn(cas.SkewMessage, "skew", s, "margin", g.cfg.LeaseDuration-g.cfg.RenewDeadline, "warnings_not_logged", held)
+		g.cfg.Logger.Warn(timing.SkewMessage, "skew", s, "margin", g.cfg.LeaseDuration-g.cfg.RenewDeadline, "warnings_not_logged", held)
 	}
 }
 
@@ -1182,7 +1183,7 @@ func (r *run) follow(ctx context.Context) error {
 	}
 	slices.SortFunc(due, func(a, b *state) int { return cmp.Compare(a.key, b.key) })
 	// Half of the rounds of reads wait for the leaders' next renewals rather than
-	// the whole wait (cas.ReadAfterRenewal), every key of the round alike:
+	// the whole wait (timing.ReadAfterRenewal), every key of the round alike:
 	// keys due close together are read together, so a round that mixed the two
 	// would read them all at the earlier time.
 	rd := &readRound{afterRenewal: rand.N(2) == 0}
@@ -1301,7 +1302,7 @@ func (r *run) followDecision(ctx context.Context, rd *readRound, s *state, d cas
 			wait = g.cfg.PollInterval
 		}
 		if rd.afterRenewal {
-			wait = cas.ReadAfterRenewal(rec, found, g.cfg.HeartbeatInterval, wait)
+			wait = timing.ReadAfterRenewal(rec, found, g.cfg.HeartbeatInterval, wait)
 		}
 		// From the reply, not the send: a read timed for the lease's
 		// expiry then reaches the database after it, whatever this
@@ -1315,7 +1316,7 @@ func (r *run) followDecision(ctx context.Context, rd *readRound, s *state, d cas
 // is renewed): after a restart with the same ID, the earlier run's lease expires.
 func (r *run) foreign(s *state, rec store.Record) {
 	if l := s.m.LeaseSighting(rec); l != 0 {
-		r.g.cfg.Logger.Warn(cas.LeaseMessage, "key", s.key, "leader", rec.LeaderID, "lease_row", l, "lease", r.g.cfg.LeaseDuration)
+		r.g.cfg.Logger.Warn(timing.LeaseMessage, "key", s.key, "leader", rec.LeaderID, "lease_row", l, "lease", r.g.cfg.LeaseDuration)
 	}
 	if term := s.m.ForeignSighting(rec); term != 0 && !r.g.cfg.Observer {
 		r.g.cfg.Logger.Warn("casleader group: the row names this candidate's ID in a term this process did not win; not adopting it, waiting for it to expire",

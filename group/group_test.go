@@ -19,7 +19,6 @@ import (
 	"github.com/casleader/casleader/internal/testdb/litedb"
 	"github.com/casleader/casleader/internal/testdb/mydb"
 	"github.com/casleader/casleader/internal/testdb/pgdb"
-	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
 	"github.com/casleader/casleader/store/mysql"
 	"github.com/casleader/casleader/store/postgres"
@@ -410,7 +409,7 @@ func TestDatabases(t *testing.T) {
 			st, exec := d.open(t, table)
 			t.Cleanup(func() {
 				_ = exec("DROP TABLE IF EXISTS " + table)
-				_ = exec("DROP TABLE IF EXISTS " + table + schema.MembersSuffix)
+				_ = exec("DROP TABLE IF EXISTS " + table + "_members")
 			})
 			ks := keys(300)
 			patient := func(c *group.Config) {

@@ -79,9 +79,9 @@ func openMembers(t *testing.T, open func(t *testing.T, table string) (membersSto
 	require.NoError(t, st.CreateTable(t.Context()))
 	t.Cleanup(func() {
 		_ = exec("DROP TABLE IF EXISTS " + table)
-		_ = exec("DROP TABLE IF EXISTS " + table + schema.MembersSuffix)
+		_ = exec("DROP TABLE IF EXISTS " + table + "_members")
 	})
-	return &counting{membersStore: st, calls: map[string][]int{}}, exec, table + schema.MembersSuffix
+	return &counting{membersStore: st, calls: map[string][]int{}}, exec, table + "_members"
 }
 
 // patientLease and patient are timings for members tests on a loaded machine:

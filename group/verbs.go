@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/casleader/casleader"
-	"github.com/casleader/casleader/store"
+	"github.com/casleader/casleader/internal/rules"
 )
 
 // Listen returns the leadership stream of key, as casleader's Elector.Listen does
@@ -47,7 +47,7 @@ func (g *Group) Listen(ctx context.Context, key string) <-chan casleader.Status 
 // then returns ctx's error as soon as the term stops acting, and the handover is
 // written once the callback has returned.
 func (g *Group) HandoverTo(ctx context.Context, key, id string) error {
-	if err := store.ValidateName("handover target", id); err != nil {
+	if err := rules.ValidateName("handover target", id); err != nil {
 		return fmt.Errorf("%w: HandoverTo: %w", ErrInvalidConfig, err)
 	}
 	sh := g.shared(key)

@@ -21,7 +21,6 @@ import (
 	"github.com/casleader/casleader/internal/testdb/litedb"
 	"github.com/casleader/casleader/internal/testdb/mydb"
 	"github.com/casleader/casleader/metrics"
-	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
 	"github.com/casleader/casleader/store/mysql"
 	"github.com/casleader/casleader/store/postgres"
@@ -66,7 +65,7 @@ func tableFor(t *testing.T, exec func(context.Context, string, ...any) (sql.Resu
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		for _, name := range []string{table, table + schema.MembersSuffix} {
+		for _, name := range []string{table, table + "_members"} {
 			_, err := exec(ctx, "DROP TABLE IF EXISTS "+name)
 			assert.NoError(t, err)
 		}

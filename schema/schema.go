@@ -28,14 +28,15 @@ const (
 // DefaultTable is the table used when none is configured.
 const DefaultTable = "casleader_election"
 
-// Columns lists the election table's columns in the order the stores read them.
-var Columns = []string{
-	"elect_key", "version", "leader_id", "term", "tick_time",
-	"handover_to", "stepdown", "lease", "incarnation", "create_time", "update_time",
-}
-
 // ErrInvalidTable is returned for a table name that is not a plain SQL identifier.
 var ErrInvalidTable = errors.New("schema: invalid table name")
+
+// ErrWrongTable is returned by the stores' checks (CreateTable, Check) for a table
+// that lacks one of casleader's columns or has one of another type, or another
+// primary key. Elections on such a table would fail on every statement, or worse,
+// silently store other values than they wrote (a MySQL INT clamps a BIGINT term),
+// so it is refused before any election starts. The error says how to fix the table.
+var ErrWrongTable = errors.New("schema: the table's columns are not casleader's")
 
 // ErrUnknownDialect is returned for a dialect other than [MySQL], [Postgres] and [SQLite].
 var ErrUnknownDialect = errors.New("schema: unknown dialect")
@@ -110,18 +111,19 @@ func DDL(d Dialect, table string) (string, error) {
 	return strings.ReplaceAll(string(b), "{{TABLE}}", quoted), nil
 }
 
-// MembersSuffix is appended to the election table's name to name its members table.
-const MembersSuffix = "_members"
+// membersSuffix is appended to the election table's name to name its members table.
+const membersSuffix = "_members"
 
 // MembersTable returns the name of the members table of the election table table:
 // who takes part in each election, and when each was last seen. A schema
-// qualifier is kept ("ops.elections" gives "ops.elections_members"). It fails when
+// qualifier is kept, and "_members" appended ("ops.elections" gives
+// "ops.elections_members"). It fails when
 // the name would not be a valid table name (longer than 63 characters).
 func MembersTable(table string) (string, error) {
 	if err := ValidateTable(table); err != nil {
 		return "", err
 	}
-	name := table + MembersSuffix
+	name := table + membersSuffix
 	if err := ValidateTable(name); err != nil {
 		return "", fmt.Errorf("%w: the members table of %q would be %q, longer than 63 characters: use a shorter election table name", ErrInvalidTable, table, name)
 	}

@@ -50,7 +50,8 @@ type Record struct {
 	// of the server that executed the write: a positive Ahead means that server's
 	// clock runs ahead of the one that read it (a multi-primary cluster such as
 	// Galera, or a promoted standby) by at least Ahead, or that the clock stepped
-	// back. Beyond [FutureTolerance] the row is reported as invalid instead.
+	// back. Beyond one minute the row is reported as invalid ([ErrInvalidRow])
+	// instead: no lease of a sane cluster lies that far ahead.
 	Ahead time.Duration
 	// HandoverTo names the candidate the leader has been asked to hand over to.
 	HandoverTo string
@@ -169,15 +170,6 @@ func (e *MissingTableError) Unwrap() error { return e.Err }
 
 // Is reports whether target is [ErrDeployment].
 func (e *MissingTableError) Is(target error) bool { return target == ErrDeployment }
-
-// FutureTolerance is how far in the future of the database clock a tick_time may lie
-// before the row is reported as invalid. Negative ages happen when a row was written
-// by another server whose clock runs ahead (a Galera node, a standby promoted since),
-// or, by a moment, on a server whose clock has coarse steps: up to this bound they
-// are read as age zero and reported in [Record.Ahead], the evidence of clock skew
-// that the election measures; beyond it the row cannot be a lease of any sane
-// cluster and is reported as [ErrInvalidRow].
-const FutureTolerance = time.Minute
 
 // MaxBatch is the largest number of keys one batched call accepts. Callers split
 // larger sets; one call is one statement (two on MySQL).

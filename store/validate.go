@@ -1,118 +1,13 @@
 package store
 
-import (
-	"errors"
-	"fmt"
-	"math/rand/v2"
-	"strings"
-	"unicode/utf8"
-)
+import "errors"
 
 // MaxKeyLen is the longest election key or candidate ID, in bytes.
 const MaxKeyLen = 255
 
 // ErrInvalidArgument is returned for a key or ID that the table cannot hold, or not
 // the same way on every database: empty, longer than [MaxKeyLen] bytes, not valid
-// UTF-8, holding a NUL byte, or ending in a space. Every store method checks its key
-// and IDs before it sends anything.
+// UTF-8, holding a NUL byte (PostgreSQL text cannot hold one), or ending in a space
+// (MySQL's PAD SPACE collations would make "x" and "x " one key). Every store method
+// checks its key and IDs before it sends anything.
 var ErrInvalidArgument = errors.New("store: invalid argument")
-
-// ValidateName checks that s can be an election key or a candidate ID in every
-// dialect: 1 to [MaxKeyLen] bytes of UTF-8, no NUL byte (PostgreSQL text cannot hold
-// one) and no trailing space (MySQL's PAD SPACE collations would make "x" and "x "
-// one key). what names the value in the error, which wraps [ErrInvalidArgument].
-func ValidateName(what, s string) error {
-	if rule := NameRule(s); rule != "" {
-		return fmt.Errorf("%w: %s %s", ErrInvalidArgument, what, rule)
-	}
-	return nil
-}
-
-// NameRule returns "" for a valid election key or candidate ID (see [ValidateName]),
-// or else the rule s breaks, e.g. "is 300 bytes, the limit is 255".
-func NameRule(s string) string {
-	switch {
-	case s == "":
-		return "is empty"
-	case len(s) > MaxKeyLen:
-		return fmt.Sprintf("is %d bytes, the limit is %d", len(s), MaxKeyLen)
-	case !utf8.ValidString(s):
-		return "is not valid UTF-8"
-	case strings.IndexByte(s, 0) >= 0:
-		// PostgreSQL text cannot hold NUL.
-		return "contains a NUL byte"
-	case strings.HasSuffix(s, " "):
-		// MySQL's PAD SPACE collations compare "x" and "x " as equal: the two would be
-		// one key (and one leader ID) there and two elsewhere.
-		return fmt.Sprintf("%q ends with a space", s)
-	}
-	return ""
-}
-
-// ValidateNames checks a key and the candidate IDs of a call, in that order, with
-// [ValidateName].
-func ValidateNames(key string, ids ...string) error {
-	if err := ValidateName("key", key); err != nil {
-		return err
-	}
-	for _, id := range ids {
-		if err := ValidateName("id", id); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// VersionLimit bounds a row's version, and so its term (a term is at most the
-// version). It is a quarter of the BIGINT maximum: far above any version casleader
-// writes (terms follow the database clock in microseconds, about 1.8e15 in 2026, and
-// each write adds one), yet far enough below the maximum that no version or term can
-// ever wrap to a negative number. A row at or above it reads as [ErrInvalidRow], and
-// no write is sent from a version whose next version would reach it.
-const VersionLimit int64 = 1 << 62
-
-// CheckVersion returns an [ErrInvalidRow] error, saying what to do, when a write
-// from version would take the row to [VersionLimit] or beyond.
-func CheckVersion(version int64) error {
-	if version < VersionLimit-1 {
-		return nil
-	}
-	return versionLimitError(version)
-}
-
-// CheckRowVersion returns an [ErrInvalidRow] error, saying what to do, when a row
-// read holds a version at or above [VersionLimit].
-func CheckRowVersion(version int64) error {
-	if version < VersionLimit {
-		return nil
-	}
-	return versionLimitError(version)
-}
-
-func versionLimitError(version int64) error {
-	return fmt.Errorf("%w: version %d has reached casleader's limit %d (kept far below the BIGINT maximum so that versions and terms never wrap): "+
-		"no new term can be issued from this row. To fix it: stop every candidate of the key, delete the row, reset whatever compares its fencing tokens "+
-		"(the next term restarts from the database clock, below the terms issued so far), then restart the candidates",
-		ErrInvalidRow, version, VersionLimit)
-}
-
-// ValidateCandidate checks the parts of an election write's candidate that
-// [ValidateNames] does not: an incarnation of at most [MaxKeyLen] bytes of UTF-8
-// with no NUL byte (it may be empty), and a lease that is not negative.
-func ValidateCandidate(c Candidate) error {
-	if c.Incarnation != "" {
-		if err := ValidateName("incarnation", c.Incarnation); err != nil {
-			return err
-		}
-	}
-	if c.Lease < 0 {
-		return fmt.Errorf("%w: lease %v is negative", ErrInvalidArgument, c.Lease)
-	}
-	return nil
-}
-
-// NewIncarnation returns a new random incarnation (see [Candidate.Incarnation]):
-// 16 hexadecimal digits, drawn once per running elector.
-func NewIncarnation() string {
-	return fmt.Sprintf("%016x", rand.Uint64())
-}

@@ -7,8 +7,8 @@ import (
 	"math/rand/v2"
 	"time"
 
-	casleader "github.com/casleader/casleader"
 	"github.com/casleader/casleader/internal/retry"
+	"github.com/casleader/casleader/internal/timing"
 	"github.com/casleader/casleader/store"
 )
 
@@ -59,7 +59,7 @@ func requestStepDown(a *app, name, usage string, args []string) error {
 	}
 	wait := fs.Bool("wait", false, "wait until the new leader has confirmed its lease")
 	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
-	lease := fs.Duration("lease", casleader.DefaultLeaseDuration, "the candidates' lease, to tell a leader that stopped renewing")
+	lease := fs.Duration("lease", timing.DefaultLease, "the candidates' lease, to tell a leader that stopped renewing")
 	if err := a.parse(fs, args); err != nil {
 		return err
 	}

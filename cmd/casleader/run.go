@@ -14,6 +14,7 @@ import (
 	"time"
 
 	casleader "github.com/casleader/casleader"
+	"github.com/casleader/casleader/internal/timing"
 )
 
 const runUsage = `
@@ -103,10 +104,10 @@ func cmdRun(a *app, args []string) error {
 	key := fs.String("key", "", "the election `KEY` (required)")
 	id := fs.String("id", "", "this candidate's `ID`, unique among the candidates (default hostname-pid-random)")
 	priority := fs.Int("priority", 0, "this candidate's priority `N`: a leader hands over to a live candidate of higher priority once it has been live for a full lease")
-	lease := fs.Duration("lease", casleader.DefaultLeaseDuration, "lease: followers take over this long after the leader's last renewal, by the database clock")
+	lease := fs.Duration("lease", timing.DefaultLease, "lease: followers take over this long after the leader's last renewal, by the database clock")
 	renew := fs.Duration("renew", 0, "renew deadline: the leader stops (and terminates the child) this long after the send time of its last successful renewal (default 2/3 of --lease: 10s)")
 	heartbeat := fs.Duration("heartbeat", 0, "time between two renewals by the leader (default 1/5 of --renew: 2s)")
-	poll := fs.Duration("poll", casleader.DefaultPollInterval, "longest time between two reads of the row by a follower")
+	poll := fs.Duration("poll", timing.DefaultPoll, "longest time between two reads of the row by a follower")
 	grace := fs.Duration("grace", 0, "time between SIGTERM and SIGKILL when leadership ends (default 3/4 of lease - renew)")
 	exitOnLoss := fs.Bool("exit-on-loss", false, "exit with code 4 after leadership is lost, instead of campaigning again")
 	listen := fs.String("listen", "", "serve Prometheus metrics at /metrics and the health check at /healthz on `ADDR` (host:port, e.g. :9090 or 127.0.0.1:0) while running")

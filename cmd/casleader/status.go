@@ -16,7 +16,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	casleader "github.com/casleader/casleader"
+	"github.com/casleader/casleader/internal/timing"
 	"github.com/casleader/casleader/store"
 )
 
@@ -66,7 +66,7 @@ func cmdStatus(a *app, args []string) error {
 	showMembers := fs.Bool("members", false, "list the members of each election below the table (JSON always has them)")
 	watch := fs.Bool("watch", false, "refresh until interrupted")
 	interval := fs.Duration("interval", time.Second, "time between two refreshes with --watch")
-	lease := fs.Duration("lease", casleader.DefaultLeaseDuration, "the candidates' lease, for rows that record none and the members' window")
+	lease := fs.Duration("lease", timing.DefaultLease, "the candidates' lease, for rows that record none and the members' window")
 	if err := a.parse(fs, args); err != nil {
 		return err
 	}

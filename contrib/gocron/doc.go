@@ -1,6 +1,6 @@
 // Package casgocron runs github.com/go-co-op/gocron/v2 jobs only on the casleader
-// leader: [New] adapts a [casleader.Leadership] (an [*casleader.Elector], or a
-// [*casleader.Static] for single-instance deployments and tests) to gocron's
+// leader: [New] adapts a [Leader] (an [*casleader.Elector], a group's Lease, or a
+// type of your own for single-instance deployments and tests) to gocron's
 // distributed Elector interface. Every replica runs the same scheduler with the same
 // jobs; at each run, gocron asks the elector, and only the replica that leads runs
 // the job; the others skip that run.

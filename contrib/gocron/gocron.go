@@ -9,10 +9,21 @@ import (
 	"github.com/casleader/casleader"
 )
 
-// Elector is a gocron.Elector backed by a casleader.Leadership. It is safe for
-// concurrent use.
+// Leader is what [New] needs of an election: [*casleader.Elector] and a group's
+// [*group.Lease] have these methods, and a single-instance deployment or a test
+// can pass a type of its own that always (or never) leads.
+//
+// [*group.Lease]: https://pkg.go.dev/github.com/casleader/casleader/group#Lease
+type Leader interface {
+	// IsLeader reports whether this instance leads now, without I/O.
+	IsLeader() bool
+	// Leader returns the leader's ID as last observed, "" when unknown.
+	Leader() string
+}
+
+// Elector is a gocron.Elector backed by a [Leader]. It is safe for concurrent use.
 type Elector struct {
-	l casleader.Leadership
+	l Leader
 }
 
 var _ gocron.Elector = (*Elector)(nil)
@@ -20,9 +31,9 @@ var _ gocron.Elector = (*Elector)(nil)
 // New returns a gocron.Elector that lets jobs run while l leads. Pass it to
 // gocron.WithDistributedElector; l's election must be running (Elector.Run) for
 // jobs to run.
-func New(l casleader.Leadership) *Elector { return &Elector{l: l} }
+func New(l Leader) *Elector { return &Elector{l: l} }
 
-// IsLeader returns nil while the wrapped Leadership leads, so that gocron runs the
+// IsLeader returns nil while the wrapped Leader leads, so that gocron runs the
 // job; else an error that wraps [casleader.ErrNotLeader] and names the leader as
 // last observed, so that gocron skips the run. It returns ctx's error when ctx has
 // ended (the job was removed or the scheduler is shutting down). It does no I/O.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,19 +20,34 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-var _ gocron.Elector = casgocron.New(casleader.NewStatic("x", true))
+// fixed is a Leader whose role a test sets: a single-instance deployment's stand-in.
+type fixed struct{ leader atomic.Bool }
+
+func (f *fixed) IsLeader() bool { return f.leader.Load() }
+func (f *fixed) Leader() string {
+	if f.IsLeader() {
+		return "solo"
+	}
+	return ""
+}
+
+var (
+	_ gocron.Elector   = casgocron.New(&fixed{})
+	_ casgocron.Leader = (*casleader.Elector)(nil)
+)
 
 func TestIsLeaderFollowsTheLeadership(t *testing.T) {
-	l := casleader.NewStatic("solo", true)
+	l := &fixed{}
+	l.leader.Store(true)
 	e := casgocron.New(l)
 	require.NoError(t, e.IsLeader(t.Context()))
 
-	l.Set(false)
+	l.leader.Store(false)
 	err := e.IsLeader(t.Context())
 	require.ErrorIs(t, err, casleader.ErrNotLeader)
 	assert.Contains(t, err.Error(), "no leader known")
 
-	l.Set(true)
+	l.leader.Store(true)
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	assert.ErrorIs(t, e.IsLeader(ctx), context.Canceled, "a job whose context ended does not run")

@@ -29,7 +29,6 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // database-side guard for a database/sql transaction.
 type guardStore interface {
 	store.Driver
-	casleader.SQLGuarder
 	CreateTable(ctx context.Context) error
 }
 

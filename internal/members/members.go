@@ -1,7 +1,7 @@
 // Package members keeps a candidate's rows in the members table up to date: who
 // takes part in which election, in which role, and when it was last seen by the
 // database clock. It is a view for operators, and the input of the preferred
-// leader rule ([cas.Preference]): a leader reads the members of the keys it leads
+// leader rule ([Preference]): a leader reads the members of the keys it leads
 // and hands a key over to a live candidate of higher priority.
 //
 // [Run] writes one batched upsert per period (half a lease) on its own goroutine,
@@ -20,7 +20,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/casleader/casleader/cas"
 	"github.com/casleader/casleader/internal/retry"
 	"github.com/casleader/casleader/store"
 )
@@ -72,12 +71,12 @@ type Config struct {
 
 	// Priority is the candidate's priority. With Leading and Handover set, a
 	// leader hands a key over to a live candidate of higher priority by the rule
-	// of [cas.Preference].
+	// of [Preference].
 	Priority int64
 	// Leading, when not nil, returns the keys that the candidate leads now, each
 	// with its term. After each write, Run reads the members of those keys (one
 	// batched read, when the store is a [ManyReader]) and feeds a
-	// [cas.Preference] per key. It is called on Run's goroutine and must not block.
+	// [Preference] per key. It is called on Run's goroutine and must not block.
 	Leading func() map[string]int64
 	// Handover carries out a decision of the rule: hand key, led in term, over to
 	// to through the safe handover (stop acting, drain, one compare-and-set),
@@ -94,7 +93,7 @@ func Run(ctx context.Context, c Config) {
 		lim     retry.Limiter
 		written = map[string]bool{} // keys whose row this run may have written
 		n       int
-		prefs   = map[string]*cas.Preference{} // per key led
+		prefs   = map[string]*Preference{} // per key led
 	)
 	warn := func(msg string, err error) {
 		if ok, suppressed := lim.Allow(); ok {
@@ -150,9 +149,9 @@ func Run(ctx context.Context, c Config) {
 }
 
 // prefer reads the members of the keys led now and carries out the handovers that
-// the preferred leader rule decides ([cas.Preference], one per key led). The
+// the preferred leader rule decides ([Preference], one per key led). The
 // preferences of keys no longer led are forgotten: a term tracks from its start.
-func prefer(ctx context.Context, c Config, prefs map[string]*cas.Preference) error {
+func prefer(ctx context.Context, c Config, prefs map[string]*Preference) error {
 	if c.Leading == nil || c.Handover == nil {
 		return nil
 	}
@@ -173,10 +172,10 @@ func prefer(ctx context.Context, c Config, prefs map[string]*cas.Preference) err
 	rctx, cancel := context.WithTimeout(ctx, Period(c.Lease))
 	defer cancel()
 	sent := time.Now()
-	ms, err := c.Store.MembersOf(rctx, keys, cas.Fresh(c.Lease))
+	ms, err := c.Store.MembersOf(rctx, keys, Fresh(c.Lease))
 	if err != nil {
 		// Reads further apart than a lease vouch for nothing: the preferences
-		// start again by themselves (cas.Preference).
+		// start again by themselves (Preference).
 		return err
 	}
 	byKey := map[string][]store.Member{}
@@ -186,7 +185,7 @@ func prefer(ctx context.Context, c Config, prefs map[string]*cas.Preference) err
 	for _, k := range keys {
 		p := prefs[k]
 		if p == nil {
-			p = cas.NewPreference(c.ID, c.Priority, c.Lease)
+			p = NewPreference(c.ID, c.Priority, c.Lease)
 			prefs[k] = p
 		}
 		if to := p.Seen(byKey[k], sent, led[k]); to != "" {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/casleader/casleader/internal/rules"
 	"github.com/casleader/casleader/store"
 )
 
@@ -117,7 +118,7 @@ func (s *Store) InsertMany(ctx context.Context, cand store.Candidate, keys []str
 	for i, k := range keys {
 		kvs[i] = store.KeyVersion{Key: k}
 	}
-	if err := store.ValidateCandidate(cand); err != nil {
+	if err := rules.ValidateCandidate(cand); err != nil {
 		return nil, err
 	}
 	return s.batch(ctx, OpInsertMany, cand.ID, kvs, func(kv store.KeyVersion, now time.Time) (int64, bool) {
@@ -132,7 +133,7 @@ func (s *Store) InsertMany(ctx context.Context, cand store.Candidate, keys []str
 
 // ElectMany is Elect per key, in one round trip.
 func (s *Store) ElectMany(ctx context.Context, cand store.Candidate, from []store.KeyVersion) ([]store.Won, error) {
-	if err := store.ValidateCandidate(cand); err != nil {
+	if err := rules.ValidateCandidate(cand); err != nil {
 		return nil, err
 	}
 	return s.batch(ctx, OpElectMany, cand.ID, from, func(kv store.KeyVersion, now time.Time) (int64, bool) {

@@ -24,6 +24,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/casleader/casleader/internal/rules"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
 )
@@ -159,7 +160,7 @@ func (s *Store) Put(rec store.Record) {
 // (version -1), "rolled_back" (version and term 1, tick_time an hour ago),
 // "far_future_tick" (tick_time in the year 3000), "top_version" (version and term at
 // the BIGINT maximum), "near_version_limit" (version and term
-// [store.VersionLimit]-2) or "skewed_tick" (tick_time two seconds after now, as a
+// [rules.VersionLimit]-2) or "skewed_tick" (tick_time two seconds after now, as a
 // server whose clock runs ahead writes it), the corruptions of store/storetest.
 func (s *Store) Corrupt(key, what string) error {
 	s.mu.Lock()
@@ -184,7 +185,7 @@ func (s *Store) Corrupt(key, what string) error {
 	case "top_version":
 		r.version, r.term = 1<<63-1, 1<<63-1
 	case "near_version_limit":
-		r.version, r.term = store.VersionLimit-2, store.VersionLimit-2
+		r.version, r.term = rules.VersionLimit-2, rules.VersionLimit-2
 	default:
 		return fmt.Errorf("memstore: unknown corruption %q", what)
 	}
@@ -261,7 +262,7 @@ func (s *Store) ElectReleased(ctx context.Context, key string, cand store.Candid
 	}
 	return s.writeTerm(ctx, OpElectReleased, key, func(now time.Time) int64 {
 		r := s.rows[key]
-		if r == nil || r.leader != "" || r.null == "leader_id" || r.version < 1 || store.CheckVersion(r.version) != nil {
+		if r == nil || r.leader != "" || r.null == "leader_id" || r.version < 1 || rules.CheckVersion(r.version) != nil {
 			return 0
 		}
 		term := newTerm(r.version, now)
@@ -448,14 +449,14 @@ func (r *row) record(key string, now time.Time) (store.Record, error) {
 	if r.version < 1 {
 		return store.Record{}, fmt.Errorf("%w: version %d is not positive: fix or delete the row", store.ErrInvalidRow, r.version)
 	}
-	if r.version >= store.VersionLimit {
-		return store.Record{}, store.CheckVersion(r.version) // past the limit: an error
+	if r.version >= rules.VersionLimit {
+		return store.Record{}, rules.CheckVersion(r.version) // past the limit: an error
 	}
 	if r.term < 0 || r.term > r.version {
 		return store.Record{}, fmt.Errorf("%w: term %d is outside 0..version (%d): fix or delete the row", store.ErrInvalidRow, r.term, r.version)
 	}
 	age := time.Duration(now.Sub(r.tick).Microseconds()) * time.Microsecond
-	if age < -store.FutureTolerance {
+	if age < -rules.FutureTolerance {
 		return store.Record{}, fmt.Errorf("%w: tick_time is %v in the future of the database clock (clock stepped back, or the row was written by another server): fix the row or wait", store.ErrInvalidRow, -age)
 	}
 	return store.Record{
@@ -479,18 +480,18 @@ func validCandidate(key string, cand store.Candidate) error {
 	if err := validateNames(key, cand.ID); err != nil {
 		return err
 	}
-	return store.ValidateCandidate(cand)
+	return rules.ValidateCandidate(cand)
 }
 
 // checkVersion is package store's version limit, with the SQL stores' message.
 func (s *Store) checkVersion(op, key string, version int64) error {
-	if err := store.CheckVersion(version); err != nil {
+	if err := rules.CheckVersion(version); err != nil {
 		return fmt.Errorf("%s %s %q: %w", op, s.name, key, err)
 	}
 	return nil
 }
 
 // validateName and validateNames are package store's argument checks.
-func validateName(what, s string) error { return store.ValidateName(what, s) }
+func validateName(what, s string) error { return rules.ValidateName(what, s) }
 
-func validateNames(key string, ids ...string) error { return store.ValidateNames(key, ids...) }
+func validateNames(key string, ids ...string) error { return rules.ValidateNames(key, ids...) }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/casleader/casleader/internal/rules"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
 )
@@ -37,7 +38,7 @@ type batchQueries interface {
 }
 
 func checkBatch(id string, n int) error {
-	if err := store.ValidateName("id", id); err != nil {
+	if err := rules.ValidateName("id", id); err != nil {
 		return err
 	}
 	if n > store.MaxBatch {
@@ -98,7 +99,7 @@ func (c *Core) RenewMany(ctx context.Context, id string, held []store.KeyVersion
 // won, each with its new term (chosen as [Core.Elect] chooses it), which is also the
 // row's new version.
 func (c *Core) ElectMany(ctx context.Context, cand store.Candidate, from []store.KeyVersion) (won []store.Won, err error) {
-	if err := store.ValidateCandidate(cand); err != nil {
+	if err := rules.ValidateCandidate(cand); err != nil {
 		return nil, err
 	}
 	var extra []any
@@ -130,7 +131,7 @@ func (c *Core) ReleaseMany(ctx context.Context, id string, held []store.KeyVersi
 // leader, like Insert per key, and returns the keys it created, each with its first
 // term, which is also the row's version.
 func (c *Core) InsertMany(ctx context.Context, cand store.Candidate, keys []string) (inserted []store.Won, err error) {
-	if err := store.ValidateCandidate(cand); err != nil {
+	if err := rules.ValidateCandidate(cand); err != nil {
 		return nil, err
 	}
 	kvs := make([]store.KeyVersion, len(keys))
@@ -324,7 +325,7 @@ func unique[T any](items []T, key func(T) string) ([]T, error) {
 	out := make([]T, 0, len(items))
 	for _, it := range items {
 		k := key(it)
-		if err := store.ValidateName("key", k); err != nil {
+		if err := rules.ValidateName("key", k); err != nil {
 			return nil, err
 		}
 		if !seen[k] {

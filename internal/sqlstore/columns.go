@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/casleader/casleader/internal/catalog"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
 )
@@ -41,8 +42,8 @@ func columnsQuery(d schema.Dialect, table, quoted string) (string, []any) {
 }
 
 // Check verifies that the election table exists with casleader's columns, each of a
-// type that holds what casleader writes (see [schema.CheckColumns]), with elect_key
-// as its primary key ([schema.CheckKey]), and that this user may read it; and that
+// type that holds what casleader writes (see [catalog.CheckColumns]), with elect_key
+// as its primary key ([catalog.CheckKey]), and that this user may read it; and that
 // the members table, if it exists, has its primary key (elect_key, member_id). It writes nothing. A table with a wrong or missing column is a
 // deployment error that wraps [schema.ErrWrongTable], names each column with the
 // type found and the type needed, and says how to fix it.
@@ -55,9 +56,9 @@ func (c *Core) Check(ctx context.Context) error {
 		return c.wrap("check", "", err)
 	}
 	if len(found) > 0 {
-		err := schema.CheckColumns(c.dialect, c.table, found)
+		err := catalog.CheckColumns(c.dialect, c.table, found)
 		if err == nil {
-			err = schema.CheckKey(c.dialect, c.table, key, schema.Key)
+			err = catalog.CheckKey(c.dialect, c.table, key, catalog.Key)
 		}
 		if err != nil {
 			return fmt.Errorf("%w: %w", store.ErrDeployment, err)
@@ -91,7 +92,7 @@ func (c *Core) checkMembersKey(ctx context.Context) error {
 	if err != nil || len(found) == 0 {
 		return nil
 	}
-	return schemaKeyError(c.dialect, name, key, schema.MembersKey)
+	return schemaKeyError(c.dialect, name, key, catalog.MembersKey)
 }
 
 // detectGalera asks a MySQL server once whether it is a Galera node (see
@@ -116,7 +117,7 @@ func (c *Core) detectGalera(ctx context.Context) {
 // columns lists the columns of table as the catalog describes them, and the names
 // of those in its primary key. It lists nothing for a table that does not exist
 // (or that the user may not see).
-func (c *Core) columns(ctx context.Context, table string) (found []schema.FoundColumn, key []string, err error) {
+func (c *Core) columns(ctx context.Context, table string) (found []catalog.FoundColumn, key []string, err error) {
 	quoted, err := schema.Quote(c.dialect, table)
 	if err != nil {
 		return nil, nil, err
@@ -129,7 +130,7 @@ func (c *Core) columns(ctx context.Context, table string) (found []schema.FoundC
 	defer rows.Close()
 	for rows.Next() {
 		var (
-			col   schema.FoundColumn
+			col   catalog.FoundColumn
 			inKey int64
 		)
 		if err := rows.Scan(&col.Name, &col.Type, &col.Collation, &inKey); err != nil {
@@ -144,13 +145,13 @@ func (c *Core) columns(ctx context.Context, table string) (found []schema.FoundC
 }
 
 // upgrade adds to an existing election table the columns that later versions
-// added (see [schema.Upgrade]).
+// added (see [catalog.Upgrade]).
 func (c *Core) upgrade(ctx context.Context) error {
 	found, _, err := c.columns(ctx, c.table)
 	if err != nil {
 		return nil // the check that follows reports it, with what to do
 	}
-	stmts, err := schema.Upgrade(c.dialect, c.table, found)
+	stmts, err := catalog.Upgrade(c.dialect, c.table, found)
 	if err != nil {
 		return err
 	}

@@ -10,7 +10,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/casleader/casleader/internal/catalog"
 	"github.com/casleader/casleader/internal/notify"
+	"github.com/casleader/casleader/internal/rules"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
 )
@@ -36,7 +38,7 @@ type queries struct {
 	insert  string // key, id; reports the new term
 	elect   string // id, key, oldVersion, leaseMicros; reports the new term
 	// electReleased: id, key; reports the new term. It wins only a released row
-	// whose version is valid (1 .. store.VersionLimit-2), whatever the version.
+	// whose version is valid (1 .. rules.VersionLimit-2), whatever the version.
 	electReleased string
 	renew         string // newVersion, key, oldVersion, id
 	release       string // newVersion, key, oldVersion, id
@@ -139,7 +141,7 @@ func (c *Core) wrap(op, key string, err error) error {
 	}
 	if errors.Is(err, ErrWrongColumns) {
 		return fmt.Errorf("%w: table %q does not have casleader's columns %v, or one has another type: `casleader migrate` names each wrong column and how to fix it (ALTER it, or drop the table and re-create it), or configure another table name (%s): %w",
-			store.ErrDeployment, c.table, schema.Columns, where(op, key, string(c.dialect)), err)
+			store.ErrDeployment, c.table, catalog.Columns, where(op, key, string(c.dialect)), err)
 	}
 	if errors.Is(err, ErrNoPrivilege) {
 		return fmt.Errorf("%w: missing privilege on table %q: grant SELECT, INSERT, UPDATE on it to the election user (%s): %w",
@@ -182,9 +184,9 @@ func (m marker) Error() string { return string(m) }
 func (m marker) Is(target error) bool { return target == store.ErrDeployment }
 
 // checkVersion refuses a write from version when it would take the row to
-// [VersionLimit]: the write is not sent.
+// [rules.VersionLimit]: the write is not sent.
 func (c *Core) checkVersion(op, key string, version int64) error {
-	if err := store.CheckVersion(version); err != nil {
+	if err := rules.CheckVersion(version); err != nil {
 		return fmt.Errorf("%s %s: %w", where(op, key, ""), c.table, err)
 	}
 	return nil
@@ -193,7 +195,7 @@ func (c *Core) checkVersion(op, key string, version int64) error {
 // Observe reads the row of key and the database's current time in one statement.
 // found is false when the row does not exist.
 func (c *Core) Observe(ctx context.Context, key string) (rec store.Record, found bool, err error) {
-	if err := store.ValidateNames(key); err != nil {
+	if err := rules.ValidateNames(key); err != nil {
 		return store.Record{}, false, err
 	}
 	if err := c.ready(ctx); err != nil {
@@ -265,8 +267,8 @@ func decode(key string, version sql.NullInt64, leader sql.NullString, term, ageM
 	if version.Int64 < 1 {
 		return store.Record{}, fmt.Errorf("%w: version %d is not positive: fix or delete the row", store.ErrInvalidRow, version.Int64)
 	}
-	if version.Int64 >= store.VersionLimit {
-		return store.Record{}, store.CheckRowVersion(version.Int64)
+	if version.Int64 >= rules.VersionLimit {
+		return store.Record{}, rules.CheckRowVersion(version.Int64)
 	}
 	if term.Int64 < 0 || term.Int64 > version.Int64 {
 		return store.Record{}, fmt.Errorf("%w: term %d is outside 0..version (%d): fix or delete the row", store.ErrInvalidRow, term.Int64, version.Int64)
@@ -282,7 +284,7 @@ func decode(key string, version sql.NullInt64, leader sql.NullString, term, ageM
 			store.ErrInvalidRow, maxMicros/(365*24*3600*1_000_000))
 	}
 	age := time.Duration(ageMicros.Int64) * time.Microsecond
-	if age < -store.FutureTolerance {
+	if age < -rules.FutureTolerance {
 		return store.Record{}, fmt.Errorf("%w: tick_time is %v in the future of the database clock (clock stepped back, or the row was written by another server): fix the row or wait", store.ErrInvalidRow, -age)
 	}
 	rec := record(key, version, leader, term, max(age, 0), handover, stepdown)
@@ -372,16 +374,16 @@ func (c *Core) ElectReleased(ctx context.Context, key string, cand store.Candida
 
 // validCandidate checks the key and the candidate of an election write.
 func (c *Core) validCandidate(key string, cand store.Candidate) error {
-	if err := store.ValidateNames(key, cand.ID); err != nil {
+	if err := rules.ValidateNames(key, cand.ID); err != nil {
 		return err
 	}
-	return store.ValidateCandidate(cand)
+	return rules.ValidateCandidate(cand)
 }
 
 // releasedVersions is the WHERE condition on the version of a row that an
 // election of a released row may take: a version that [decode] accepts and that
-// [store.CheckVersion] lets a write start from. NULL never matches.
-var releasedVersions = fmt.Sprintf(`version > 0 AND version < %d`, store.VersionLimit-1)
+// [rules.CheckVersion] lets a write start from. NULL never matches.
+var releasedVersions = fmt.Sprintf(`version > 0 AND version < %d`, rules.VersionLimit-1)
 
 // writeTerm runs a write that starts a term and returns the term, or won == false
 // when the write changed no row.
@@ -421,7 +423,7 @@ type lastIDExecer interface {
 // Renew records a heartbeat of leader id: the row's tick_time becomes the database's
 // current time and its version version+1, if the row is still at version and held by id.
 func (c *Core) Renew(ctx context.Context, key, id string, version int64) (swapped bool, err error) {
-	if err := store.ValidateNames(key, id); err != nil {
+	if err := rules.ValidateNames(key, id); err != nil {
 		return false, err
 	}
 	if err := c.checkVersion("renew", key, version); err != nil {
@@ -437,7 +439,7 @@ func (c *Core) Renew(ctx context.Context, key, id string, version int64) (swappe
 // Release gives up id's lease on key, if the row is still at version and held by id.
 // Followers may take over at once.
 func (c *Core) Release(ctx context.Context, key, id string, version int64) (swapped bool, err error) {
-	if err := store.ValidateNames(key, id); err != nil {
+	if err := rules.ValidateNames(key, id); err != nil {
 		return false, err
 	}
 	if err := c.checkVersion("release", key, version); err != nil {
@@ -458,10 +460,10 @@ func (c *Core) Release(ctx context.Context, key, id string, version int64) (swap
 // It returns the new term, which is also the row's new version. The new leader
 // confirms with its first renewal.
 func (c *Core) Handover(ctx context.Context, key, id string, version int64, to string) (term int64, ok bool, err error) {
-	if err := store.ValidateNames(key, id); err != nil {
+	if err := rules.ValidateNames(key, id); err != nil {
 		return 0, false, err
 	}
-	if err := store.ValidateName("handover target", to); err != nil {
+	if err := rules.ValidateName("handover target", to); err != nil {
 		return 0, false, err
 	}
 	if err := c.checkVersion("handover", key, version); err != nil {
@@ -486,11 +488,11 @@ func (c *Core) Handover(ctx context.Context, key, id string, version int64, to s
 // touch the lease: the leader sees the request at its next renewal, stops acting,
 // and then releases or hands over.
 func (c *Core) RequestStepDown(ctx context.Context, key string, version int64, to string) (swapped bool, err error) {
-	if err := store.ValidateNames(key); err != nil {
+	if err := rules.ValidateNames(key); err != nil {
 		return false, err
 	}
 	if to != "" {
-		if err := store.ValidateName("handover target", to); err != nil {
+		if err := rules.ValidateName("handover target", to); err != nil {
 			return false, err
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/casleader/casleader/internal/catalog"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
 )
@@ -23,14 +24,14 @@ import (
 //   - a missing table that this user may not create is a deployment error that
 //     says to run `casleader migrate` once as a user who may;
 //   - a table made by an earlier version gets the columns added since (see
-//     [schema.Upgrade]): that needs the right to alter it, once.
+//     [catalog.Upgrade]): that needs the right to alter it, once.
 func (c *Core) CreateTable(ctx context.Context) error {
 	ddl, err := schema.DDL(c.dialect, c.table)
 	if err != nil {
 		return err
 	}
 	// A table made by an earlier version first gets the columns added since
-	// (schema.Upgrade); a current one needs no statement, and so no right.
+	// (catalog.Upgrade); a current one needs no statement, and so no right.
 	if err := c.upgrade(ctx); err != nil {
 		return err
 	}
@@ -88,12 +89,12 @@ func (c *Core) checkMembers(ctx context.Context) error {
 	if len(found) == 0 {
 		return &store.MissingTableError{Table: name, Dialect: string(c.dialect), Op: "check", Err: ErrMissingTable}
 	}
-	return schemaKeyError(c.dialect, name, key, schema.MembersKey)
+	return schemaKeyError(c.dialect, name, key, catalog.MembersKey)
 }
 
-// schemaKeyError is [schema.CheckKey]'s error as a deployment error.
+// schemaKeyError is [catalog.CheckKey]'s error as a deployment error.
 func schemaKeyError(d schema.Dialect, table string, key, want []string) error {
-	if err := schema.CheckKey(d, table, key, want); err != nil {
+	if err := catalog.CheckKey(d, table, key, want); err != nil {
 		return fmt.Errorf("%w: %w", store.ErrDeployment, err)
 	}
 	return nil

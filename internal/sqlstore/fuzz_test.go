@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/casleader/casleader/internal/notify"
+	"github.com/casleader/casleader/internal/rules"
 	"github.com/casleader/casleader/store"
 )
 
@@ -44,10 +45,10 @@ func FuzzDecode(f *testing.F) {
 		if !vOK || !lOK || !tOK || !aOK || !hOK || !sOK {
 			t.Fatalf("a NULL column was accepted: %+v", rec)
 		}
-		if rec.Version < 1 || rec.Version >= store.VersionLimit || rec.Term < 0 || rec.Term > rec.Version {
+		if rec.Version < 1 || rec.Version >= rules.VersionLimit || rec.Term < 0 || rec.Term > rec.Version {
 			t.Fatalf("accepted version %d term %d", rec.Version, rec.Term)
 		}
-		if ageMicros < -store.FutureTolerance.Microseconds() {
+		if ageMicros < -rules.FutureTolerance.Microseconds() {
 			t.Fatalf("a tick_time %d µs in the future was accepted as age %v", -ageMicros, rec.Age)
 		}
 		if rec.Age < 0 {
@@ -118,7 +119,7 @@ func FuzzParseNotifyPayload(f *testing.F) {
 	f.Add("a b", "c d", "t 5 k")
 	f.Fuzz(func(t *testing.T, to, key, raw string) {
 		_, _ = ParseNotifyPayload("t", raw)
-		if store.NameRule(to) != "" || store.NameRule(key) != "" {
+		if rules.NameRule(to) != "" || rules.NameRule(key) != "" {
 			return
 		}
 		got, ok := ParseNotifyPayload("t", HandoverPayload("t", to, key))

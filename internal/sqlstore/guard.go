@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/casleader/casleader/internal/rules"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
 )
@@ -188,7 +189,7 @@ func GuardRow(ctx context.Context, c *Core, tx RowQuerier, key, id string, token
 }
 
 func (c *Core) guardArgs(key, id string, token int64, lease time.Duration) error {
-	if err := store.ValidateNames(key, id); err != nil {
+	if err := rules.ValidateNames(key, id); err != nil {
 		return err
 	}
 	if lease <= 0 {

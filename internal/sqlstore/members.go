@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/casleader/casleader/internal/rules"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
 )
@@ -154,7 +155,7 @@ func (c *Core) PutMembers(ctx context.Context, ms []store.Member) error {
 		return err
 	}
 	for _, m := range ms {
-		if err := store.ValidateNames(m.Key, m.ID); err != nil {
+		if err := rules.ValidateNames(m.Key, m.ID); err != nil {
 			return err
 		}
 	}
@@ -183,7 +184,7 @@ func (c *Core) DeleteMembers(ctx context.Context, id string, keys []string) erro
 	if err != nil {
 		return err
 	}
-	if err := store.ValidateName("id", id); err != nil {
+	if err := rules.ValidateName("id", id); err != nil {
 		return err
 	}
 	for len(keys) > 0 {
@@ -209,7 +210,7 @@ func (c *Core) Members(ctx context.Context, key string, within time.Duration) ([
 	if err != nil {
 		return nil, err
 	}
-	if err := store.ValidateNames(key); err != nil {
+	if err := rules.ValidateNames(key); err != nil {
 		return nil, err
 	}
 	if within <= 0 {

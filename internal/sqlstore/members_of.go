@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/casleader/casleader/internal/rules"
 	"github.com/casleader/casleader/store"
 )
 
@@ -33,7 +34,7 @@ func (c *Core) MembersOf(ctx context.Context, keys []string, within time.Duratio
 		return nil, err
 	}
 	for _, k := range keys {
-		if err := store.ValidateName("key", k); err != nil {
+		if err := rules.ValidateName("key", k); err != nil {
 			return nil, err
 		}
 	}

@@ -3,7 +3,7 @@ package sqlstore
 import (
 	"strings"
 
-	"github.com/casleader/casleader/schema"
+	"github.com/casleader/casleader/internal/catalog"
 )
 
 // mysqlEpochMicros is the database clock in microseconds since the Unix epoch, in
@@ -47,7 +47,7 @@ func mysqlQueries(t, _ string) queries {
 			` WHERE elect_key = ? AND version = ? AND leader_id = ?`,
 		request: `UPDATE ` + t + ` SET version = ?, handover_to = ?, stepdown = 1, update_time = ` + now +
 			` WHERE elect_key = ? AND version = ? AND leader_id <> ''`,
-		check:              `SELECT ` + strings.Join(schema.Columns, ", ") + ` FROM ` + t + ` WHERE 1 = 0`,
+		check:              `SELECT ` + strings.Join(catalog.Columns, ", ") + ` FROM ` + t + ` WHERE 1 = 0`,
 		termByLastInsertID: true,
 	}
 }

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/casleader/casleader/internal/catalog"
 	"github.com/casleader/casleader/internal/notify"
-	"github.com/casleader/casleader/schema"
 )
 
 // NotifyChannel is the PostgreSQL notification channel on which release and
@@ -143,6 +143,6 @@ func postgresQueries(t, table string) queries {
 			` WHERE elect_key = $2 AND version = $3 AND leader_id = $4 RETURNING elect_key, term) ` + pgNotify(table, "term", "'"+handoverPrefix+"' || char_length($1) || ' ' || $1"),
 		request: `UPDATE ` + t + ` SET version = $1, handover_to = $2, stepdown = 1, update_time = ` + now +
 			` WHERE elect_key = $3 AND version = $4 AND leader_id <> ''`,
-		check: `SELECT ` + strings.Join(schema.Columns, ", ") + ` FROM ` + t + ` WHERE false`,
+		check: `SELECT ` + strings.Join(catalog.Columns, ", ") + ` FROM ` + t + ` WHERE false`,
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/casleader/casleader/schema"
+	"github.com/casleader/casleader/internal/catalog"
 )
 
 const (
@@ -46,7 +46,7 @@ func sqliteQueries(t, _ string) queries {
 			` WHERE elect_key = ?2 AND version = ?3 AND leader_id = ?4 RETURNING term`,
 		request: `UPDATE ` + t + ` SET version = ?, handover_to = ?, stepdown = 1, update_time = ` + sqliteNow +
 			` WHERE elect_key = ? AND version = ? AND leader_id <> ''`,
-		check: `SELECT ` + strings.Join(schema.Columns, ", ") + ` FROM ` + t + ` WHERE 0`,
+		check: `SELECT ` + strings.Join(catalog.Columns, ", ") + ` FROM ` + t + ` WHERE 0`,
 	}
 }
 

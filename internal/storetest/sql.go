@@ -10,8 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/casleader/casleader/internal/rules"
 	"github.com/casleader/casleader/schema"
-	"github.com/casleader/casleader/store"
 )
 
 // SQL adapts a store of one of the SQL dialects to the suite: it drops the tables
@@ -106,7 +106,7 @@ func (h SQL) corrupt(t *testing.T, table, key, what string) {
 	case TopVersion:
 		set = "version = 9223372036854775807, term = 9223372036854775807"
 	case NearVersionLimit:
-		set = fmt.Sprintf("version = %d, term = %d", store.VersionLimit-2, store.VersionLimit-2)
+		set = fmt.Sprintf("version = %d, term = %d", rules.VersionLimit-2, rules.VersionLimit-2)
 	case NullLeader:
 		switch h.Dialect {
 		case schema.MySQL:

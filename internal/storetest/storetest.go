@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/casleader/casleader/internal/rules"
 	"github.com/casleader/casleader/internal/testname"
 	"github.com/casleader/casleader/store"
 )
@@ -44,7 +45,7 @@ const (
 	FarFutureTick = "far_future_tick"
 	// TopVersion sets version and term to 9223372036854775807, the BIGINT maximum.
 	TopVersion = "top_version"
-	// NearVersionLimit sets version and term to [store.VersionLimit] - 2, leaving
+	// NearVersionLimit sets version and term to [rules.VersionLimit] - 2, leaving
 	// the leader and a fresh tick_time.
 	NearVersionLimit = "near_version_limit"
 	// SkewedTick sets tick_time two seconds after the database's current time, as
@@ -635,24 +636,24 @@ func versionsStopBeforeTheyCanWrap(t *testing.T, h Harness) {
 		insert(t, s, "near", "a")
 		h.Corrupt(t, table, "near", NearVersionLimit)
 		rec := observe(t, s, "near")
-		require.Equal(t, store.VersionLimit-2, rec.Version)
+		require.Equal(t, rules.VersionLimit-2, rec.Version)
 		ok, err := s.Renew(ctx, "near", "a", rec.Version)
 		won(t, ok, err, "Renew to the last version below the limit")
 		rec = observe(t, s, "near")
-		require.Equal(t, store.VersionLimit-1, rec.Version)
+		require.Equal(t, rules.VersionLimit-1, rec.Version)
 		_, err = s.Renew(ctx, "near", "a", rec.Version)
 		limitError(err, "Renew to the limit")
 		_, _, err = s.Elect(ctx, "near", store.Candidate{ID: "b", Lease: 0}, rec.Version)
 		limitError(err, "Elect to the limit")
-		assert.Equal(t, store.VersionLimit-1, observe(t, s, "near").Version, "a refused write changed the row")
+		assert.Equal(t, rules.VersionLimit-1, observe(t, s, "near").Version, "a refused write changed the row")
 	})
 	t.Run("ElectReleasedBelowTheLimit", func(t *testing.T) {
 		insert(t, s, "released", "a")
 		h.Corrupt(t, table, "released", NearVersionLimit)
-		ok, err := s.Release(ctx, "released", "a", store.VersionLimit-2)
+		ok, err := s.Release(ctx, "released", "a", rules.VersionLimit-2)
 		won(t, ok, err, "Release to the last version below the limit")
 		before := observe(t, s, "released")
-		require.Equal(t, store.VersionLimit-1, before.Version)
+		require.Equal(t, rules.VersionLimit-1, before.Version)
 		// The version is not named, so the write cannot be refused beforehand: it
 		// must not win (the next read reports the row).
 		term, ok, err := s.ElectReleased(ctx, "released", store.Candidate{ID: "b"})

@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/casleader/casleader/cas"
 	"github.com/casleader/casleader/store"
 )
 
@@ -40,7 +39,7 @@ type Config struct {
 	Lease   time.Duration // the election's lease duration
 	// Trust is the cell that the executor publishes the key's leadership in; the
 	// term holds while it shows Token and its deadline has not passed.
-	Trust *cas.Trust
+	Trust *Trust
 	// Store is the election's store: its Guard runs [Term.Guard], and the
 	// dialect packages' guards reach it through [Term.Fence].
 	Store store.Driver
@@ -74,7 +73,7 @@ func From(ctx context.Context) *Term {
 
 // Of reports whether t is a term published through trust: the executor that owns
 // trust uses it to recognise its own terms.
-func (t *Term) Of(trust *cas.Trust) bool { return t.c.Trust == trust }
+func (t *Term) Of(trust *Trust) bool { return t.c.Trust == trust }
 
 // Key returns the election key of the term.
 func (t *Term) Key() string { return t.c.Key }

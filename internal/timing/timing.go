@@ -9,6 +9,10 @@ import "time"
 // DefaultLease is the lease duration when none is given.
 const DefaultLease = 15 * time.Second
 
+// DefaultPoll is the longest time between two reads of the row by a follower when
+// none is given.
+const DefaultPoll = 5 * time.Second
+
 // Fill returns lease, renew and heartbeat with each zero value replaced: the lease
 // by [DefaultLease], the renew deadline by 2/3 of the lease, the heartbeat
 // interval by 1/5 of the renew deadline. With nothing set this gives the defaults

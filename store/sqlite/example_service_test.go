@@ -97,15 +97,3 @@ func Example_invalidConfig() {
 	// rule: (10s) must be less than LeaseDuration (10s): the leader must stop acting before anyone can take over
 	// true
 }
-
-// A single-instance deployment, or a test, uses a Static where the code expects
-// a Leadership: no database, a fixed role.
-func Example_static() {
-	var l casleader.Leadership = casleader.NewStatic("solo", true)
-	fmt.Println(l.IsLeader(), l.Leader(), l.Token())
-	standby := casleader.NewStatic("standby", false)
-	fmt.Println(standby.IsLeader(), standby.Token())
-	// Output:
-	// true solo 1
-	// false 0
-}

@@ -57,9 +57,29 @@ func Example() {
 	// leader after resign: false
 }
 
-// Gate periodic work on IsLeader, which costs no I/O.
+// leadership is what code gated on leadership needs: *casleader.Elector has these
+// methods, and so does a group's Lease. Declare it where it is used.
+type leadership interface {
+	IsLeader() bool
+	Token() int64
+	Leader() string
+}
+
+// solo stands in for an elector in a single-instance deployment or a test: it
+// always leads, in term 1.
+type solo struct{}
+
+func (solo) IsLeader() bool { return true }
+func (solo) Token() int64   { return 1 }
+func (solo) Leader() string { return "solo" }
+
+var _ leadership = (*casleader.Elector)(nil)
+
+// Gate periodic work on IsLeader, which costs no I/O. Code that takes a small
+// interface instead of *Elector runs in a single-instance deployment or a test
+// with a stand-in that always leads.
 func Example_isLeader() {
-	var el casleader.Leadership = casleader.NewStatic("solo", true)
+	var el leadership = solo{}
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
 	for range 3 {

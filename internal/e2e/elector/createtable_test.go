@@ -36,7 +36,7 @@ func freshStores(t *testing.T, n int) map[string][]creator {
 	out := map[string][]creator{}
 	drop := func(d schema.Dialect, exec func(q string) error, table string) {
 		t.Cleanup(func() {
-			for _, name := range []string{table, table + schema.MembersSuffix} {
+			for _, name := range []string{table, table + "_members"} {
 				q, _ := schema.Quote(d, name)
 				assert.NoError(t, exec("DROP TABLE IF EXISTS "+q))
 			}
@@ -233,7 +233,7 @@ func TestCreateTableUpgradesATableOfAnEarlierVersion(t *testing.T) {
 	} {
 		t.Run(string(tc.d), func(t *testing.T) {
 			table, app := testdb.Name(t), testdb.Name(t)+"_users"
-			for _, name := range []string{table, table + schema.MembersSuffix, app} {
+			for _, name := range []string{table, table + "_members", app} {
 				q, _ := schema.Quote(tc.d, name)
 				t.Cleanup(func() { assert.NoError(t, tc.exec("DROP TABLE IF EXISTS "+q)) })
 			}

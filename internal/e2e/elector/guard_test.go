@@ -25,12 +25,17 @@ import (
 )
 
 var (
-	_ casleader.SQLGuarder = (*mysql.Store)(nil)
-	_ casleader.SQLGuarder = (*postgres.Store)(nil)
-	_ casleader.SQLGuarder = (*sqlite.Store)(nil)
-	_ store.Fencer         = (*casleader.Term)(nil)
-	_ store.Fencer         = store.Fence{}
+	_ store.Driver = (*mysql.Store)(nil)
+	_ store.Driver = (*postgres.Store)(nil)
+	_ store.Driver = (*sqlite.Store)(nil)
+	_ store.Fencer = (*casleader.Term)(nil)
+	_ store.Fencer = store.Fence{}
 )
+
+// sqlGuarder is the method a store needs for Elector.Guard.
+type sqlGuarder interface {
+	Guard(ctx context.Context, tx *sql.Tx, key, id string, token int64, lease time.Duration) error
+}
 
 // Timings of the guard tests: generous, so a loaded machine does not lose leases.
 const (

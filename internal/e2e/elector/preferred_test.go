@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casleader/casleader"
-	"github.com/casleader/casleader/cas"
+	"github.com/casleader/casleader/internal/members"
 	"github.com/casleader/casleader/store"
 )
 
@@ -103,7 +103,7 @@ func TestPreferredLeader(t *testing.T) {
 			led := time.Since(resumed)
 			// Its writes must span a lease first; a quarter lease allows for the
 			// latency of the reads that estimate the write times (Fresh/3).
-			assert.GreaterOrEqual(t, led, lease-cas.Fresh(lease)/3, "not before the preferred candidate was live for a lease")
+			assert.GreaterOrEqual(t, led, lease-members.Fresh(lease)/3, "not before the preferred candidate was live for a lease")
 			got := handovers(&log)
 			if len(got) == 0 && lostLease(&log) {
 				// A machine that stalled past the renew deadline let the lease expire

@@ -123,7 +123,7 @@ func createAsAdmin(t *testing.T, p privDB) (table, actions string) {
 	actions = table + "_actions"
 	ctx := t.Context()
 	t.Cleanup(func() {
-		for _, name := range []string{table, actions, table + schema.MembersSuffix} {
+		for _, name := range []string{table, actions, table + "_members"} {
 			q, _ := schema.Quote(p.dialect, name)
 			assert.NoError(t, p.admin(context.Background(), "DROP TABLE IF EXISTS "+q))
 		}
@@ -174,7 +174,7 @@ func TestLeastPrivilege(t *testing.T) {
 				p := srv.open(t)
 				table, _ := createAsAdmin(t, p)
 				p.grant(t, "SELECT, INSERT, UPDATE", table)
-				p.grant(t, "SELECT, INSERT, UPDATE, DELETE", table+schema.MembersSuffix)
+				p.grant(t, "SELECT, INSERT, UPDATE, DELETE", table+"_members")
 				db := p.app(t, table)
 				require.NoError(t, db.st.CreateTable(t.Context()), "every replica calls it at start-up")
 			})

@@ -18,8 +18,7 @@ import (
 // errors is tested in package store.
 
 var (
-	_ store.Driver         = (*faultstore.Store)(nil)
-	_ casleader.SQLGuarder = (*faultstore.Store)(nil)
+	_ store.Driver = (*faultstore.Store)(nil)
 )
 
 type faultDB struct {

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/casleader/casleader/internal/catalog"
 	"github.com/casleader/casleader/internal/testdb"
 	"github.com/casleader/casleader/internal/testdb/litedb"
 	"github.com/casleader/casleader/internal/testdb/mydb"
@@ -75,7 +76,7 @@ func TestDDLCreatesTheQuotedTableWithEveryColumn(t *testing.T) {
 			require.NoError(t, err)
 			assert.Contains(t, ddl, "CREATE TABLE IF NOT EXISTS "+quoted+" (", "%s", d)
 			assert.NotContains(t, ddl, "{{", "%s: placeholder left", d)
-			for _, col := range schema.Columns {
+			for _, col := range catalog.Columns {
 				assert.Regexp(t, `(?m)^\s+`+col+`\s`, ddl, "%s: column %s", d, col)
 			}
 		}
@@ -153,134 +154,18 @@ func TestApplyIsIdempotentOnEachDatabase(t *testing.T) {
 			require.NoError(t, schema.Apply(ctx, db, tc.dialect, table), "first Apply")
 			require.NoError(t, schema.Apply(ctx, db, tc.dialect, table), "second Apply")
 
-			rows, err := db.QueryContext(ctx, "SELECT "+strings.Join(schema.Columns, ", ")+" FROM "+quoted)
+			rows, err := db.QueryContext(ctx, "SELECT "+strings.Join(catalog.Columns, ", ")+" FROM "+quoted)
 			require.NoError(t, err, "the table has casleader's columns")
 			defer rows.Close()
 			cols, err := rows.Columns()
 			require.NoError(t, err)
-			assert.Equal(t, schema.Columns, cols)
+			assert.Equal(t, catalog.Columns, cols)
 			assert.False(t, rows.Next(), "the new table is empty")
 			require.NoError(t, rows.Err())
 
 			var n int
 			require.NoError(t, db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+membersQuoted).Scan(&n), "Apply created the members table")
 			assert.Zero(t, n)
-		})
-	}
-}
-
-// ddlColumns is the columns of the table that DDL creates, as each database's catalog
-// spells their types.
-var ddlColumns = map[schema.Dialect][]schema.FoundColumn{
-	schema.MySQL: {
-		{Name: "elect_key", Type: "varchar(255)", Collation: "utf8mb4_bin"},
-		{Name: "version", Type: "bigint(20)"},
-		{Name: "leader_id", Type: "varchar(255)", Collation: "utf8mb4_bin"},
-		{Name: "term", Type: "bigint(20)"},
-		{Name: "tick_time", Type: "timestamp(6)"},
-		{Name: "handover_to", Type: "varchar(255)", Collation: "utf8mb4_bin"},
-		{Name: "stepdown", Type: "smallint(6)"},
-		{Name: "lease", Type: "bigint(20)"},
-		{Name: "incarnation", Type: "varchar(255)", Collation: "utf8mb4_bin"},
-		{Name: "create_time", Type: "timestamp(6)"},
-		{Name: "update_time", Type: "timestamp(6)"},
-	},
-	schema.Postgres: {
-		{Name: "elect_key", Type: "text"}, {Name: "version", Type: "bigint"}, {Name: "leader_id", Type: "text"},
-		{Name: "term", Type: "bigint"}, {Name: "tick_time", Type: "timestamp with time zone"},
-		{Name: "handover_to", Type: "text"}, {Name: "stepdown", Type: "smallint"},
-		{Name: "lease", Type: "bigint"}, {Name: "incarnation", Type: "text"},
-		{Name: "create_time", Type: "timestamp with time zone"}, {Name: "update_time", Type: "timestamp with time zone"},
-	},
-	schema.SQLite: {
-		{Name: "elect_key", Type: "TEXT"}, {Name: "version", Type: "INTEGER"}, {Name: "leader_id", Type: "TEXT"},
-		{Name: "term", Type: "INTEGER"}, {Name: "tick_time", Type: "INTEGER"}, {Name: "handover_to", Type: "TEXT"},
-		{Name: "stepdown", Type: "INTEGER"}, {Name: "lease", Type: "INTEGER"}, {Name: "incarnation", Type: "TEXT"},
-		{Name: "create_time", Type: "INTEGER"}, {Name: "update_time", Type: "INTEGER"},
-	},
-}
-
-// with returns cols with the column name changed to c (removed when c.Name is "").
-func with(cols []schema.FoundColumn, name string, c schema.FoundColumn) []schema.FoundColumn {
-	var out []schema.FoundColumn
-	for _, col := range cols {
-		if col.Name != name {
-			out = append(out, col)
-		} else if c.Name != "" {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
-// TestUpgradeAddsTheNewColumns: a table made before the lease and incarnation
-// columns gets them, with defaults that keep its rows; a current table needs none.
-func TestUpgradeAddsTheNewColumns(t *testing.T) {
-	t.Parallel()
-	for _, d := range dialects {
-		stmts, err := schema.Upgrade(d, "t", ddlColumns[d])
-		require.NoError(t, err)
-		assert.Empty(t, stmts, "%s: a current table needs nothing", d)
-		old := with(with(ddlColumns[d], "lease", schema.FoundColumn{}), "incarnation", schema.FoundColumn{})
-		stmts, err = schema.Upgrade(d, "t", old)
-		require.NoError(t, err)
-		require.Len(t, stmts, 2, "%s", d)
-		assert.Contains(t, stmts[0], "ADD COLUMN lease")
-		assert.Contains(t, stmts[0], "DEFAULT 0")
-		assert.Contains(t, stmts[1], "ADD COLUMN incarnation")
-		assert.Contains(t, stmts[1], "DEFAULT ''")
-	}
-}
-
-func TestCheckColumns(t *testing.T) {
-	t.Parallel()
-	for _, d := range dialects {
-		require.NoError(t, schema.CheckColumns(d, "t", ddlColumns[d]), "%s: the DDL's own columns", d)
-		extra := append(append([]schema.FoundColumn(nil), ddlColumns[d]...), schema.FoundColumn{Name: "note", Type: "text"})
-		require.NoError(t, schema.CheckColumns(d, "t", extra), "%s: an extra column", d)
-	}
-	my, pg, lite := ddlColumns[schema.MySQL], ddlColumns[schema.Postgres], ddlColumns[schema.SQLite]
-	for _, tc := range []struct {
-		name    string
-		d       schema.Dialect
-		cols    []schema.FoundColumn
-		mention []string // what the error must say
-	}{
-		{"MySQLIntVersion", schema.MySQL, with(with(my, "version", schema.FoundColumn{Name: "version", Type: "int(11)"}), "term", schema.FoundColumn{Name: "term", Type: "int(11)"}),
-			[]string{"column version is int(11), needs BIGINT", "column term is int(11), needs BIGINT", "ALTER TABLE `t` MODIFY version BIGINT NOT NULL", "casleader migrate"}},
-		{"MySQLSecondTick", schema.MySQL, with(my, "tick_time", schema.FoundColumn{Name: "tick_time", Type: "timestamp"}),
-			[]string{"column tick_time is timestamp, needs TIMESTAMP(6)"}},
-		{"MySQLDatetimeTick", schema.MySQL, with(my, "tick_time", schema.FoundColumn{Name: "tick_time", Type: "datetime(6)"}),
-			[]string{"column tick_time is datetime(6), needs TIMESTAMP(6)"}},
-		{"MySQLCaseInsensitiveKey", schema.MySQL, with(my, "elect_key", schema.FoundColumn{Name: "elect_key", Type: "varchar(255)", Collation: "utf8mb4_general_ci"}),
-			[]string{"column elect_key is varchar(255) COLLATE utf8mb4_general_ci, needs VARCHAR(255)"}},
-		{"MySQLShortKey", schema.MySQL, with(my, "leader_id", schema.FoundColumn{Name: "leader_id", Type: "varchar(50)", Collation: "utf8mb4_bin"}),
-			[]string{"column leader_id is varchar(50)"}},
-		{"PostgresBigintTick", schema.Postgres, with(pg, "tick_time", schema.FoundColumn{Name: "tick_time", Type: "bigint"}),
-			[]string{"column tick_time is bigint, needs TIMESTAMPTZ", `ALTER TABLE "t" ALTER COLUMN tick_time TYPE TIMESTAMPTZ`}},
-		{"PostgresBooleanStepdown", schema.Postgres, with(pg, "stepdown", schema.FoundColumn{Name: "stepdown", Type: "boolean"}),
-			[]string{"column stepdown is boolean, needs SMALLINT"}},
-		{"PostgresTickWithoutTimeZone", schema.Postgres, with(pg, "tick_time", schema.FoundColumn{Name: "tick_time", Type: "timestamp without time zone"}),
-			[]string{"column tick_time is timestamp without time zone, needs TIMESTAMPTZ"}},
-		{"PostgresIntegerTerm", schema.Postgres, with(pg, "term", schema.FoundColumn{Name: "term", Type: "integer"}),
-			[]string{"column term is integer, needs BIGINT"}},
-		{"SQLiteTextVersion", schema.SQLite, with(lite, "version", schema.FoundColumn{Name: "version", Type: "TEXT"}),
-			[]string{"column version is TEXT, needs INTEGER", "drop the table and re-create it"}},
-		{"SQLiteUntypedKey", schema.SQLite, with(lite, "elect_key", schema.FoundColumn{Name: "elect_key"}),
-			[]string{"column elect_key is no declared type, needs TEXT"}},
-		{"OtherNames", schema.Postgres, []schema.FoundColumn{{Name: "id", Type: "bigint"}, {Name: "name", Type: "text"}},
-			[]string{"has none of casleader's columns", "this is not a casleader table: wrong table name?"}},
-		{"SomeColumns", schema.Postgres, []schema.FoundColumn{{Name: "elect_key", Type: "text"}, {Name: "name", Type: "text"}},
-			[]string{"column version is missing (needs BIGINT)", "column update_time is missing (needs TIMESTAMPTZ)", "ADD COLUMN version"}},
-		{"MissingColumn", schema.MySQL, with(my, "handover_to", schema.FoundColumn{}),
-			[]string{"column handover_to is missing", "ALTER TABLE `t` ADD COLUMN handover_to"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			err := schema.CheckColumns(tc.d, "t", tc.cols)
-			require.ErrorIs(t, err, schema.ErrWrongTable)
-			for _, m := range tc.mention {
-				assert.Contains(t, err.Error(), m)
-			}
 		})
 	}
 }

@@ -374,7 +374,7 @@ func TestMembersTableWithoutKeyIsRefused(t *testing.T) {
 		t.Run(string(h.dialect), func(t *testing.T) {
 			ctx := t.Context()
 			table := testdb.Name(t)
-			members := table + schema.MembersSuffix
+			members := table + "_members"
 			t.Cleanup(func() {
 				for _, name := range []string{table, members} {
 					q, _ := schema.Quote(h.dialect, name)

@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/casleader/casleader/cas"
 	"github.com/casleader/casleader/internal/term"
 	"github.com/casleader/casleader/store"
 	"github.com/casleader/casleader/store/mysql"
@@ -23,14 +22,14 @@ var (
 )
 
 func TestTermIsScopedToItsToken(t *testing.T) {
-	var trust cas.Trust
+	var trust term.Trust
 	resigned := 0
 	tm := term.New(term.Config{Key: "k", ID: "a", Token: 7, Lease: time.Second, Trust: &trust, Resign: func() { resigned++ }})
 	ctx := term.With(t.Context(), tm)
 	require.Same(t, tm, term.From(ctx))
 	assert.Nil(t, term.From(context.Background()))
 	assert.True(t, tm.Of(&trust))
-	assert.False(t, tm.Of(&cas.Trust{}))
+	assert.False(t, tm.Of(&term.Trust{}))
 
 	trust.Set(7, time.Now().Add(time.Hour))
 	assert.True(t, tm.IsLeader())
@@ -49,7 +48,7 @@ func TestTermIsScopedToItsToken(t *testing.T) {
 }
 
 func TestGuardRefusesWithoutIO(t *testing.T) {
-	var trust cas.Trust
+	var trust term.Trust
 	tm := term.New(term.Config{Key: "k", ID: "a", Token: 7, Trust: &trust, Store: &sqlite.Store{}})
 	// Not leading: no transaction is needed to know (nor a usable store).
 	err := tm.Guard(t.Context(), nil)

@@ -1,4 +1,4 @@
-package cas
+package members
 
 import (
 	"cmp"
@@ -9,11 +9,11 @@ import (
 
 // Preference decides, for one candidate in one election, when the leader hands
 // its lease to a candidate of higher priority (a preferred leader). It is pure
-// logic like [Machine]: the executor reads the members of the key (the members
+// logic like cas.Machine: the executor reads the members of the key (the members
 // table, written by every candidate each half lease) while it leads, feeds each
 // read to [Preference.Seen], and carries out the handover it returns through the
 // safe path (stop acting, drain, then one compare-and-set that writes the
-// target's ID in a new term; see [Machine.Yield] and the Handover action).
+// target's ID in a new term; see cas.Machine.Yield and the cas.Handover action).
 //
 // The rule. A leader of priority p hands over to candidate c when, at a read of
 // the members sent while it leads one term:
@@ -60,7 +60,7 @@ type Preference struct {
 
 // Fresh is how recently, by the database clock, a candidate must have written
 // its members row to count as live, for a lease of lease: three quarters of a
-// lease. A live candidate writes its row every half lease (internal/members), so
+// lease. A live candidate writes its row every half lease ([Run]), so
 // its row is at most half a lease plus one write's latency old; a write slower
 // than a quarter lease only delays a handover (the candidate counts as live again
 // from its next write).

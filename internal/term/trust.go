@@ -1,4 +1,4 @@
-package cas
+package term
 
 import (
 	"sync/atomic"
@@ -6,7 +6,7 @@ import (
 )
 
 // Trust is the cell through which a leadership is read while the goroutine that
-// owns a [Machine] keeps it: the trust deadline and the term's fencing token, set
+// owns a cas.Machine keeps it: the trust deadline and the term's fencing token, set
 // together. Its readers take no lock and do no I/O; IsLeader compares the monotonic
 // clock with the deadline on every call, so it turns false the instant the deadline
 // passes, even in a process that resumes from a pause before any timer could fire.

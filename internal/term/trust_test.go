@@ -1,4 +1,4 @@
-package cas
+package term
 
 import (
 	"testing"
@@ -7,6 +7,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 )
+
+// renew is the trust the tests give a term.
+const renew = 600 * time.Millisecond
 
 func TestTrustTurnsFalseAtTheDeadlineWithoutATimer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

@@ -1,4 +1,4 @@
-package cas
+package members
 
 import (
 	"testing"
@@ -9,6 +9,13 @@ import (
 
 	"github.com/casleader/casleader/store"
 )
+
+// lease is the lease of the elections of these tests.
+const lease = 1000 * time.Millisecond
+
+var t0 = time.Now()
+
+func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 
 // live is a member of priority prio whose row was written age ago.
 func live(id string, prio int64, age time.Duration) store.Member {

@@ -1,9 +1,11 @@
-package store
+package rules
 
 import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/casleader/casleader/store"
 )
 
 // FuzzValidateName: what validateName accepts every database stores and compares
@@ -15,12 +17,12 @@ func FuzzValidateName(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		err := ValidateName("key", s)
 		if err != nil {
-			if !errors.Is(err, ErrInvalidArgument) {
+			if !errors.Is(err, store.ErrInvalidArgument) {
 				t.Fatalf("%v is not ErrInvalidArgument", err)
 			}
 			return
 		}
-		if s == "" || len(s) > MaxKeyLen || strings.IndexByte(s, 0) >= 0 || strings.HasSuffix(s, " ") {
+		if s == "" || len(s) > store.MaxKeyLen || strings.IndexByte(s, 0) >= 0 || strings.HasSuffix(s, " ") {
 			t.Fatalf("accepted %q", s)
 		}
 	})

@@ -1,17 +1,17 @@
-package schema
+// Package catalog checks an existing election table against what casleader needs,
+// from the columns and primary key that the database's catalog describes: the
+// stores refuse a table that would fail or store other values than they write
+// (an error matching [schema.ErrWrongTable] that says how to fix it), and add the
+// columns of a table made by an older version (Upgrade).
+package catalog
 
 import (
-	"errors"
+	"github.com/casleader/casleader/schema"
+
 	"fmt"
 	"strconv"
 	"strings"
 )
-
-// ErrWrongTable is returned by [CheckColumns] for a table that lacks one of
-// casleader's columns or has one of another type. Elections on such a table would
-// fail on every statement, or worse, silently store other values than they wrote
-// (a MySQL INT clamps a BIGINT term), so it is refused before any election starts.
-var ErrWrongTable = errors.New("schema: the table's columns are not casleader's")
 
 // FoundColumn is a column of an existing table as the database's catalog describes
 // it.
@@ -53,8 +53,8 @@ var added = map[string]string{"lease": "0", "incarnation": "''"}
 // later versions added (lease, incarnation) and that found lacks, each with its
 // default, so that a table made by an earlier version keeps its rows; nil when
 // none is missing. Other wrong columns are left to [CheckColumns].
-func Upgrade(d Dialect, table string, found []FoundColumn) ([]string, error) {
-	quoted, err := Quote(d, table)
+func Upgrade(d schema.Dialect, table string, found []FoundColumn) ([]string, error) {
+	quoted, err := schema.Quote(d, table)
 	if err != nil {
 		return nil, err
 	}
@@ -77,14 +77,14 @@ func Upgrade(d Dialect, table string, found []FoundColumn) ([]string, error) {
 }
 
 // need returns the type that the DDL of dialect d gives a column of kind k.
-func need(d Dialect, k columnKind) string {
+func need(d schema.Dialect, k columnKind) string {
 	switch d {
-	case MySQL:
+	case schema.MySQL:
 		return map[columnKind]string{
 			kindName: "VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin", kindCounter: "BIGINT",
 			kindTick: "TIMESTAMP(6)", kindFlag: "SMALLINT", kindStamp: "TIMESTAMP(6)",
 		}[k]
-	case Postgres:
+	case schema.Postgres:
 		return map[columnKind]string{
 			kindName: "TEXT", kindCounter: "BIGINT", kindTick: "TIMESTAMPTZ", kindFlag: "SMALLINT", kindStamp: "TIMESTAMPTZ",
 		}[k]
@@ -172,10 +172,10 @@ func isParenInt(s string) bool {
 
 // fits reports whether a column of type t (and collation coll) in dialect d holds
 // what a column of kind k must hold.
-func fits(d Dialect, k columnKind, t, coll string) bool {
+func fits(d schema.Dialect, k columnKind, t, coll string) bool {
 	t = strings.ToLower(strings.TrimSpace(t))
 	switch d {
-	case MySQL:
+	case schema.MySQL:
 		switch k {
 		case kindName:
 			if n, ok := myLength(t); ok {
@@ -193,7 +193,7 @@ func fits(d Dialect, k columnKind, t, coll string) bool {
 		case kindStamp:
 			return strings.HasPrefix(t, "timestamp") || strings.HasPrefix(t, "datetime")
 		}
-	case Postgres:
+	case schema.Postgres:
 		switch k {
 		case kindName:
 			if n, ok := pgLength(t); ok {
@@ -209,7 +209,7 @@ func fits(d Dialect, k columnKind, t, coll string) bool {
 		case kindStamp:
 			return strings.HasPrefix(t, "timestamp")
 		}
-	case SQLite:
+	case schema.SQLite:
 		// SQLite's type affinity rules (https://www.sqlite.org/datatype3.html).
 		t = strings.ToUpper(t)
 		integer := strings.Contains(t, "INT")
@@ -231,9 +231,9 @@ func binaryCollation(coll string) bool {
 
 // CheckColumns checks the columns found in table for dialect d against casleader's
 // [Columns]: each must exist and have a type that holds what casleader writes.
-// Other columns are ignored. The error wraps [ErrWrongTable], names every wrong
+// Other columns are ignored. The error wraps [schema.ErrWrongTable], names every wrong
 // column with the type found and the type needed, and says how to fix the table.
-func CheckColumns(d Dialect, table string, found []FoundColumn) error {
+func CheckColumns(d schema.Dialect, table string, found []FoundColumn) error {
 	byName := make(map[string]FoundColumn, len(found))
 	for _, c := range found {
 		byName[strings.ToLower(c.Name)] = c
@@ -242,7 +242,7 @@ func CheckColumns(d Dialect, table string, found []FoundColumn) error {
 		return err
 	}
 	var wrong, fixes []string
-	quoted, err := Quote(d, table)
+	quoted, err := schema.Quote(d, table)
 	if err != nil {
 		return err
 	}
@@ -274,22 +274,22 @@ func CheckColumns(d Dialect, table string, found []FoundColumn) error {
 		return nil
 	}
 	how := "drop the table and re-create it with `casleader migrate` (or schema.Apply)"
-	if d != SQLite {
+	if d != schema.SQLite {
 		how = "fix it with " + strings.Join(fixes, "; ") + " - or " + how
 	}
-	return fmt.Errorf("%w: table %s (%s): %s: %s", ErrWrongTable, table, d, strings.Join(wrong, "; "), how)
+	return fmt.Errorf("%w: table %s (%s): %s: %s", schema.ErrWrongTable, table, d, strings.Join(wrong, "; "), how)
 }
 
 // alterColumn and addColumn return the statement that gives table's column name
 // the type of kind k. A conversion that needs care (a number into a timestamp) is
 // left to the operator: the statement names the target type.
-func alterColumn(d Dialect, quoted, name string, k columnKind) string {
-	if d == Postgres {
+func alterColumn(d schema.Dialect, quoted, name string, k columnKind) string {
+	if d == schema.Postgres {
 		return fmt.Sprintf("ALTER TABLE %s ALTER COLUMN %s TYPE %s", quoted, name, need(d, k))
 	}
 	return fmt.Sprintf("ALTER TABLE %s MODIFY %s %s NOT NULL", quoted, name, need(d, k))
 }
 
-func addColumn(d Dialect, quoted, name string, k columnKind) string {
+func addColumn(d schema.Dialect, quoted, name string, k columnKind) string {
 	return fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s %s NOT NULL", quoted, name, need(d, k))
 }

@@ -1,10 +1,18 @@
-package schema
+package catalog
 
 import (
+	"github.com/casleader/casleader/schema"
+
 	"fmt"
 	"slices"
 	"strings"
 )
+
+// Columns lists the election table's columns in the order the stores read them.
+var Columns = []string{
+	"elect_key", "version", "leader_id", "term", "tick_time",
+	"handover_to", "stepdown", "lease", "incarnation", "create_time", "update_time",
+}
 
 // Key is the primary key that the election table must have: one row per
 // election key. Without it two rows could hold one key, and two candidates could
@@ -16,9 +24,9 @@ var Key = []string{"elect_key"}
 var MembersKey = []string{"elect_key", "member_id"}
 
 // CheckKey checks that the primary key found in table (its columns, in any order)
-// is want. The error wraps [ErrWrongTable], names the table and the key found, and
+// is want. The error wraps [schema.ErrWrongTable], names the table and the key found, and
 // says how to fix it.
-func CheckKey(d Dialect, table string, found, want []string) error {
+func CheckKey(d schema.Dialect, table string, found, want []string) error {
 	same := len(found) == len(want)
 	for _, c := range found {
 		same = same && slices.Contains(want, strings.ToLower(c))
@@ -32,32 +40,32 @@ func CheckKey(d Dialect, table string, found, want []string) error {
 	}
 	cols := strings.Join(want, ", ")
 	how := "drop the table and re-create it with `casleader migrate` (or schema.Apply)"
-	if d != SQLite {
-		quoted, err := Quote(d, table)
+	if d != schema.SQLite {
+		quoted, err := schema.Quote(d, table)
 		if err != nil {
 			return err
 		}
 		drop := ""
 		if len(found) > 0 {
 			drop = "DROP PRIMARY KEY, "
-			if d == Postgres {
+			if d == schema.Postgres {
 				drop = "DROP CONSTRAINT <its primary key>, "
 			}
 		}
 		how = fmt.Sprintf("remove rows that share (%s), then ALTER TABLE %s %sADD PRIMARY KEY (%s) - or %s", cols, quoted, drop, cols, how)
 	}
 	return fmt.Errorf("%w: table %s (%s) %s, not (%s): two rows could then hold one election and two candidates lead at once: %s",
-		ErrWrongTable, table, d, has, cols, how)
+		schema.ErrWrongTable, table, d, has, cols, how)
 }
 
 // notOurs refuses a table that has none of casleader's [Columns] (an
 // application's table named by mistake): advice to ALTER it would be wrong.
-func notOurs(d Dialect, table string, byName map[string]FoundColumn) error {
+func notOurs(d schema.Dialect, table string, byName map[string]FoundColumn) error {
 	for _, name := range Columns {
 		if _, ok := byName[name]; ok {
 			return nil
 		}
 	}
 	return fmt.Errorf("%w: table %s (%s) has none of casleader's columns (%s): this is not a casleader table: wrong table name? Name the election table (%q when none is given) and create it with `casleader migrate`",
-		ErrWrongTable, table, d, strings.Join(Columns, ", "), DefaultTable)
+		schema.ErrWrongTable, table, d, strings.Join(Columns, ", "), schema.DefaultTable)
 }
