@@ -28,9 +28,9 @@ type Candidate struct {
 // member is a candidate with its quota and the keys it leads and keeps.
 type member struct {
 	Candidate
-	quota int     // keys it should lead: floor or ceiling of its exact share
-	leads int     // keys it leads now
-	kept  int     // keys it keeps
+	quota int // keys it should lead: floor or ceiling of its exact share
+	leads int // keys it leads now
+	kept  int // keys it keeps
 	rem   int // n·Weight mod W: its exact share is quota + rem/W before the +1
 }
 
