@@ -142,6 +142,20 @@ type Config struct {
 	Parallel int
 	// KeepLeaseOnExit keeps the leases when Run's context ends instead of releasing them.
 	KeepLeaseOnExit bool
+	// Balance spreads the keys over the live candidates of the group, so that
+	// each leads its fair share: within one key of N/M for N keys and M live
+	// candidates that neither observe nor pause. Every candidate of the group
+	// must set it and run the same keys. Every half lease, each candidate reads
+	// who is live (the members of the group's least key) and decides, as all
+	// the others do from the same read, who should lead each key: a leader keeps
+	// its keys up to its share (no key moves to fix what is fair) and hands the
+	// others over by the safe handover, at most 100 per half lease; a follower
+	// campaigns only for the keys given to it, so the keys of a candidate that
+	// died are taken up evenly; and when Run ends, each key is handed to the
+	// candidate that should take it instead of released. A move never makes two
+	// leaders: it is a handover or an election (docs/SAFETY.md). It needs the
+	// members table (the stores of the dialect packages keep one). Default false.
+	Balance bool
 	// Observer makes the group never campaign: it only reports the leaders of its
 	// keys (Leader). Default false.
 	Observer bool
@@ -224,6 +238,11 @@ type Group struct {
 	leading                        atomic.Int64
 	skew                           atomic.Int64
 	skewLim                        retry.Limiter
+
+	// Balance (see balance.go): the live members last read, and who should
+	// lead each key by them.
+	live     atomic.Pointer[[]store.Member]
+	assigned atomic.Pointer[map[string]string]
 }
 
 // op is one key added (add) or removed, or a term of key to resign (token), or
@@ -289,23 +308,8 @@ func New(st Store, cfg Config) (*Group, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
-	}
-	if err := store.ValidateName("ID", cfg.ID); err != nil {
-		return nil, bad("%v", err)
-	}
-	switch {
-	case cfg.LeaseDuration < 0 || cfg.RenewDeadline < 0 || cfg.HeartbeatInterval < 0 || cfg.PollInterval < 0 || cfg.DrainTimeout < 0:
-		return nil, bad("durations must not be negative")
-	case cfg.RenewDeadline >= cfg.LeaseDuration:
-		return nil, bad("RenewDeadline (%v) must be less than LeaseDuration (%v)", cfg.RenewDeadline, cfg.LeaseDuration)
-	case cfg.HeartbeatInterval >= cfg.RenewDeadline:
-		return nil, bad("HeartbeatInterval (%v) must be less than RenewDeadline (%v)", cfg.HeartbeatInterval, cfg.RenewDeadline)
-	case cfg.BatchSize < 1 || cfg.BatchSize > store.MaxBatch:
-		return nil, bad("BatchSize (%d) must be 1 to %d", cfg.BatchSize, store.MaxBatch)
-	case cfg.Parallel < 1:
-		return nil, bad("Parallel (%d) must be positive", cfg.Parallel)
+	if err := validate(cfg); err != nil {
+		return nil, err
 	}
 	g := &Group{cfg: cfg, st: st, keys: map[string]*shared{}, wakeup: map[string]int64{}, poke: make(chan struct{}, 1),
 		cand: store.Candidate{ID: cfg.ID, Incarnation: store.NewIncarnation(), Lease: cfg.LeaseDuration}}
@@ -319,6 +323,31 @@ func New(st Store, cfg Config) (*Group, error) {
 	}
 	g.cfg.Notifier = n
 	return g, nil
+}
+
+// validate checks cfg once its defaults are filled in.
+func validate(cfg Config) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
+	}
+	if err := store.ValidateName("ID", cfg.ID); err != nil {
+		return bad("%v", err)
+	}
+	switch {
+	case cfg.LeaseDuration < 0 || cfg.RenewDeadline < 0 || cfg.HeartbeatInterval < 0 || cfg.PollInterval < 0 || cfg.DrainTimeout < 0:
+		return bad("durations must not be negative")
+	case cfg.RenewDeadline >= cfg.LeaseDuration:
+		return bad("RenewDeadline (%v) must be less than LeaseDuration (%v)", cfg.RenewDeadline, cfg.LeaseDuration)
+	case cfg.HeartbeatInterval >= cfg.RenewDeadline:
+		return bad("HeartbeatInterval (%v) must be less than RenewDeadline (%v)", cfg.HeartbeatInterval, cfg.RenewDeadline)
+	case cfg.BatchSize < 1 || cfg.BatchSize > store.MaxBatch:
+		return bad("BatchSize (%d) must be 1 to %d", cfg.BatchSize, store.MaxBatch)
+	case cfg.Parallel < 1:
+		return bad("Parallel (%d) must be positive", cfg.Parallel)
+	case cfg.Balance && cfg.Priority != 0:
+		return bad("Balance spreads the keys evenly and Priority gathers them on the highest priority: set one of them")
+	}
+	return nil
 }
 
 // wakeups returns the notifier a group on st uses: n when set (an error when it
@@ -614,7 +643,11 @@ type draining struct {
 // returns.
 func (r *run) participation(s *state, now time.Time) cas.Participation {
 	busy := s.m.Role() != cas.Leader && s.working()
-	return s.m.Participation(now, r.g.paused.Load() || busy, r.g.cfg.Observer)
+	p := s.m.Participation(now, r.g.paused.Load() || busy, r.g.cfg.Observer)
+	if s.m.Role() == cas.Follower {
+		p = r.g.campaigns(s.key, p)
+	}
+	return p
 }
 
 // takeRequests applies the requests made since the last round, in order: resigns
@@ -1642,9 +1675,11 @@ func (r *run) ended(e ending) {
 // terms that ended before.
 func (r *run) stopAll(ctx context.Context) {
 	var ends []ending
+	to := r.g.exitTargets()
 	for _, s := range r.list {
 		if s.m.Role() == cas.Leader {
 			if e, ok := r.resign(s); ok {
+				e.to = to[s.key]
 				ends = append(ends, e)
 			}
 		}
