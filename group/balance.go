@@ -2,6 +2,7 @@ package group
 
 import (
 	"slices"
+	"time"
 
 	"github.com/casleader/casleader/cas"
 	"github.com/casleader/casleader/internal/balance"
@@ -47,15 +48,16 @@ func (g *Group) anchor() string {
 // rebalance decides, from the live candidates of the group, who should lead each
 // key (package balance), publishes it for the followers (see campaigns), and asks
 // Run to hand the keys this candidate leads beyond its share to the candidates
-// the decision names, at most movesPerRound at once.
+// furthest below theirs, at most movesPerRound at once.
 func (g *Group) rebalance(live []store.Member) {
 	g.live.Store(&live)
 	keys, leaders, led := g.leaders()
-	to := balance.Assign(keys, leaders, g.candidates(live))
+	cands := g.candidates(live)
+	to := balance.Assign(keys, leaders, cands)
 	g.assigned.Store(&to)
 	moves := 0
-	for _, k := range keys {
-		if target := to[k]; led[k] != 0 && target != "" && target != g.cfg.ID && moves < movesPerRound {
+	for k, target := range balance.Shed(keys, leaders, cands, g.cfg.ID) {
+		if led[k] != 0 && target != "" && moves < movesPerRound {
 			g.cfg.Logger.Debug("casleader group: handing the key over to balance the group", "key", k, "term", led[k], "handover_to", target)
 			g.handover(k, led[k], target)
 			moves++
@@ -98,28 +100,43 @@ func (g *Group) leaders() (keys []string, leaders map[string]string, led map[str
 	return keys, leaders, led
 }
 
-// campaigns adjusts how a follower of key takes part in a balanced group: it
+// campaigns adjusts how a follower of s takes part in a balanced group: it
 // campaigns only for the keys the last decision gave it, and otherwise takes a
 // key only when it is handed over by name (cas.CoolingDown), so that the keys of
 // a candidate that died are taken up evenly by the others rather than all by the
-// first to notice.
-func (g *Group) campaigns(key string, p cas.Participation) cas.Participation {
+// first to notice. Candidates whose views differ may each think another should
+// take a free key: once reads have found it free for a lease, any takes it.
+func (g *Group) campaigns(s *state, p cas.Participation, now time.Time) cas.Participation {
 	if !g.cfg.Balance || p != cas.Campaigning {
+		return p
+	}
+	if !s.freeSince.IsZero() && now.Sub(s.freeSince) >= g.cfg.LeaseDuration {
 		return p
 	}
 	to := g.assigned.Load()
 	if to == nil {
 		return p
 	}
-	if target, ok := (*to)[key]; ok && target != "" && target != g.cfg.ID {
+	if target, ok := (*to)[s.key]; ok && target != "" && target != g.cfg.ID {
 		return cas.CoolingDown
 	}
 	return p
 }
 
+// seenFree records whether a read found s's row free (missing, released or
+// expired), for campaigns.
+func (s *state) seenFree(free bool, now time.Time) {
+	switch {
+	case !free:
+		s.freeSince = time.Time{}
+	case s.freeSince.IsZero():
+		s.freeSince = now
+	}
+}
+
 // exitTargets returns, for each key this candidate leads, the candidate to hand
-// it to when Run ends: the one the last members read would give it without this
-// candidate. A key missing from it is released.
+// it to when Run ends, spread over the others by the last members read. A key
+// missing from it is released.
 func (g *Group) exitTargets() map[string]string {
 	live := g.live.Load()
 	if !g.cfg.Balance || live == nil {
@@ -132,5 +149,5 @@ func (g *Group) exitTargets() map[string]string {
 		}
 	}
 	keys, leaders, _ := g.leaders()
-	return balance.Assign(keys, leaders, others)
+	return balance.Shed(keys, leaders, others, g.cfg.ID)
 }

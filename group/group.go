@@ -271,7 +271,8 @@ type state struct {
 	token       int64 // the term reported by OnChange(true), until OnChange(false)
 	led         bool
 	unsubscribe func()
-	failures    int // election writes in a row that did not win a row that looked free
+	failures    int       // election writes in a row that did not win a row that looked free
+	freeSince   time.Time // Balance: since when reads have found the row free (zero: not free)
 
 	// The leader's work of the current or last term (OnStartedLeading).
 	cancel context.CancelFunc // ends the current term's leadership context; nil when none
@@ -645,7 +646,7 @@ func (r *run) participation(s *state, now time.Time) cas.Participation {
 	busy := s.m.Role() != cas.Leader && s.working()
 	p := s.m.Participation(now, r.g.paused.Load() || busy, r.g.cfg.Observer)
 	if s.m.Role() == cas.Follower {
-		p = r.g.campaigns(s.key, p)
+		p = r.g.campaigns(s, p, now)
 	}
 	return p
 }
@@ -1305,6 +1306,7 @@ func (r *run) followReply(ctx context.Context, rd *readRound, b keyBatch, rep re
 		} else {
 			r.observeLeader(s, "")
 		}
+		s.seenFree(!found || rec.Released() || rec.Expired(g.cfg.LeaseDuration), now)
 		d := s.m.Observed(rec, found, rep.sent, r.participation(s, now))
 		if k := s.m.Skew(rep.sent); max(k, -k) > max(skew, -skew) {
 			skew = k

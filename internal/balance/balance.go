@@ -162,3 +162,44 @@ func boolInt(b bool) int {
 	}
 	return 0
 }
+
+// Shed returns the keys that candidate me should hand over, each with the
+// candidate to hand it to: the keys me leads beyond its quota (the same quotas
+// and the same kept keys as Assign; all of them when me is not among cands), each
+// to the candidate furthest below its quota by the leaders given. Unlike Assign,
+// the keys other candidates must give away do not use up anyone's room: each
+// leader sheds only its own keys, and a newcomer below its quota by all of them is
+// the target of all of them, even when their views of one another differ a little.
+func Shed(keys []string, leaders map[string]string, cands []Candidate, me string) map[string]string {
+	keys = ranked(keys)
+	ms, byID := members(cands)
+	for _, k := range keys {
+		if m := byID[leaders[k]]; m != nil {
+			m.leads++
+		}
+	}
+	setQuotas(len(keys), ms)
+	quota := 0
+	if m := byID[me]; m != nil {
+		quota = m.quota
+	}
+	out := map[string]string{}
+	var surplus []string
+	for _, k := range keys {
+		if leaders[k] == me {
+			if quota > 0 {
+				quota--
+			} else {
+				surplus = append(surplus, k)
+			}
+		}
+	}
+	for _, m := range ms {
+		m.kept = min(m.leads, m.quota)
+	}
+	for _, k := range surplus {
+		out[k] = ""
+	}
+	fill(out, surplus, ms)
+	return out
+}

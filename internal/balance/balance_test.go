@@ -2,6 +2,7 @@ package balance
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -164,4 +165,46 @@ func mustMove(n, total int, keys []string, leaders map[string]string, cs []Candi
 		}
 	}
 	return out - min(left, over)
+}
+
+// TestShedSendsEachLeadersSurplusToTheNewcomer: when a fourth candidate joins
+// three that lead 100 keys each, each of the three sheds 25 keys, all to the
+// newcomer, even when one of them sees another with a few keys less than it has.
+func TestShedSendsEachLeadersSurplusToTheNewcomer(t *testing.T) {
+	keys := keysN(300)
+	before := Assign(keys, nil, cands("a", "b", "c"))
+	all := cands("a", "b", "c", "d")
+	got := map[string]int{}
+	for _, me := range []string{"a", "b", "c"} {
+		view := maps.Clone(before)
+		n := 0
+		for k, id := range view {
+			if id != me && n < 10 {
+				view[k] = "" // keys of the others it has not read since they moved
+				n++
+			}
+		}
+		shed := Shed(keys, view, all, me)
+		assert.Len(t, shed, 25, "%s sheds its surplus", me)
+		for k, to := range shed {
+			assert.Equal(t, me, before[k], "%s sheds only its own keys", me)
+			got[to]++
+		}
+	}
+	assert.Equal(t, map[string]int{"d": 75}, got)
+	assert.Empty(t, Shed(keys, before, all, "d"), "a candidate below its quota sheds nothing")
+}
+
+// TestShedOnExitSpreadsEveryKey: a candidate that leaves sheds all its keys,
+// spread evenly over the others.
+func TestShedOnExitSpreadsEveryKey(t *testing.T) {
+	keys := keysN(300)
+	before := Assign(keys, nil, cands("a", "b", "c", "d"))
+	shed := Shed(keys, before, cands("a", "b", "c"), "d")
+	assert.Len(t, shed, 75)
+	got := map[string]int{}
+	for _, to := range shed {
+		got[to]++
+	}
+	assert.Equal(t, map[string]int{"a": 25, "b": 25, "c": 25}, got)
 }
