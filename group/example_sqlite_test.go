@@ -66,3 +66,71 @@ func ExampleGroup_IsLeader() {
 	// shard-2 led by worker-1 token > 0: true
 	// shard-3 led by worker-1 token > 0: true
 }
+
+// Balanced keys: replicas that run the same keys with Balance spread them, each
+// leading its fair share, and move only what must move when one joins or leaves.
+func ExampleConfig_balance() {
+	dir, err := os.MkdirTemp("", "casleader-balance-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	db, err := sqlite.Open(filepath.Join(dir, "election.db"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+	st, err := sqlite.New(db, "")
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := st.CreateTable(context.Background()); err != nil {
+		log.Fatal(err)
+	}
+	tenants := []string{"tenant-1", "tenant-2", "tenant-3", "tenant-4", "tenant-5", "tenant-6"}
+	ctx, cancel := context.WithCancel(context.Background())
+	var replicas []*group.Group
+	done := make(chan error, 2)
+	for _, id := range []string{"replica-1", "replica-2"} {
+		g, err := group.New(st, group.Config{ID: id, Keys: tenants, Balance: true, LeaseDuration: time.Second})
+		if err != nil {
+			log.Fatal(err)
+		}
+		replicas = append(replicas, g)
+		go func() { done <- g.Run(ctx) }()
+	}
+	for !balancedOver(replicas, tenants) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, g := range replicas {
+		fmt.Println(g.ID(), "leads", led(g, tenants), "tenants")
+	}
+	cancel()
+	for range replicas {
+		if err := <-done; err != nil {
+			log.Fatal(err)
+		}
+	}
+	// Output:
+	// replica-1 leads 3 tenants
+	// replica-2 leads 3 tenants
+}
+
+func led(g *group.Group, keys []string) int {
+	n := 0
+	for _, k := range keys {
+		if g.IsLeader(k) {
+			n++
+		}
+	}
+	return n
+}
+
+func balancedOver(gs []*group.Group, keys []string) bool {
+	for _, g := range gs {
+		if led(g, keys) != len(keys)/len(gs) {
+			return false
+		}
+	}
+	return true
+}

@@ -105,6 +105,20 @@ type Config struct {
 	Parallel int
 	// KeepLeaseOnExit keeps the leases when Run's context ends instead of releasing them.
 	KeepLeaseOnExit bool
+	// Balance spreads the keys over the live candidates of the group, so that
+	// each leads its fair share: within one key of N/M for N keys and M live
+	// candidates that neither observe nor pause. Every candidate of the group
+	// must set it and run the same keys. Every half lease, each candidate reads
+	// who is live (the members of the group's least key) and decides, as all
+	// the others do from the same read, who should lead each key: a leader keeps
+	// its keys up to its share (no key moves to fix what is fair) and hands the
+	// others over by the safe handover, at most 100 per half lease; a follower
+	// campaigns only for the keys given to it, so the keys of a candidate that
+	// died are taken up evenly; and when Run ends, each key is handed to the
+	// candidate that should take it instead of released. A move never makes two
+	// leaders: it is a handover or an election (docs/SAFETY.md). It needs the
+	// members table (the stores of the dialect packages keep one). Default false.
+	Balance bool
 	// Observer makes the group never campaign: it only reports the leaders of its
 	// keys (Leader). Default false.
 	Observer bool
@@ -189,6 +203,11 @@ type Group struct {
 	leading                        atomic.Int64
 	skew                           atomic.Int64
 	skewLim                        retry.Limiter
+
+	// Balance (see balance.go): the live members last read, and who should
+	// lead each key by them.
+	live     atomic.Pointer[[]store.Member]
+	assigned atomic.Pointer[map[string]string]
 }
 
 // op is one key added (add) or removed, or a term of key to resign (token), or
@@ -227,6 +246,7 @@ type state struct {
 	unsubscribe func()
 	failures    int           // election writes in a row that did not win a row that looked free
 	skew        time.Duration // the clock skew the key's reads showed, as last told to the hooks
+	freeSince   time.Time     // Balance: since when reads have found the row free (zero: not free)
 
 	// The leader's work of the current or last term (OnStartedLeading).
 	cancel context.CancelFunc // ends the current term's leadership context; nil when none
@@ -268,23 +288,8 @@ func New(st store.Driver, cfg Config) (*Group, error) {
 	if cfg.ID == "" {
 		cfg.ID = casleader.DefaultID()
 	}
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
-	}
-	if err := rules.ValidateName("ID", cfg.ID); err != nil {
-		return nil, bad("%v", err)
-	}
-	switch {
-	case cfg.LeaseDuration < 0 || cfg.RenewDeadline < 0 || cfg.HeartbeatInterval < 0 || cfg.PollInterval < 0 || cfg.DrainTimeout < 0:
-		return nil, bad("durations must not be negative")
-	case cfg.RenewDeadline >= cfg.LeaseDuration:
-		return nil, bad("RenewDeadline (%v) must be less than LeaseDuration (%v)", cfg.RenewDeadline, cfg.LeaseDuration)
-	case cfg.HeartbeatInterval >= cfg.RenewDeadline:
-		return nil, bad("HeartbeatInterval (%v) must be less than RenewDeadline (%v)", cfg.HeartbeatInterval, cfg.RenewDeadline)
-	case cfg.BatchSize < 1 || cfg.BatchSize > store.MaxBatch:
-		return nil, bad("BatchSize (%d) must be 1 to %d", cfg.BatchSize, store.MaxBatch)
-	case cfg.Parallel < 1:
-		return nil, bad("Parallel (%d) must be positive", cfg.Parallel)
+	if err := validate(cfg); err != nil {
+		return nil, err
 	}
 	g := &Group{cfg: cfg, st: st, keys: map[string]*shared{}, wakeup: map[string]int64{}, poke: make(chan struct{}, 1),
 		cand: store.Candidate{ID: cfg.ID, Incarnation: rules.NewIncarnation(), Lease: cfg.LeaseDuration}}
@@ -293,6 +298,31 @@ func New(st store.Driver, cfg Config) (*Group, error) {
 		return nil, fmt.Errorf("%w: Keys: %w", ErrInvalidConfig, err)
 	}
 	return g, nil
+}
+
+// validate checks cfg once its defaults are filled in.
+func validate(cfg Config) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
+	}
+	if err := rules.ValidateName("ID", cfg.ID); err != nil {
+		return bad("%v", err)
+	}
+	switch {
+	case cfg.LeaseDuration < 0 || cfg.RenewDeadline < 0 || cfg.HeartbeatInterval < 0 || cfg.PollInterval < 0 || cfg.DrainTimeout < 0:
+		return bad("durations must not be negative")
+	case cfg.RenewDeadline >= cfg.LeaseDuration:
+		return bad("RenewDeadline (%v) must be less than LeaseDuration (%v)", cfg.RenewDeadline, cfg.LeaseDuration)
+	case cfg.HeartbeatInterval >= cfg.RenewDeadline:
+		return bad("HeartbeatInterval (%v) must be less than RenewDeadline (%v)", cfg.HeartbeatInterval, cfg.RenewDeadline)
+	case cfg.BatchSize < 1 || cfg.BatchSize > store.MaxBatch:
+		return bad("BatchSize (%d) must be 1 to %d", cfg.BatchSize, store.MaxBatch)
+	case cfg.Parallel < 1:
+		return bad("Parallel (%d) must be positive", cfg.Parallel)
+	case cfg.Balance && cfg.Priority != 0:
+		return bad("Balance spreads the keys evenly and Priority gathers them on the highest priority: set one of them")
+	}
+	return nil
 }
 
 // ID returns the candidate's ID.
@@ -574,7 +604,11 @@ type draining struct {
 // returns.
 func (r *run) participation(s *state, now time.Time) cas.Participation {
 	busy := s.m.Role() != cas.Leader && s.working()
-	return s.m.Participation(now, r.g.paused.Load() || busy, r.g.cfg.Observer)
+	p := s.m.Participation(now, r.g.paused.Load() || busy, r.g.cfg.Observer)
+	if s.m.Role() == cas.Follower {
+		p = r.g.campaigns(s, p, now)
+	}
+	return p
 }
 
 // takeRequests applies the requests made since the last round, in order: resigns
@@ -1265,6 +1299,7 @@ func (r *run) followReply(ctx context.Context, rd *readRound, b keyBatch, rep re
 		} else {
 			r.observeLeader(s, "")
 		}
+		s.seenFree(!found || rec.Released() || rec.Expired(g.cfg.LeaseDuration), now)
 		d := s.m.Observed(rec, found, rep.sent, r.participation(s, now))
 		k := s.m.Skew(rep.sent)
 		if max(k, -k) > max(skew, -skew) {
@@ -1663,9 +1698,11 @@ func (r *run) ended(e ending, err error) {
 // terms that ended before.
 func (r *run) stopAll(ctx context.Context) {
 	var ends []ending
+	to := r.g.exitTargets()
 	for _, s := range r.list {
 		if s.m.Role() == cas.Leader {
 			if e, ok := r.resign(s); ok {
+				e.to = to[s.key]
 				ends = append(ends, e)
 			}
 		}

@@ -358,10 +358,11 @@ func TestRenewalThatHangsEndsTrustAtTheDeadline(t *testing.T) {
 func TestConfigValidation(t *testing.T) {
 	st := memstore.New()
 	for name, mod := range map[string]func(*group.Config){
-		"InvalidID":       func(c *group.Config) { c.ID = "nul\x00byte" },
-		"RenewAboveLease": func(c *group.Config) { c.RenewDeadline = c.LeaseDuration },
-		"HeartbeatSlow":   func(c *group.Config) { c.HeartbeatInterval = c.RenewDeadline },
-		"BatchTooBig":     func(c *group.Config) { c.BatchSize = store.MaxBatch + 1 },
+		"InvalidID":          func(c *group.Config) { c.ID = "nul\x00byte" },
+		"RenewAboveLease":    func(c *group.Config) { c.RenewDeadline = c.LeaseDuration },
+		"HeartbeatSlow":      func(c *group.Config) { c.HeartbeatInterval = c.RenewDeadline },
+		"BatchTooBig":        func(c *group.Config) { c.BatchSize = store.MaxBatch + 1 },
+		"BalanceAndPriority": func(c *group.Config) { c.Balance, c.Priority = true, 1 },
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := group.Config{ID: "a", LeaseDuration: lease, RenewDeadline: renewDL, HeartbeatInterval: heartbeat}

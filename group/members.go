@@ -30,6 +30,8 @@ func (g *Group) startMembers(ctx context.Context) (stop func()) {
 			Priority: int64(g.cfg.Priority),
 			Leading:  g.ledTerms,
 			Handover: g.handover,
+			Anchor:   g.balanceAnchor(),
+			Balance:  g.balanceFunc(),
 		})
 	})
 	return func() {

@@ -82,6 +82,14 @@ type Config struct {
 	// to through the safe handover (stop acting, drain, one compare-and-set),
 	// unless that term has ended. It must not block.
 	Handover func(key string, term int64, to string)
+
+	// Anchor and Balance, when not nil, spread a group's keys: after each write,
+	// Run reads the members of the key that Anchor returns (every candidate of
+	// the group follows it) that were seen within [Fresh], and passes them
+	// to Balance ("" from Anchor: no read). Both are called on Run's goroutine
+	// and must not block.
+	Anchor  func() string
+	Balance func(live []store.Member)
 }
 
 // Run writes the candidate's rows at once and then every period until ctx ends,
@@ -141,11 +149,39 @@ func Run(ctx context.Context, c Config) {
 		if err != nil && ctx.Err() == nil {
 			warn("casleader: could not write this candidate's rows in the members table (the election goes on; run `casleader migrate` if the table is missing)", err)
 		}
-		if perr := prefer(ctx, c, prefs); perr != nil && ctx.Err() == nil {
-			warn("casleader: could not read the members table for the preferred leader (no handover until it can be read)", perr)
-		}
+		read(ctx, c, prefs, warn)
 		t.Reset(period)
 	}
+}
+
+// read runs the rules that read the members table after a write: the preferred
+// leader's and the balance's.
+func read(ctx context.Context, c Config, prefs map[string]*Preference, warn func(string, error)) {
+	if err := prefer(ctx, c, prefs); err != nil && ctx.Err() == nil {
+		warn("casleader: could not read the members table for the preferred leader (no handover until it can be read)", err)
+	}
+	if err := balance(ctx, c); err != nil && ctx.Err() == nil {
+		warn("casleader: could not read the members table to balance the keys (the spread stays as it is until it can be read)", err)
+	}
+}
+
+// balance reads the live members of the anchor key and passes them to c.Balance.
+func balance(ctx context.Context, c Config) error {
+	if c.Anchor == nil || c.Balance == nil {
+		return nil
+	}
+	key := c.Anchor()
+	if key == "" {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, Period(c.Lease))
+	defer cancel()
+	ms, err := c.Store.MembersOf(rctx, []string{key}, Fresh(c.Lease))
+	if err != nil {
+		return err
+	}
+	c.Balance(ms)
+	return nil
 }
 
 // prefer reads the members of the keys led now and carries out the handovers that
