@@ -160,10 +160,7 @@ func (e *Elector) Wake() { e.wakeAt(0) }
 // released (0: unknown; see cas.Machine.Woken).
 func (e *Elector) wakeAt(version int64) {
 	e.released.Store(version)
-	select {
-	case e.wake <- struct{}{}:
-	default:
-	}
+	stream.Poke(e.wake)
 }
 
 // Pause stops campaigning: a paused candidate stays a follower and never takes over.
@@ -391,10 +388,7 @@ func (c *callbacks) post(f func()) {
 }
 
 func (c *callbacks) signal() {
-	select {
-	case c.more <- struct{}{}:
-	default:
-	}
+	stream.Poke(c.more)
 }
 
 // close lets the goroutine exit once it has run what was posted.

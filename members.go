@@ -3,7 +3,6 @@ package casleader
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	"github.com/casleader/casleader/internal/members"
 	"github.com/casleader/casleader/store"
@@ -14,28 +13,15 @@ import (
 // the election row and never delays the election. stop ends it and waits; on a
 // clean stop (not KeepLeaseOnExit) it deletes the candidate's row.
 func (e *Elector) startMembers(ctx context.Context) (stop func()) {
-	mctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		members.Run(mctx, members.Config{
-			Store:    e.store,
-			ID:       e.cfg.ID,
-			Lease:    e.cfg.LeaseDuration,
-			Snapshot: e.memberRow,
-			Keep:     func() bool { return e.cfg.KeepLeaseOnExit },
-			Logger:   e.cfg.Logger.With("id", e.cfg.ID), // it logs the key where a line is about one
-			Priority: int64(e.cfg.Priority),
-			Leading:  e.leading,
-			Handover: func(_ string, term int64, to string) {
-				// Scoped to the term: ignored if it has ended meanwhile.
-				e.post(request{handoverTo: to, term: term, cooldown: e.cfg.LeaseDuration})
-			},
-		})
+	return members.Start(ctx, members.Config{
+		Store: e.store, ID: e.cfg.ID, Lease: e.cfg.LeaseDuration, Priority: int64(e.cfg.Priority),
+		Snapshot: e.memberRow, Leading: e.leading, Keep: e.cfg.KeepLeaseOnExit,
+		Logger: e.cfg.Logger.With("id", e.cfg.ID), // it logs the key where a line is about one
+		Handover: func(_ string, term int64, to string) {
+			// Scoped to the term: ignored if it has ended meanwhile.
+			e.post(request{handoverTo: to, term: term, cooldown: e.cfg.LeaseDuration})
+		},
 	})
-	return func() {
-		cancel()
-		wg.Wait()
-	}
 }
 
 // leading returns the key with the term led now, for the preferred leader rule.

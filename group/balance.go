@@ -14,22 +14,6 @@ import (
 // instead of stalling the renewals of the keys that stay.
 const movesPerRound = 100
 
-// balanceAnchor and balanceFunc are the members reader's hooks when the group
-// balances, else nil.
-func (g *Group) balanceAnchor() func() string {
-	if !g.cfg.Balance {
-		return nil
-	}
-	return g.anchor
-}
-
-func (g *Group) balanceFunc() func([]store.Member) {
-	if !g.cfg.Balance {
-		return nil
-	}
-	return g.rebalance
-}
-
 // anchor returns the key whose members are read to learn the group's live
 // candidates: the least key of the group, which every candidate of a balanced
 // group (all with the same keys) follows.

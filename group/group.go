@@ -477,10 +477,7 @@ func (g *Group) wakeAt(key string, version int64) {
 }
 
 func (g *Group) signal() {
-	select {
-	case g.poke <- struct{}{}:
-	default:
-	}
+	stream.Poke(g.poke)
 }
 
 // Run takes part in the elections until ctx ends, then releases the keys it leads

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/casleader/casleader/internal/members"
 	"github.com/casleader/casleader/store"
@@ -17,27 +16,13 @@ import (
 // election rows. stop ends it and waits; on a clean stop (not KeepLeaseOnExit) it
 // deletes the group's rows.
 func (g *Group) startMembers(ctx context.Context) (stop func()) {
-	mctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		members.Run(mctx, members.Config{
-			Store:    g.st,
-			ID:       g.cfg.ID,
-			Lease:    g.cfg.LeaseDuration,
-			Snapshot: g.memberRows,
-			Keep:     func() bool { return g.cfg.KeepLeaseOnExit },
-			Logger:   g.cfg.Logger.With("id", g.cfg.ID),
-			Priority: int64(g.cfg.Priority),
-			Leading:  g.ledTerms,
-			Handover: g.handover,
-			Anchor:   g.balanceAnchor(),
-			Balance:  g.balanceFunc(),
-		})
-	})
-	return func() {
-		cancel()
-		wg.Wait()
+	c := members.Config{Store: g.st, ID: g.cfg.ID, Lease: g.cfg.LeaseDuration, Priority: int64(g.cfg.Priority),
+		Snapshot: g.memberRows, Leading: g.ledTerms, Handover: g.handover, Keep: g.cfg.KeepLeaseOnExit,
+		Logger: g.cfg.Logger.With("id", g.cfg.ID)}
+	if g.cfg.Balance {
+		c.Anchor, c.Balance = g.anchor, g.rebalance
 	}
+	return members.Start(ctx, c)
 }
 
 // ledTerms returns the keys led now with their terms, for the preferred leader rule.

@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/casleader/casleader/internal/retry"
@@ -61,10 +62,10 @@ type Config struct {
 	// Snapshot returns the rows to write now, one per key of the candidate. It is
 	// called on Run's goroutine and must not block.
 	Snapshot func() []store.Member
-	// Keep reports, when Run's context has ended, whether to leave the rows in
+	// Keep, when Run's context has ended, leaves the rows in
 	// place (the candidate keeps its leases on exit, as a crashed one does) instead
 	// of deleting them.
-	Keep func() bool
+	Keep bool
 	// Logger receives the warnings. It carries the candidate's id attribute: Run
 	// does not add it (a line about one key adds the key).
 	Logger *slog.Logger
@@ -116,7 +117,7 @@ func Run(ctx context.Context, c Config) {
 	for {
 		select {
 		case <-ctx.Done():
-			if c.Keep != nil && c.Keep() {
+			if c.Keep {
 				return
 			}
 			keys := make([]string, 0, len(written))
@@ -151,6 +152,18 @@ func Run(ctx context.Context, c Config) {
 		}
 		read(ctx, c, prefs, warn)
 		t.Reset(period)
+	}
+}
+
+// Start runs Run on a goroutine of its own until ctx ends or stop is called;
+// stop waits for it to return.
+func Start(ctx context.Context, c Config) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { Run(ctx, c) })
+	return func() {
+		cancel()
+		wg.Wait()
 	}
 }
 

@@ -91,7 +91,7 @@ func TestRunKeepsTheRowsWhenAskedToActAsIfDead(t *testing.T) {
 		go func() {
 			defer close(done)
 			members.Run(ctx, members.Config{Store: f, ID: "me", Lease: time.Second, Snapshot: snapshot,
-				Keep: func() bool { return true }, Logger: slog.New(slog.DiscardHandler)})
+				Keep: true, Logger: slog.New(slog.DiscardHandler)})
 		}()
 		time.Sleep(2 * time.Second)
 		cancel()

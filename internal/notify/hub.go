@@ -2,6 +2,8 @@ package notify
 
 import (
 	"sync"
+
+	"github.com/casleader/casleader/internal/stream"
 )
 
 // Hub is the set of subscribers of a notifier, per election key: the part every
@@ -38,10 +40,7 @@ func (h *Hub) SubscribeAs(key, id string, wake func(version int64)) (unsubscribe
 	if m == nil {
 		m = map[*func(int64)]string{}
 		h.subs[key] = m
-		select {
-		case h.added <- struct{}{}:
-		default:
-		}
+		stream.Poke(h.added)
 	}
 	m[p] = id
 	h.mu.Unlock()

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/casleader/casleader/internal/retry"
+	"github.com/casleader/casleader/internal/stream"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
 )
@@ -150,10 +151,7 @@ func (m *MySQL) Observed(key string, rec store.Record) {
 	}
 	m.armed[key] = term
 	if ch := m.rearm[key]; ch != nil {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
+		stream.Poke(ch)
 	}
 }
 
@@ -165,20 +163,14 @@ func (m *MySQL) Leading(key string, term int64, leading bool) {
 		if m.armed[key] != 0 { // a leader does not wait on anybody's lock
 			m.armed[key] = 0
 			if ch := m.rearm[key]; ch != nil {
-				select {
-				case ch <- struct{}{}:
-				default:
-				}
+				stream.Poke(ch)
 			}
 		}
 	} else if m.lead[key] == term {
 		delete(m.lead, key)
 	}
 	m.mu.Unlock()
-	select {
-	case m.change <- struct{}{}:
-	default:
-	}
+	stream.Poke(m.change)
 }
 
 // Woken returns how many wake-ups lock grants (and, on Galera, row reads) have

@@ -98,3 +98,11 @@ func (s *Stream[T]) Close() {
 	}
 	s.listeners = nil
 }
+
+// Poke sends on ch without waiting: a wake-up already pending says the same.
+func Poke(ch chan<- struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
