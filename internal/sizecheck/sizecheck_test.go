@@ -94,11 +94,15 @@ func TestDialectPackagesLinkOnlyTheirDriver(t *testing.T) {
 // The limit was raised from 1,250,000 when the stores' Open functions took the
 // command's DSN forms (one shared parser, internal/dsn: about 11 KB of code) and
 // CreateTable and Check learnt primary keys, a read-only start-up and clear
-// errors: 40 KB in all, on programs already within 21 KB of the old limit. It
-// still fails at regexp or pgx's type system.
+// errors: 40 KB in all, on programs already within 21 KB of the old limit. It was
+// raised again from 1,300,000 to 1,350,000 on 2026-11-27, when the MySQL program
+// added 1,312,351 bytes (1,286,218 before): one declared store contract (every
+// method forwarded by each store), hooks that carry an Event per key, and the
+// latest-only stream shared with groups added 26 KB. It still fails at regexp or
+// pgx's type system.
 const (
 	goal  = 1_000_000
-	limit = 1_300_000
+	limit = 1_350_000
 )
 
 // TestBinarySizeNearTheDriverAlone builds each example program and its
