@@ -30,7 +30,9 @@ func (g *Group) anchor() string {
 }
 
 // rebalance decides, from the live candidates of the group, who should lead each
-// key (package balance), publishes it for the followers (see campaigns), and asks
+// key (package balance), publishes it for the followers (see campaigns), reads at
+// once the keys given to this candidate that it does not lead (a dead candidate's
+// expired keys are taken without waiting for the next poll), and asks
 // Run to hand the keys this candidate leads beyond its share to the candidates
 // furthest below theirs, at most movesPerRound at once.
 func (g *Group) rebalance(live []store.Member) {
@@ -39,6 +41,15 @@ func (g *Group) rebalance(live []store.Member) {
 	cands := g.candidates(live)
 	to := balance.Assign(keys, leaders, cands)
 	g.assigned.Store(&to)
+	var mine []string // given to this candidate and not led: read them now
+	for _, k := range keys {
+		if to[k] == g.cfg.ID && led[k] == 0 {
+			mine = append(mine, k)
+		}
+	}
+	if len(mine) > 0 {
+		g.Wake(mine...)
+	}
 	moves := 0
 	for k, target := range balance.Shed(keys, leaders, cands, g.cfg.ID) {
 		if led[k] != 0 && target != "" && moves < movesPerRound {

@@ -93,6 +93,10 @@ func TestBalancedGroupsSpreadTheKeys(t *testing.T) {
 			for _, k := range ks {
 				before[k] = leaderOf(gs, k)
 			}
+			lostBefore := int64(0)
+			for _, b := range gs {
+				lostBefore += b.g.Stats().LostLeases
+			}
 			gs = append(gs, start("d"))
 			require.Eventually(t, func() bool { return fair(gs, ks) }, time.Minute, 10*time.Millisecond, "a fourth candidate takes its share")
 			moved, how := 0, map[string]int{}
@@ -102,7 +106,13 @@ func TestBalancedGroupsSpreadTheKeys(t *testing.T) {
 					how[before[k]+"->"+now]++
 				}
 			}
-			assert.LessOrEqual(t, moved, 75+3, "only the keys the newcomer needs move: %v", how)
+			// A lease lost to a renewal that missed its deadline (a loaded machine)
+			// moves its key too: that is not the balance's doing.
+			lost := int64(0)
+			for _, b := range gs {
+				lost += b.g.Stats().LostLeases
+			}
+			assert.LessOrEqual(t, int64(moved), 75+3+lost-lostBefore, "only the keys the newcomer needs move: %v", how)
 
 			leaver := gs[3]
 			gs = gs[:3]
