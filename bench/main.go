@@ -381,6 +381,7 @@ func main() {
 	fmt.Fprintf(&md, "Settings: %s.\n\nMachine: %s.\n", hdr, load)
 	markdown(&md, results, map[string]string{"failover": "upsert/MariaDB", "handover": "upsert/MariaDB"})
 	roundtripTable(&md, results)
+	shardsTable(&md, results)
 	fmt.Fprintf(&md, "\nRatios against etcd-election (p50): %s\n", etcdRatios(results))
 	os.Stdout.Write(md.Bytes())
 	check(os.WriteFile(filepath.Join(*out, "summary.md"), md.Bytes(), 0o644))

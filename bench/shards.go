@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"log/slog"
 	"os"
@@ -627,4 +628,63 @@ func earlier(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// shardsTable renders the shards events, one row each.
+func shardsTable(w io.Writer, rs []result) {
+	first := true
+	for _, r := range rs {
+		if r.Scenario != "shards" {
+			continue
+		}
+		if first {
+			fmt.Fprintf(w, "\n### Shards: four balanced candidate processes (lease %vs)\n\n", r.Params["lease_s"])
+			fmt.Fprintf(w, "| database | event | keys led per candidate | keys moved (fewest possible) | longest without leader ms | fair after ms | most leaders of one key | CPU %% per candidate | batched statements/s per candidate | error |\n|---|---|---|---|---|---|---|---|---|---|\n")
+			first = false
+		}
+		led := ledOf(r.Params["led"])
+		var ids []string
+		for id := range led {
+			ids = append(ids, id)
+		}
+		for k := range r.Values {
+			if id, ok := strings.CutPrefix(k, "cpu_percent_"); ok && !slices.Contains(ids, id) {
+				ids = append(ids, id)
+			}
+		}
+		slices.Sort(ids)
+		var ls, cpu, st []string
+		for _, id := range ids {
+			ls = append(ls, fmt.Sprintf("%s %d", id, led[id]))
+			if v, ok := r.Values["cpu_percent_"+id]; ok {
+				cpu = append(cpu, fmt.Sprintf("%s %s", id, f1(v)))
+				st = append(st, fmt.Sprintf("%s %s", id, f1(r.Values["statements_per_s_"+id])))
+			}
+		}
+		fair := "–"
+		if v, ok := r.Values["fair_ms"]; ok {
+			fair = f1(v)
+		}
+		fmt.Fprintf(w, "| %v | %v | %s | %.0f (%.0f) | %s | %s | %.0f | %s | %s | %s |\n", r.Params["database"], r.Params["event"],
+			strings.Join(ls, ", "), r.Values["moved"], r.Values["min_moves"], f1(r.Values["max_gap_ms"]), fair, r.Values["max_leaders"],
+			strings.Join(cpu, ", "), strings.Join(st, ", "), r.Error)
+	}
+}
+
+// ledOf returns the keys led per candidate of a result's params, as recorded or
+// as read back from JSON.
+func ledOf(v any) map[string]int {
+	switch v := v.(type) {
+	case map[string]int:
+		return v
+	case map[string]any:
+		out := map[string]int{}
+		for id, n := range v {
+			if f, ok := n.(float64); ok {
+				out[id] = int(f)
+			}
+		}
+		return out
+	}
+	return nil
 }

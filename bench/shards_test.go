@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 )
@@ -89,5 +92,26 @@ func TestFair(t *testing.T) {
 	tr.closeAll("a") // killed: its intervals end at its last sweep's start
 	if gap, most := tr.window(time.Unix(0, 0), time.Unix(0, 10)); most != 2 || gap != 5 {
 		t.Errorf("window = gap %v, most %d; want 5ns (keys 1, 2 after a's end), 2 (key 0 from 2 to 3)", gap, most)
+	}
+}
+
+func TestShardsTableReadsBackJSON(t *testing.T) {
+	r := result{Scenario: "shards", System: "casleader-group/SQLite", Params: map[string]any{"event": "kill c2", "database": "SQLite", "lease_s": 5.0, "led": map[string]int{"c1": 500, "c3": 500}},
+		Values: map[string]float64{"moved": 250, "min_moves": 250, "max_gap_ms": 5012, "fair_ms": 5020, "max_leaders": 1, "cpu_percent_c1": 4.5, "cpu_percent_c3": 4.25}}
+	var b bytes.Buffer
+	if err := writeJSONL(&b, []result{r}); err != nil {
+		t.Fatal(err)
+	}
+	var back result
+	if err := json.Unmarshal(b.Bytes(), &back); err != nil {
+		t.Fatal(err)
+	}
+	for _, rs := range [][]result{{r}, {back}} {
+		var md bytes.Buffer
+		shardsTable(&md, rs)
+		want := "| SQLite | kill c2 | c1 500, c3 500 | 250 (250) | 5012 | 5020 | 1 | c1 4.50, c3 4.25 |"
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("table:\n%s\nwant a row starting %q", md.String(), want)
+		}
 	}
 }
