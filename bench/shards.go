@@ -260,9 +260,10 @@ func (t *shardTracker) fair(live []string) bool {
 	return true
 }
 
-// window returns, over [t0, t1], the longest time a key had no leader, and the
-// most candidates that led one key at once.
-func (t *shardTracker) window(t0, t1 time.Time) (gap time.Duration, most int) {
+// window returns, over [t0, t1], the longest time a key had no leader, the most
+// candidates that led one key at once, and how many times a key was taken (a
+// leading interval began).
+func (t *shardTracker) window(t0, t1 time.Time) (gap time.Duration, most, taken int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for k := range t.open {
@@ -270,10 +271,15 @@ func (t *shardTracker) window(t0, t1 time.Time) (gap time.Duration, most int) {
 		for id, from := range t.open[k] {
 			ivs = append(ivs, interval{id, from, t1})
 		}
+		for _, iv := range ivs {
+			if iv.from.After(t0) && !iv.from.After(t1) {
+				taken++
+			}
+		}
 		g, m := coverage(ivs, t0, t1)
 		gap, most = max(gap, g), max(most, m)
 	}
-	return gap, most
+	return gap, most, taken
 }
 
 // coverage returns the longest stretch of [t0, t1] that no interval covers, and
@@ -547,20 +553,28 @@ func (s *shardsRun) step(ctx context.Context, i int, name string, act func() err
 		r.Error = "event: " + err.Error()
 		return r
 	}
-	fairAt, err := s.waitFair(ctx, t0, live)
+	peak := map[string]int{}
+	fairAt, err := s.waitFair(ctx, t0, live, peak)
 	t1 := time.Now()
 	if err != nil {
 		r.Error = err.Error()
+	}
+	for id, n := range peak {
+		r.Values["peak_"+id] = float64(n)
 	}
 	s.measure(&r, before, stmts0, cpu0, t0, fairAt, t1, live)
 	return r
 }
 
 // waitFair waits until the spread has been fair for a lease; it returns when it
-// became fair.
-func (s *shardsRun) waitFair(ctx context.Context, t0 time.Time, live []string) (time.Time, error) {
+// became fair. It keeps in peak the most keys each candidate led at once.
+func (s *shardsRun) waitFair(ctx context.Context, t0 time.Time, live []string, peak map[string]int) (time.Time, error) {
 	var since time.Time
 	for {
+		c, _, _ := s.tr.counts()
+		for id, n := range c {
+			peak[id] = max(peak[id], n)
+		}
 		now := time.Now()
 		switch {
 		case !s.tr.fair(live):
@@ -586,12 +600,13 @@ func (s *shardsRun) measure(r *result, before []string, stmts0 map[string]int64,
 			moved++
 		}
 	}
-	gap, most := s.tr.window(t0, t1)
+	gap, most, taken := s.tr.window(t0, t1)
 	led, stmts, notLed := s.tr.counts()
 	secs := t1.Sub(t0).Seconds()
 	r.Params["led"] = led
 	r.Params["loadavg_end"] = loadLine()
 	r.Values["moved"] = float64(moved)
+	r.Values["taken"] = float64(taken)
 	r.Values["max_gap_ms"] = ms(gap)
 	r.Values["max_leaders"] = float64(most)
 	r.Values["not_led"] = float64(notLed)
