@@ -169,6 +169,7 @@ func (s *casSystem) Close() {
 	defer cancel()
 	if s.admin != nil && s.opt.dialect != "sqlite" {
 		_ = s.admin(ctx, "DROP TABLE IF EXISTS "+s.table)
+		_ = s.admin(ctx, "DROP TABLE IF EXISTS "+s.table+"_members")
 	}
 	for i := len(s.closers) - 1; i >= 0; i-- {
 		s.closers[i]()

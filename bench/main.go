@@ -8,9 +8,12 @@
 // saturate (the election under pgbench on PostgreSQL and sysbench on MariaDB, which
 // must be installed and their databases initialised: see BENCHMARKS.md), and
 // roundtrip (what each statement of a handover costs on PostgreSQL and MariaDB,
-// with PostgreSQL's wait events).
+// with PostgreSQL's wait events), and shards (four candidate processes, each a
+// balanced group over the same keys, started one by one, one killed, one stopped
+// and restarted: the spread after each event, -shards-keys, -shards-lease; see
+// shards.go).
 //
-//	cd bench && go run . [-trials N] [-lease D -heartbeat D] [-followers N -parallel N] [-smoke] [-out DIR] [-only failover,handover,steady,herd,keys,scale,electors,saturate,roundtrip]
+//	cd bench && go run . [-trials N] [-lease D -heartbeat D] [-followers N -parallel N] [-smoke] [-out DIR] [-only failover,handover,steady,herd,keys,scale,electors,shards,saturate,roundtrip]
 //
 // It prints markdown tables, and writes (by default into results/) DIR/results.jsonl (one JSON object per
 // measurement), DIR/summary.md, DIR/failover.svg and DIR/handover.svg. Databases
@@ -18,7 +21,8 @@
 // (defaults: local MariaDB and PostgreSQL, database test); etcd is embedded and
 // listens on 127.0.0.1 only. -smoke is a one-trial quick run for CI: it never
 // asserts timings, and fails only when a run breaks (setup errors, two leaders at
-// once, a takeover before the lease expired).
+// once, a takeover before the lease expired; in shards, on SQLite only with 60
+// keys, a key not led at the end).
 package main
 
 import (
@@ -46,7 +50,7 @@ func main() {
 	parallel := flag.Int("parallel", 1, "failover trials run at once, each on a key of its own (the first runs alone)")
 	smoke := flag.Bool("smoke", false, "one quick trial of everything (CI); never asserts timings")
 	out := flag.String("out", "", "directory for results.jsonl, summary.md and the SVG timelines (default results, or a temporary directory with -smoke)")
-	only := flag.String("only", "failover,handover,steady,herd,keys,scale,electors", "scenarios to run (also: saturate, which needs pgbench and sysbench and their databases; roundtrip, the cost of each handover statement)")
+	only := flag.String("only", "failover,handover,steady,herd,keys,scale,electors,shards", "scenarios to run (also: saturate, which needs pgbench and sysbench and their databases; roundtrip, the cost of each handover statement)")
 	rttN := flag.Int("roundtrips", 300, "statements of each kind in the roundtrip run")
 	systems := flag.String("systems", "", "run only the systems whose name contains one of these comma-separated words")
 	steadyFor := flag.Duration("steady", 20*time.Second, "measuring window of each steady-state run")
@@ -62,6 +66,9 @@ func main() {
 	electorsN := flag.Int("electors", 10000, "single-key electors of the electors run, over one pool")
 	electorsFor := flag.Duration("electors-for", time.Minute, "measuring window of the electors run")
 	followJSON := flag.String("follow", "", "internal: run as the follower process of the scale run")
+	shardsKeys := flag.Int("shards-keys", 1000, "keys of the shards run (each of its four candidate processes runs a balanced group over all of them)")
+	shardsLease := flag.Duration("shards-lease", 5*time.Second, "lease of the shards run's groups (renew deadline 3/5 of it, heartbeat 1/5, poll = lease)")
+	shardJSON := flag.String("shard", "", "internal: run as a candidate process of the shards run")
 	verbose := flag.String("v", "", "log the casleader candidates at this level (debug, info, warn)")
 	child := flag.Bool("child", false, "run as a SQLite candidate process of another run (internal)")
 	childDB := flag.String("child-db", "", "with -child: the SQLite database file")
@@ -92,6 +99,7 @@ func main() {
 		*trials, *steadyFor, *keysFor = 1, 3*time.Second, 3*time.Second
 		*scaleKeysN, *scaleFor = 2000, 3*time.Second
 		*electorsN, *electorsFor = 50, 3*time.Second
+		*shardsKeys, *shardsLease = 60, 2*time.Second
 	}
 	if *out == "" {
 		*out = "results"
@@ -109,6 +117,10 @@ func main() {
 	}
 	if *followJSON != "" {
 		check(follow(ctx, d, *followJSON))
+		return
+	}
+	if *shardJSON != "" {
+		check(shardChild(ctx, d, *shardJSON))
 		return
 	}
 	if *cpuProfile != "" {
@@ -322,6 +334,33 @@ func main() {
 			})
 		}
 	}
+	if want["shards"] {
+		for _, m := range []struct {
+			db string
+			o  casOptions
+		}{
+			{"PostgreSQL", casOptions{dialect: "postgres"}},
+			{"MariaDB", casOptions{dialect: "mariadb"}},
+			{"SQLite", casOptions{dialect: "sqlite"}},
+		} {
+			if *smoke && m.db != "SQLite" {
+				continue // one database is enough to show the run works
+			}
+			run(cas("casleader-group/"+m.db, m.o), func(sys system) {
+				rs := shards(ctx, sys.(*casSystem), m.db, *shardsKeys, *shardsLease, *smoke)
+				for _, r := range rs {
+					record(r)
+					// -smoke asserts no timing: a spread not yet fair is not a failure there.
+					if r.Error != "" && !(*smoke && strings.HasPrefix(r.Error, "not fair")) {
+						broken = append(broken, fmt.Sprintf("shards %s %v: %s", m.db, r.Params["event"], r.Error))
+					}
+				}
+				if len(rs) == 0 || rs[len(rs)-1].Values["not_led"] != 0 || len(rs) < 7 && ctx.Err() == nil {
+					broken = append(broken, fmt.Sprintf("shards %s: the run did not end with every key led", m.db))
+				}
+			})
+		}
+	}
 	if want["saturate"] {
 		for _, m := range []struct {
 			name string
@@ -342,6 +381,7 @@ func main() {
 	fmt.Fprintf(&md, "Settings: %s.\n\nMachine: %s.\n", hdr, load)
 	markdown(&md, results, map[string]string{"failover": "upsert/MariaDB", "handover": "upsert/MariaDB"})
 	roundtripTable(&md, results)
+	shardsTable(&md, results)
 	fmt.Fprintf(&md, "\nRatios against etcd-election (p50): %s\n", etcdRatios(results))
 	os.Stdout.Write(md.Bytes())
 	check(os.WriteFile(filepath.Join(*out, "summary.md"), md.Bytes(), 0o644))
