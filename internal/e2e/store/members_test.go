@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/casleader/casleader/internal/members"
 	"github.com/casleader/casleader/internal/testdb"
 	"github.com/casleader/casleader/internal/testdb/litedb"
 	"github.com/casleader/casleader/internal/testdb/mydb"
@@ -94,19 +95,19 @@ func TestMembersTableRecordsWhoTakesPartAndExpiresTheSilent(t *testing.T) {
 
 			const hour = time.Hour
 			require.NoError(t, s.PutMembers(ctx, []store.Member{
-				{Key: "k", ID: "a", Role: store.RoleLeader, Priority: 3},
-				{Key: "k2", ID: "a", Role: store.RoleFollower},
+				{Key: "k", ID: "a", Role: members.RoleLeader, Priority: 3},
+				{Key: "k2", ID: "a", Role: members.RoleFollower},
 			}))
-			require.NoError(t, s.PutMembers(ctx, []store.Member{{Key: "k", ID: "b", Role: store.RoleFollower, Paused: true}}))
-			require.NoError(t, s.PutMembers(ctx, []store.Member{{Key: "k", ID: "c", Role: store.RoleObserver, Priority: -1}}))
+			require.NoError(t, s.PutMembers(ctx, []store.Member{{Key: "k", ID: "b", Role: members.RoleFollower, Paused: true}}))
+			require.NoError(t, s.PutMembers(ctx, []store.Member{{Key: "k", ID: "c", Role: members.RoleObserver, Priority: -1}}))
 
 			ms, err := s.Members(ctx, "k", hour)
 			require.NoError(t, err)
 			require.Len(t, ms, 3)
 			want := []store.Member{
-				{Key: "k", ID: "a", Role: store.RoleLeader, Priority: 3},
-				{Key: "k", ID: "b", Role: store.RoleFollower, Paused: true},
-				{Key: "k", ID: "c", Role: store.RoleObserver, Priority: -1},
+				{Key: "k", ID: "a", Role: members.RoleLeader, Priority: 3},
+				{Key: "k", ID: "b", Role: members.RoleFollower, Paused: true},
+				{Key: "k", ID: "c", Role: members.RoleObserver, Priority: -1},
 			}
 			for i := range ms {
 				assert.Less(t, ms[i].Age, time.Minute, "age of %s by the database clock", ms[i].ID)
@@ -115,11 +116,11 @@ func TestMembersTableRecordsWhoTakesPartAndExpiresTheSilent(t *testing.T) {
 			assert.Equal(t, want, ms)
 
 			// A second write of a row replaces it (the upsert), it does not add one.
-			require.NoError(t, s.PutMembers(ctx, []store.Member{{Key: "k", ID: "a", Role: store.RoleFollower}}))
+			require.NoError(t, s.PutMembers(ctx, []store.Member{{Key: "k", ID: "a", Role: members.RoleFollower}}))
 			ms, err = s.Members(ctx, "k", hour)
 			require.NoError(t, err)
 			require.Len(t, ms, 3)
-			assert.Equal(t, store.RoleFollower, ms[0].Role)
+			assert.Equal(t, members.RoleFollower, ms[0].Role)
 			assert.Equal(t, int64(0), ms[0].Priority)
 
 			// A clean stop deletes only its own rows of the keys named.
@@ -144,7 +145,7 @@ func TestMembersTableRecordsWhoTakesPartAndExpiresTheSilent(t *testing.T) {
 				"sqlite":   "seen_at - 3600000000",
 			}[name]
 			require.NoError(t, exec(ctx, "UPDATE "+quoted+" SET seen_at = "+back+" WHERE member_id = 'a'"))
-			require.NoError(t, s.PutMembers(ctx, []store.Member{{Key: "k", ID: "c", Role: store.RoleObserver}}))
+			require.NoError(t, s.PutMembers(ctx, []store.Member{{Key: "k", ID: "c", Role: members.RoleObserver}}))
 			ms, err = s.Members(ctx, "k", time.Minute)
 			require.NoError(t, err)
 			assert.Equal(t, []string{"c"}, ids(ms), "a is older than the bound: only c is shown")
@@ -171,7 +172,7 @@ func TestMembersTableMissingIsADeploymentErrorThatSaysWhatToDo(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, exec(ctx, "DROP TABLE "+quoted))
 
-			err = s.PutMembers(ctx, []store.Member{{Key: "k", ID: "a", Role: store.RoleLeader}})
+			err = s.PutMembers(ctx, []store.Member{{Key: "k", ID: "a", Role: members.RoleLeader}})
 			require.ErrorIs(t, err, store.ErrDeployment)
 			assert.Contains(t, err.Error(), "casleader migrate")
 			_, err = s.Members(ctx, "k", time.Hour)
