@@ -515,7 +515,7 @@ func (g *Group) Run(ctx context.Context) error {
 		// next trust deadline, whichever comes first.
 		wake := lastRenew.Add(g.cfg.HeartbeatInterval)
 		for _, s := range r.list {
-			if s.m.Role() == cas.Leader {
+			if s.m.Leading() {
 				wake = minTime(wake, s.m.Deadline())
 			} else {
 				wake = minTime(wake, s.nextLook)
@@ -603,9 +603,9 @@ type draining struct {
 // whose last term's work still runs takes no new term (as if paused) until it
 // returns.
 func (r *run) participation(s *state, now time.Time) cas.Participation {
-	busy := s.m.Role() != cas.Leader && s.working()
+	busy := !s.m.Leading() && s.working()
 	p := s.m.Participation(now, r.g.paused.Load() || busy, r.g.cfg.Observer)
-	if s.m.Role() == cas.Follower {
+	if s.m.Following() {
 		p = r.g.campaigns(s, p, now)
 	}
 	return p
@@ -645,7 +645,7 @@ func (r *run) takeResigns(resigns []op, now time.Time) []ending {
 	for _, o := range resigns {
 		// Scoped to its term: a term that has ended already is left alone.
 		s := r.states[o.key]
-		if s == nil || s.m.Role() != cas.Leader || s.m.Term() != o.token {
+		if s == nil || !s.m.Leading() || s.m.Term() != o.token {
 			if o.done != nil {
 				o.done <- r.g.notLeading(o.key, "its term ended before the handover")
 			}
@@ -705,7 +705,7 @@ func (r *run) removeKey(s *state) (ending, bool) {
 // v (0: unknown).
 func (r *run) takeWakeup(k string, v int64, now time.Time) {
 	s := r.states[k]
-	if s == nil || s.m.Role() != cas.Follower {
+	if s == nil || !s.m.Following() {
 		return
 	}
 	// A release that carries its version is elected from at once, one without
@@ -730,7 +730,7 @@ func (r *run) takeWakeup(k string, v int64, now time.Time) {
 func (r *run) tick(ctx context.Context, now time.Time) {
 	var ends []ending
 	for _, s := range r.list {
-		if s.m.Role() != cas.Leader {
+		if !s.m.Leading() {
 			continue
 		}
 		switch d := s.m.Tick(now, r.participation(s, now)); d.Action {
@@ -1039,14 +1039,14 @@ func (r *run) renewOrder() []*state {
 	// sort finds them nearly sorted.
 	r.held = r.held[:0]
 	for _, s := range r.order {
-		if s.idx >= 0 && s.m.Role() == cas.Leader {
+		if s.idx >= 0 && s.m.Leading() {
 			r.held = append(r.held, heldKey{deadline: s.m.Deadline(), s: s})
 		} else {
 			s.ordered = false
 		}
 	}
 	for _, s := range r.list {
-		if !s.ordered && s.m.Role() == cas.Leader {
+		if !s.ordered && s.m.Leading() {
 			s.ordered = true
 			r.held = append(r.held, heldKey{deadline: s.m.Deadline(), s: s})
 		}
@@ -1268,7 +1268,7 @@ func (r *run) dueKeys(now time.Time) (due []*state, ready bool) {
 	// must not split the batches.
 	soon := now.Add(min(g.cfg.HeartbeatInterval, g.cfg.PollInterval) / 2)
 	for _, s := range r.list {
-		if s.m.Role() == cas.Follower && !soon.Before(s.nextLook) {
+		if s.m.Following() && !soon.Before(s.nextLook) {
 			due = append(due, s)
 			ready = ready || !now.Before(s.nextLook)
 		}
@@ -1700,7 +1700,7 @@ func (r *run) stopAll(ctx context.Context) {
 	var ends []ending
 	to := r.g.exitTargets()
 	for _, s := range r.list {
-		if s.m.Role() == cas.Leader {
+		if s.m.Leading() {
 			if e, ok := r.resign(s); ok {
 				e.to = to[s.key]
 				ends = append(ends, e)
