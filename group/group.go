@@ -74,13 +74,6 @@ var ErrInvalidConfig = errors.New("group: invalid config")
 // ErrInvalidKey is returned by [Group.Add] for a key that cannot be an election key.
 var ErrInvalidKey = errors.New("group: invalid key")
 
-// ErrDuplicateID is returned by Run when a row names the group's ID in a term that
-// this group never won and that lease is being renewed, or shows a term the group
-// leads renewed by somebody else: another live process runs with the same ID. The
-// group never acts on such a term, and does not release it. It is
-// [cas.ErrDuplicateID], also casleader.ErrDuplicateID.
-var ErrDuplicateID = cas.ErrDuplicateID
-
 // releaseTimeout bounds the release and handover writes sent when terms end.
 const releaseTimeout = 5 * time.Second
 
@@ -486,7 +479,7 @@ func (g *Group) signal() {
 // Run takes part in the elections until ctx ends, then releases the keys it leads
 // (unless KeepLeaseOnExit) and returns nil. Database errors are retried; Run returns
 // early only on a deployment error (store.ErrDeployment) or when another process
-// acts with the group's ID on one of its keys ([ErrDuplicateID]: that key's term is
+// acts with the group's ID on one of its keys ([casleader.ErrDuplicateID]: that key's term is
 // neither acted on nor released; the group's other keys are released as on exit).
 // Run returns only after every goroutine it started has exited.
 func (g *Group) Run(ctx context.Context) error {
@@ -946,7 +939,7 @@ func parallel[T, R any](r *run, jobs []T, send func(T) R, apply func(T, R) error
 	var fatal error
 	for range jobs {
 		rep := <-out
-		if err := apply(rep.job, rep.res); errors.Is(err, store.ErrDeployment) || errors.Is(err, ErrDuplicateID) {
+		if err := apply(rep.job, rep.res); errors.Is(err, store.ErrDeployment) || errors.Is(err, casleader.ErrDuplicateID) {
 			fatal = cmp.Or(fatal, err)
 		}
 	}
