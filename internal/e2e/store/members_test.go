@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/casleader/casleader/internal/ident"
 	"github.com/casleader/casleader/internal/members"
 	"github.com/casleader/casleader/internal/testdb"
 	"github.com/casleader/casleader/internal/testdb/litedb"
@@ -70,7 +71,7 @@ func sqlExec(t *testing.T, db *sql.DB, d schema.Dialect, tables ...string) func(
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		for _, table := range tables {
-			quoted, err := schema.Quote(d, table)
+			quoted, err := ident.Quote(d, table)
 			require.NoError(t, err)
 			if _, err := db.ExecContext(ctx, "DROP TABLE IF EXISTS "+quoted); err != nil {
 				t.Errorf("drop %s: %v", quoted, err)
@@ -137,7 +138,7 @@ func TestMembersTableRecordsWhoTakesPartAndExpiresTheSilent(t *testing.T) {
 			// back by hand, so that no amount of load between two statements can
 			// blur the bound of one minute).
 			d := map[string]schema.Dialect{"mysql": schema.MySQL, "postgres": schema.Postgres, "sqlite": schema.SQLite}[name]
-			quoted, err := schema.Quote(d, s.MembersTable())
+			quoted, err := ident.Quote(d, s.MembersTable())
 			require.NoError(t, err)
 			back := map[string]string{
 				"mysql":    "seen_at - INTERVAL 1 HOUR",
@@ -168,7 +169,7 @@ func TestMembersTableMissingIsADeploymentErrorThatSaysWhatToDo(t *testing.T) {
 			ctx := t.Context()
 			require.NoError(t, s.CreateTable(ctx))
 			d := map[string]schema.Dialect{"mysql": schema.MySQL, "postgres": schema.Postgres, "sqlite": schema.SQLite}[name]
-			quoted, err := schema.Quote(d, s.MembersTable())
+			quoted, err := ident.Quote(d, s.MembersTable())
 			require.NoError(t, err)
 			require.NoError(t, exec(ctx, "DROP TABLE "+quoted))
 
