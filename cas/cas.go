@@ -138,8 +138,10 @@ type Decision struct {
 	Wait    time.Duration // how long to wait before the next observation (Wait)
 	To      string        // the handover target (Handover)
 	// Err, with Refuse, is the error to stop with (it matches [ErrDuplicateID]);
-	// with Wait, a fault to report at Error level, from which the machine has
-	// recovered (it matches [errNoNewTerm]). nil otherwise.
+	// with StepDown, what ended the term, to report at Warn level (the row was
+	// written by something other than its leader); with Wait, a fault to report at
+	// Error level, from which the machine has recovered (the store reported a win
+	// without a new term). nil otherwise.
 	Err error
 }
 
@@ -464,7 +466,7 @@ func (m *Machine) Elected(term int64, won bool, sent time.Time) Decision {
 // (a missing row: above 0), since the term is also the row's new version: a store
 // that reports no such term is not trusted with a lease. The write is then settled
 // by the next read like one whose reply was lost, and the Wait decision carries an
-// error matching [errNoNewTerm] for the caller to report.
+// error (the store reported a win without a new term) for the caller to report.
 func (m *Machine) won(term int64, won bool, sent time.Time) Decision {
 	if !won {
 		m.role = follower
@@ -552,7 +554,7 @@ func (m *Machine) RenewalFailed(ambiguous bool) {
 //     request, while no renewal of its own can have committed unseen (every renewal
 //     failed since the last one that won lost its compare-and-set), was written by
 //     something that is not a candidate (no other process leads a term it did not
-//     start): StepDown carries an error matching [errOutsideWrite] to report, and
+//     start): StepDown carries an error that says so, to report, and
 //     the candidate campaigns again.
 func (m *Machine) Settled(rec store.Record, found bool, sent time.Time) Decision {
 	if m.role != leader {
