@@ -643,12 +643,12 @@ func (r *run) watch(pctx context.Context, part cas.Participation, busy <-chan st
 	e := r.e
 	var d cas.Decision
 	var dup error
-	cfg := detector.Config{Key: e.cfg.Key, Poll: e.cfg.PollInterval, Heartbeat: e.cfg.HeartbeatInterval, Timeout: e.cfg.RenewDeadline, Logger: e.log,
+	w := detector.Watch{Store: e.calls, Key: e.cfg.Key, Poll: e.cfg.PollInterval, Heartbeat: e.cfg.HeartbeatInterval, Timeout: e.cfg.RenewDeadline, Logger: e.log,
 		Woken: func() (bool, time.Duration) {
 			d = r.m.Woken(e.released.Swap(0), part, r.failures)
 			return d.Action == cas.Campaign || d.Action == cas.CampaignReleased, d.Wait
 		}}
-	obs, err := detector.Watch(pctx, e.calls, cfg, e.wake, func(o detector.Observation) (time.Duration, bool) {
+	obs, err := w.Run(pctx, e.wake, func(o detector.Observation) (time.Duration, bool) {
 		if o.Found {
 			r.observeLeader(o.LeaderID)
 			e.store.Observed(e.cfg.Key, o.Record)
@@ -890,18 +890,18 @@ func (r *run) renew(ctx context.Context, d cas.Decision, last time.Time, token i
 		last = sent
 		return m.Deadline()
 	}
-	hcfg := heartbeat.Config{Key: e.cfg.Key, ID: e.cfg.ID, Interval: e.cfg.HeartbeatInterval, Logger: e.log}
+	hb := heartbeat.Loop{Store: w, Key: e.cfg.Key, ID: e.cfg.ID, Interval: e.cfg.HeartbeatInterval, Logger: e.log, Renewed: renewed}
 	var fatal error
 	var req *request
 	for d.Action == cas.Lead {
 		pctx, cancel := e.phase(ctx)
-		res := heartbeat.Run(pctx, w, hcfg, d.Version, last, m.Deadline(), renewed)
+		out, _, err := hb.Run(pctx, d.Version, last, m.Deadline())
 		cancel()
-		switch res.Outcome {
+		switch out {
 		case heartbeat.Expired:
 			m.DeadlinePassed(time.Now())
 			d = cas.Decision{Action: cas.StepDown}
-			e.log.Warn("casleader: stepping down: no renewal succeeded within the renew deadline", errAttr([]any{"term", token}, res.Err)...)
+			e.log.Warn("casleader: stepping down: no renewal succeeded within the renew deadline", errAttr([]any{"term", token}, err)...)
 		case heartbeat.Lost:
 			var err error
 			if d, err = r.settleLost(ctx, w, token, expiry); err != nil {
@@ -909,7 +909,7 @@ func (r *run) renew(ctx context.Context, d cas.Decision, last time.Time, token i
 			}
 		case heartbeat.Failed:
 			d = cas.Decision{Action: cas.StepDown}
-			fatal = res.Err
+			fatal = err
 		case heartbeat.Stopped:
 			d, req = r.stopped(ctx)
 		}
@@ -1022,7 +1022,7 @@ func (r *run) stopped(ctx context.Context) (cas.Decision, *request) {
 	return m.Tick(time.Now(), p), nil
 }
 
-// renewer is the leader's store for heartbeat.Run: it notes whether a renewal
+// renewer is the leader's store for heartbeat.Loop.Run: it notes whether a renewal
 // since the last successful one had an error, whose write may have committed.
 type renewer struct {
 	store.Driver

@@ -34,12 +34,12 @@ func (e *Elector) leading() map[string]int64 {
 
 // memberRow is this candidate's row in the members table now.
 func (e *Elector) memberRow() []store.Member {
-	role := store.RoleFollower
+	role := members.RoleFollower
 	switch {
 	case e.cfg.Observer:
-		role = store.RoleObserver
+		role = members.RoleObserver
 	case e.IsLeader():
-		role = store.RoleLeader
+		role = members.RoleLeader
 	}
 	e.mu.Lock()
 	paused := e.paused

@@ -40,23 +40,23 @@ import (
 	"github.com/casleader/casleader/store"
 )
 
-// Role is a candidate's role in one election.
-type Role uint8
+// role is a candidate's role in one election.
+type role uint8
 
 // The roles.
 const (
-	Follower  Role = iota // watches the row
-	Candidate             // has sent an election write whose outcome is not known yet
-	Leader                // holds the lease and trusts it until Deadline
+	follower  role = iota // watches the row
+	candidate             // has sent an election write whose outcome is not known yet
+	leader                // holds the lease and trusts it until Deadline
 )
 
-func (r Role) String() string {
+func (r role) String() string {
 	switch r {
-	case Follower:
+	case follower:
 		return "follower"
-	case Candidate:
+	case candidate:
 		return "candidate"
-	case Leader:
+	case leader:
 		return "leader"
 	}
 	return "unknown"
@@ -75,8 +75,6 @@ const (
 	Campaign
 	// Lead: act as leader and renew from Decision.Version until the deadline.
 	Lead
-	// Settle: read the row once to settle a lost or ambiguous write.
-	Settle
 	// StepDown: stop acting as leader now; the lease is lost.
 	StepDown
 	// Release: stop acting, then release the lease from Decision.Version (a step-down
@@ -97,7 +95,7 @@ const (
 )
 
 func (a Action) String() string {
-	return [...]string{"invalid", "wait", "create", "campaign", "lead", "settle", "step-down", "release", "handover", "refuse", "campaign-released"}[min(int(a), 10)]
+	return [...]string{"invalid", "wait", "create", "campaign", "lead", "step-down", "release", "handover", "refuse", "campaign-released"}[min(int(a), 9)]
 }
 
 // Errors carried by [Decision.Err].
@@ -107,14 +105,14 @@ var (
 	// somebody else. Another live process runs with the same ID (or the row was
 	// edited). The machine never acts on such a term.
 	ErrDuplicateID = errors.New("casleader: another process runs with this candidate's ID")
-	// ErrOutsideWrite: the version of the term this candidate leads moved without a
+	// errOutsideWrite: the version of the term this candidate leads moved without a
 	// write of its own: something that is not a candidate (a script, an operator)
 	// wrote the row. The leader steps down and campaigns again.
-	ErrOutsideWrite = errors.New("casleader: the election row was written by something other than its leader")
-	// ErrNoNewTerm: the store reported an election or creation won without a term
+	errOutsideWrite = errors.New("casleader: the election row was written by something other than its leader")
+	// errNoNewTerm: the store reported an election or creation won without a term
 	// above the version it was sent from. The machine does not lead on it; the next
 	// read settles the write (an own lease is adopted with the row's term).
-	ErrNoNewTerm = errors.New("casleader: the store reported a key won without a new term")
+	errNoNewTerm = errors.New("casleader: the store reported a key won without a new term")
 )
 
 // Participation says how a candidate takes part in the election right now.
@@ -140,8 +138,10 @@ type Decision struct {
 	Wait    time.Duration // how long to wait before the next observation (Wait)
 	To      string        // the handover target (Handover)
 	// Err, with Refuse, is the error to stop with (it matches [ErrDuplicateID]);
-	// with Wait, a fault to report at Error level, from which the machine has
-	// recovered (it matches [ErrNoNewTerm]). nil otherwise.
+	// with StepDown, what ended the term, to report at Warn level (the row was
+	// written by something other than its leader); with Wait, a fault to report at
+	// Error level, from which the machine has recovered (the store reported a win
+	// without a new term). nil otherwise.
 	Err error
 }
 
@@ -159,7 +159,7 @@ type Machine struct {
 	// caller.
 	leaseReported time.Duration
 
-	role     Role
+	role     role
 	version  int64     // last version seen or written
 	term     int64     // fencing token while leading
 	highest  int64     // highest term seen in a row or won
@@ -212,15 +212,20 @@ func (m *Machine) window(l time.Duration) time.Duration {
 // judgement does not depend on it (see skew.go).
 func (m *Machine) Skew(now time.Time) time.Duration { return m.skew.measured(now) }
 
-// Role returns the current role.
-func (m *Machine) Role() Role { return m.role }
+// Leading reports whether the candidate leads: it won or adopted a term and has
+// not stepped down (its trust may have lapsed: see [Machine.Trusted]).
+func (m *Machine) Leading() bool { return m.role == leader }
+
+// Following reports whether the candidate neither leads nor awaits the outcome of
+// an election write of its own.
+func (m *Machine) Following() bool { return m.role == follower }
 
 // Version returns the last row version seen or written.
 func (m *Machine) Version() int64 { return m.version }
 
 // Term returns the fencing token of the current term while leading, else 0.
 func (m *Machine) Term() int64 {
-	if m.role != Leader {
+	if m.role != leader {
 		return 0
 	}
 	return m.term
@@ -231,7 +236,7 @@ func (m *Machine) Leader() string { return m.leader }
 
 // Deadline returns the trust deadline while leading, else the zero time.
 func (m *Machine) Deadline() time.Time {
-	if m.role != Leader {
+	if m.role != leader {
 		return time.Time{}
 	}
 	return m.deadline
@@ -239,7 +244,7 @@ func (m *Machine) Deadline() time.Time {
 
 // Trusted reports whether the candidate leads and may act at time now.
 func (m *Machine) Trusted(now time.Time) bool {
-	return m.role == Leader && now.Before(m.deadline)
+	return m.role == leader && now.Before(m.deadline)
 }
 
 // Observed handles a row read sent at sent, by a candidate taking part as p.
@@ -262,16 +267,16 @@ func (m *Machine) Trusted(now time.Time) bool {
 // with a stable ID sees its earlier run's lease only once at one version: that
 // lease is never renewed again, and expires.
 func (m *Machine) Observed(rec store.Record, found bool, sent time.Time, p Participation) Decision {
-	if m.role == Leader {
+	if m.role == leader {
 		return m.Settled(rec, found, sent)
 	}
-	m.role = Follower
+	m.role = follower
 	foreign, foreignSeen := m.foreign, m.foreignSeen
 	m.unsettled, m.foreign, m.foreignSeen = false, 0, 0
 	if !found {
 		m.leader = ""
 		if p == Campaigning {
-			m.role = Candidate
+			m.role = candidate
 			m.from = 0
 			return Decision{Action: Create}
 		}
@@ -292,7 +297,7 @@ func (m *Machine) Observed(rec store.Record, found bool, sent time.Time, p Parti
 	left := m.remaining(rec, sent)
 	if left == 0 {
 		if p == Campaigning {
-			m.role = Candidate
+			m.role = candidate
 			m.from = rec.Version
 			return Decision{Action: Campaign, Version: rec.Version}
 		}
@@ -310,7 +315,7 @@ func (m *Machine) observedOwnID(rec store.Record, sent time.Time, p Participatio
 	ended := rec.Term == m.resigned
 	if rec.Handed() && !ended && p < Abstaining {
 		// Claimed with an election from the version read: it starts a new term.
-		m.role = Candidate
+		m.role = candidate
 		m.from = rec.Version
 		return Decision{Action: Campaign, Version: rec.Version}, true
 	}
@@ -382,21 +387,21 @@ func (m *Machine) ElectsReleased(ok bool) { m.electsReleased = ok }
 // election, and election writes that keep failing or losing (failures: more than one
 // in a row), whose next write waits for its backoff and a read.
 func (m *Machine) Woken(version int64, p Participation, failures int) Decision {
-	if version == handedToAnother && m.role == Follower {
+	if version == handedToAnother && m.role == follower {
 		return Decision{Action: Wait, Wait: timing.HandoverReadDelay}
 	}
-	if m.role != Follower || p != Campaigning || m.unsettled || failures > 1 || version < 0 {
+	if m.role != follower || p != Campaigning || m.unsettled || failures > 1 || version < 0 {
 		return Decision{Action: Wait}
 	}
 	if version == 0 && m.electsReleased {
-		m.role = Candidate
+		m.role = candidate
 		m.from = m.version
 		return Decision{Action: CampaignReleased, Version: m.version}
 	}
 	if version <= m.version {
 		return Decision{Action: Wait}
 	}
-	m.role = Candidate
+	m.role = candidate
 	m.version, m.from = version, version
 	return Decision{Action: Campaign, Version: version}
 }
@@ -461,17 +466,17 @@ func (m *Machine) Elected(term int64, won bool, sent time.Time) Decision {
 // (a missing row: above 0), since the term is also the row's new version: a store
 // that reports no such term is not trusted with a lease. The write is then settled
 // by the next read like one whose reply was lost, and the Wait decision carries an
-// error matching [ErrNoNewTerm] for the caller to report.
+// error (the store reported a win without a new term) for the caller to report.
 func (m *Machine) won(term int64, won bool, sent time.Time) Decision {
 	if !won {
-		m.role = Follower
+		m.role = follower
 		return Decision{Action: Wait}
 	}
 	if term <= m.from {
 		from := m.from
 		m.Unsettled()
 		return Decision{Action: Wait, Err: fmt.Errorf("%w: term %d is not above version %d that the write was sent from; not leading until the row is read: the Store must report the new term (store.Won.Term)",
-			ErrNoNewTerm, term, from)}
+			errNoNewTerm, term, from)}
 	}
 	m.highest = max(m.highest, term)
 	m.lead(term, term, sent.Add(m.renew))
@@ -483,7 +488,7 @@ func (m *Machine) won(term int64, won bool, sent time.Time) Decision {
 // the next observation settles it (an own lease in a term above the version the
 // write was sent from is adopted by Observed).
 func (m *Machine) Unsettled() Decision {
-	m.role = Follower
+	m.role = follower
 	m.unsettled = true
 	return Decision{Action: Wait}
 }
@@ -516,7 +521,7 @@ func (m *Machine) ForeignSighting(rec store.Record) int64 {
 // Renewed handles a successful renewal: the row is now at version, and the write was
 // sent at sent. It returns the new trust deadline.
 func (m *Machine) Renewed(version int64, sent time.Time) time.Time {
-	if m.role != Leader {
+	if m.role != leader {
 		return time.Time{}
 	}
 	m.version = version
@@ -529,13 +534,12 @@ func (m *Machine) Renewed(version int64, sent time.Time) time.Time {
 
 // RenewalFailed handles a renewal that lost its compare-and-set (ambiguous false),
 // or whose result is unknown (ambiguous true: a timeout, a reset; the write may
-// have committed): keep the old deadline and settle with one read.
-func (m *Machine) RenewalFailed(ambiguous bool) Decision {
-	if m.role != Leader {
-		return Decision{Action: Wait}
+// have committed): the old deadline is kept, and the caller settles the write with
+// one read ([Machine.Settled]). It does nothing when not leading.
+func (m *Machine) RenewalFailed(ambiguous bool) {
+	if m.role == leader {
+		m.ambiguous = m.ambiguous || ambiguous
 	}
-	m.ambiguous = m.ambiguous || ambiguous
-	return Decision{Action: Settle, Version: m.version}
 }
 
 // Settled handles the read that settles a lost or ambiguous write, sent at sent.
@@ -550,10 +554,10 @@ func (m *Machine) RenewalFailed(ambiguous bool) Decision {
 //     request, while no renewal of its own can have committed unseen (every renewal
 //     failed since the last one that won lost its compare-and-set), was written by
 //     something that is not a candidate (no other process leads a term it did not
-//     start): StepDown carries an error matching [ErrOutsideWrite] to report, and
+//     start): StepDown carries an error that says so, to report, and
 //     the candidate campaigns again.
 func (m *Machine) Settled(rec store.Record, found bool, sent time.Time) Decision {
-	if m.role != Leader {
+	if m.role != leader {
 		return m.Observed(rec, found, sent, Abstaining)
 	}
 	if found && rec.LeaderID == m.id && !rec.StepDown && !rec.Released() {
@@ -567,7 +571,7 @@ func (m *Machine) Settled(rec store.Record, found bool, sent time.Time) Decision
 			m.stepDownTo(rec)
 			m.resigned = term // never led again: it expires, and an election follows
 			return Decision{Action: StepDown, Err: fmt.Errorf("%w: the row of key %q moved from version %d to %d in term %d without a write of this leader: stepping down and campaigning again; find what writes the election table",
-				ErrOutsideWrite, rec.Key, version, rec.Version, term)}
+				errOutsideWrite, rec.Key, version, rec.Version, term)}
 		}
 	}
 	if !found || rec.LeaderID != m.id || rec.Term != m.term {
@@ -603,11 +607,11 @@ func (m *Machine) stepDownTo(rec store.Record) {
 
 // DeadlinePassed handles the trust deadline passing (or checks whether it has, at now).
 func (m *Machine) DeadlinePassed(now time.Time) Decision {
-	if m.role == Leader && !now.Before(m.deadline) {
+	if m.role == leader && !now.Before(m.deadline) {
 		m.stepDown()
 		return Decision{Action: StepDown}
 	}
-	if m.role == Leader {
+	if m.role == leader {
 		return Decision{Action: Lead, Version: m.version}
 	}
 	return Decision{Action: Wait}
@@ -617,7 +621,7 @@ func (m *Machine) DeadlinePassed(now time.Time) Decision {
 // version to release from, or ok == false when not leading. The resigned term is
 // never led again, even while the row still shows it.
 func (m *Machine) Resign() (version int64, ok bool) {
-	if m.role != Leader {
+	if m.role != leader {
 		return 0, false
 	}
 	m.resigned = m.term
@@ -639,7 +643,7 @@ func (m *Machine) Released(version int64, ok bool, to string) {
 }
 
 func (m *Machine) lead(version, term int64, deadline time.Time) {
-	m.role = Leader
+	m.role = leader
 	m.ambiguous = false
 	m.version = version
 	m.term = term
@@ -648,7 +652,7 @@ func (m *Machine) lead(version, term int64, deadline time.Time) {
 }
 
 func (m *Machine) stepDown() {
-	m.role = Follower
+	m.role = follower
 	m.term = 0
 	m.deadline = time.Time{}
 	if m.leader == m.id {
@@ -663,7 +667,7 @@ func (m *Machine) stepDown() {
 // still ours, and the lease is left to expire. Otherwise the deadline moves to
 // sent + R (never back) and the leader goes on from version.
 func (m *Machine) RenewReply(version int64, sent, now time.Time) Decision {
-	if m.role != Leader {
+	if m.role != leader {
 		return Decision{Action: Wait}
 	}
 	if !now.Before(m.deadline) {
@@ -680,7 +684,7 @@ func (m *Machine) RenewReply(version int64, sent, now time.Time) Decision {
 // rule: a leader whose trust deadline has passed by now ends its term (StepDown)
 // whatever the row shows.
 func (m *Machine) SettledAt(rec store.Record, found bool, sent, now time.Time) Decision {
-	if m.role == Leader && !now.Before(m.deadline) {
+	if m.role == leader && !now.Before(m.deadline) {
 		m.stepDown()
 		if found {
 			m.version = rec.Version
@@ -747,7 +751,7 @@ func (m *Machine) Yield(now time.Time) (version int64, ok bool) {
 // moved it) and the candidate does not lead: then from the row's version. Anything
 // else means the row has moved on, and the release is over.
 func (m *Machine) RetryFrom(token, version int64, rec store.Record, found bool) (from int64, retry bool) {
-	if m.role == Leader || !found || rec.LeaderID != m.id || rec.Term != token || rec.Version == version {
+	if m.role == leader || !found || rec.LeaderID != m.id || rec.Term != token || rec.Version == version {
 		return 0, false
 	}
 	return rec.Version, true

@@ -65,33 +65,33 @@ func TestObserved(t *testing.T) {
 		found bool
 		p     Participation
 		want  Decision
-		role  Role
+		role  role
 	}{
-		{"MissingRowIsCreated", store.Record{}, false, Campaigning, Decision{Action: Create}, Candidate},
-		{"MissingRowWaitsWhenNotCampaigning", store.Record{}, false, Abstaining, Decision{Action: Wait, Wait: lease}, Follower},
+		{"MissingRowIsCreated", store.Record{}, false, Campaigning, Decision{Action: Create}, candidate},
+		{"MissingRowWaitsWhenNotCampaigning", store.Record{}, false, Abstaining, Decision{Action: Wait, Wait: lease}, follower},
 		// The first read of a term measures nothing yet: its age may be inflated by
 		// the skew between the server that wrote it and the one read (skew.go), so
 		// it waits a whole lease, live or expired, unless it is older than any
 		// supported skew.
-		{"FirstReadOfALiveLeaseWaitsAWholeLease", row(7, "other", 3, 300*time.Millisecond), true, Campaigning, Decision{Action: Wait, Wait: lease}, Follower},
-		{"FirstReadOfAnExpiredLeaseWaitsAWholeLease", row(7, "other", 3, lease), true, Campaigning, Decision{Action: Wait, Wait: lease}, Follower},
-		{"LeaseExpiredBeyondAnySupportedSkewIsContested", row(7, "other", 3, lease+rules.FutureTolerance), true, Campaigning, Decision{Action: Campaign, Version: 7}, Candidate},
-		{"ReleasedLeaseIsContestedAtOnce", row(7, "", 3, 0), true, Campaigning, Decision{Action: Campaign, Version: 7}, Candidate},
-		{"PausedCandidateNeverContests", row(7, "", 3, 0), true, Abstaining, Decision{Action: Wait, Wait: lease}, Follower},
+		{"FirstReadOfALiveLeaseWaitsAWholeLease", row(7, "other", 3, 300*time.Millisecond), true, Campaigning, Decision{Action: Wait, Wait: lease}, follower},
+		{"FirstReadOfAnExpiredLeaseWaitsAWholeLease", row(7, "other", 3, lease), true, Campaigning, Decision{Action: Wait, Wait: lease}, follower},
+		{"LeaseExpiredBeyondAnySupportedSkewIsContested", row(7, "other", 3, lease+rules.FutureTolerance), true, Campaigning, Decision{Action: Campaign, Version: 7}, candidate},
+		{"ReleasedLeaseIsContestedAtOnce", row(7, "", 3, 0), true, Campaigning, Decision{Action: Campaign, Version: 7}, candidate},
+		{"PausedCandidateNeverContests", row(7, "", 3, 0), true, Abstaining, Decision{Action: Wait, Wait: lease}, follower},
 		// A fresh machine owns no term: a live lease naming its ID on the first read
 		// is another process's (same ID) or an earlier run's, never adopted.
-		{"OwnIDInATermNeverWonIsNotAdopted", row(7, "me", 7, 100*time.Millisecond), true, Campaigning, Decision{Action: Wait, Wait: lease}, Follower},
-		{"OwnIDInATermNeverWonIsNotAdoptedWhileCoolingDown", row(7, "me", 7, 100*time.Millisecond), true, CoolingDown, Decision{Action: Wait, Wait: lease}, Follower},
-		{"OwnStaleLeaseIsTreatedLikeAnybodys", row(7, "me", 7, 700*time.Millisecond), true, Campaigning, Decision{Action: Wait, Wait: lease}, Follower},
-		{"OwnLeaseIsNotAdoptedWhilePaused", row(7, "me", 7, 100*time.Millisecond), true, Abstaining, Decision{Action: Wait, Wait: lease}, Follower},
-		{"FreeLeaseIsNotTakenWhileCoolingDown", row(7, "", 3, 0), true, CoolingDown, Decision{Action: Wait, Wait: lease}, Follower},
+		{"OwnIDInATermNeverWonIsNotAdopted", row(7, "me", 7, 100*time.Millisecond), true, Campaigning, Decision{Action: Wait, Wait: lease}, follower},
+		{"OwnIDInATermNeverWonIsNotAdoptedWhileCoolingDown", row(7, "me", 7, 100*time.Millisecond), true, CoolingDown, Decision{Action: Wait, Wait: lease}, follower},
+		{"OwnStaleLeaseIsTreatedLikeAnybodys", row(7, "me", 7, 700*time.Millisecond), true, Campaigning, Decision{Action: Wait, Wait: lease}, follower},
+		{"OwnLeaseIsNotAdoptedWhilePaused", row(7, "me", 7, 100*time.Millisecond), true, Abstaining, Decision{Action: Wait, Wait: lease}, follower},
+		{"FreeLeaseIsNotTakenWhileCoolingDown", row(7, "", 3, 0), true, CoolingDown, Decision{Action: Wait, Wait: lease}, follower},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := New(store.Candidate{ID: "me", Incarnation: "inc-" + "me", Lease: lease}, renew)
 			got := m.Observed(tt.rec, tt.found, at(0), tt.p)
 			assert.Equal(t, tt.want, got)
-			assert.Equal(t, tt.role, m.Role())
+			assert.Equal(t, tt.role, m.role)
 			assert.Equal(t, tt.rec.LeaderID, m.Leader())
 		})
 	}
@@ -107,7 +107,7 @@ func TestAdoptedLeaseIsTrustedUntilSendPlusRenewMinusAge(t *testing.T) {
 
 func TestElectionWonMakesTheReturnedTermTheTokenAndVersion(t *testing.T) {
 	m := leading(t)
-	assert.Equal(t, Leader, m.Role())
+	assert.Equal(t, leader, m.role)
 	assert.Equal(t, won, m.Term())
 	assert.Equal(t, won, m.Version())
 	assert.Equal(t, at(600), m.Deadline(), "trust runs from the election's send time")
@@ -119,7 +119,7 @@ func TestElectionLostGoesBackToFollowing(t *testing.T) {
 	m := New(store.Candidate{ID: "me", Incarnation: "inc-" + "me", Lease: lease}, renew)
 	m.Observed(row(4, "", 2, 0), true, at(0), Campaigning)
 	assert.Equal(t, Decision{Action: Wait}, m.Elected(0, false, at(0)))
-	assert.Equal(t, Follower, m.Role())
+	assert.Equal(t, follower, m.role)
 	assert.Zero(t, m.Term())
 	assert.False(t, m.Trusted(at(1)))
 }
@@ -135,7 +135,7 @@ func TestCreatedLeadsInTheInsertedTerm(t *testing.T) {
 	m = New(store.Candidate{ID: "me", Incarnation: "inc-" + "me", Lease: lease}, renew)
 	m.Observed(store.Record{}, false, at(0), Campaigning)
 	assert.Equal(t, Decision{Action: Wait}, m.Created(0, false, at(10)))
-	assert.Equal(t, Follower, m.Role())
+	assert.Equal(t, follower, m.role)
 	assert.Zero(t, m.Term())
 }
 
@@ -168,10 +168,11 @@ func TestSlowRenewalDoesNotExtendTrustPastItsSendTime(t *testing.T) {
 	assert.False(t, m.Trusted(at(1100)))
 }
 
-func TestRenewalFailedAsksForOneSettlingRead(t *testing.T) {
+func TestRenewalFailedKeepsTheDeadline(t *testing.T) {
 	m := leading(t)
-	assert.Equal(t, Decision{Action: Settle, Version: won}, m.RenewalFailed(true))
+	m.RenewalFailed(true)
 	assert.Equal(t, at(600), m.Deadline(), "a failed renewal keeps the old deadline")
+	assert.True(t, m.Leading(), "a failed renewal is settled by a read, not by stepping down")
 }
 
 func TestSettled(t *testing.T) {
@@ -179,28 +180,28 @@ func TestSettled(t *testing.T) {
 		name string
 		rec  store.Record
 		want Decision
-		role Role
+		role role
 	}{
-		{"AmbiguousCommitIsSettledByOneRead", row(won+1, "me", won, 20*time.Millisecond), Decision{Action: Lead, Version: won + 1}, Leader},
-		{"TakenOverLeaseStepsDown", row(won+500, "other", won+500, 0), Decision{Action: StepDown}, Follower},
-		{"ReleasedRowStepsDown", row(won+1, "", won, 0), Decision{Action: StepDown}, Follower},
-		{"SameIDInAnExpiredTermNotWonStepsDown", row(won+9, "me", won+8, lease), Decision{Action: StepDown}, Follower},
-		{"RolledBackRowOfAnotherTermStepsDown", row(3, "old", 2, 0), Decision{Action: StepDown}, Follower},
-		{"RolledBackRowOfOursWithAnEarlierTermStepsDown", row(3, "me", 2, 0), Decision{Action: StepDown}, Follower},
-		{"ResignRequestReleases", func() store.Record { r := row(won+1, "me", won, 0); r.StepDown = true; return r }(), Decision{Action: Release, Version: won + 1}, Leader},
+		{"AmbiguousCommitIsSettledByOneRead", row(won+1, "me", won, 20*time.Millisecond), Decision{Action: Lead, Version: won + 1}, leader},
+		{"TakenOverLeaseStepsDown", row(won+500, "other", won+500, 0), Decision{Action: StepDown}, follower},
+		{"ReleasedRowStepsDown", row(won+1, "", won, 0), Decision{Action: StepDown}, follower},
+		{"SameIDInAnExpiredTermNotWonStepsDown", row(won+9, "me", won+8, lease), Decision{Action: StepDown}, follower},
+		{"RolledBackRowOfAnotherTermStepsDown", row(3, "old", 2, 0), Decision{Action: StepDown}, follower},
+		{"RolledBackRowOfOursWithAnEarlierTermStepsDown", row(3, "me", 2, 0), Decision{Action: StepDown}, follower},
+		{"ResignRequestReleases", func() store.Record { r := row(won+1, "me", won, 0); r.StepDown = true; return r }(), Decision{Action: Release, Version: won + 1}, leader},
 		{"HandoverRequestHandsOver", func() store.Record {
 			r := row(won+1, "me", won, 0)
 			r.StepDown, r.HandoverTo = true, "next"
 			return r
-		}(), Decision{Action: Handover, Version: won + 1, To: "next"}, Leader},
+		}(), Decision{Action: Handover, Version: won + 1, To: "next"}, leader},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := leading(t)
 			m.RenewalFailed(true)
 			assert.Equal(t, tt.want, m.Settled(tt.rec, true, at(100)))
-			assert.Equal(t, tt.role, m.Role())
-			if tt.role == Follower {
+			assert.Equal(t, tt.role, m.role)
+			if tt.role == follower {
 				assert.False(t, m.Trusted(at(101)), "stepping down ends trust at once")
 				assert.Zero(t, m.Term())
 			}
@@ -243,7 +244,7 @@ func TestAnotherProcessWithOurIDIsRefused(t *testing.T) {
 		{"NewerTermHandedToOurIDStepsDown", func(m *Machine) { m.RenewalFailed(false) },
 			handedTo(row(won+9, "me", won+8, 0), "me"), Decision{Action: StepDown}},
 		{"OurTermBumpedByAnOutsideWriteStepsDown", func(m *Machine) { m.RenewalFailed(false) },
-			mine(row(won+1, "me", won, 0)), Decision{Action: StepDown, Err: ErrOutsideWrite}},
+			mine(row(won+1, "me", won, 0)), Decision{Action: StepDown, Err: errOutsideWrite}},
 		{"OurTermAtAHigherVersionAfterAnAmbiguousRenewalIsAdopted", func(m *Machine) {
 			m.RenewalFailed(true) // this one may have committed unseen
 			m.RenewalFailed(false)
@@ -252,7 +253,7 @@ func TestAnotherProcessWithOurIDIsRefused(t *testing.T) {
 			m.RenewalFailed(true)
 			m.RenewReply(won+1, at(100), at(110))
 			m.RenewalFailed(false)
-		}, mine(row(won+2, "me", won, 0)), Decision{Action: StepDown, Err: ErrOutsideWrite}},
+		}, mine(row(won+2, "me", won, 0)), Decision{Action: StepDown, Err: errOutsideWrite}},
 		{"AStepDownRequestIsNoDuplicate", func(m *Machine) { m.RenewalFailed(false) },
 			stepDown(row(won+1, "me", won, 0)), Decision{Action: Release, Version: won + 1}},
 		{"AHandoverToUsIsNoDuplicate", func(m *Machine) { m.RenewalFailed(false) },
@@ -279,7 +280,7 @@ func TestAnotherProcessWithOurIDIsRefused(t *testing.T) {
 			require.ErrorIs(t, got.Err, ErrDuplicateID)
 			assert.Contains(t, got.Err.Error(), `key "k"`)
 			assert.Contains(t, got.Err.Error(), `ID "me"`)
-			assert.Equal(t, Follower, m.Role(), "a refused term is not led")
+			assert.Equal(t, follower, m.role, "a refused term is not led")
 			assert.False(t, m.Trusted(at(201)))
 			assert.Zero(t, m.Term())
 			_, held := m.Resign()
@@ -339,15 +340,15 @@ func TestForeignTermRenewedIsRefused(t *testing.T) {
 // TestElectionWonWithoutANewTermIsNotLed: a store that reports a write won must
 // report the new term, above the version the write was sent from (the term is the
 // row's next version). Otherwise the machine does not lead: it reports the fault
-// (ErrNoNewTerm) and lets the next read settle the write, as for a lost reply.
+// (errNoNewTerm) and lets the next read settle the write, as for a lost reply.
 func TestElectionWonWithoutANewTermIsNotLed(t *testing.T) {
 	t.Run("Election", func(t *testing.T) {
 		m := New(store.Candidate{ID: "me", Incarnation: "inc-" + "me", Lease: lease}, renew)
 		require.Equal(t, Decision{Action: Campaign, Version: 4}, m.Observed(row(4, "", 2, 0), true, at(0), Campaigning))
 		d := m.Elected(4, true, at(0))
 		assert.Equal(t, Wait, d.Action)
-		require.ErrorIs(t, d.Err, ErrNoNewTerm)
-		assert.Equal(t, Follower, m.Role())
+		require.ErrorIs(t, d.Err, errNoNewTerm)
+		assert.Equal(t, follower, m.role)
 		assert.False(t, m.Trusted(at(1)))
 		// The write had committed: the next read shows the term it started.
 		assert.Equal(t, Decision{Action: Lead, Version: won}, m.Observed(mine(row(won, "me", won, 0)), true, at(10), Campaigning))
@@ -358,7 +359,7 @@ func TestElectionWonWithoutANewTermIsNotLed(t *testing.T) {
 		require.Equal(t, Decision{Action: Create}, m.Observed(store.Record{}, false, at(0), Campaigning))
 		d := m.Created(-1, true, at(0))
 		assert.Equal(t, Wait, d.Action)
-		require.ErrorIs(t, d.Err, ErrNoNewTerm)
+		require.ErrorIs(t, d.Err, errNoNewTerm)
 		assert.Zero(t, m.Term())
 	})
 	t.Run("ANewTermIsLed", func(t *testing.T) {
@@ -376,7 +377,7 @@ func TestDeadlineExpiryWhileARenewalHangs(t *testing.T) {
 	assert.False(t, m.Trusted(at(600)))
 	// The hung renewal's late success must not revive leadership.
 	assert.Equal(t, time.Time{}, m.Renewed(won+1, at(200)))
-	assert.Equal(t, Follower, m.Role())
+	assert.Equal(t, follower, m.role)
 }
 
 func TestResign(t *testing.T) {
@@ -423,7 +424,7 @@ func TestResignWithHandoverRecordsTheNewTermAsVersion(t *testing.T) {
 	m.Released(v+1000, true, "next")
 	assert.Equal(t, v+1000, m.Version(), "a handover moves the row to the term it starts")
 	assert.Equal(t, "next", m.Leader())
-	assert.Equal(t, Follower, m.Role())
+	assert.Equal(t, follower, m.role)
 
 	m = leading(t)
 	v, _ = m.Resign()
@@ -463,7 +464,7 @@ func TestHandoverTargetClaimsTheLease(t *testing.T) {
 }
 
 func TestStrings(t *testing.T) {
-	assert.Equal(t, "leader", Leader.String())
+	assert.Equal(t, "leader", leader.String())
 	assert.Equal(t, "handover", Handover.String())
 	assert.Equal(t, "invalid", Action(0).String())
 	assert.Equal(t, "refuse", Refuse.String())
@@ -523,84 +524,84 @@ func TestOwnLeaseInATermBelowOneSeenBeforeIsNotAdopted(t *testing.T) {
 		rec  func(highest int64) store.Record
 		p    Participation
 		want func(highest int64) Decision
-		role Role
+		role role
 	}{
 		{
 			name: "RolledBackBelowOthersLeaseIsNotAdopted", saw: sawOthersLease,
 			rec:  func(h int64) store.Record { return row(h-10, "me", h-10, fresh) },
-			want: func(int64) Decision { return Decision{Action: Wait, Wait: lease} }, role: Follower,
+			want: func(int64) Decision { return Decision{Action: Wait, Wait: lease} }, role: follower,
 		},
 		{
 			name: "RolledBackBelowReleasedRowIsNotAdopted", saw: sawReleasedRow,
 			rec:  func(h int64) store.Record { return row(h-10, "me", h-10, fresh) },
-			want: func(int64) Decision { return Decision{Action: Wait, Wait: lease} }, role: Follower,
+			want: func(int64) Decision { return Decision{Action: Wait, Wait: lease} }, role: follower,
 		},
 		{
 			name: "RolledBackBelowOwnWonTermIsNotAdopted", saw: wonThenLostTrust,
 			rec:  func(h int64) store.Record { return row(h-10, "me", h-10, fresh) },
-			want: func(int64) Decision { return Decision{Action: Wait, Wait: lease} }, role: Follower,
+			want: func(int64) Decision { return Decision{Action: Wait, Wait: lease} }, role: follower,
 		},
 		{
 			name: "RolledBackBelowOwnInsertedTermIsNotAdopted", saw: createdThenLostTrust,
 			rec:  func(h int64) store.Record { return row(h-10, "me", h-10, fresh) },
-			want: func(int64) Decision { return Decision{Action: Wait, Wait: lease} }, role: Follower,
+			want: func(int64) Decision { return Decision{Action: Wait, Wait: lease} }, role: follower,
 		},
 		{
 			// The failover lost the handover: the row shows our lease in the term we
 			// handed away from.
 			name: "RolledBackBeforeOwnHandoverIsNotAdopted", saw: handedOver,
 			rec:  func(h int64) store.Record { return row(won+1, "me", won, fresh) },
-			want: func(int64) Decision { return Decision{Action: Wait, Wait: lease} }, role: Follower,
+			want: func(int64) Decision { return Decision{Action: Wait, Wait: lease} }, role: follower,
 		},
 		{
 			name: "RolledBackBelowTermSeenWhenSettlingIsNotAdopted", saw: steppedDownOnSettle,
 			rec:  func(h int64) store.Record { return row(won+1, "me", won, fresh) },
-			want: func(int64) Decision { return Decision{Action: Wait, Wait: lease} }, role: Follower,
+			want: func(int64) Decision { return Decision{Action: Wait, Wait: lease} }, role: follower,
 		},
 		{
 			name: "RolledBackLeaseHandedByNameIsNotAdoptedWhileCoolingDown", saw: sawOthersLease,
 			rec:  func(h int64) store.Record { return row(h-10, "me", h-10, fresh) },
 			p:    CoolingDown,
-			want: func(int64) Decision { return Decision{Action: Wait, Wait: lease} }, role: Follower,
+			want: func(int64) Decision { return Decision{Action: Wait, Wait: lease} }, role: follower,
 		},
 		{
 			name: "ExpiredRolledBackLeaseIsStillContested", saw: wonThenLostTrust,
 			rec:  func(h int64) store.Record { return row(h-10, "me", h-10, lease+rules.FutureTolerance) },
-			want: func(h int64) Decision { return Decision{Action: Campaign, Version: h - 10} }, role: Candidate,
+			want: func(h int64) Decision { return Decision{Action: Campaign, Version: h - 10} }, role: candidate,
 		},
 		{
 			name: "ReleasedRolledBackRowIsStillContested", saw: sawOthersLease,
 			rec:  func(h int64) store.Record { return row(h-10, "", h-10, 0) },
-			want: func(h int64) Decision { return Decision{Action: Campaign, Version: h - 10} }, role: Candidate,
+			want: func(h int64) Decision { return Decision{Action: Campaign, Version: h - 10} }, role: candidate,
 		},
 		{
 			// A renewal that hung past the deadline but committed: same term as won.
 			name: "OwnLeaseAtTheHighestTermSeenIsAdopted", saw: wonThenLostTrust,
 			rec:  func(h int64) store.Record { return mine(row(h+1, "me", h, fresh)) },
-			want: func(h int64) Decision { return Decision{Action: Lead, Version: h + 1} }, role: Leader,
+			want: func(h int64) Decision { return Decision{Action: Lead, Version: h + 1} }, role: leader,
 		},
 		{
 			name: "OwnLeaseAboveTheHighestTermSeenIsAdopted", saw: sawOthersLease,
 			rec:  func(h int64) store.Record { return mine(row(h+1000, "me", h+1000, fresh)) },
-			want: func(h int64) Decision { return Decision{Action: Lead, Version: h + 1000} }, role: Leader,
+			want: func(h int64) Decision { return Decision{Action: Lead, Version: h + 1000} }, role: leader,
 		},
 		{
 			name: "LeaseHandedByNameAboveTheHighestTermSeenIsClaimedWhileCoolingDown", saw: handedOverThenFollowedTheTarget,
 			rec:  func(h int64) store.Record { return handedTo(row(h+1000, "me", h+1000, fresh), "me") },
 			p:    CoolingDown,
-			want: func(h int64) Decision { return Decision{Action: Campaign, Version: h + 1000} }, role: Candidate,
+			want: func(h int64) Decision { return Decision{Action: Campaign, Version: h + 1000} }, role: candidate,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := New(store.Candidate{ID: "me", Incarnation: "inc-" + "me", Lease: lease}, renew)
 			highest := tt.saw(m)
-			require.Equal(t, Follower, m.Role(), "setup leaves a follower")
+			require.Equal(t, follower, m.role, "setup leaves a follower")
 			rec := tt.rec(highest)
 			assert.Equal(t, tt.want(highest), m.Observed(rec, true, at(1000), tt.p))
-			assert.Equal(t, tt.role, m.Role())
+			assert.Equal(t, tt.role, m.role)
 			assert.Equal(t, rec.LeaderID, m.Leader())
-			if tt.role == Leader {
+			if tt.role == leader {
 				assert.Equal(t, rec.Term, m.Term(), "the adopted lease's term is the token")
 				assert.Equal(t, at(1000+600-100), m.Deadline())
 			} else {
@@ -620,7 +621,7 @@ func TestRolledBackOwnLeaseStaysRefusedUntilANewElectionWins(t *testing.T) {
 	for i, sent := range []int{1000, 1200} {
 		d := m.Observed(rolledBack, true, at(sent), Campaigning)
 		assert.Equal(t, Decision{Action: Wait, Wait: lease}, d, "read %d", i)
-		assert.Equal(t, Follower, m.Role(), "read %d", i)
+		assert.Equal(t, follower, m.role, "read %d", i)
 	}
 
 	// Once it expires (a lease after the first read), an election from its
@@ -638,24 +639,24 @@ func TestRenewReply(t *testing.T) {
 		sent     int // ms
 		now      int // ms: when the reply is handled
 		want     Decision
-		role     Role
+		role     role
 		deadline time.Time
 	}{
-		{"ReplyInTimeExtendsTrustFromSendTime", 200, 300, Decision{Action: Lead, Version: won + 1}, Leader, at(800)},
-		{"ReplyJustBeforeTheDeadlineExtendsTrust", 500, 599, Decision{Action: Lead, Version: won + 1}, Leader, at(1100)},
+		{"ReplyInTimeExtendsTrustFromSendTime", 200, 300, Decision{Action: Lead, Version: won + 1}, leader, at(800)},
+		{"ReplyJustBeforeTheDeadlineExtendsTrust", 500, 599, Decision{Action: Lead, Version: won + 1}, leader, at(1100)},
 		// The renewal committed, but its reply came after IsLeader turned false: the
 		// term is over, whatever the row says.
-		{"LateReplyNeverRevivesTheTerm", 500, 610, Decision{Action: StepDown}, Follower, time.Time{}},
-		{"ReplyAtTheDeadlineEndsTheTerm", 500, 600, Decision{Action: StepDown}, Follower, time.Time{}},
+		{"LateReplyNeverRevivesTheTerm", 500, 610, Decision{Action: StepDown}, follower, time.Time{}},
+		{"ReplyAtTheDeadlineEndsTheTerm", 500, 600, Decision{Action: StepDown}, follower, time.Time{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := leading(t)
 			assert.Equal(t, tt.want, m.RenewReply(won+1, at(tt.sent), at(tt.now)))
-			assert.Equal(t, tt.role, m.Role())
+			assert.Equal(t, tt.role, m.role)
 			assert.Equal(t, tt.deadline, m.Deadline())
 			assert.Equal(t, won+1, m.Version(), "the row is at the renewal's version either way")
-			if tt.role == Follower {
+			if tt.role == follower {
 				assert.Zero(t, m.Term())
 				assert.False(t, m.Trusted(at(tt.now)))
 			}
@@ -665,7 +666,7 @@ func TestRenewReply(t *testing.T) {
 		m := leading(t)
 		m.DeadlinePassed(at(600))
 		assert.Equal(t, Decision{Action: Wait}, m.RenewReply(won+1, at(500), at(601)))
-		assert.Equal(t, Follower, m.Role())
+		assert.Equal(t, follower, m.role)
 	})
 }
 
@@ -681,7 +682,7 @@ func TestSettledAt(t *testing.T) {
 		m := leading(t)
 		m.RenewalFailed(true)
 		assert.Equal(t, Decision{Action: StepDown}, m.SettledAt(ours, true, at(500), at(600)))
-		assert.Equal(t, Follower, m.Role())
+		assert.Equal(t, follower, m.role)
 		assert.Equal(t, won+1, m.Version())
 		assert.False(t, m.Trusted(at(600)))
 	})
@@ -693,19 +694,19 @@ func TestTick(t *testing.T) {
 		now  int
 		p    Participation
 		want Decision
-		role Role
+		role role
 	}{
-		{"LeaderGoesOn", 100, Campaigning, Decision{Action: Lead, Version: won}, Leader},
-		{"LeaderCoolingDownGoesOn", 100, CoolingDown, Decision{Action: Lead, Version: won}, Leader},
-		{"PausedLeaderReleases", 100, Abstaining, Decision{Action: Release, Version: won}, Leader},
-		{"PassedDeadlineStepsDown", 600, Campaigning, Decision{Action: StepDown}, Follower},
-		{"PassedDeadlineStepsDownEvenWhenPaused", 600, Abstaining, Decision{Action: StepDown}, Follower},
+		{"LeaderGoesOn", 100, Campaigning, Decision{Action: Lead, Version: won}, leader},
+		{"LeaderCoolingDownGoesOn", 100, CoolingDown, Decision{Action: Lead, Version: won}, leader},
+		{"PausedLeaderReleases", 100, Abstaining, Decision{Action: Release, Version: won}, leader},
+		{"PassedDeadlineStepsDown", 600, Campaigning, Decision{Action: StepDown}, follower},
+		{"PassedDeadlineStepsDownEvenWhenPaused", 600, Abstaining, Decision{Action: StepDown}, follower},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := leading(t)
 			assert.Equal(t, tt.want, m.Tick(at(tt.now), tt.p))
-			assert.Equal(t, tt.role, m.Role())
+			assert.Equal(t, tt.role, m.role)
 		})
 	}
 	t.Run("FollowerWaits", func(t *testing.T) {
@@ -873,7 +874,7 @@ func TestAdoptionOfAnOwnLease(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			m := New(store.Candidate{ID: "me", Incarnation: "inc-" + "me", Lease: lease}, renew)
 			tt.before(m)
-			require.Equal(t, Follower, m.Role(), "setup leaves a follower")
+			require.Equal(t, follower, m.role, "setup leaves a follower")
 			assert.Equal(t, tt.want, m.Observed(tt.rec, true, at(1000), Campaigning))
 			if tt.want.Action == Lead {
 				assert.Equal(t, tt.rec.Term, m.Term())
@@ -1001,20 +1002,20 @@ func TestWoken(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := tc.machine(t)
-			role, version := m.Role(), m.Version()
+			role, version := m.role, m.Version()
 			d := m.Woken(tc.version, tc.p, tc.failures)
 			assert.Equal(t, tc.want, d)
 			if d.Action == Campaign {
-				assert.Equal(t, Candidate, m.Role())
+				assert.Equal(t, candidate, m.role)
 				assert.Equal(t, tc.version, m.Version())
 				return
 			}
 			if d.Action == CampaignReleased {
-				assert.Equal(t, Candidate, m.Role())
+				assert.Equal(t, candidate, m.role)
 				assert.Equal(t, version, m.Version(), "the version is not known: the last one seen is kept")
 				return
 			}
-			assert.Equal(t, role, m.Role(), "a read is asked for: the role is unchanged")
+			assert.Equal(t, role, m.role, "a read is asked for: the role is unchanged")
 			assert.Equal(t, version, m.Version())
 		})
 	}
@@ -1032,7 +1033,7 @@ func TestWokenElectionIsSettledLikeAnyOther(t *testing.T) {
 	m = following(row(10, "other", 9, 0))(t)
 	m.Woken(11, Campaigning, 0)
 	assert.Equal(t, Decision{Action: Wait}, m.Elected(0, false, at(5)))
-	assert.Equal(t, Follower, m.Role())
+	assert.Equal(t, follower, m.role)
 	d := m.Observed(row(12, "rival", 12, 0), true, at(6), Campaigning)
 	assert.Equal(t, Wait, d.Action)
 
@@ -1040,7 +1041,7 @@ func TestWokenElectionIsSettledLikeAnyOther(t *testing.T) {
 	m = following(row(10, "other", 9, 0))(t)
 	m.Woken(11, Campaigning, 0)
 	d = m.Elected(11, true, at(5))
-	assert.ErrorIs(t, d.Err, ErrNoNewTerm)
+	assert.ErrorIs(t, d.Err, errNoNewTerm)
 	assert.Zero(t, m.Term())
 }
 
@@ -1056,14 +1057,14 @@ func TestReleasedRowElectionIsSettledLikeAnyOther(t *testing.T) {
 	m = electsReleased(following(row(10, "other", 9, 0)))(t)
 	m.Woken(0, Campaigning, 0)
 	assert.Equal(t, Decision{Action: Wait}, m.Elected(0, false, at(5)))
-	assert.Equal(t, Follower, m.Role())
+	assert.Equal(t, follower, m.role)
 	assert.Equal(t, Wait, m.Observed(row(10, "other", 9, 0), true, at(6), Campaigning).Action)
 
 	// A won reply whose term is not above the last version seen is not led.
 	m = electsReleased(following(row(10, "other", 9, 0)))(t)
 	m.Woken(0, Campaigning, 0)
 	d := m.Elected(10, true, at(5))
-	assert.ErrorIs(t, d.Err, ErrNoNewTerm)
+	assert.ErrorIs(t, d.Err, errNoNewTerm)
 	assert.Zero(t, m.Term())
 }
 

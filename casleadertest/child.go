@@ -28,6 +28,7 @@ import (
 
 	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/group"
+	"github.com/casleader/casleader/internal/ident"
 	"github.com/casleader/casleader/internal/retry"
 	"github.com/casleader/casleader/internal/secret"
 	"github.com/casleader/casleader/schema"
@@ -216,7 +217,7 @@ func newChild(log *slog.Logger) (*child, func(), error) {
 		c.keys = GroupKeys(os.Getenv(envKey), nkeys)
 	}
 	table, actions := os.Getenv(envTable), os.Getenv(envActions)
-	qa, err := schema.Quote(c.dialect, actions)
+	qa, err := ident.Quote(c.dialect, actions)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -11,6 +11,7 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
 
+	"github.com/casleader/casleader/internal/ident"
 	"github.com/casleader/casleader/internal/secret"
 	"github.com/casleader/casleader/internal/testname"
 	"github.com/casleader/casleader/schema"
@@ -203,13 +204,13 @@ func newStore(d Dialect, db *sql.DB, table string) (tableStore, error) {
 func (db *DB) drop(t testing.TB) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	members, err := schema.MembersTable(db.Table)
+	members, err := ident.MembersTable(db.Table)
 	if err != nil {
 		t.Errorf("casleadertest: %v", err)
 		return
 	}
 	for _, table := range []string{db.Table, members} {
-		q, err := schema.Quote(schema.Dialect(db.Dialect), table)
+		q, err := ident.Quote(schema.Dialect(db.Dialect), table)
 		if err != nil {
 			t.Errorf("casleadertest: %v", err)
 			continue

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casleader/casleader/casleadertest"
+	"github.com/casleader/casleader/internal/ident"
 	"github.com/casleader/casleader/internal/storetest"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
@@ -78,7 +79,7 @@ func TestNewDB(t *testing.T) {
 			}
 			sqlDB := reopen(t, d, got.DSN)
 			assert.False(t, exists(t, d, sqlDB, got.Table), "table %s is dropped at cleanup", got.Table)
-			members, err := schema.MembersTable(got.Table)
+			members, err := ident.MembersTable(got.Table)
 			require.NoError(t, err)
 			assert.False(t, exists(t, d, sqlDB, members), "table %s is dropped at cleanup", members)
 		})

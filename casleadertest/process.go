@@ -31,6 +31,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/casleader/casleader/internal/freeze"
+	"github.com/casleader/casleader/internal/ident"
 	"github.com/casleader/casleader/internal/secret"
 	"github.com/casleader/casleader/schema"
 	mysqlstore "github.com/casleader/casleader/store/mysql"
@@ -207,7 +208,7 @@ func NewProcessCluster(cfg ProcessConfig) (*ProcessCluster, error) {
 		cfg.Logf = func(string, ...any) {}
 	}
 	for _, name := range []string{cfg.Table, cfg.Table + "_actions"} {
-		if _, err := schema.Quote(cfg.Dialect, name); err != nil {
+		if _, err := ident.Quote(cfg.Dialect, name); err != nil {
 			return nil, fmt.Errorf("casleadertest: Table %q (and its action table %q): %w", cfg.Table, cfg.Table+"_actions", err)
 		}
 	}
@@ -353,7 +354,7 @@ func (p *proc) listens() string {
 }
 
 func (c *ProcessCluster) quote(name string) string {
-	q, err := schema.Quote(c.cfg.Dialect, name)
+	q, err := ident.Quote(c.cfg.Dialect, name)
 	if err != nil {
 		panic(err) // NewProcessCluster checked both names
 	}
@@ -390,7 +391,7 @@ func (c *ProcessCluster) Close() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	members, _ := schema.MembersTable(c.cfg.Table)
+	members, _ := ident.MembersTable(c.cfg.Table)
 	for _, t := range []string{c.cfg.Table, c.actions, members, c.probeTable()} {
 		_, _ = c.db.ExecContext(ctx, "DROP TABLE IF EXISTS "+c.quote(t))
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/casleader/casleader/internal/ident"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store/sqlite"
 )
@@ -124,7 +125,7 @@ func (r *recorder) probe(t testing.TB, db *DB, renew time.Duration) {
 		}
 		t.Cleanup(func() { pdb.Close() })
 	}
-	table, err := schema.Quote(dialect, name)
+	table, err := ident.Quote(dialect, name)
 	if err != nil {
 		t.Fatalf("casleadertest: %v", err)
 	}

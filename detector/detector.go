@@ -20,13 +20,13 @@ import (
 	"github.com/casleader/casleader/store"
 )
 
-// Reader reads one election row and the database's view of its age.
-type Reader interface {
-	Observe(ctx context.Context, key string) (rec store.Record, found bool, err error)
-}
-
-// Config configures [Watch].
-type Config struct {
+// Watch is one follower's watch of one election row: what [Watch.Run] reads and
+// how often.
+type Watch struct {
+	// Store reads the row and the database's view of its age.
+	Store interface {
+		Observe(ctx context.Context, key string) (rec store.Record, found bool, err error)
+	}
 	Key     string
 	Poll    time.Duration // longest time between two reads
 	Timeout time.Duration // timeout of one read
@@ -40,7 +40,7 @@ type Config struct {
 	// caller's logger names it (the elector's has key and id). nil means discard.
 	Logger *slog.Logger
 	// Woken, when not nil, is called when a value on wake ends a sleep; if it
-	// returns stop, Watch returns at once an Observation with Woken set, without
+	// returns stop, Run returns at once an Observation with Woken set, without
 	// reading the row. Otherwise the row is read after wait (at once when 0), or
 	// when the read was due if that is sooner; a value on wake meanwhile calls
 	// Woken again.
@@ -52,20 +52,20 @@ type Observation struct {
 	store.Record
 	Found bool      // false when the row does not exist
 	Sent  time.Time // when the read was sent (monotonic)
-	// Woken: no read was made; Config.Woken ended the watch. The other fields are
+	// Woken: no read was made; Watch.Woken ended the watch. The other fields are
 	// zero.
 	Woken bool
 }
 
-// Watch reads the row until decide says stop, and returns that observation. decide
+// Run reads the row until decide says stop, and returns that observation. decide
 // gets every observation and returns how long the lease it shows can still live
 // (the detector sleeps that long, capped by Poll, plus jitter) or stop. A value on
 // wake ends a sleep early. Transient errors and invalid rows are logged and retried
 // with backoff; a deployment error (missing table or privilege) is returned, and so
 // is the context's error.
-func Watch(ctx context.Context, r Reader, cfg Config, wake <-chan struct{},
+func (w *Watch) Run(ctx context.Context, wake <-chan struct{},
 	decide func(Observation) (wait time.Duration, stop bool)) (Observation, error) {
-	log := cfg.Logger
+	log := w.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -78,7 +78,7 @@ func Watch(ctx context.Context, r Reader, cfg Config, wake <-chan struct{},
 		if err := ctx.Err(); err != nil {
 			return Observation{}, err
 		}
-		obs, err := read(ctx, r, cfg)
+		obs, err := w.read(ctx)
 		var wait time.Duration
 		switch {
 		case err == nil:
@@ -87,17 +87,17 @@ func Watch(ctx context.Context, r Reader, cfg Config, wake <-chan struct{},
 			if wait, stop = decide(obs); stop {
 				return obs, nil
 			}
-			if wait = min(wait, cfg.Poll); rand.N(2) == 0 {
-				wait = timing.ReadAfterRenewal(obs.Record, obs.Found, cfg.Heartbeat, wait)
+			if wait = min(wait, w.Poll); rand.N(2) == 0 {
+				wait = timing.ReadAfterRenewal(obs.Record, obs.Found, w.Heartbeat, wait)
 			}
-			wait += jitter(cfg.Poll)
+			wait += jitter(w.Poll)
 		case ctx.Err() != nil:
 			return Observation{}, ctx.Err()
 		case errors.Is(err, store.ErrDeployment):
 			return Observation{}, err
 		default:
 			failures++
-			wait = backoff(failures, cfg.Poll)
+			wait = backoff(failures, w.Poll)
 			level := slog.LevelWarn
 			if errors.Is(err, store.ErrInvalidRow) {
 				level = slog.LevelError
@@ -107,14 +107,14 @@ func Watch(ctx context.Context, r Reader, cfg Config, wake <-chan struct{},
 					"error", err, "attempt", failures, "retry_in", wait, "failures_not_logged", held)
 			}
 		}
-		if stop, err := sleep(ctx, timer, wait, wake, cfg.Woken); stop || err != nil {
+		if stop, err := sleep(ctx, timer, wait, wake, w.Woken); stop || err != nil {
 			return Observation{Woken: stop}, err
 		}
 	}
 }
 
 // sleep waits wait on timer, or less when a value on wake ends the sleep (see
-// Config.Woken). It returns stop when woken ends the watch, or the context's error.
+// Watch.Woken). It returns stop when woken ends the watch, or the context's error.
 func sleep(ctx context.Context, timer *time.Timer, wait time.Duration, wake <-chan struct{},
 	woken func() (stop bool, wait time.Duration)) (stop bool, err error) {
 	timer.Reset(wait)
@@ -145,11 +145,11 @@ func sleep(ctx context.Context, timer *time.Timer, wait time.Duration, wake <-ch
 	return false, nil
 }
 
-func read(ctx context.Context, r Reader, cfg Config) (Observation, error) {
-	rctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+func (w *Watch) read(ctx context.Context) (Observation, error) {
+	rctx, cancel := context.WithTimeout(ctx, w.Timeout)
 	defer cancel()
 	sent := time.Now()
-	rec, found, err := r.Observe(rctx, cfg.Key)
+	rec, found, err := w.Store.Observe(rctx, w.Key)
 	return Observation{Record: rec, Found: found, Sent: sent}, err
 }
 

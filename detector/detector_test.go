@@ -17,14 +17,20 @@ import (
 	"github.com/casleader/casleader/store"
 )
 
-var _ detector.Reader = (*memstore.Store)(nil)
-
 const (
 	lease = time.Second
 	poll  = 400 * time.Millisecond
 )
 
-var cfg = detector.Config{Key: "k", Poll: poll, Timeout: 100 * time.Millisecond}
+var cfg = detector.Watch{Key: "k", Poll: poll, Timeout: 100 * time.Millisecond}
+
+// watch runs w over the rows of st.
+func watch(ctx context.Context, st interface {
+	Observe(ctx context.Context, key string) (store.Record, bool, error)
+}, w detector.Watch, wake <-chan struct{}, decide func(detector.Observation) (time.Duration, bool)) (detector.Observation, error) {
+	w.Store = st
+	return w.Run(ctx, wake, decide)
+}
 
 // untilExpired is the follower's decision: wait for the lease's remainder, stop once
 // it has expired.
@@ -41,7 +47,7 @@ func TestSleepsUntilTheObservedLeaseCanExpire(t *testing.T) {
 		_, _, err := st.Insert(t.Context(), "k", store.Candidate{ID: "a"})
 		require.NoError(t, err)
 		start := time.Now()
-		obs, err := detector.Watch(t.Context(), st, cfg, nil, untilExpired)
+		obs, err := watch(t.Context(), st, cfg, nil, untilExpired)
 		require.NoError(t, err)
 		waited := time.Since(start)
 		assert.GreaterOrEqual(t, waited, lease, "never decides before the lease expired in database time")
@@ -61,7 +67,7 @@ func TestWakeReadsAtOnce(t *testing.T) {
 		done := make(chan time.Duration, 1)
 		start := time.Now()
 		go func() {
-			_, err := detector.Watch(t.Context(), st, cfg, wake, untilExpired)
+			_, err := watch(t.Context(), st, cfg, wake, untilExpired)
 			assert.NoError(t, err)
 			done <- time.Since(start)
 		}()
@@ -103,7 +109,7 @@ func TestWokenMayAskForALaterRead(t *testing.T) {
 					time.Sleep(c.wokeAt)
 					wake <- struct{}{}
 				}()
-				_, err = detector.Watch(ctx, st, cfg, wake, func(o detector.Observation) (time.Duration, bool) {
+				_, err = watch(ctx, st, cfg, wake, func(o detector.Observation) (time.Duration, bool) {
 					if reads = append(reads, time.Since(start)); len(reads) == 2 {
 						cancel()
 					}
@@ -125,7 +131,7 @@ func TestWokenMayAskForALaterRead(t *testing.T) {
 			cfg := cfg
 			cfg.Woken = func() (bool, time.Duration) { return true, later }
 			wake <- struct{}{}
-			obs, err := detector.Watch(t.Context(), st, cfg, wake, func(detector.Observation) (time.Duration, bool) { return time.Hour, false })
+			obs, err := watch(t.Context(), st, cfg, wake, func(detector.Observation) (time.Duration, bool) { return time.Hour, false })
 			require.NoError(t, err)
 			assert.True(t, obs.Woken)
 			assert.Equal(t, 1, st.Calls(memstore.OpObserve), "the first read only")
@@ -137,13 +143,13 @@ func TestTransientErrorsAreRetriedAndDeploymentErrorsReturned(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := memstore.New()
 		st.FailNext(memstore.OpObserve, fmt.Errorf("%w: connection refused", store.ErrTransient))
-		obs, err := detector.Watch(t.Context(), st, cfg, nil, untilExpired)
+		obs, err := watch(t.Context(), st, cfg, nil, untilExpired)
 		require.NoError(t, err)
 		assert.False(t, obs.Found)
 		assert.Equal(t, 2, st.Calls(memstore.OpObserve))
 
 		missing := memstore.NewWithoutTable("gone")
-		_, err = detector.Watch(t.Context(), missing, cfg, nil, untilExpired)
+		_, err = watch(t.Context(), missing, cfg, nil, untilExpired)
 		assert.ErrorIs(t, err, store.ErrDeployment)
 	})
 }
@@ -156,7 +162,7 @@ func TestInvalidRowIsRetriedNotFatal(t *testing.T) {
 		require.NoError(t, st.Corrupt("k", "future_tick"))
 		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 		defer cancel()
-		_, err = detector.Watch(ctx, st, cfg, nil, untilExpired)
+		_, err = watch(ctx, st, cfg, nil, untilExpired)
 		assert.True(t, errors.Is(err, context.DeadlineExceeded), "kept retrying until the context ended: %v", err)
 		assert.Greater(t, st.Calls(memstore.OpObserve), 2)
 	})
@@ -169,7 +175,7 @@ func TestContextEndStopsWatching(t *testing.T) {
 		require.NoError(t, err)
 		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 		defer cancel()
-		_, err = detector.Watch(ctx, st, cfg, nil, func(detector.Observation) (time.Duration, bool) { return lease, false })
+		_, err = watch(ctx, st, cfg, nil, func(detector.Observation) (time.Duration, bool) { return lease, false })
 		assert.ErrorIs(t, err, context.DeadlineExceeded)
 	})
 }
@@ -212,7 +218,7 @@ func TestHalfTheReadsFollowARenewal(t *testing.T) {
 				c.Poll, c.Heartbeat = tc.poll, heartbeat
 				var ages, gaps []time.Duration
 				last := time.Now()
-				_, err = detector.Watch(ctx, st, c, nil, func(o detector.Observation) (time.Duration, bool) {
+				_, err = watch(ctx, st, c, nil, func(o detector.Observation) (time.Duration, bool) {
 					ages = append(ages, o.Age)
 					gaps = append(gaps, o.Sent.Sub(last))
 					last = o.Sent

@@ -6,6 +6,7 @@ import (
 
 	"github.com/casleader/casleader/cas"
 	"github.com/casleader/casleader/internal/balance"
+	"github.com/casleader/casleader/internal/members"
 	"github.com/casleader/casleader/store"
 )
 
@@ -65,7 +66,7 @@ func (g *Group) rebalance(live []store.Member) {
 func (g *Group) candidates(live []store.Member) []balance.Candidate {
 	var cs []balance.Candidate
 	for _, m := range live {
-		if m.Role != store.RoleObserver && !m.Paused && m.ID != g.cfg.ID {
+		if m.Role != members.RoleObserver && !m.Paused && m.ID != g.cfg.ID {
 			cs = append(cs, balance.Candidate{ID: m.ID, Weight: 1})
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/group"
 	"github.com/casleader/casleader/internal/memstore"
 )
@@ -53,7 +54,7 @@ func TestHandoverToADuplicatedIDGivesOneActorPerKey(t *testing.T) {
 			default:
 			}
 		}
-		require.ErrorIs(t, refused, group.ErrDuplicateID, "one process of ID b stops")
+		require.ErrorIs(t, refused, casleader.ErrDuplicateID, "one process of ID b stops")
 		// The other leads every key: those the stopped one had claimed once their
 		// leases have expired.
 		time.Sleep(2*lease + poll)

@@ -74,13 +74,6 @@ var ErrInvalidConfig = errors.New("group: invalid config")
 // ErrInvalidKey is returned by [Group.Add] for a key that cannot be an election key.
 var ErrInvalidKey = errors.New("group: invalid key")
 
-// ErrDuplicateID is returned by Run when a row names the group's ID in a term that
-// this group never won and that lease is being renewed, or shows a term the group
-// leads renewed by somebody else: another live process runs with the same ID. The
-// group never acts on such a term, and does not release it. It is
-// [cas.ErrDuplicateID], also casleader.ErrDuplicateID.
-var ErrDuplicateID = cas.ErrDuplicateID
-
 // releaseTimeout bounds the release and handover writes sent when terms end.
 const releaseTimeout = 5 * time.Second
 
@@ -483,7 +476,7 @@ func (g *Group) signal() {
 // Run takes part in the elections until ctx ends, then releases the keys it leads
 // (unless KeepLeaseOnExit) and returns nil. Database errors are retried; Run returns
 // early only on a deployment error (store.ErrDeployment) or when another process
-// acts with the group's ID on one of its keys ([ErrDuplicateID]: that key's term is
+// acts with the group's ID on one of its keys ([casleader.ErrDuplicateID]: that key's term is
 // neither acted on nor released; the group's other keys are released as on exit).
 // Run returns only after every goroutine it started has exited.
 func (g *Group) Run(ctx context.Context) error {
@@ -512,7 +505,7 @@ func (g *Group) Run(ctx context.Context) error {
 		// next trust deadline, whichever comes first.
 		wake := lastRenew.Add(g.cfg.HeartbeatInterval)
 		for _, s := range r.list {
-			if s.m.Role() == cas.Leader {
+			if s.m.Leading() {
 				wake = minTime(wake, s.m.Deadline())
 			} else {
 				wake = minTime(wake, s.nextLook)
@@ -600,9 +593,9 @@ type draining struct {
 // whose last term's work still runs takes no new term (as if paused) until it
 // returns.
 func (r *run) participation(s *state, now time.Time) cas.Participation {
-	busy := s.m.Role() != cas.Leader && s.working()
+	busy := !s.m.Leading() && s.working()
 	p := s.m.Participation(now, r.g.paused.Load() || busy, r.g.cfg.Observer)
-	if s.m.Role() == cas.Follower {
+	if s.m.Following() {
 		p = r.g.campaigns(s, p, now)
 	}
 	return p
@@ -642,7 +635,7 @@ func (r *run) takeResigns(resigns []op, now time.Time) []ending {
 	for _, o := range resigns {
 		// Scoped to its term: a term that has ended already is left alone.
 		s := r.states[o.key]
-		if s == nil || s.m.Role() != cas.Leader || s.m.Term() != o.token {
+		if s == nil || !s.m.Leading() || s.m.Term() != o.token {
 			if o.done != nil {
 				o.done <- r.g.notLeading(o.key, "its term ended before the handover")
 			}
@@ -702,7 +695,7 @@ func (r *run) removeKey(s *state) (ending, bool) {
 // v (0: unknown).
 func (r *run) takeWakeup(k string, v int64, now time.Time) {
 	s := r.states[k]
-	if s == nil || s.m.Role() != cas.Follower {
+	if s == nil || !s.m.Following() {
 		return
 	}
 	// A release that carries its version is elected from at once, one without
@@ -727,7 +720,7 @@ func (r *run) takeWakeup(k string, v int64, now time.Time) {
 func (r *run) tick(ctx context.Context, now time.Time) {
 	var ends []ending
 	for _, s := range r.list {
-		if s.m.Role() != cas.Leader {
+		if !s.m.Leading() {
 			continue
 		}
 		switch d := s.m.Tick(now, r.participation(s, now)); d.Action {
@@ -943,7 +936,7 @@ func parallel[T, R any](r *run, jobs []T, send func(T) R, apply func(T, R) error
 	var fatal error
 	for range jobs {
 		rep := <-out
-		if err := apply(rep.job, rep.res); errors.Is(err, store.ErrDeployment) || errors.Is(err, ErrDuplicateID) {
+		if err := apply(rep.job, rep.res); errors.Is(err, store.ErrDeployment) || errors.Is(err, casleader.ErrDuplicateID) {
 			fatal = cmp.Or(fatal, err)
 		}
 	}
@@ -1036,14 +1029,14 @@ func (r *run) renewOrder() []*state {
 	// sort finds them nearly sorted.
 	r.held = r.held[:0]
 	for _, s := range r.order {
-		if s.idx >= 0 && s.m.Role() == cas.Leader {
+		if s.idx >= 0 && s.m.Leading() {
 			r.held = append(r.held, heldKey{deadline: s.m.Deadline(), s: s})
 		} else {
 			s.ordered = false
 		}
 	}
 	for _, s := range r.list {
-		if !s.ordered && s.m.Role() == cas.Leader {
+		if !s.ordered && s.m.Leading() {
 			s.ordered = true
 			r.held = append(r.held, heldKey{deadline: s.m.Deadline(), s: s})
 		}
@@ -1265,7 +1258,7 @@ func (r *run) dueKeys(now time.Time) (due []*state, ready bool) {
 	// must not split the batches.
 	soon := now.Add(min(g.cfg.HeartbeatInterval, g.cfg.PollInterval) / 2)
 	for _, s := range r.list {
-		if s.m.Role() == cas.Follower && !soon.Before(s.nextLook) {
+		if s.m.Following() && !soon.Before(s.nextLook) {
 			due = append(due, s)
 			ready = ready || !now.Before(s.nextLook)
 		}
@@ -1697,7 +1690,7 @@ func (r *run) stopAll(ctx context.Context) {
 	var ends []ending
 	to := r.g.exitTargets()
 	for _, s := range r.list {
-		if s.m.Role() == cas.Leader {
+		if s.m.Leading() {
 			if e, ok := r.resign(s); ok {
 				e.to = to[s.key]
 				ends = append(ends, e)

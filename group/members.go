@@ -53,12 +53,12 @@ func (g *Group) memberRows() []store.Member {
 	g.mu.RLock()
 	out := make([]store.Member, 0, len(g.keys))
 	for key, sh := range g.keys {
-		role := store.RoleFollower
+		role := members.RoleFollower
 		switch {
 		case g.cfg.Observer:
-			role = store.RoleObserver
+			role = members.RoleObserver
 		case sh.trust.IsLeader():
-			role = store.RoleLeader
+			role = members.RoleLeader
 		}
 		out = append(out, store.Member{Key: key, ID: g.cfg.ID, Role: role, Paused: paused, Priority: int64(g.cfg.Priority)})
 	}

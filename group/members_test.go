@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casleader/casleader/group"
+	"github.com/casleader/casleader/internal/ident"
 	"github.com/casleader/casleader/internal/testdb"
 	"github.com/casleader/casleader/internal/testdb/litedb"
 	"github.com/casleader/casleader/internal/testdb/mydb"
@@ -162,7 +163,7 @@ func TestGroupLeadsWithoutAMembersTable(t *testing.T) {
 		t.Run(d.name, func(t *testing.T) {
 			t.Parallel()
 			st, exec, members := openMembers(t, d.open)
-			quoted, err := schema.Quote(map[string]schema.Dialect{"MariaDB": schema.MySQL, "PostgreSQL": schema.Postgres, "SQLite": schema.SQLite}[d.name], members)
+			quoted, err := ident.Quote(map[string]schema.Dialect{"MariaDB": schema.MySQL, "PostgreSQL": schema.Postgres, "SQLite": schema.SQLite}[d.name], members)
 			require.NoError(t, err)
 			require.NoError(t, exec("DROP TABLE "+quoted))
 			var mu sync.Mutex

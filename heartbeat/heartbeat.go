@@ -19,22 +19,26 @@ import (
 	"github.com/casleader/casleader/store"
 )
 
-// Renewer sends one renewal: a compare-and-set from version for leader id.
-type Renewer interface {
-	Renew(ctx context.Context, key, id string, version int64) (swapped bool, err error)
-}
-
-// Config configures [Run].
-type Config struct {
+// Loop is the renewal loop of one leader's term: what [Loop.Run] renews and how
+// often.
+type Loop struct {
+	// Store sends one renewal: a compare-and-set from version for leader id.
+	Store interface {
+		Renew(ctx context.Context, key, id string, version int64) (swapped bool, err error)
+	}
 	Key      string
 	ID       string
 	Interval time.Duration // time between the send times of two renewals
 	// Logger receives the loop's lines, which carry no key or id of their own: the
 	// caller's logger names them (the elector's has key and id). nil means discard.
 	Logger *slog.Logger
+	// Renewed is called after each successful renewal with the new version and the
+	// renewal's send time, and returns the new trust deadline (a time already
+	// passed ends the loop: Expired). nil keeps the deadline.
+	Renewed func(version int64, sent time.Time) time.Time
 }
 
-// Outcome says why [Run] returned.
+// Outcome says why [Loop.Run] returned.
 type Outcome uint8
 
 // The outcomes.
@@ -42,31 +46,24 @@ const (
 	Stopped Outcome = iota + 1 // the context ended
 	Lost                       // a renewal lost its compare-and-set: settle with one read
 	Expired                    // the trust deadline passed without a successful renewal
-	Failed                     // a deployment error: Result.Err says what to fix
+	Failed                     // a deployment error: the error says what to fix
 )
 
 func (o Outcome) String() string {
 	return [...]string{"invalid", "stopped", "lost", "expired", "failed"}[min(int(o), 4)]
 }
 
-// Result is what [Run] returns.
-type Result struct {
-	Outcome Outcome
-	Version int64 // the last version this leader wrote or adopted
-	Err     error // the last renewal error, if any
-}
-
-// Run renews the lease from version, one renewal every cfg.Interval after last (the
+// Run renews the lease from version, one renewal every l.Interval after last (the
 // send time of the last successful write), until the trust deadline passes or
-// another outcome ends it. After each successful renewal it calls renewed with the
-// new version and the renewal's send time; renewed returns the new trust deadline.
-func Run(ctx context.Context, r Renewer, cfg Config, version int64, last, deadline time.Time,
-	renewed func(version int64, sent time.Time) time.Time) Result {
-	log := cfg.Logger
+// another outcome ends it (see [Loop.Renewed]). It returns the outcome, the last
+// version this leader wrote or adopted, and the last renewal error, if any
+// (Failed: the deployment error).
+func (l *Loop) Run(ctx context.Context, version int64, last, deadline time.Time) (Outcome, int64, error) {
+	log := l.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	next := last.Add(cfg.Interval)
+	next := last.Add(l.Interval)
 	var lastErr error
 	failures := 0
 	timer := time.NewTimer(0)
@@ -74,7 +71,7 @@ func Run(ctx context.Context, r Renewer, cfg Config, version int64, last, deadli
 	for {
 		now := time.Now()
 		if !now.Before(deadline) {
-			return Result{Outcome: Expired, Version: version, Err: lastErr}
+			return Expired, version, lastErr
 		}
 		wake := next
 		if deadline.Before(wake) {
@@ -84,32 +81,34 @@ func Run(ctx context.Context, r Renewer, cfg Config, version int64, last, deadli
 			timer.Reset(wait)
 			select {
 			case <-ctx.Done():
-				return Result{Outcome: Stopped, Version: version}
+				return Stopped, version, nil
 			case <-timer.C:
 			}
 			continue
 		}
 		if ctx.Err() != nil {
-			return Result{Outcome: Stopped, Version: version}
+			return Stopped, version, nil
 		}
-		sent, took, ok, err := renew(ctx, r, cfg, version, deadline)
+		sent, took, ok, err := l.renew(ctx, version, deadline)
 		switch {
 		case err == nil && ok:
 			version++
-			deadline = renewed(version, sent)
-			next = sent.Add(cfg.Interval)
+			if l.Renewed != nil {
+				deadline = l.Renewed(version, sent)
+			}
+			next = sent.Add(l.Interval)
 			failures, lastErr = 0, nil
 			log.Debug("casleader: renewed", "version", version, "took", took)
 		case err == nil:
-			return Result{Outcome: Lost, Version: version}
+			return Lost, version, nil
 		case errors.Is(err, store.ErrDeployment):
-			return Result{Outcome: Failed, Version: version, Err: err}
+			return Failed, version, err
 		case ctx.Err() != nil:
-			return Result{Outcome: Stopped, Version: version, Err: err}
+			return Stopped, version, err
 		default:
 			failures++
 			lastErr = err
-			backoff := retry.Renewal(failures, cfg.Interval)
+			backoff := retry.Renewal(failures, l.Interval)
 			log.Warn("casleader: renewal failed, retrying", "version", version,
 				"error", err, "attempt", failures, "retry_in", backoff, "trust_left", time.Until(deadline))
 			next = time.Now().Add(backoff)
@@ -119,14 +118,14 @@ func Run(ctx context.Context, r Renewer, cfg Config, version int64, last, deadli
 
 // renew sends one renewal from version and returns its send time, how long it took
 // and its outcome.
-func renew(ctx context.Context, r Renewer, cfg Config, version int64, deadline time.Time) (
+func (l *Loop) renew(ctx context.Context, version int64, deadline time.Time) (
 	sent time.Time, took time.Duration, ok bool, err error) {
 	sent = time.Now()
 	// The statement is not interrupted by ctx (a resign, a pause, Run's end): an
 	// interrupted renewal may still commit, and the release that follows would
 	// then lose its compare-and-set. It is bounded by the trust deadline instead.
 	rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
-	ok, err = r.Renew(rctx, cfg.Key, cfg.ID, version)
+	ok, err = l.Store.Renew(rctx, l.Key, l.ID, version)
 	cancel()
 	return sent, time.Since(sent), ok, err
 }

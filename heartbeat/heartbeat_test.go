@@ -15,8 +15,6 @@ import (
 	"github.com/casleader/casleader/store"
 )
 
-var _ heartbeat.Renewer = (*memstore.Store)(nil)
-
 const (
 	interval = 100 * time.Millisecond
 	renew    = 300 * time.Millisecond
@@ -32,7 +30,10 @@ func leader(t *testing.T) (*memstore.Store, int64) {
 	return st, term
 }
 
-var cfg = heartbeat.Config{Key: "k", ID: "a", Interval: interval}
+// loop is the loop of leader "a" of "k" on st, with renewed as its Renewed.
+func loop(st *memstore.Store, renewed func(int64, time.Time) time.Time) *heartbeat.Loop {
+	return &heartbeat.Loop{Store: st, Key: "k", ID: "a", Interval: interval, Renewed: renewed}
+}
 
 func TestRenewsEveryIntervalFromTheSendTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -42,14 +43,15 @@ func TestRenewsEveryIntervalFromTheSendTime(t *testing.T) {
 		var sends []time.Duration
 		ctx, cancel := context.WithTimeout(t.Context(), 450*time.Millisecond)
 		defer cancel()
-		res := heartbeat.Run(ctx, st, cfg, v, start, start.Add(renew), func(_ int64, sent time.Time) time.Time {
+		out, version, err := loop(st, func(_ int64, sent time.Time) time.Time {
 			sends = append(sends, sent.Sub(start))
 			return sent.Add(renew)
-		})
-		assert.Equal(t, heartbeat.Stopped, res.Outcome)
+		}).Run(ctx, v, start, start.Add(renew))
+		assert.Equal(t, heartbeat.Stopped, out)
 		assert.Equal(t, []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 300 * time.Millisecond, 400 * time.Millisecond}, sends,
 			"renewals are spaced by the interval between send times, whatever the round trip")
-		assert.Equal(t, v+4, res.Version, "four renewals bumped the version by one each")
+		assert.Equal(t, v+4, version, "four renewals bumped the version by one each")
+		assert.NoError(t, err, "every renewal succeeded")
 	})
 }
 
@@ -58,12 +60,13 @@ func TestLostCompareAndSetEndsTheLoop(t *testing.T) {
 		st, v := leader(t)
 		now := time.Now()
 		stale := v - 1
-		res := heartbeat.Run(t.Context(), st, cfg, stale, now, now.Add(renew), func(int64, time.Time) time.Time {
+		out, version, err := loop(st, func(int64, time.Time) time.Time {
 			t.Fatal("a lost renewal must not be reported as renewed")
 			return time.Time{}
-		})
-		assert.Equal(t, heartbeat.Lost, res.Outcome)
-		assert.Equal(t, stale, res.Version)
+		}).Run(t.Context(), stale, now, now.Add(renew))
+		assert.Equal(t, heartbeat.Lost, out)
+		assert.Equal(t, stale, version)
+		assert.NoError(t, err, "a lost compare-and-set is an outcome, not an error")
 	})
 }
 
@@ -72,10 +75,10 @@ func TestHungRenewalEndsAtTheDeadline(t *testing.T) {
 		st, v := leader(t)
 		st.SetDelay(memstore.OpRenew, time.Hour)
 		now := time.Now()
-		res := heartbeat.Run(t.Context(), st, cfg, v, now, now.Add(renew), nil)
-		assert.Equal(t, heartbeat.Expired, res.Outcome)
+		out, _, err := loop(st, nil).Run(t.Context(), v, now, now.Add(renew))
+		assert.Equal(t, heartbeat.Expired, out)
 		assert.Equal(t, renew, time.Since(now), "the statement's timeout is the trust deadline")
-		assert.ErrorIs(t, res.Err, store.ErrTransient)
+		assert.ErrorIs(t, err, store.ErrTransient)
 	})
 }
 
@@ -87,13 +90,14 @@ func TestTransientErrorsAreRetriedInsideTheDeadline(t *testing.T) {
 		renewed := 0
 		ctx, cancel := context.WithTimeout(t.Context(), 150*time.Millisecond)
 		defer cancel()
-		res := heartbeat.Run(ctx, st, cfg, v, now, now.Add(renew), func(_ int64, sent time.Time) time.Time {
+		out, _, err := loop(st, func(_ int64, sent time.Time) time.Time {
 			renewed++
 			return sent.Add(renew)
-		})
-		assert.Equal(t, heartbeat.Stopped, res.Outcome)
+		}).Run(ctx, v, now, now.Add(renew))
+		assert.Equal(t, heartbeat.Stopped, out)
 		assert.Equal(t, 1, renewed, "the failed renewal was retried and succeeded")
 		assert.Equal(t, 2, st.Calls(memstore.OpRenew), "one failure, one retry")
+		assert.NoError(t, err, "the retry succeeded: no error is left to report")
 	})
 }
 
@@ -102,11 +106,12 @@ func TestAmbiguousRenewalSurfacesAsLostOnRetry(t *testing.T) {
 		st, v := leader(t)
 		st.CommitThenFail(memstore.OpRenew, fmt.Errorf("%w: connection reset", store.ErrTransient))
 		now := time.Now()
-		res := heartbeat.Run(t.Context(), st, cfg, v, now, now.Add(renew), func(int64, time.Time) time.Time {
+		out, _, err := loop(st, func(int64, time.Time) time.Time {
 			t.Fatal("an ambiguous renewal is not a success")
 			return time.Time{}
-		})
-		assert.Equal(t, heartbeat.Lost, res.Outcome, "the retry from the old version loses: the caller settles with a read")
+		}).Run(t.Context(), v, now, now.Add(renew))
+		assert.Equal(t, heartbeat.Lost, out, "the retry from the old version loses: the caller settles with a read")
+		assert.NoError(t, err)
 	})
 }
 
@@ -115,9 +120,9 @@ func TestDeploymentErrorFails(t *testing.T) {
 		st, v := leader(t)
 		st.Fail(memstore.OpRenew, fmt.Errorf("%w: missing privilege", store.ErrDeployment))
 		now := time.Now()
-		res := heartbeat.Run(t.Context(), st, cfg, v, now, now.Add(renew), nil)
-		assert.Equal(t, heartbeat.Failed, res.Outcome)
-		assert.ErrorIs(t, res.Err, store.ErrDeployment)
+		out, _, err := loop(st, nil).Run(t.Context(), v, now, now.Add(renew))
+		assert.Equal(t, heartbeat.Failed, out)
+		assert.ErrorIs(t, err, store.ErrDeployment)
 	})
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/healthz"
+	"github.com/casleader/casleader/internal/ident"
 	"github.com/casleader/casleader/internal/testdb"
 	"github.com/casleader/casleader/internal/testdb/litedb"
 	"github.com/casleader/casleader/internal/testdb/mydb"
@@ -70,9 +71,9 @@ func TestGuardWorksWithMetricsAndHealthzPluggedIn(t *testing.T) {
 			table := testdb.Name(t)
 			db, st := d.open(t, table)
 			require.NoError(t, st.CreateTable(ctx))
-			quoted, err := schema.Quote(d.dialect, table)
+			quoted, err := ident.Quote(d.dialect, table)
 			require.NoError(t, err)
-			actions, err := schema.Quote(d.dialect, table+"_actions")
+			actions, err := ident.Quote(d.dialect, table+"_actions")
 			require.NoError(t, err)
 			_, err = db.ExecContext(ctx, "CREATE TABLE "+actions+" (token BIGINT NOT NULL)")
 			require.NoError(t, err)

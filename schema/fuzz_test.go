@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/casleader/casleader/internal/ident"
 	"github.com/casleader/casleader/schema"
 )
 
@@ -20,9 +21,9 @@ func FuzzQuote(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, name string) {
-		verr := schema.ValidateTable(name)
+		verr := ident.ValidateTable(name)
 		for _, d := range []schema.Dialect{schema.MySQL, schema.Postgres, schema.SQLite} {
-			q, err := schema.Quote(d, name)
+			q, err := ident.Quote(d, name)
 			if (err == nil) != (verr == nil) {
 				t.Fatalf("Quote(%s, %q) error %v, ValidateTable error %v", d, name, err, verr)
 			}
@@ -37,7 +38,7 @@ func FuzzQuote(f *testing.F) {
 				t.Fatalf("DDL(%s, %q): %v", d, name, err)
 			}
 			plain, _ := schema.DDL(d, "t")
-			qt, _ := schema.Quote(d, "t")
+			qt, _ := ident.Quote(d, "t")
 			if ddl != strings.ReplaceAll(plain, qt, q) {
 				t.Fatalf("DDL(%s, %q) is not the template with %s", d, name, q)
 			}

@@ -2,13 +2,6 @@ package store
 
 import "time"
 
-// Roles of a [Member].
-const (
-	RoleLeader   = "leader"   // holds the lease
-	RoleFollower = "follower" // campaigns, does not hold the lease
-	RoleObserver = "observer" // never campaigns
-)
-
 // Member is one candidate of one election as the members table records it: who
 // takes part, in which role, and when it was last seen. The members table is a view
 // for operators; no election decision reads it.
@@ -17,8 +10,9 @@ type Member struct {
 	Key string
 	// ID is the candidate's ID.
 	ID string
-	// Role is [RoleLeader], [RoleFollower] or [RoleObserver], as the candidate saw
-	// itself when it last wrote its row.
+	// Role is "leader" (holds the lease), "follower" (campaigns, does not hold
+	// the lease) or "observer" (never campaigns), as the candidate saw itself when
+	// it last wrote its row.
 	Role string
 	// Paused reports that the candidate does not campaign for now.
 	Paused bool

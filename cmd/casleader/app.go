@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/casleader/casleader/internal/ident"
 	"github.com/casleader/casleader/internal/secret"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
@@ -361,7 +362,7 @@ func (a *app) target() (target, error) {
 		return t, usageError(a.cmd, fmt.Errorf("--dsn: %w", err))
 	}
 	a.dsns = append(a.dsns, t.driver)
-	if err := schema.ValidateTable(a.table); err != nil {
+	if err := ident.ValidateTable(a.table); err != nil {
 		return t, usageError(a.cmd, fmt.Errorf("--table: %w", err))
 	}
 	return t, nil

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/casleader/casleader/internal/ident"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
 	"github.com/casleader/casleader/store/mysql"
@@ -171,7 +172,7 @@ func listKeysPgx(ctx context.Context, pool *pgxpool.Pool, table string) ([]strin
 }
 
 func keysQuery(d schema.Dialect, table string) (string, error) {
-	quoted, err := schema.Quote(d, table)
+	quoted, err := ident.Quote(d, table)
 	if err != nil {
 		return "", err
 	}

@@ -6,6 +6,7 @@
 package catalog
 
 import (
+	"github.com/casleader/casleader/internal/ident"
 	"github.com/casleader/casleader/schema"
 
 	"fmt"
@@ -54,7 +55,7 @@ var added = map[string]string{"lease": "0", "incarnation": "''"}
 // default, so that a table made by an earlier version keeps its rows; nil when
 // none is missing. Other wrong columns are left to [CheckColumns].
 func Upgrade(d schema.Dialect, table string, found []FoundColumn) ([]string, error) {
-	quoted, err := schema.Quote(d, table)
+	quoted, err := ident.Quote(d, table)
 	if err != nil {
 		return nil, err
 	}
@@ -242,7 +243,7 @@ func CheckColumns(d schema.Dialect, table string, found []FoundColumn) error {
 		return err
 	}
 	var wrong, fixes []string
-	quoted, err := schema.Quote(d, table)
+	quoted, err := ident.Quote(d, table)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"github.com/casleader/casleader/internal/ident"
 	"github.com/casleader/casleader/schema"
 
 	"fmt"
@@ -41,7 +42,7 @@ func CheckKey(d schema.Dialect, table string, found, want []string) error {
 	cols := strings.Join(want, ", ")
 	how := "drop the table and re-create it with `casleader migrate` (or schema.Apply)"
 	if d != schema.SQLite {
-		quoted, err := schema.Quote(d, table)
+		quoted, err := ident.Quote(d, table)
 		if err != nil {
 			return err
 		}

@@ -25,6 +25,13 @@ import (
 	"github.com/casleader/casleader/store"
 )
 
+// The roles of a [store.Member] (its Role field).
+const (
+	RoleLeader   = "leader"   // holds the lease
+	RoleFollower = "follower" // campaigns, does not hold the lease
+	RoleObserver = "observer" // never campaigns
+)
+
 // Store is the part of a store that [Run] needs (of [store.Driver]).
 type Store interface {
 	PutMembers(ctx context.Context, ms []store.Member) error

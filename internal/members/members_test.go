@@ -55,7 +55,7 @@ func (f *fake) MembersOf(context.Context, []string, time.Duration) ([]store.Memb
 var _ members.Store = (*fake)(nil)
 
 func snapshot() []store.Member {
-	return []store.Member{{Key: "a", ID: "me", Role: store.RoleFollower}, {Key: "b", ID: "me", Role: store.RoleLeader}}
+	return []store.Member{{Key: "a", ID: "me", Role: members.RoleFollower}, {Key: "b", ID: "me", Role: members.RoleLeader}}
 }
 
 func TestRunWritesEveryHalfLeaseAndDeletesOnCleanStop(t *testing.T) {

@@ -89,7 +89,7 @@ func (p *Preference) Seen(ms []store.Member, sent time.Time, term int64) string 
 	p.last = sent
 	live := make(map[string]store.Member, len(ms))
 	for _, m := range ms {
-		if m.ID == p.id || m.Paused || m.Role == store.RoleObserver || m.Age >= Fresh(p.lease) {
+		if m.ID == p.id || m.Paused || m.Role == RoleObserver || m.Age >= Fresh(p.lease) {
 			continue
 		}
 		live[m.ID] = m

@@ -19,7 +19,7 @@ func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) 
 
 // live is a member of priority prio whose row was written age ago.
 func live(id string, prio int64, age time.Duration) store.Member {
-	return store.Member{Key: "k", ID: id, Role: store.RoleFollower, Priority: prio, Age: age}
+	return store.Member{Key: "k", ID: id, Role: RoleFollower, Priority: prio, Age: age}
 }
 
 func TestPreference(t *testing.T) {
@@ -27,7 +27,7 @@ func TestPreference(t *testing.T) {
 	paused := live("hi", 5, 0)
 	paused.Paused = true
 	observer := live("hi", 5, 0)
-	observer.Role = store.RoleObserver
+	observer.Role = RoleObserver
 	type read struct {
 		ms   int // send time, ms after t0
 		term int64

@@ -30,7 +30,7 @@ func (r *readable) MembersOf(ctx context.Context, keys []string, within time.Dur
 	age := time.Since(r.start) % (r.lease / 2)
 	var out []store.Member
 	for _, k := range keys {
-		out = append(out, store.Member{Key: k, ID: "hi", Role: store.RoleFollower, Priority: 5, Age: age})
+		out = append(out, store.Member{Key: k, ID: "hi", Role: members.RoleFollower, Priority: 5, Age: age})
 	}
 	return out, nil
 }

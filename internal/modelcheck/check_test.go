@@ -6,8 +6,6 @@ import (
 	"strings"
 	"time"
 	"unsafe"
-
-	"github.com/casleader/casleader/cas"
 )
 
 // handedMark in wonBy marks a term started by a handover (with the slot of a
@@ -111,8 +109,15 @@ func (s *state) show(b *strings.Builder) {
 	for i := 0; i < s.n; i++ {
 		p := &s.procs[i]
 		local := s.local(p)
-		fmt.Fprintf(b, "         %-6s clock %-2d %-8s %-9s", p.name(), local, p.ph, p.m.Role())
-		if p.m.Role() == cas.Leader {
+		role := "candidate"
+		switch {
+		case p.m.Leading():
+			role = "leader"
+		case p.m.Following():
+			role = "follower"
+		}
+		fmt.Fprintf(b, "         %-6s clock %-2d %-8s %-9s", p.name(), local, p.ph, role)
+		if p.m.Leading() {
 			fmt.Fprintf(b, " term %d deadline %g trusted %v", p.m.Term(), float64(p.m.Deadline().Sub(epoch))/float64(unit), p.m.Trusted(at(local)))
 		}
 		fmt.Fprintf(b, " v%d", p.m.Version())

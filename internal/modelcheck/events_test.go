@@ -2,8 +2,6 @@ package modelcheck
 
 import (
 	"fmt"
-
-	"github.com/casleader/casleader/cas"
 )
 
 // kind is a kind of step.
@@ -154,7 +152,7 @@ func (s *state) procEvents(sc *scenario, i int, out []event) []event {
 	} else if s.canSend(p) {
 		e(evSend, 0)
 	}
-	if p.m.Role() == cas.Leader && (p.ph == phLead || p.ph == phSettle) && !p.m.Trusted(at(s.local(p))) {
+	if p.m.Leading() && (p.ph == phLead || p.ph == phSettle) && !p.m.Trusted(at(s.local(p))) {
 		e(evExpire, 0)
 	}
 	if p.ph == phLead && p.cur.op == opNone {
@@ -195,7 +193,7 @@ func (s *state) urgent() bool {
 		if p.cur.op != opNone && s.local(p)-p.cur.sent >= lag {
 			return true // the round trip takes at most lag: it ends, or fails
 		}
-		if p.m.Role() == cas.Leader && (p.ph == phLead || p.ph == phSettle) && !p.m.Trusted(at(s.local(p))) {
+		if p.m.Leading() && (p.ph == phLead || p.ph == phSettle) && !p.m.Trusted(at(s.local(p))) {
 			return true
 		}
 	}

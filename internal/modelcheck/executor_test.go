@@ -99,7 +99,7 @@ func (s *state) failed(p *proc, c call, now int) {
 	case c.op == opInsert || c.op == opElect || c.op == opElectReleased:
 		p.m.Unsettled()
 	case c.op == opRenew:
-		p.ambiguous = true // heartbeat.Run retries from the same version
+		p.ambiguous = true // heartbeat.Loop.Run retries from the same version
 	case p.ph == phRelease && c.op == opRead:
 		s.releaseDone(p, false) // release: a read error ends the loop
 	case p.ph == phRelease:

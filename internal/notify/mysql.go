@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/casleader/casleader/internal/ident"
 	"github.com/casleader/casleader/internal/retry"
 	"github.com/casleader/casleader/internal/stream"
 	"github.com/casleader/casleader/schema"
@@ -80,10 +81,10 @@ func NewMySQL(cfg MySQLConfig) (*MySQL, error) {
 		return nil, fmt.Errorf("%w: notify: MySQLConfig.DB is nil", store.ErrInvalidArgument)
 	}
 	cfg.Table = cmp.Or(cfg.Table, schema.DefaultTable)
-	if err := schema.ValidateTable(cfg.Table); err != nil {
+	if err := ident.ValidateTable(cfg.Table); err != nil {
 		return nil, err
 	}
-	quoted, err := schema.Quote(schema.MySQL, cfg.Table)
+	quoted, err := ident.Quote(schema.MySQL, cfg.Table)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/casleader/casleader/internal/catalog"
+	"github.com/casleader/casleader/internal/ident"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
 )
@@ -118,7 +119,7 @@ func (c *Core) detectGalera(ctx context.Context) {
 // of those in its primary key. It lists nothing for a table that does not exist
 // (or that the user may not see).
 func (c *Core) columns(ctx context.Context, table string) (found []catalog.FoundColumn, key []string, err error) {
-	quoted, err := schema.Quote(c.dialect, table)
+	quoted, err := ident.Quote(c.dialect, table)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/casleader/casleader/internal/catalog"
+	"github.com/casleader/casleader/internal/ident"
 	"github.com/casleader/casleader/internal/notify"
 	"github.com/casleader/casleader/internal/rules"
 	"github.com/casleader/casleader/schema"
@@ -74,7 +75,7 @@ func New(d schema.Dialect, table string, b Backend, classify func(error) error) 
 	if table == "" {
 		table = schema.DefaultTable
 	}
-	quoted, err := schema.Quote(d, table)
+	quoted, err := ident.Quote(d, table)
 	if err != nil {
 		return Core{}, err
 	}

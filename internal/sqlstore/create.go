@@ -12,7 +12,7 @@ import (
 )
 
 // CreateTable creates the election table and its members table (see
-// [schema.MembersTable]) if they are missing, through the store's own connection,
+// [ident.MembersTable]) if they are missing, through the store's own connection,
 // and checks them. Every replica may call it at every start:
 //
 //   - tables that exist and are right are checked, not created: no CREATE right

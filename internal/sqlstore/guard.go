@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/casleader/casleader/internal/ident"
 	"github.com/casleader/casleader/internal/rules"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
@@ -141,7 +142,7 @@ func (c *Core) guardSQL(ctx context.Context, tx txQuerier, key, id string, token
 	if tx == nil {
 		return fmt.Errorf("%w: nil transaction", store.ErrInvalidArgument)
 	}
-	quoted, err := schema.Quote(c.dialect, c.table)
+	quoted, err := ident.Quote(c.dialect, c.table)
 	if err != nil {
 		return err
 	}
@@ -178,7 +179,7 @@ func GuardRow(ctx context.Context, c *Core, tx RowQuerier, key, id string, token
 	if tx == nil {
 		return fmt.Errorf("%w: nil transaction", store.ErrInvalidArgument)
 	}
-	quoted, err := schema.Quote(c.dialect, c.table)
+	quoted, err := ident.Quote(c.dialect, c.table)
 	if err != nil {
 		return err
 	}

@@ -7,12 +7,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/casleader/casleader/internal/ident"
 	"github.com/casleader/casleader/internal/rules"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
 )
 
-// The members table (see [schema.MembersTable]) records who takes part in each
+// The members table (see [ident.MembersTable]) records who takes part in each
 // election. Its statements never touch the election table: registering is one
 // upsert per candidate (per group) and period, on a path of its own.
 
@@ -116,11 +117,11 @@ func (m membersQueries) prune() string {
 // members returns the statements of the members table, or an error when its name
 // is not valid.
 func (c *Core) members() (membersQueries, string, error) {
-	name, err := schema.MembersTable(c.table)
+	name, err := ident.MembersTable(c.table)
 	if err != nil {
 		return membersQueries{}, "", err
 	}
-	quoted, err := schema.Quote(c.dialect, name)
+	quoted, err := ident.Quote(c.dialect, name)
 	if err != nil {
 		return membersQueries{}, "", err
 	}
@@ -141,9 +142,9 @@ func (c *Core) wrapMembers(op, name string, err error) error {
 	return fmt.Errorf("%s members table %q: %w", op, name, err)
 }
 
-// MembersTable returns the name of the members table (see [schema.MembersTable]).
+// MembersTable returns the name of the members table (see [ident.MembersTable]).
 func (c *Core) MembersTable() string {
-	name, _ := schema.MembersTable(c.table)
+	name, _ := ident.MembersTable(c.table)
 	return name
 }
 

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/casleader/casleader/internal/ident"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
 )
@@ -52,7 +53,7 @@ func BatchStatements(d schema.Dialect, table string, kvs []store.KeyVersion) ([]
 // FillStatement returns a statement that adds n rows to table, keyed "fill-1" to
 // "fill-n", led by "filler".
 func FillStatement(d schema.Dialect, table string, n int) (string, error) {
-	q, err := schema.Quote(d, table)
+	q, err := ident.Quote(d, table)
 	if err != nil {
 		return "", err
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/casleader/casleader/internal/members"
 	"github.com/casleader/casleader/store"
 )
 
@@ -26,9 +27,9 @@ func membersAreWrittenReadAndDeleted(t *testing.T, h Harness) {
 	s, _ := open(t, h)
 	ctx := t.Context()
 	require.NoError(t, s.PutMembers(ctx, []store.Member{
-		{Key: "k1", ID: "b", Role: store.RoleFollower, Priority: 1},
-		{Key: "k1", ID: "a", Role: store.RoleLeader, Priority: 2},
-		{Key: "k2", ID: "a", Role: store.RoleFollower, Paused: true},
+		{Key: "k1", ID: "b", Role: members.RoleFollower, Priority: 1},
+		{Key: "k1", ID: "a", Role: members.RoleLeader, Priority: 2},
+		{Key: "k2", ID: "a", Role: members.RoleFollower, Paused: true},
 	}))
 	ms, err := s.Members(ctx, "k1", time.Minute)
 	require.NoError(t, err)
@@ -43,7 +44,7 @@ func membersAreWrittenReadAndDeleted(t *testing.T, h Harness) {
 	assert.Equal(t, []string{"k1/a:leader", "k1/b:follower", "k2/a:follower"}, membersIDs(ms), "ordered by key and ID")
 	assert.True(t, ms[2].Paused)
 
-	require.NoError(t, s.PutMembers(ctx, []store.Member{{Key: "k1", ID: "b", Role: store.RoleLeader}}))
+	require.NoError(t, s.PutMembers(ctx, []store.Member{{Key: "k1", ID: "b", Role: members.RoleLeader}}))
 	require.NoError(t, s.DeleteMembers(ctx, "a", []string{"k1"}))
 	ms, err = s.Members(ctx, "k1", time.Minute)
 	require.NoError(t, err)

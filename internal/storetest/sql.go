@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/casleader/casleader/internal/ident"
 	"github.com/casleader/casleader/internal/rules"
 	"github.com/casleader/casleader/schema"
 )
@@ -46,11 +47,11 @@ func (h SQL) openStore(t *testing.T, table string) Store {
 	t.Helper()
 	s, err := h.Open(table)
 	require.NoError(t, err)
-	quoted, err := schema.Quote(h.Dialect, table)
+	quoted, err := ident.Quote(h.Dialect, table)
 	require.NoError(t, err)
-	members, err := schema.MembersTable(table)
+	members, err := ident.MembersTable(table)
 	require.NoError(t, err)
-	membersQuoted, err := schema.Quote(h.Dialect, members)
+	membersQuoted, err := ident.Quote(h.Dialect, members)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -69,7 +70,7 @@ func (h SQL) openStore(t *testing.T, table string) Store {
 func (h SQL) corrupt(t *testing.T, table, key, what string) {
 	t.Helper()
 	ctx := t.Context()
-	quoted, err := schema.Quote(h.Dialect, table)
+	quoted, err := ident.Quote(h.Dialect, table)
 	require.NoError(t, err)
 	param := "?"
 	if h.Dialect == schema.Postgres {

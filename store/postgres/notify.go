@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/casleader/casleader/internal/ident"
 	"github.com/casleader/casleader/internal/notify"
 	"github.com/casleader/casleader/internal/secret"
 	"github.com/casleader/casleader/internal/sqlstore"
@@ -60,7 +61,7 @@ type listener struct {
 // cfg.DSN, delivering to hub. It does no I/O.
 func dsnListener(cfg listenConfig, hub *notify.Hub) (*listener, error) {
 	cfg.Table = cmp.Or(cfg.Table, schema.DefaultTable)
-	if err := schema.ValidateTable(cfg.Table); err != nil {
+	if err := ident.ValidateTable(cfg.Table); err != nil {
 		return nil, err
 	}
 	cfg.SelfTestTimeout = cmp.Or(cfg.SelfTestTimeout, 2*time.Second)

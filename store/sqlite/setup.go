@@ -27,5 +27,5 @@ func (s *Store) Dialect() schema.Dialect { return s.core.Dialect() }
 func (s *Store) Table() string { return s.core.Table() }
 
 // MembersTable returns the name of the members table: the election table's name
-// and "_members" (see [schema.MembersTable]).
+// and "_members" (see [schema.MembersDDL]).
 func (s *Store) MembersTable() string { return s.core.MembersTable() }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casleader/casleader"
+	"github.com/casleader/casleader/internal/ident"
 	"github.com/casleader/casleader/internal/testdb"
 	"github.com/casleader/casleader/internal/testdb/litedb"
 	"github.com/casleader/casleader/internal/testdb/mydb"
@@ -37,7 +38,7 @@ func freshStores(t *testing.T, n int) map[string][]creator {
 	drop := func(d schema.Dialect, exec func(q string) error, table string) {
 		t.Cleanup(func() {
 			for _, name := range []string{table, table + "_members"} {
-				q, _ := schema.Quote(d, name)
+				q, _ := ident.Quote(d, name)
 				assert.NoError(t, exec("DROP TABLE IF EXISTS "+q))
 			}
 		})
@@ -125,7 +126,7 @@ func dropAll(t *testing.T, name string, st creator) {
 		MembersTable() string
 	})
 	for _, tb := range []string{tabler.Table(), tabler.MembersTable()} {
-		q, _ := schema.Quote(d, tb)
+		q, _ := ident.Quote(d, tb)
 		require.NoError(t, exec("DROP TABLE IF EXISTS "+q))
 	}
 }
@@ -198,7 +199,7 @@ func TestRunRefusesAnElectionTableWithoutItsKey(t *testing.T) {
 			ddl, err := schema.DDL(tc.d, table)
 			require.NoError(t, err)
 			require.NoError(t, tc.exec(strings.Replace(ddl, " PRIMARY KEY", "", 1)))
-			q, _ := schema.Quote(tc.d, table)
+			q, _ := ident.Quote(tc.d, table)
 			t.Cleanup(func() { assert.NoError(t, tc.exec("DROP TABLE IF EXISTS "+q)) })
 			st, err := tc.open(table)
 			require.NoError(t, err)
@@ -234,7 +235,7 @@ func TestCreateTableUpgradesATableOfAnEarlierVersion(t *testing.T) {
 		t.Run(string(tc.d), func(t *testing.T) {
 			table, app := testdb.Name(t), testdb.Name(t)+"_users"
 			for _, name := range []string{table, table + "_members", app} {
-				q, _ := schema.Quote(tc.d, name)
+				q, _ := ident.Quote(tc.d, name)
 				t.Cleanup(func() { assert.NoError(t, tc.exec("DROP TABLE IF EXISTS "+q)) })
 			}
 			ddl, err := schema.DDL(tc.d, table)
@@ -251,7 +252,7 @@ func TestCreateTableUpgradesATableOfAnEarlierVersion(t *testing.T) {
 			require.NoError(t, st.CreateTable(t.Context()))
 			require.NoError(t, st.Check(t.Context()))
 
-			qa, _ := schema.Quote(tc.d, app)
+			qa, _ := ident.Quote(tc.d, app)
 			require.NoError(t, tc.exec("CREATE TABLE "+qa+" (id INTEGER PRIMARY KEY, name TEXT)"))
 			st, err = tc.open(app)
 			require.NoError(t, err)

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casleader/casleader"
+	"github.com/casleader/casleader/internal/ident"
 	"github.com/casleader/casleader/internal/testdb"
 	"github.com/casleader/casleader/internal/testdb/litedb"
 	"github.com/casleader/casleader/internal/testdb/mydb"
@@ -216,9 +217,9 @@ func openGuardDB(t *testing.T, open func(t *testing.T, table string) guardDB) (g
 	table := testdb.Name(t)
 	db := open(t, table)
 	require.NoError(t, db.st.CreateTable(t.Context()))
-	quoted, err := schema.Quote(db.dialect, table)
+	quoted, err := ident.Quote(db.dialect, table)
 	require.NoError(t, err)
-	actions, err := schema.Quote(db.dialect, table+"_actions")
+	actions, err := ident.Quote(db.dialect, table+"_actions")
 	require.NoError(t, err)
 	require.NoError(t, db.exec(t.Context(), "CREATE TABLE "+actions+" (token BIGINT NOT NULL)"))
 	t.Cleanup(func() {

@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casleader/casleader"
+	"github.com/casleader/casleader/internal/ident"
 	"github.com/casleader/casleader/internal/testdb"
-	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
 )
 
@@ -24,11 +24,11 @@ func membersDB(t *testing.T, open func(t *testing.T, table string) guardDB) (db 
 	table := testdb.Name(t)
 	db = open(t, table)
 	require.NoError(t, db.st.CreateTable(t.Context()))
-	quoted, err := schema.Quote(db.dialect, table)
+	quoted, err := ident.Quote(db.dialect, table)
 	require.NoError(t, err)
-	name, err := schema.MembersTable(table)
+	name, err := ident.MembersTable(table)
 	require.NoError(t, err)
-	membersQuoted, err = schema.Quote(db.dialect, name)
+	membersQuoted, err = ident.Quote(db.dialect, name)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -87,7 +87,7 @@ func TestPreferredLeader(t *testing.T) {
 			hi := start("hi", 5, true) // paused: never a target
 			// A candidate of the highest priority that wrote its row for half a
 			// lease and died: never a target.
-			ghost := []store.Member{{Key: "k", ID: "ghost", Role: store.RoleFollower, Priority: 9}}
+			ghost := []store.Member{{Key: "k", ID: "ghost", Role: members.RoleFollower, Priority: 9}}
 			put := db.st.(membersWriter)
 			require.NoError(t, put.PutMembers(t.Context(), ghost))
 			time.Sleep(lease / 2)

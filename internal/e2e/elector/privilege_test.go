@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casleader/casleader"
+	"github.com/casleader/casleader/internal/ident"
 	"github.com/casleader/casleader/internal/testdb"
 	"github.com/casleader/casleader/internal/testdb/mydb"
 	"github.com/casleader/casleader/internal/testdb/pgdb"
@@ -124,12 +125,12 @@ func createAsAdmin(t *testing.T, p privDB) (table, actions string) {
 	ctx := t.Context()
 	t.Cleanup(func() {
 		for _, name := range []string{table, actions, table + "_members"} {
-			q, _ := schema.Quote(p.dialect, name)
+			q, _ := ident.Quote(p.dialect, name)
 			assert.NoError(t, p.admin(context.Background(), "DROP TABLE IF EXISTS "+q))
 		}
 	})
 	require.NoError(t, schema.Apply(ctx, execer(p.admin), p.dialect, table))
-	qa, _ := schema.Quote(p.dialect, actions)
+	qa, _ := ident.Quote(p.dialect, actions)
 	require.NoError(t, p.admin(ctx, "CREATE TABLE "+qa+" (token BIGINT NOT NULL)"))
 	return table, actions
 }
@@ -158,7 +159,7 @@ func TestLeastPrivilege(t *testing.T) {
 
 				a := startGuarded(t, db.st, "a", false)
 				ta := a.token(t)
-				qa, _ := schema.Quote(p.dialect, actions)
+				qa, _ := ident.Quote(p.dialect, actions)
 				require.NoError(t, guardedWrite(ctx, db, a.Elector, ta, qa), "the guard's row lock needs no more than UPDATE")
 				b := startGuarded(t, db.st, "b", false)
 				require.NoError(t, a.Resign(ctx), "release")
@@ -188,7 +189,7 @@ func TestLeastPrivilege(t *testing.T) {
 				require.Error(t, err, "the application account created a table")
 				assert.ErrorIs(t, err, store.ErrDeployment)
 				assert.Contains(t, err.Error(), "run `casleader migrate` once as a user with CREATE")
-				q, _ := schema.Quote(p.dialect, table)
+				q, _ := ident.Quote(p.dialect, table)
 				_ = p.admin(context.Background(), "DROP TABLE IF EXISTS "+q)
 			})
 

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casleader/casleader/internal/catalog"
+	"github.com/casleader/casleader/internal/ident"
 	"github.com/casleader/casleader/internal/testdb"
 	"github.com/casleader/casleader/internal/testdb/litedb"
 	"github.com/casleader/casleader/internal/testdb/mydb"
@@ -26,7 +27,7 @@ func TestValidateTable(t *testing.T) {
 		schema.DefaultTable, "t", "_", "_t1", "Elections", "ops.elections", "ops_1.t_2",
 		strings.Repeat("a", 63), strings.Repeat("s", 63) + "." + strings.Repeat("t", 63),
 	} {
-		assert.NoError(t, schema.ValidateTable(name), "%q", name)
+		assert.NoError(t, ident.ValidateTable(name), "%q", name)
 	}
 	for _, name := range []string{
 		"", "t; DROP TABLE users", "t;", "t`", "`t`", `t"`, `"t"`, "t'", "t--", "t/*",
@@ -34,7 +35,7 @@ func TestValidateTable(t *testing.T) {
 		"1t", strings.Repeat("a", 64), strings.Repeat("s", 64) + ".t",
 		"a.b.c", ".t", "t.", "..", ".",
 	} {
-		err := schema.ValidateTable(name)
+		err := ident.ValidateTable(name)
 		assert.ErrorIs(t, err, schema.ErrInvalidTable, "%q", name)
 	}
 }
@@ -51,16 +52,16 @@ func TestQuote(t *testing.T) {
 		{schema.Postgres, "t", `"t"`, `"ops"."t"`, "ops.t"},
 		{schema.SQLite, "t", `"t"`, `"ops"."t"`, "ops.t"},
 	} {
-		got, err := schema.Quote(tc.dialect, tc.name)
+		got, err := ident.Quote(tc.dialect, tc.name)
 		require.NoError(t, err)
 		assert.Equal(t, tc.want, got, "%s", tc.dialect)
-		got, err = schema.Quote(tc.dialect, tc.dottedInput)
+		got, err = ident.Quote(tc.dialect, tc.dottedInput)
 		require.NoError(t, err)
 		assert.Equal(t, tc.wantDotted, got, "%s", tc.dialect)
 	}
 	for _, d := range dialects {
 		for _, name := range []string{"t`; DROP TABLE x; --", `t"; DROP TABLE x; --`, "", "a.b.c"} {
-			_, err := schema.Quote(d, name)
+			_, err := ident.Quote(d, name)
 			assert.ErrorIs(t, err, schema.ErrInvalidTable, "%s %q", d, name)
 		}
 	}
@@ -72,7 +73,7 @@ func TestDDLCreatesTheQuotedTableWithEveryColumn(t *testing.T) {
 		for _, name := range []string{"elections", "ops.elections"} {
 			ddl, err := schema.DDL(d, name)
 			require.NoError(t, err, "%s", d)
-			quoted, err := schema.Quote(d, name)
+			quoted, err := ident.Quote(d, name)
 			require.NoError(t, err)
 			assert.Contains(t, ddl, "CREATE TABLE IF NOT EXISTS "+quoted+" (", "%s", d)
 			assert.NotContains(t, ddl, "{{", "%s: placeholder left", d)
@@ -96,7 +97,7 @@ func (r *recorder) ExecContext(_ context.Context, query string, _ ...any) (sql.R
 func TestUnknownDialectIsAnError(t *testing.T) {
 	t.Parallel()
 	for _, d := range []schema.Dialect{"", "oracle", "MySQL", "postgresql", "../mysql"} {
-		_, err := schema.Quote(d, "t")
+		_, err := ident.Quote(d, "t")
 		assert.ErrorIs(t, err, schema.ErrUnknownDialect, "Quote %q", d)
 		_, err = schema.DDL(d, "t")
 		assert.ErrorIs(t, err, schema.ErrUnknownDialect, "DDL %q", d)
@@ -134,11 +135,11 @@ func TestApplyIsIdempotentOnEachDatabase(t *testing.T) {
 			t.Parallel()
 			db := tc.open(t)
 			table := testdb.Name(t)
-			quoted, err := schema.Quote(tc.dialect, table)
+			quoted, err := ident.Quote(tc.dialect, table)
 			require.NoError(t, err)
-			members, err := schema.MembersTable(table)
+			members, err := ident.MembersTable(table)
 			require.NoError(t, err)
-			membersQuoted, err := schema.Quote(tc.dialect, members)
+			membersQuoted, err := ident.Quote(tc.dialect, members)
 			require.NoError(t, err)
 			t.Cleanup(func() {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -171,10 +172,10 @@ func TestApplyIsIdempotentOnEachDatabase(t *testing.T) {
 }
 
 func TestMembersTableNameIsDerivedAndChecked(t *testing.T) {
-	name, err := schema.MembersTable("ops.elections")
+	name, err := ident.MembersTable("ops.elections")
 	require.NoError(t, err)
 	assert.Equal(t, "ops.elections_members", name)
-	_, err = schema.MembersTable(strings.Repeat("a", 60))
+	_, err = ident.MembersTable(strings.Repeat("a", 60))
 	require.ErrorIs(t, err, schema.ErrInvalidTable)
 	assert.Contains(t, err.Error(), "shorter election table name")
 	_, err = schema.MembersDDL(schema.Postgres, "t; DROP TABLE x")

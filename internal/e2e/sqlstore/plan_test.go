@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/casleader/casleader/internal/ident"
 	"github.com/casleader/casleader/internal/sqlstore"
 	"github.com/casleader/casleader/internal/testdb"
 	"github.com/casleader/casleader/internal/testdb/litedb"
@@ -31,11 +32,11 @@ func planTable(t *testing.T, db *sql.DB, d schema.Dialect) (string, []store.KeyV
 	t.Helper()
 	ctx := t.Context()
 	table := testdb.Name(t)
-	quoted, err := schema.Quote(d, table)
+	quoted, err := ident.Quote(d, table)
 	require.NoError(t, err)
-	members, err := schema.MembersTable(table)
+	members, err := ident.MembersTable(table)
 	require.NoError(t, err)
-	membersQuoted, err := schema.Quote(d, members)
+	membersQuoted, err := ident.Quote(d, members)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

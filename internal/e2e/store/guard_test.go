@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/casleader/casleader/internal/ident"
 	"github.com/casleader/casleader/internal/testdb"
 	"github.com/casleader/casleader/internal/testdb/litedb"
 	"github.com/casleader/casleader/internal/testdb/mydb"
@@ -295,7 +296,7 @@ func newGuardEnv(t *testing.T, h guardHarness) *guardEnv {
 	t.Helper()
 	table := testdb.Name(t)
 	c := h.open(t, table)
-	quoted, err := schema.Quote(h.dialect, table)
+	quoted, err := ident.Quote(h.dialect, table)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -311,7 +312,7 @@ func newGuardEnv(t *testing.T, h guardHarness) *guardEnv {
 }
 
 func actionsTable(d schema.Dialect, table string) string {
-	q, _ := schema.Quote(d, table+"_a")
+	q, _ := ident.Quote(d, table+"_a")
 	return q
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/casleader/casleader/internal/members"
 	"github.com/casleader/casleader/store"
 	"github.com/casleader/casleader/store/mysql"
 	"github.com/casleader/casleader/store/postgres"
@@ -35,10 +36,10 @@ func TestMembersOfReadsTheKeysAskedInOneCall(t *testing.T) {
 			require.NoError(t, s.CreateTable(ctx))
 			r := s.(membersOfStore)
 			require.NoError(t, s.PutMembers(ctx, []store.Member{
-				{Key: "k1", ID: "b", Role: store.RoleLeader, Priority: 2},
-				{Key: "k1", ID: "a", Role: store.RoleFollower, Paused: true},
-				{Key: "k2", ID: "a", Role: store.RoleObserver, Priority: -1},
-				{Key: "k3", ID: "a", Role: store.RoleFollower},
+				{Key: "k1", ID: "b", Role: members.RoleLeader, Priority: 2},
+				{Key: "k1", ID: "a", Role: members.RoleFollower, Paused: true},
+				{Key: "k2", ID: "a", Role: members.RoleObserver, Priority: -1},
+				{Key: "k3", ID: "a", Role: members.RoleFollower},
 			}))
 			ms, err := r.MembersOf(ctx, []string{"k2", "k1", "none"}, time.Hour)
 			require.NoError(t, err)
@@ -47,9 +48,9 @@ func TestMembersOfReadsTheKeysAskedInOneCall(t *testing.T) {
 				ms[i].Age = 0
 			}
 			assert.Equal(t, []store.Member{
-				{Key: "k1", ID: "a", Role: store.RoleFollower, Paused: true},
-				{Key: "k1", ID: "b", Role: store.RoleLeader, Priority: 2},
-				{Key: "k2", ID: "a", Role: store.RoleObserver, Priority: -1},
+				{Key: "k1", ID: "a", Role: members.RoleFollower, Paused: true},
+				{Key: "k1", ID: "b", Role: members.RoleLeader, Priority: 2},
+				{Key: "k2", ID: "a", Role: members.RoleObserver, Priority: -1},
 			}, ms, "the rows of the keys asked, by key and ID; none of k3")
 
 			// Rows older than the bound are left out. The bound is half the time
@@ -58,10 +59,10 @@ func TestMembersOfReadsTheKeysAskedInOneCall(t *testing.T) {
 			// says nothing and is made again with a gap twice as long.
 			for gap := 100 * time.Millisecond; ; gap *= 2 {
 				require.Less(t, gap, time.Minute, "the database never answered within half the gap")
-				require.NoError(t, s.PutMembers(ctx, []store.Member{{Key: "k1", ID: "b", Role: store.RoleLeader, Priority: 2}}))
+				require.NoError(t, s.PutMembers(ctx, []store.Member{{Key: "k1", ID: "b", Role: members.RoleLeader, Priority: 2}}))
 				time.Sleep(gap)
 				sent := time.Now()
-				require.NoError(t, s.PutMembers(ctx, []store.Member{{Key: "k2", ID: "c", Role: store.RoleFollower}}))
+				require.NoError(t, s.PutMembers(ctx, []store.Member{{Key: "k2", ID: "c", Role: members.RoleFollower}}))
 				ms, err = r.MembersOf(ctx, []string{"k1", "k2"}, gap/2)
 				require.NoError(t, err)
 				if time.Since(sent) >= gap/2 {

@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/casleader/casleader/internal/ident"
+	"github.com/casleader/casleader/internal/members"
 	"github.com/casleader/casleader/internal/testdb"
 	"github.com/casleader/casleader/internal/testdb/litedb"
 	"github.com/casleader/casleader/internal/testdb/mydb"
@@ -69,7 +71,7 @@ func sqlExec(t *testing.T, db *sql.DB, d schema.Dialect, tables ...string) func(
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		for _, table := range tables {
-			quoted, err := schema.Quote(d, table)
+			quoted, err := ident.Quote(d, table)
 			require.NoError(t, err)
 			if _, err := db.ExecContext(ctx, "DROP TABLE IF EXISTS "+quoted); err != nil {
 				t.Errorf("drop %s: %v", quoted, err)
@@ -94,19 +96,19 @@ func TestMembersTableRecordsWhoTakesPartAndExpiresTheSilent(t *testing.T) {
 
 			const hour = time.Hour
 			require.NoError(t, s.PutMembers(ctx, []store.Member{
-				{Key: "k", ID: "a", Role: store.RoleLeader, Priority: 3},
-				{Key: "k2", ID: "a", Role: store.RoleFollower},
+				{Key: "k", ID: "a", Role: members.RoleLeader, Priority: 3},
+				{Key: "k2", ID: "a", Role: members.RoleFollower},
 			}))
-			require.NoError(t, s.PutMembers(ctx, []store.Member{{Key: "k", ID: "b", Role: store.RoleFollower, Paused: true}}))
-			require.NoError(t, s.PutMembers(ctx, []store.Member{{Key: "k", ID: "c", Role: store.RoleObserver, Priority: -1}}))
+			require.NoError(t, s.PutMembers(ctx, []store.Member{{Key: "k", ID: "b", Role: members.RoleFollower, Paused: true}}))
+			require.NoError(t, s.PutMembers(ctx, []store.Member{{Key: "k", ID: "c", Role: members.RoleObserver, Priority: -1}}))
 
 			ms, err := s.Members(ctx, "k", hour)
 			require.NoError(t, err)
 			require.Len(t, ms, 3)
 			want := []store.Member{
-				{Key: "k", ID: "a", Role: store.RoleLeader, Priority: 3},
-				{Key: "k", ID: "b", Role: store.RoleFollower, Paused: true},
-				{Key: "k", ID: "c", Role: store.RoleObserver, Priority: -1},
+				{Key: "k", ID: "a", Role: members.RoleLeader, Priority: 3},
+				{Key: "k", ID: "b", Role: members.RoleFollower, Paused: true},
+				{Key: "k", ID: "c", Role: members.RoleObserver, Priority: -1},
 			}
 			for i := range ms {
 				assert.Less(t, ms[i].Age, time.Minute, "age of %s by the database clock", ms[i].ID)
@@ -115,11 +117,11 @@ func TestMembersTableRecordsWhoTakesPartAndExpiresTheSilent(t *testing.T) {
 			assert.Equal(t, want, ms)
 
 			// A second write of a row replaces it (the upsert), it does not add one.
-			require.NoError(t, s.PutMembers(ctx, []store.Member{{Key: "k", ID: "a", Role: store.RoleFollower}}))
+			require.NoError(t, s.PutMembers(ctx, []store.Member{{Key: "k", ID: "a", Role: members.RoleFollower}}))
 			ms, err = s.Members(ctx, "k", hour)
 			require.NoError(t, err)
 			require.Len(t, ms, 3)
-			assert.Equal(t, store.RoleFollower, ms[0].Role)
+			assert.Equal(t, members.RoleFollower, ms[0].Role)
 			assert.Equal(t, int64(0), ms[0].Priority)
 
 			// A clean stop deletes only its own rows of the keys named.
@@ -136,7 +138,7 @@ func TestMembersTableRecordsWhoTakesPartAndExpiresTheSilent(t *testing.T) {
 			// back by hand, so that no amount of load between two statements can
 			// blur the bound of one minute).
 			d := map[string]schema.Dialect{"mysql": schema.MySQL, "postgres": schema.Postgres, "sqlite": schema.SQLite}[name]
-			quoted, err := schema.Quote(d, s.MembersTable())
+			quoted, err := ident.Quote(d, s.MembersTable())
 			require.NoError(t, err)
 			back := map[string]string{
 				"mysql":    "seen_at - INTERVAL 1 HOUR",
@@ -144,7 +146,7 @@ func TestMembersTableRecordsWhoTakesPartAndExpiresTheSilent(t *testing.T) {
 				"sqlite":   "seen_at - 3600000000",
 			}[name]
 			require.NoError(t, exec(ctx, "UPDATE "+quoted+" SET seen_at = "+back+" WHERE member_id = 'a'"))
-			require.NoError(t, s.PutMembers(ctx, []store.Member{{Key: "k", ID: "c", Role: store.RoleObserver}}))
+			require.NoError(t, s.PutMembers(ctx, []store.Member{{Key: "k", ID: "c", Role: members.RoleObserver}}))
 			ms, err = s.Members(ctx, "k", time.Minute)
 			require.NoError(t, err)
 			assert.Equal(t, []string{"c"}, ids(ms), "a is older than the bound: only c is shown")
@@ -167,11 +169,11 @@ func TestMembersTableMissingIsADeploymentErrorThatSaysWhatToDo(t *testing.T) {
 			ctx := t.Context()
 			require.NoError(t, s.CreateTable(ctx))
 			d := map[string]schema.Dialect{"mysql": schema.MySQL, "postgres": schema.Postgres, "sqlite": schema.SQLite}[name]
-			quoted, err := schema.Quote(d, s.MembersTable())
+			quoted, err := ident.Quote(d, s.MembersTable())
 			require.NoError(t, err)
 			require.NoError(t, exec(ctx, "DROP TABLE "+quoted))
 
-			err = s.PutMembers(ctx, []store.Member{{Key: "k", ID: "a", Role: store.RoleLeader}})
+			err = s.PutMembers(ctx, []store.Member{{Key: "k", ID: "a", Role: members.RoleLeader}})
 			require.ErrorIs(t, err, store.ErrDeployment)
 			assert.Contains(t, err.Error(), "casleader migrate")
 			_, err = s.Members(ctx, "k", time.Hour)

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/casleader/casleader/internal/ident"
 	"github.com/casleader/casleader/internal/testdb"
 	"github.com/casleader/casleader/internal/testdb/mydb"
 	"github.com/casleader/casleader/internal/testdb/pgdb"
@@ -77,7 +78,7 @@ type errStore interface {
 
 // dropLater drops table with exec when t ends.
 func dropLater(t *testing.T, d schema.Dialect, table string, exec func(ctx context.Context, q string) error) {
-	quoted, err := schema.Quote(d, table)
+	quoted, err := ident.Quote(d, table)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -190,7 +191,7 @@ func TestLockConflictsAreTransient(t *testing.T) {
 		require.NoError(t, rw.CreateTable(t.Context()))
 		term, _, err := rw.Insert(t.Context(), "k", store.Candidate{ID: "a"})
 		require.NoError(t, err)
-		quoted, _ := schema.Quote(schema.MySQL, table)
+		quoted, _ := ident.Quote(schema.MySQL, table)
 		tx, err := admin.BeginTx(t.Context(), nil)
 		require.NoError(t, err)
 		defer tx.Rollback() //nolint:errcheck // the lock holder is rolled back
@@ -215,7 +216,7 @@ func TestLockConflictsAreTransient(t *testing.T) {
 		require.NoError(t, rw.CreateTable(t.Context()))
 		term, _, err := rw.Insert(t.Context(), "k", store.Candidate{ID: "a"})
 		require.NoError(t, err)
-		quoted, _ := schema.Quote(schema.Postgres, table)
+		quoted, _ := ident.Quote(schema.Postgres, table)
 		tx, err := pool.Begin(t.Context())
 		require.NoError(t, err)
 		defer tx.Rollback(context.Background()) //nolint:errcheck // the lock holder is rolled back
@@ -238,7 +239,7 @@ func TestLockConflictsAreTransient(t *testing.T) {
 		require.NoError(t, rw.CreateTable(t.Context()))
 		term, _, err := rw.Insert(t.Context(), "k", store.Candidate{ID: "a"})
 		require.NoError(t, err)
-		quoted, _ := schema.Quote(schema.Postgres, table)
+		quoted, _ := ident.Quote(schema.Postgres, table)
 		// Another transaction updates the row and commits while the store's renewal,
 		// in a REPEATABLE READ session, waits for the row: 40001.
 		tx, err := pool.Begin(t.Context())

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/casleader/casleader/internal/ident"
 	"github.com/casleader/casleader/internal/memstore"
 	"github.com/casleader/casleader/internal/secret"
 	"github.com/casleader/casleader/internal/storetest"
@@ -343,7 +344,7 @@ func TestWrongTableIsRefused(t *testing.T) {
 					refused(s.CreateTable(ctx), "CreateTable leaves an existing table alone and says what is wrong")
 					refused(s.Check(ctx), "Check after CreateTable")
 
-					quoted, err := schema.Quote(d, table)
+					quoted, err := ident.Quote(d, table)
 					require.NoError(t, err)
 					n, err := h.exec(ctx, "DELETE FROM "+quoted)
 					require.NoError(t, err)
@@ -377,7 +378,7 @@ func TestMembersTableWithoutKeyIsRefused(t *testing.T) {
 			members := table + "_members"
 			t.Cleanup(func() {
 				for _, name := range []string{table, members} {
-					q, _ := schema.Quote(h.dialect, name)
+					q, _ := ident.Quote(h.dialect, name)
 					_, err := h.exec(context.Background(), "DROP TABLE IF EXISTS "+q)
 					assert.NoError(t, err)
 				}

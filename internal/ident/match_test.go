@@ -1,4 +1,4 @@
-package schema
+package ident
 
 import (
 	"regexp"
