@@ -18,7 +18,8 @@ type Share struct {
 	At     int64         // CLOCK_MONOTONIC (see [Mono])
 	Among  []string      // the candidates that share the keys from At
 	Within time.Duration // the bound the design gives this change (see [ProcessCluster.RunBalanced])
-	Cause  string        // the event, e.g. "kill c2.5"
+	Kind   string        // the event's kind, e.g. [Join] or [KillLeader], for the report
+	Cause  string        // the event, e.g. "kill-leader c2.5"
 }
 
 // checkFairness judges each of h.Shares: the first instant, from its At and before
@@ -48,6 +49,10 @@ func checkFairness(h History, keys []string, r *Report) {
 		switch {
 		case at >= 0:
 			r.Fair = append(r.Fair, time.Duration(at-s.At))
+			if r.FairByKind == nil {
+				r.FairByKind = map[string][]time.Duration{}
+			}
+			r.FairByKind[s.Kind] = append(r.FairByKind[s.Kind], time.Duration(at-s.At))
 		case cut >= 0:
 			r.FairUnjudged++
 		default:

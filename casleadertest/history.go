@@ -3,6 +3,7 @@ package casleadertest
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -166,6 +167,8 @@ type Report struct {
 	// the run, before they were fair.
 	Fair         []time.Duration
 	FairUnjudged int
+	// FairByKind splits Fair by the kind of the share's event.
+	FairByKind map[string][]time.Duration
 }
 
 // onKey names the violation's key for the report ("" if it has none).
@@ -580,6 +583,11 @@ func (r Report) String() string {
 	if len(r.Fair) > 0 || r.FairUnjudged > 0 {
 		fmt.Fprintf(&b, "fair spread after each change of the candidates (%d, %d not judged): p50=%v p99=%v max=%v\n", len(r.Fair), r.FairUnjudged,
 			Percentile(r.Fair, 50).Round(time.Millisecond), Percentile(r.Fair, 99).Round(time.Millisecond), Percentile(r.Fair, 100).Round(time.Millisecond))
+		kinds := slices.Sorted(maps.Keys(r.FairByKind))
+		for _, k := range kinds {
+			ds := r.FairByKind[k]
+			fmt.Fprintf(&b, "  %s (%d): p50=%v max=%v\n", k, len(ds), Percentile(ds, 50).Round(time.Millisecond), Percentile(ds, 100).Round(time.Millisecond))
+		}
 	}
 	if r.Stalled > 0 {
 		fmt.Fprintf(&b, "database stalled for the harness's probe: %v in all; most added to one liveness bound: %v\n",
