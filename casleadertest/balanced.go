@@ -137,24 +137,14 @@ func (c *ProcessCluster) awaitReady(ctx context.Context, procs []*proc) error {
 func (c *ProcessCluster) balanceEvent(ctx context.Context, i int, kind string) error {
 	b := c.bounds()
 	before := c.running()
-	var t *proc
-	if kind == Join {
-		slot := slices.IndexFunc(c.slots, func(p *proc) bool { return !slices.Contains(before, p) })
-		if err := c.start(slot); err != nil {
-			return err
-		}
-		t = c.slots[slot]
-		if err := c.awaitReady(ctx, []*proc{t}); err != nil {
-			return err
-		}
-	} else {
-		t = before[c.rng.IntN(len(before))]
+	t, err := c.eventTarget(ctx, kind, before)
+	if err != nil {
+		return err
 	}
 	f := Fault{Kinds: []string{kind}, Targets: []string{t.id}, Leader: t.id}
 	among := slices.DeleteFunc(slices.Clone(before), func(p *proc) bool { return p == t })
 	lost := 2*b.Lease + b.Poll + b.Slack
 	f.Start = Mono()
-	var err error
 	switch kind {
 	case Join:
 		f.Leader = ""
@@ -170,22 +160,8 @@ func (c *ProcessCluster) balanceEvent(ctx context.Context, i int, kind string) e
 		err = c.kill(t)
 		c.share(f.Start, among, lost, kind, t)
 	case StopLeader, CutLeader:
-		if kind == StopLeader {
-			err = t.cmd.Process.Signal(syscall.SIGSTOP)
-		} else {
-			err = c.cut(t)
-		}
 		c.share(f.Start, among, lost, kind, t)
-		if err == nil {
-			c.waitFair(ctx, among, lost) // past the lease: until the others share the keys
-			if kind == StopLeader {
-				err = t.cmd.Process.Signal(syscall.SIGCONT)
-			} else {
-				err = c.clear(t)
-			}
-			among = append(among, t)
-			c.share(Mono(), among, c.gainBound(len(among)), "back from "+kind, t)
-		}
+		among, err = c.holdOff(ctx, kind, t, among, lost)
 	}
 	if err != nil {
 		return fmt.Errorf("event %d: %s %s: %w", i, kind, t.id, err)
@@ -201,6 +177,44 @@ func (c *ProcessCluster) balanceEvent(ctx context.Context, i int, kind string) e
 		return c.harnessError(fmt.Sprintf("event %d: %s did not exit within 30s of SIGTERM", i, t.id))
 	}
 	return nil
+}
+
+// eventTarget returns the candidate an event of kind acts on: for a join, the
+// process it started in a stopped slot, once it takes part; else one of before.
+func (c *ProcessCluster) eventTarget(ctx context.Context, kind string, before []*proc) (*proc, error) {
+	if kind != Join {
+		return before[c.rng.IntN(len(before))], nil
+	}
+	slot := slices.IndexFunc(c.slots, func(p *proc) bool { return !slices.Contains(before, p) })
+	if err := c.start(slot); err != nil {
+		return nil, err
+	}
+	t := c.slots[slot]
+	return t, c.awaitReady(ctx, []*proc{t})
+}
+
+// holdOff freezes (StopLeader) or cuts off (CutLeader) t until the others share
+// the keys fairly or the bound lost has passed, then lets it back, and returns
+// the candidates that share the keys from then on (a Share of them is recorded).
+func (c *ProcessCluster) holdOff(ctx context.Context, kind string, t *proc, others []*proc, lost time.Duration) ([]*proc, error) {
+	var err error
+	if kind == StopLeader {
+		err = t.cmd.Process.Signal(syscall.SIGSTOP)
+	} else {
+		err = c.cut(t)
+	}
+	if err != nil {
+		return others, err
+	}
+	c.waitFair(ctx, others, lost) // past the lease: until the others share the keys
+	if kind == StopLeader {
+		err = t.cmd.Process.Signal(syscall.SIGCONT)
+	} else {
+		err = c.clear(t)
+	}
+	among := append(slices.Clone(others), t)
+	c.share(Mono(), among, c.gainBound(len(among)), "back from "+kind, t)
+	return among, err
 }
 
 // gainBound is the fairness bound after a candidate joined m-1 others (see
