@@ -58,6 +58,7 @@ const (
 	envIdle    = "CASLEADER_CHAOS_IDLE"    // MySQL session variable that aborts idle transactions
 	envDebug   = "CASLEADER_CHAOS_DEBUG"   // log at Debug level
 	envLead    = "CASLEADER_CHAOS_LEAD"    // the name of the Lead function to run (see Main), if any
+	envBalance = "CASLEADER_CHAOS_BALANCE" // "true": the group is a balanced one (ProcessConfig.Balance)
 	// envMonoOffset is how far (in nanoseconds) the candidate's CLOCK_MONOTONIC is
 	// ahead of the host's: the candidate runs in a time namespace of its own.
 	envMonoOffset = "CASLEADER_CHAOS_MONO_OFFSET"
@@ -347,7 +348,7 @@ func newChild(log *slog.Logger) (*child, func(), error) {
 	}
 	if nkeys > 0 {
 		c.g, err = group.New(c.st, group.Config{
-			ID: c.candID, Keys: c.keys, Priority: priority,
+			ID: c.candID, Keys: c.keys, Priority: priority, Balance: os.Getenv(envBalance) == "true",
 			LeaseDuration: lease, RenewDeadline: renew, HeartbeatInterval: beat, PollInterval: poll,
 			Logger: log,
 		})

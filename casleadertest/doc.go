@@ -112,7 +112,10 @@
 // token, one token is never used by two candidates, no action begins after another
 // candidate began to lead in a newer term (an action a fence should have refused),
 // beliefs of leadership never overlap, and a leader is back within
-// [Bounds.Liveness] of each fault's heal. [Report.String] prints the violations,
+// [Bounds.Liveness] of each fault's heal. For a balanced group
+// ([ProcessConfig.Balance], [ProcessCluster.RunBalanced]) it also checks that the
+// keys are spread fairly again within a bound after each change of the candidates
+// ([Share]). [Report.String] prints the violations,
 // each with the interleaving of beliefs, actions and faults that broke it.
 //
 // # Test your leader code

@@ -3,6 +3,7 @@ package casleadertest
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -97,6 +98,9 @@ type History struct {
 	// Stalls are the stretches in which the harness's probe found the database
 	// too slow to answer anyone in time ([Stall]), in time order.
 	Stalls []Stall `json:",omitempty"`
+	// Shares are the moments from which a balanced group's keys must be spread
+	// fairly over its candidates ([Share]); none for other runs.
+	Shares []Share `json:",omitempty"`
 }
 
 // Bounds are the timing parameters the checker judges liveness with.
@@ -113,7 +117,7 @@ func (b Bounds) Liveness() time.Duration { return b.Lease + b.Poll + b.Slack }
 
 // Violation is one broken property.
 type Violation struct {
-	Property string // "token-order", "stale-action", "belief-overlap", "liveness"
+	Property string // "token-order", "stale-action", "belief-overlap", "liveness", "fairness", "untested"
 	Key      string // the election it was found on
 	Detail   string
 	// Interleaving lists the beliefs, actions and faults of Key around the
@@ -158,6 +162,13 @@ type Report struct {
 	// Stalled is the time History.Stalls cover; StallCredit the most that one
 	// liveness bound was lengthened by them.
 	Stalled, StallCredit time.Duration
+	// Fair are the times from each of History.Shares to a fair spread;
+	// FairUnjudged counts the shares cut short by the next one, or by the end of
+	// the run, before they were fair.
+	Fair         []time.Duration
+	FairUnjudged int
+	// FairByKind splits Fair by the kind of the share's event.
+	FairByKind map[string][]time.Duration
 }
 
 // onKey names the violation's key for the report ("" if it has none).
@@ -184,6 +195,9 @@ func (r Report) OK() bool { return len(r.Violations) == 0 }
 //  4. After every fault heals, some candidate believes it leads within b.Liveness()
 //     ("liveness"), not counting the time History.Stalls cover (up to two minutes
 //     per fault): the database did not answer anyone in time then.
+//  5. After each of History.Shares (a balanced group's candidates changed), every
+//     key is led by one of the share's candidates and each leads within one key of
+//     N/M, within the share's bound, not counting stalls either ("fairness").
 //
 // Keys are independent elections: a token below another key's, or two candidates
 // leading two different keys at once, is no violation.
@@ -232,6 +246,7 @@ func Check(h History, b Bounds) Report {
 		checkOverlaps(key, beliefs[key], h.Faults, &r)
 	}
 	checkLiveness(h, keys, beliefs, b, &r)
+	checkFairness(h, keys, &r)
 	r.Unled = slices.Clone(h.Unled)
 	return r
 }
@@ -538,8 +553,12 @@ func (r Report) String() string {
 		}
 		return n
 	}
-	fmt.Fprintf(&b, "violations: token-order=%d stale-action=%d belief-overlap=%d liveness=%d\n",
+	fmt.Fprintf(&b, "violations: token-order=%d stale-action=%d belief-overlap=%d liveness=%d",
 		count(r.Violations, "token-order"), count(r.Violations, "stale-action"), count(r.Violations, "belief-overlap"), count(r.Violations, "liveness"))
+	if len(r.Fair) > 0 || r.FairUnjudged > 0 || count(r.Violations, "fairness") > 0 {
+		fmt.Fprintf(&b, " fairness=%d", count(r.Violations, "fairness"))
+	}
+	b.WriteString("\n")
 	fmt.Fprintf(&b, "max belief overlap: %v\n", r.MaxOverlap)
 	if len(r.Excused) > 0 || len(r.ClockOffsets) > 0 {
 		fmt.Fprintf(&b, "excused belief overlaps (frozen process / rolled-back row; fencing still held): %d, max overlap stop=%v rollback=%v\n",
@@ -561,6 +580,15 @@ func (r Report) String() string {
 	}
 	fmt.Fprintf(&b, "leader after heal (%d): p50=%v p99=%v max=%v\n", len(r.Liveness),
 		Percentile(r.Liveness, 50).Round(time.Millisecond), Percentile(r.Liveness, 99).Round(time.Millisecond), Percentile(r.Liveness, 100).Round(time.Millisecond))
+	if len(r.Fair) > 0 || r.FairUnjudged > 0 {
+		fmt.Fprintf(&b, "fair spread after each change of the candidates (%d, %d not judged): p50=%v p99=%v max=%v\n", len(r.Fair), r.FairUnjudged,
+			Percentile(r.Fair, 50).Round(time.Millisecond), Percentile(r.Fair, 99).Round(time.Millisecond), Percentile(r.Fair, 100).Round(time.Millisecond))
+		kinds := slices.Sorted(maps.Keys(r.FairByKind))
+		for _, k := range kinds {
+			ds := r.FairByKind[k]
+			fmt.Fprintf(&b, "  %s (%d): p50=%v max=%v\n", k, len(ds), Percentile(ds, 50).Round(time.Millisecond), Percentile(ds, 100).Round(time.Millisecond))
+		}
+	}
 	if r.Stalled > 0 {
 		fmt.Fprintf(&b, "database stalled for the harness's probe: %v in all; most added to one liveness bound: %v\n",
 			r.Stalled.Round(time.Millisecond), r.StallCredit.Round(time.Millisecond))

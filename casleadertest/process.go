@@ -66,6 +66,10 @@ type ProcessConfig struct {
 	// this many keys instead of an Elector on one key. Faults then hit the candidate
 	// that leads the most keys, and the history is checked on each key by itself.
 	Keys int
+	// Balance makes every candidate's group a balanced one (group.Config.Balance):
+	// the keys are spread over the live candidates. With Keys; not with
+	// Priorities. See [ProcessCluster.RunBalanced].
+	Balance bool
 
 	Lease, Renew, Heartbeat, Poll time.Duration
 	Slack                         time.Duration // added to Lease + Poll for the liveness bound
@@ -222,6 +226,9 @@ func NewProcessCluster(cfg ProcessConfig) (*ProcessCluster, error) {
 	}
 	if cfg.Keys < 0 {
 		return nil, fmt.Errorf("casleadertest: Keys (%d) must not be negative", cfg.Keys)
+	}
+	if cfg.Balance && (cfg.Keys == 0 || slices.ContainsFunc(cfg.Priorities, func(p int) bool { return p != 0 })) {
+		return nil, errors.New("casleadertest: Balance spreads the keys of groups: set Keys, and leave Priorities out")
 	}
 	if cfg.Dialect == schema.SQLite {
 		var net []string
@@ -446,6 +453,7 @@ func (c *ProcessCluster) start(slot int) error {
 		envCandID+"="+cmp.Or(c.candID(slot), id),
 		envIdle+"="+c.idleVariable(context.Background()),
 		envPriority+"="+strconv.Itoa(c.priority(slot)),
+		envBalance+"="+strconv.FormatBool(cfg.Balance),
 	)
 	cmd.ExtraFiles = []*os.File{w}
 	p := &proc{id: id, slot: slot, dsn: sp.dsn, proxies: sp.proxies, cmd: cmd, stderr: &tail{max: 64 << 10}, exited: make(chan struct{}), ready: make(chan struct{})}

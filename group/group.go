@@ -105,7 +105,7 @@ type Config struct {
 	// who is live (the members of the group's least key) and decides, as all
 	// the others do from the same read, who should lead each key: a leader keeps
 	// its keys up to its share (no key moves to fix what is fair) and hands the
-	// others over by the safe handover, at most 100 per half lease; a follower
+	// others over by the safe handover, at most 32 per half lease; a follower
 	// campaigns only for the keys given to it, so the keys of a candidate that
 	// died are taken up evenly; and when Run ends, each key is handed to the
 	// candidate that should take it instead of released. A move never makes two

@@ -19,7 +19,10 @@
 // [Config.Keys], one group (package group) over many keys. A group's candidate is
 // hit as a whole: faults target the candidate that leads the most keys, a rollback
 // sets every row back to the same older snapshot, and the history is checked on
-// each key by itself.
+// each key by itself. With [Config.Balance] the groups are balanced ones, and
+// RunBalanced (TestBalancedGroups) drives them through joins, graceful leaves,
+// kills, pauses and cuts, and checks that the keys are spread fairly again after
+// each.
 //
 // While a candidate believes it leads it performs fenced actions: a transaction that
 // checks the elector's guard (a group's: its local check, then the store's guard) and
