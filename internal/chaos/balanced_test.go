@@ -20,6 +20,12 @@ import (
 // envBalancedKeys sets the number of keys of TestBalancedGroups (default 200).
 const envBalancedKeys = "CASLEADER_CHAOS_BALANCED_KEYS"
 
+// envBalanced=1 runs TestBalancedGroups. It is not part of the suite's default run
+// (nor of CI's) yet: its eight candidate processes sample every key's belief every
+// millisecond, which loaded this 2-core machine to a load average of 70 beside the
+// other scenarios and stalled the database for minutes; run it alone.
+const envBalanced = "CASLEADER_CHAOS_BALANCED"
+
 // TestBalancedGroups runs four candidate processes of a balanced group
 // (group.Config.Balance) over 200 keys on MariaDB and PostgreSQL, through a random
 // sequence of joins, graceful leaves, kills, pauses past the lease and network
@@ -31,8 +37,8 @@ const envBalancedKeys = "CASLEADER_CHAOS_BALANCED_KEYS"
 // 2L + P + slack for a candidate lost, a few members periods of L/2 + P + slack
 // for one gained or gone gracefully).
 func TestBalancedGroups(t *testing.T) {
-	if os.Getenv(envRun) == "" && os.Getenv(envSoak) == "" {
-		t.Skipf("the fault suite runs only when asked: %s=1 go test -race ./internal/chaos/", envRun)
+	if os.Getenv(envBalanced) != "1" {
+		t.Skipf("runs only when asked, alone: %s=1 go test -race -run TestBalancedGroups ./internal/chaos/", envBalanced)
 	}
 	keys, events := 200, 10
 	if v := os.Getenv(envBalancedKeys); v != "" {
