@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -25,10 +26,11 @@ import (
 // and back at the end: two state transfers, about a minute.
 const envGaleraSkew = "CASLEADER_GALERA_SKEW"
 
-// galeraNode runs `.ci/galera args...`.
+// galeraNode runs `.ci/galera args...` of the repository (three levels up from
+// this package's directory, where go test runs it).
 func galeraNode(t *testing.T, args ...string) {
 	t.Helper()
-	cmd := exec.Command("bash", append([]string{".ci/galera"}, args...)...)
+	cmd := exec.Command("bash", append([]string{filepath.Join("..", "..", "..", ".ci", "galera")}, args...)...)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "bash .ci/galera %v:\n%s", args, out)
 }
