@@ -54,7 +54,7 @@ func TestFailoverToSynchronousStandby(t *testing.T) {
 	}
 	// This test promotes the standby; build the pair again for the next run.
 	t.Cleanup(func() {
-		out, err := exec.Command("bash", filepath.Join(".ci", "pgsync")).CombinedOutput()
+		out, err := exec.Command("bash", filepath.Join("..", "..", "..", ".ci", "pgsync")).CombinedOutput()
 		if err != nil {
 			t.Logf("rebuilding the primary + standby pair failed: %v\n%s", err, out)
 		}
