@@ -31,14 +31,19 @@ type ConfigError struct {
 	// less than LeaseDuration (5s): the leader must stop acting before anyone can
 	// take over".
 	Rule string
+
+	err error // a more specific error the field's value is, if any (ErrInvalidKey)
 }
 
 func (e *ConfigError) Error() string {
 	return fmt.Sprintf("%v: %s %s", ErrInvalidConfig, e.Field, e.Rule)
 }
 
-// Is reports whether target is [ErrInvalidConfig].
-func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
+// Is reports whether target is [ErrInvalidConfig], or the more specific error
+// the field's value is ([ErrInvalidKey] for a bad key in GroupConfig.Keys).
+func (e *ConfigError) Is(target error) bool {
+	return target == ErrInvalidConfig || (e.err != nil && errors.Is(e.err, target))
+}
 
 // Config configures an [Elector]. Zero values get the defaults documented per field.
 //
@@ -154,7 +159,7 @@ type Config struct {
 
 	// Hooks observe the elector from the inside: every store call it makes, the
 	// start and end of its terms, each extension of its trust, each change of the
-	// observed leader or clock skew (see [Hooks]; group.Config.Hooks takes the same
+	// observed leader or clock skew (see [Hooks]; GroupConfig.Hooks takes the same
 	// values). They are called in order, synchronously, and must not block.
 	// Packages metrics and healthz give theirs (Metrics.Hooks, Checker.Hooks); add
 	// your own beside them. For a stream of status changes that
@@ -193,12 +198,24 @@ func (c Config) validate() error {
 			return bad(f.name, "%s", rule)
 		}
 	}
+	if c.ResumeTerm < 0 {
+		return bad("ResumeTerm", "is %d: it must be a fencing token (positive) or 0", c.ResumeTerm)
+	}
+	return checkTiming(c.LeaseDuration, c.RenewDeadline, c.HeartbeatInterval, c.PollInterval, c.DrainTimeout)
+}
+
+// checkTiming checks the durations of a Config or a GroupConfig, defaults filled
+// in: the one set of timing rules of both.
+func checkTiming(lease, renew, heartbeat, poll, drain time.Duration) error {
+	bad := func(field, format string, args ...any) error {
+		return &ConfigError{Field: field, Rule: fmt.Sprintf(format, args...)}
+	}
 	for _, d := range []struct {
 		name string
 		v    time.Duration
 	}{
-		{"LeaseDuration", c.LeaseDuration}, {"RenewDeadline", c.RenewDeadline},
-		{"HeartbeatInterval", c.HeartbeatInterval}, {"PollInterval", c.PollInterval},
+		{"LeaseDuration", lease}, {"RenewDeadline", renew},
+		{"HeartbeatInterval", heartbeat}, {"PollInterval", poll},
 	} {
 		if d.v <= 0 {
 			return bad(d.name, "is %v: it must be positive (or zero for the default)", d.v)
@@ -207,17 +224,14 @@ func (c Config) validate() error {
 			return bad(d.name, "is %v: it must be at least 1ms", d.v)
 		}
 	}
-	if c.ResumeTerm < 0 {
-		return bad("ResumeTerm", "is %d: it must be a fencing token (positive) or 0", c.ResumeTerm)
+	if drain < 0 {
+		return bad("DrainTimeout", "is %v: it must not be negative", drain)
 	}
-	if c.DrainTimeout < 0 {
-		return bad("DrainTimeout", "is %v: it must not be negative", c.DrainTimeout)
+	if renew >= lease {
+		return bad("RenewDeadline", "(%v) must be less than LeaseDuration (%v): the leader must stop acting before anyone can take over", renew, lease)
 	}
-	if c.RenewDeadline >= c.LeaseDuration {
-		return bad("RenewDeadline", "(%v) must be less than LeaseDuration (%v): the leader must stop acting before anyone can take over", c.RenewDeadline, c.LeaseDuration)
-	}
-	if c.HeartbeatInterval >= c.RenewDeadline {
-		return bad("HeartbeatInterval", "(%v) must be less than RenewDeadline (%v): otherwise one late renewal loses leadership", c.HeartbeatInterval, c.RenewDeadline)
+	if heartbeat >= renew {
+		return bad("HeartbeatInterval", "(%v) must be less than RenewDeadline (%v): otherwise one late renewal loses leadership", heartbeat, renew)
 	}
 	return nil
 }

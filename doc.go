@@ -67,7 +67,7 @@
 // [Config.Hooks] observe the elector from the inside: every store call, the start
 // and end of each term, each extension of its trust, each change of the observed
 // leader or clock skew, each told with the key and the candidate's ID, so that the
-// same [Hooks] serve a group.Group per key. They run on the goroutine that renews
+// same [Hooks] serve a Group per key. They run on the goroutine that renews
 // the lease and must not block;
 // packages metrics and healthz are built on them, and the elector keeps the store
 // it is given, so [Elector.Guard] works whatever is plugged in. [Elector.Listen]
@@ -93,5 +93,5 @@
 // equal priorities never hand over, paused candidates and observers never receive
 // the lease, and each handover raises the leader's priority, so the lease never
 // flaps between candidates that stay up. The rule is shared by [Elector] and
-// package group; docs/operations.md, "Preferred leader", gives it in full.
+// a Group; docs/operations.md, "Preferred leader", gives it in full.
 package casleader

@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casleader/casleader"
-	"github.com/casleader/casleader/group"
 	"github.com/casleader/casleader/internal/memstore"
 	"github.com/casleader/casleader/store"
 )
@@ -28,7 +27,7 @@ type gated interface {
 
 var (
 	_ gated = (*casleader.Elector)(nil)
-	_ gated = (*group.Lease)(nil)
+	_ gated = (*casleader.Lease)(nil)
 )
 
 // faultStore is the in-memory store with faults that hit the single-key and the
@@ -136,7 +135,7 @@ var executors = []struct {
 	{"Group", func(t *testing.T, st *faultStore) executor {
 		var ends atomic.Int64
 		w := &termWork{}
-		g, err := group.New(st, group.Config{
+		g, err := casleader.NewGroup(st, casleader.GroupConfig{
 			ID: "a", Keys: []string{"j", "k", "l"},
 			LeaseDuration: lease, RenewDeadline: renewDL, HeartbeatInterval: heartbeat, PollInterval: poll,
 			OnChange: func(key string, leading bool, _ int64) {
@@ -371,7 +370,7 @@ func TestGroupObserverReportsTheLeader(t *testing.T) {
 		stopB := running(t, el)
 		time.Sleep(time.Millisecond)
 		require.True(t, el.IsLeader())
-		g, err := group.New(st, group.Config{ID: "a", Keys: []string{"k"}, Observer: true,
+		g, err := casleader.NewGroup(st, casleader.GroupConfig{ID: "a", Keys: []string{"k"}, Observer: true,
 			LeaseDuration: lease, RenewDeadline: renewDL, HeartbeatInterval: heartbeat, PollInterval: poll})
 		require.NoError(t, err)
 		ctx, cancel := context.WithCancel(t.Context())

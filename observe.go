@@ -9,7 +9,7 @@ import (
 )
 
 // Call is one store call made for an election, as [Hooks.Call] reports it. A
-// batched statement of a group.Group is reported once per key it carried, each
+// batched statement of a Group is reported once per key it carried, each
 // with the statement's times and error and that key's outcome.
 type Call struct {
 	Key string // the election key
@@ -61,7 +61,7 @@ type Event struct {
 // Hooks observe a candidate from the inside, so that metrics, health checks and
 // the user's own instrumentation need no decorator around the store and no
 // particular order of set-up. The same value serves an [Elector] ([Config.Hooks])
-// and a group.Group (its Config.Hooks), which reports every event per key: one
+// and a Group (its Config.Hooks), which reports every event per key: one
 // Hooks value serves any number of electors, groups and keys. Packages metrics and
 // healthz provide theirs. Any field may be nil.
 //

@@ -6,7 +6,7 @@ import (
 )
 
 // Status is an elector's leadership status, as [Elector.Listen] reports it (and
-// group.Group.Listen for each key of a group).
+// Group.Listen for each key of a group).
 type Status struct {
 	// Seq numbers the changes of the status: 0 before the first, then 1, 2, ...
 	// in the order they happened. A listener that receives Seq 7 after Seq 4 missed

@@ -8,7 +8,7 @@ import (
 )
 
 // Term is one term of leadership: the handle that the leader's callback gets from
-// its context with [TermFrom], for an [Elector] and for a key of a group.Group
+// its context with [TermFrom], for an [Elector] and for a key of a Group
 // alike (both hand out this one type). Everything it does is scoped to that term: once the
 // term has ended, its Resign does nothing and its guards refuse, even if the same
 // candidate leads again in a later term. Its methods are safe for concurrent use

@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/casleader/casleader/group"
+	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/store"
 )
 
@@ -125,7 +125,7 @@ func keyScale(ctx context.Context, sys *casSystem, k int, dur time.Duration) res
 	for i := range keys {
 		keys[i] = fmt.Sprintf("%s-%05d", randName("key"), i)
 	}
-	g, err := group.New(gs, group.Config{
+	g, err := casleader.NewGroup(gs, casleader.GroupConfig{
 		ID: "scaler", Keys: keys,
 		LeaseDuration: 5 * time.Second, RenewDeadline: 3 * time.Second, HeartbeatInterval: time.Second, PollInterval: 5 * time.Second,
 		BatchSize: 1000, Parallel: 4,

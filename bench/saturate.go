@@ -15,7 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/casleader/casleader/group"
+	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/store/mysql"
 )
 
@@ -164,7 +164,7 @@ func tail(b []byte) string {
 // satCandidate is one group of the saturation run, on its own pool.
 type satCandidate struct {
 	id     string
-	g      *group.Group
+	g      *casleader.Group
 	gs     *groupStore
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -186,7 +186,7 @@ func startSat(ctx context.Context, sys *casSystem, id string, keys []string, win
 	gs := &groupStore{Driver: st, mysql: sys.opt.dialect == "mariadb", trace: newTrace()}
 	c := &satCandidate{id: id, gs: gs, done: make(chan struct{})}
 	// Default timings: lease 15 s, renew deadline 10 s, heartbeat 2 s, poll 5 s.
-	g, err := group.New(gs, group.Config{ID: id, Keys: keys, KeepLeaseOnExit: true, Logger: candidateLog.With("id", id),
+	g, err := casleader.NewGroup(gs, casleader.GroupConfig{ID: id, Keys: keys, KeepLeaseOnExit: true, Logger: candidateLog.With("id", id),
 		OnStartedLeading: func(ctx context.Context, key string, _ int64) {
 			select {
 			case wins <- satWin{c: c, key: key, at: time.Now()}:

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/casleader/casleader/group"
+	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/internal/retry"
 )
 
@@ -29,8 +29,8 @@ type followSpec struct {
 }
 
 // scaleTiming is the group setting of the scale runs: heartbeat 1 s.
-func scaleConfig(id string, keys []string) group.Config {
-	return group.Config{
+func scaleConfig(id string, keys []string) casleader.GroupConfig {
+	return casleader.GroupConfig{
 		ID: id, Keys: keys,
 		LeaseDuration: 5 * time.Second, RenewDeadline: 3 * time.Second, HeartbeatInterval: time.Second, PollInterval: 5 * time.Second,
 		BatchSize: 1000, Parallel: 4,
@@ -75,7 +75,7 @@ func heapNow() uint64 {
 
 // window measures a running group for dur: statements per second by kind, CPU,
 // renewal latencies, leases lost and the fewest keys led (or followed) at once.
-func window(g *group.Group, gs *groupStore, keys []string, dur time.Duration, leader bool, r *result) {
+func window(g *casleader.Group, gs *groupStore, keys []string, dur time.Duration, leader bool, r *result) {
 	before := gs.count.snapshot()
 	gs.mu.Lock()
 	gs.lat = nil
@@ -130,7 +130,7 @@ func scale(ctx context.Context, sys *casSystem, k int, dur time.Duration) []resu
 	prefix := randName("scale")
 	keys := scaleKeys(prefix, k)
 	heap0 := heapNow()
-	g, err := group.New(gs, scaleConfig("scaler", keys))
+	g, err := casleader.NewGroup(gs, scaleConfig("scaler", keys))
 	if err != nil {
 		return fail(err)
 	}
@@ -220,7 +220,7 @@ func follow(ctx context.Context, d dbs, specJSON string) error {
 	gs := &groupStore{Driver: st, mysql: sp.Dialect == "mariadb"}
 	keys := scaleKeys(sp.Prefix, sp.Keys)
 	heap0 := heapNow()
-	g, err := group.New(gs, scaleConfig("follower", keys))
+	g, err := casleader.NewGroup(gs, scaleConfig("follower", keys))
 	if err != nil {
 		return err
 	}

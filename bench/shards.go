@@ -20,12 +20,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/casleader/casleader/group"
+	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/internal/retry"
 )
 
 // The shards scenario: four candidate processes (this program run with -shard
-// SPEC), each a balanced group.Group (Config.Balance) over the same keys, go
+// SPEC), each a balanced casleader.Group (Config.Balance) over the same keys, go
 // through seven events: started one by one, one killed (SIGKILL), one stopped
 // (SIGTERM: Run's context ends and it hands its keys over) and started again. After
 // each event the parent waits until the spread is fair (every key led by exactly
@@ -61,9 +61,9 @@ type shardSpec struct {
 
 // shardConfig: lease L, renew deadline 3L/5, heartbeat L/5, poll L, batches of
 // 1,000 keys, 4 in flight, warnings to stderr (rate-limited).
-func shardConfig(sp shardSpec, keys []string) group.Config {
+func shardConfig(sp shardSpec, keys []string) casleader.GroupConfig {
 	h := slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}).WithAttrs([]slog.Attr{slog.String("candidate", sp.ID)})
-	return group.Config{
+	return casleader.GroupConfig{
 		ID: sp.ID, Keys: keys, Balance: true,
 		LeaseDuration: sp.Lease, RenewDeadline: sp.Lease * 3 / 5, HeartbeatInterval: sp.Lease / 5, PollInterval: sp.Lease,
 		BatchSize: 1000, Parallel: 4,
@@ -85,7 +85,7 @@ func shardChild(ctx context.Context, d dbs, specJSON string) error {
 	}
 	defer closeFn()
 	keys := scaleKeys(sp.Prefix, sp.Keys)
-	g, err := group.New(st, shardConfig(sp, keys))
+	g, err := casleader.NewGroup(st, shardConfig(sp, keys))
 	if err != nil {
 		return err
 	}
@@ -109,7 +109,7 @@ func shardChild(ctx context.Context, d dbs, specJSON string) error {
 }
 
 // sweep checks every key once and prints what changed since the last sweep.
-func sweep(g *group.Group, keys []string, was []bool, last []int64, w *bufio.Writer) error {
+func sweep(g *casleader.Group, keys []string, was []bool, last []int64, w *bufio.Writer) error {
 	start := time.Now().UnixNano()
 	for i, k := range keys {
 		is := g.IsLeader(k)

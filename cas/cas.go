@@ -5,7 +5,7 @@
 // a renewal won, a write lost or with an ambiguous result and the row read to settle
 // it, the trust deadline passed. Each event returns a [Decision] that tells the caller
 // what to do next. The callers own the I/O and decide no protocol question of their
-// own: the root package's Elector runs one machine, package group runs one per key
+// own: the root package's Elector runs one machine, its Group one per key
 // and batches the statements that their decisions ask for. Both publish leadership
 // through a Trust (internal/term). Times are passed in by the caller and must carry Go's monotonic
 // clock reading (time.Now()); the machine only compares them with each other.

@@ -218,7 +218,7 @@ func (c *ProcessCluster) holdOff(ctx context.Context, kind string, t *proc, othe
 }
 
 // movesPerPeriod is how many keys a balanced group's leader hands over per members
-// period at most (group/balance.go's movesPerRound).
+// period at most (group_balance.go's movesPerRound).
 const movesPerPeriod = 32
 
 // gainBound is the fairness bound after a candidate joined m-1 others (see

@@ -27,7 +27,6 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/casleader/casleader"
-	"github.com/casleader/casleader/group"
 	"github.com/casleader/casleader/internal/ident"
 	"github.com/casleader/casleader/internal/retry"
 	"github.com/casleader/casleader/internal/secret"
@@ -98,7 +97,7 @@ type child struct {
 	dialect     schema.Dialect
 	lease       time.Duration
 	el          *casleader.Elector
-	g           *group.Group
+	g           *casleader.Group
 	st          store.Driver
 	begin       func(ctx context.Context) (childTx, error)
 	ev          *events
@@ -347,7 +346,7 @@ func newChild(log *slog.Logger) (*child, func(), error) {
 		return nil, nil, fmt.Errorf("%s=%q: want a priority", envPriority, os.Getenv(envPriority))
 	}
 	if nkeys > 0 {
-		c.g, err = group.New(c.st, group.Config{
+		c.g, err = casleader.NewGroup(c.st, casleader.GroupConfig{
 			ID: c.candID, Keys: c.keys, Priority: priority, Balance: os.Getenv(envBalance) == "true",
 			LeaseDuration: lease, RenewDeadline: renew, HeartbeatInterval: beat, PollInterval: poll,
 			Logger: log,

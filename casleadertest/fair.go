@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Share is a moment from which the keys of a balanced group (group.Config.Balance)
+// Share is a moment from which the keys of a balanced group (GroupConfig.Balance)
 // must be spread fairly over Among, the candidates that are live, not paused and
 // connected then: a candidate joined, left, died, was paused or cut off, or came
 // back. The spread is fair when every key is led by a candidate of Among and each of

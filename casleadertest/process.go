@@ -62,11 +62,11 @@ type ProcessConfig struct {
 	Table string // election table (created, and dropped by Close)
 
 	Candidates int // candidate processes alive at any time (default 3)
-	// Keys, when not zero, makes every candidate run a group (package group) over
+	// Keys, when not zero, makes every candidate run a group (casleader.Group) over
 	// this many keys instead of an Elector on one key. Faults then hit the candidate
 	// that leads the most keys, and the history is checked on each key by itself.
 	Keys int
-	// Balance makes every candidate's group a balanced one (group.Config.Balance):
+	// Balance makes every candidate's group a balanced one (GroupConfig.Balance):
 	// the keys are spread over the live candidates. With Keys; not with
 	// Priorities. See [ProcessCluster.RunBalanced].
 	Balance bool

@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casleader/casleader"
-	"github.com/casleader/casleader/group"
 	"github.com/casleader/casleader/healthz"
 	"github.com/casleader/casleader/internal/testdb"
 	"github.com/casleader/casleader/internal/testdb/litedb"
@@ -78,7 +77,7 @@ func TestGroupIsUnhealthyWhenItsRenewalsStop(t *testing.T) {
 			st := &stuckBatches{Driver: d.open(t), release: make(chan struct{})}
 			hc := healthz.New(0) // the default: lease - renew deadline
 			ks := []string{"alpha", "beta", "gamma"}
-			g, err := group.New(st, group.Config{
+			g, err := casleader.NewGroup(st, casleader.GroupConfig{
 				ID: "a", Keys: ks, BatchSize: 2,
 				// Generous timings: a loaded machine does not lose the leases.
 				LeaseDuration: 2 * time.Second, RenewDeadline: 1200 * time.Millisecond,

@@ -14,11 +14,11 @@
 // another candidate took over. The time of the last renewal is the candidate's
 // own: the Renewed hook reports every extension of its trust.
 //
-// The rule holds per key: a group.Group with the Checker's hooks is unhealthy when
+// The rule holds per key: a casleader.Group with the Checker's hooks is unhealthy when
 // any key it leads breaks it, and the answer names each such key.
 //
 //	hc := healthz.New(0)
-//	cfg.Hooks = append(cfg.Hooks, hc.Hooks()) // casleader.Config or group.Config
+//	cfg.Hooks = append(cfg.Hooks, hc.Hooks()) // casleader.Config or casleader.GroupConfig
 //	el, err := casleader.New(sqlStore, cfg)
 //	...
 //	http.Handle("/healthz", hc)
@@ -85,7 +85,7 @@ func New(tolerance time.Duration) *Checker {
 }
 
 // Hooks returns the hooks that let the Checker follow a candidate: put them in
-// [casleader.Config.Hooks] or a group.Group's Config.Hooks, beside any others
+// [casleader.Config.Hooks] or a Group's GroupConfig.Hooks, beside any others
 // (metrics', your own), in any order. The Checker covers every key of every
 // candidate created with them, from its first event on (before it, a key is
 // healthy: it does not lead).

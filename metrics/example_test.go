@@ -16,7 +16,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/casleader/casleader"
-	"github.com/casleader/casleader/group"
 	"github.com/casleader/casleader/healthz"
 	"github.com/casleader/casleader/metrics"
 	"github.com/casleader/casleader/store/sqlite"
@@ -99,7 +98,7 @@ func Example() {
 }
 
 // Metrics and a health check per key for a group: the same hooks go into
-// group.Config.Hooks. Every series has the key's label; /healthz names each key
+// casleader.GroupConfig.Hooks. Every series has the key's label; /healthz names each key
 // that breaks the rule.
 func Example_group() {
 	dir, err := os.MkdirTemp("", "casleader-metrics-group-example")
@@ -127,7 +126,7 @@ func Example_group() {
 	}
 	hc := healthz.New(0)
 	keys := []string{"shard-1", "shard-2", "shard-3"}
-	g, err := group.New(st, group.Config{
+	g, err := casleader.NewGroup(st, casleader.GroupConfig{
 		ID: "replica-1", Keys: keys,
 		Hooks: []casleader.Hooks{m.Hooks(), hc.Hooks()},
 	})

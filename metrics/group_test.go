@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casleader/casleader"
-	"github.com/casleader/casleader/group"
 	"github.com/casleader/casleader/internal/memstore"
 	"github.com/casleader/casleader/internal/testdb"
 	"github.com/casleader/casleader/internal/testdb/litedb"
@@ -87,7 +86,7 @@ func TestGroupExposesMetricsPerKey(t *testing.T) {
 			ks := []string{"alpha", "beta", "gamma"}
 			var mu sync.Mutex
 			batch := 0 // the largest renewal statement, in keys
-			g, err := group.New(st, group.Config{
+			g, err := casleader.NewGroup(st, casleader.GroupConfig{
 				ID: "a", Keys: ks, BatchSize: 2,
 				// Generous timings: a loaded machine does not lose the leases.
 				LeaseDuration: 2 * time.Second, RenewDeadline: 1200 * time.Millisecond,
@@ -152,7 +151,7 @@ func TestGroupExposesMetricsPerKey(t *testing.T) {
 
 // runGroup starts g's Run and returns a function that ends it and returns its
 // error; the test's end calls it too.
-func runGroup(t *testing.T, g *group.Group) (stop func() error) {
+func runGroup(t *testing.T, g *casleader.Group) (stop func() error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- g.Run(ctx) }()
@@ -178,7 +177,7 @@ func TestGroupRenewalFailuresAreCountedPerKey(t *testing.T) {
 		m, err := metrics.New(reg)
 		require.NoError(t, err)
 		ks := []string{"alpha", "beta", "gamma"}
-		g, err := group.New(st, group.Config{ID: "a", Keys: ks, BatchSize: 2,
+		g, err := casleader.NewGroup(st, casleader.GroupConfig{ID: "a", Keys: ks, BatchSize: 2,
 			LeaseDuration: lease, RenewDeadline: renewDL, HeartbeatInterval: heartbeat, PollInterval: poll,
 			Hooks: []casleader.Hooks{m.Hooks()}})
 		require.NoError(t, err)
@@ -221,18 +220,18 @@ func TestGroupClockSkewIsGaugedPerKey(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := memstore.New()
 		ks := []string{"alpha", "beta"}
-		timings := func(c group.Config) group.Config {
+		timings := func(c casleader.GroupConfig) casleader.GroupConfig {
 			c.LeaseDuration, c.RenewDeadline, c.HeartbeatInterval, c.PollInterval = lease, renewDL, heartbeat, poll
 			return c
 		}
-		leader, err := group.New(st, timings(group.Config{ID: "a", Keys: ks}))
+		leader, err := casleader.NewGroup(st, timings(casleader.GroupConfig{ID: "a", Keys: ks}))
 		require.NoError(t, err)
 		runGroup(t, leader)
 		time.Sleep(time.Millisecond)
 		reg := prometheus.NewPedanticRegistry()
 		m, err := metrics.New(reg)
 		require.NoError(t, err)
-		behind, err := group.New(st.Node(-2*time.Second), timings(group.Config{ID: "b", Keys: ks, Hooks: []casleader.Hooks{m.Hooks()}}))
+		behind, err := casleader.NewGroup(st.Node(-2*time.Second), timings(casleader.GroupConfig{ID: "b", Keys: ks, Hooks: []casleader.Hooks{m.Hooks()}}))
 		require.NoError(t, err)
 		runGroup(t, behind)
 		time.Sleep(5 * poll)

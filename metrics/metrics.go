@@ -3,7 +3,7 @@
 //
 // The metrics are fed from inside the candidate: [Metrics.Hooks] goes into
 // [casleader.Config.Hooks] of an elector, or into the Config.Hooks of a
-// group.Group, beside healthz's hooks and the user's own, in any order. The store
+// casleader.Group, beside healthz's hooks and the user's own, in any order. The store
 // is not wrapped (so [casleader.Elector.Guard] works as without metrics). The
 // is-leader gauge is computed at every scrape from the last trust deadline the
 // hooks reported, by the monotonic clock, so it turns 0 the moment the candidate
@@ -14,7 +14,7 @@
 //	m, err := metrics.New(reg)
 //	...
 //	hc := healthz.New(0)
-//	cfg.Hooks = []casleader.Hooks{m.Hooks(), hc.Hooks()} // casleader.Config or group.Config
+//	cfg.Hooks = []casleader.Hooks{m.Hooks(), hc.Hooks()} // casleader.Config or casleader.GroupConfig
 //	el, err := casleader.New(sqlStore, cfg)
 //	...
 //	http.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
@@ -192,7 +192,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 }
 
 // Hooks returns the hooks that feed the metrics: put them in
-// [casleader.Config.Hooks] or a group.Group's Config.Hooks, beside any others
+// [casleader.Config.Hooks] or a Group's GroupConfig.Hooks, beside any others
 // (healthz's, your own), in any order. The store is not wrapped, so its guards work
 // as without metrics. One Hooks value serves any number of electors, groups and
 // keys.

@@ -6,7 +6,7 @@ import (
 )
 
 // Driver is the one contract between the election engine (casleader.New,
-// group.New) and a store: every method the engine calls. The stores of packages
+// casleader.NewGroup) and a store: every method the engine calls. The stores of packages
 // store/mysql, store/postgres and store/sqlite implement it, and the conformance
 // suite checks them against it. Nothing is discovered by a type assertion: a
 // decorator that embeds a Driver and overrides some methods keeps every other

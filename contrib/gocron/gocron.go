@@ -10,10 +10,10 @@ import (
 )
 
 // Leader is what [New] needs of an election: [*casleader.Elector] and a group's
-// [*group.Lease] have these methods, and a single-instance deployment or a test
+// [*casleader.Lease] have these methods, and a single-instance deployment or a test
 // can pass a type of its own that always (or never) leads.
 //
-// [*group.Lease]: https://pkg.go.dev/github.com/casleader/casleader/group#Lease
+// [*casleader.Lease]: https://pkg.go.dev/github.com/casleader/casleader#Lease
 type Leader interface {
 	// IsLeader reports whether this instance leads now, without I/O.
 	IsLeader() bool

@@ -27,7 +27,7 @@ const envBalancedKeys = "CASLEADER_CHAOS_BALANCED_KEYS"
 const envBalanced = "CASLEADER_CHAOS_BALANCED"
 
 // TestBalancedGroups runs four candidate processes of a balanced group
-// (group.Config.Balance) over 200 keys on MariaDB and PostgreSQL, through a random
+// (GroupConfig.Balance) over 200 keys on MariaDB and PostgreSQL, through a random
 // sequence of joins, graceful leaves, kills, pauses past the lease and network
 // cuts (casleadertest.ProcessCluster.RunBalanced), and checks the history per key
 // (no belief overlap outside a pause, tokens in order, no stale action, a leader

@@ -26,7 +26,7 @@ var driverFree = []string{
 	"github.com/casleader/casleader/cas",
 	"github.com/casleader/casleader/heartbeat",
 	"github.com/casleader/casleader/detector",
-	"github.com/casleader/casleader/group",
+	"github.com/casleader/casleader",
 	"github.com/casleader/casleader/internal/notify",
 	"github.com/casleader/casleader/store",
 	"github.com/casleader/casleader/internal/storetest",

@@ -2,7 +2,7 @@
 // gets from its context: the term's fencing token, whether it still holds, a guard
 // that fences the callback's own database transaction with that token, and a
 // non-blocking resign. The single-key casleader.Elector and the keys of a
-// group.Group hand out the same [Term] (casleader.Term is this type, and
+// Group hand out the same [Term] (casleader.Term is this type, and
 // casleader.TermFrom is [From]), so leader code is written once for both.
 //
 // Everything a Term does is scoped to its term: once the term has ended, Resign

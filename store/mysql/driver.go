@@ -8,7 +8,7 @@ import (
 )
 
 // The methods below are those of [store.Driver], which casleader.New and
-// group.New take; each delegates to the engine that the dialect stores share.
+// casleader.NewGroup take; each delegates to the engine that the dialect stores share.
 
 var _ store.Driver = (*Store)(nil)
 

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casleader/casleader"
-	"github.com/casleader/casleader/group"
 	"github.com/casleader/casleader/store"
 )
 
@@ -49,7 +48,7 @@ func TestGroupKeyGuard(t *testing.T) {
 				terms := make(chan leaderTerm, 4)
 				gst, ok := db.st.(store.Driver)
 				require.True(t, ok, "%T is no store.Driver", db.st)
-				g, err := group.New(gst, group.Config{
+				g, err := casleader.NewGroup(gst, casleader.GroupConfig{
 					ID: "a", Keys: []string{"j", "k"},
 					LeaseDuration: gLease, RenewDeadline: gRenew, HeartbeatInterval: gBeat, PollInterval: gPoll,
 					OnStartedLeading: func(ctx context.Context, key string, _ int64) {

@@ -23,7 +23,7 @@ const maxFuncLines = 60
 
 // executorDirs are the packages, relative to the module's root, whose production
 // files execute the election protocol (the root package is the elector).
-var executorDirs = []string{".", "group", "heartbeat", "detector", "term", "internal/term"}
+var executorDirs = []string{".", "heartbeat", "detector", "term", "internal/term"}
 
 // Package is what Measure found in one package of the module.
 type Package struct {

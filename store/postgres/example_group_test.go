@@ -1,4 +1,4 @@
-package group_test
+package postgres_test
 
 import (
 	"context"
@@ -6,13 +6,13 @@ import (
 	"log"
 	"os"
 
-	"github.com/casleader/casleader/group"
+	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/store/postgres"
 )
 
 // One process campaigns for 10,000 shards with batched statements: about ten
 // renewal statements per second for all of them.
-func Example() {
+func Example_group() {
 	ctx := context.Background()
 	pool, err := postgres.Open(ctx, os.Getenv("ELECTION_DSN"))
 	if err != nil {
@@ -26,7 +26,7 @@ func Example() {
 	for i := range shards {
 		shards[i] = fmt.Sprintf("shard-%05d", i)
 	}
-	g, err := group.New(st, group.Config{
+	g, err := casleader.NewGroup(st, casleader.GroupConfig{
 		ID: "worker-1", Keys: shards,
 		OnChange: func(key string, leading bool, token int64) {
 			log.Printf("%s: leading=%v token=%d", key, leading, token)

@@ -1,4 +1,4 @@
-package group
+package casleader
 
 import (
 	"context"
@@ -68,7 +68,7 @@ func (g *Group) memberRows() []store.Member {
 }
 
 // Members returns the candidates of the election key seen within the last two
-// leases by the database clock, ordered by ID (see casleader's Elector.Members). It
+// leases by the database clock, ordered by ID (see [Elector.Members]). It
 // fails when the members table is missing (create it with `casleader migrate`)
 // or the store keeps none.
 func (g *Group) Members(ctx context.Context, key string) ([]store.Member, error) {

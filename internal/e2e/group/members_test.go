@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/casleader/casleader/group"
+	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/internal/ident"
 	"github.com/casleader/casleader/internal/testdb"
 	"github.com/casleader/casleader/internal/testdb/litedb"
@@ -90,11 +90,11 @@ func openMembers(t *testing.T, open func(t *testing.T, table string) (membersSto
 // half lease.
 const patientLease = 2 * time.Second
 
-func patient(c *group.Config) {
+func patient(c *casleader.GroupConfig) {
 	c.LeaseDuration, c.RenewDeadline, c.HeartbeatInterval, c.PollInterval = patientLease, 1200*time.Millisecond, 100*time.Millisecond, 500*time.Millisecond
 }
 
-func roles(t *testing.T, g *group.Group, key string) []string {
+func roles(t *testing.T, g *casleader.Group, key string) []string {
 	ms, err := g.Members(t.Context(), key)
 	if !assert.NoError(t, err) {
 		return nil
@@ -117,10 +117,10 @@ func TestGroupsRecordEveryKeyInOneBatchedWritePerPeriod(t *testing.T) {
 			st, _, _ := openMembers(t, d.open)
 			ks := keys(15)
 			started := time.Now()
-			a := newGroup(t, st, "a", ks[:10], func(c *group.Config) { patient(c); c.KeepLeaseOnExit = true })
+			a := newGroup(t, st, "a", ks[:10], func(c *casleader.GroupConfig) { patient(c); c.KeepLeaseOnExit = true })
 			b := newGroup(t, st, "b", ks[5:], patient)
 			b.Pause()
-			c := newGroup(t, st, "c", ks, func(c *group.Config) { patient(c); c.Observer = true })
+			c := newGroup(t, st, "c", ks, func(c *casleader.GroupConfig) { patient(c); c.Observer = true })
 			stopA, stopB, stopC := running(t, a), running(t, b), running(t, c)
 			defer stopB()
 
@@ -169,7 +169,7 @@ func TestGroupLeadsWithoutAMembersTable(t *testing.T) {
 			var mu sync.Mutex
 			var buf bytes.Buffer
 			ks := keys(20)
-			a := newGroup(t, st, "a", ks, func(c *group.Config) {
+			a := newGroup(t, st, "a", ks, func(c *casleader.GroupConfig) {
 				patient(c)
 				c.Logger = slog.New(slog.NewTextHandler(lockedBuffer{&mu, &buf}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 			})

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/casleader/casleader/group"
+	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/internal/memstore"
 	"github.com/casleader/casleader/store"
 )
@@ -59,7 +59,7 @@ func TestLateRenewalReplyNeverRevivesTheTerm(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := &lateStore{Store: memstore.New()}
 		var ch changes
-		g := newGroup(t, st, "a", []string{"k"}, func(c *group.Config) { c.OnChange = ch.record })
+		g := newGroup(t, st, "a", []string{"k"}, func(c *casleader.GroupConfig) { c.OnChange = ch.record })
 		stop := running(t, g)
 		time.Sleep(time.Millisecond)
 		old := g.Token("k")
@@ -94,7 +94,7 @@ func TestStepDownRequestNamingATargetHandsOver(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := memstore.New()
 		var ch changes
-		g := newGroup(t, st, "a", []string{"k", "other"}, func(c *group.Config) { c.OnChange = ch.record })
+		g := newGroup(t, st, "a", []string{"k", "other"}, func(c *casleader.GroupConfig) { c.OnChange = ch.record })
 		stop := running(t, g)
 		time.Sleep(time.Millisecond)
 		old := g.Token("k")
@@ -181,7 +181,7 @@ func TestInvalidKeyIsRefusedAndDoesNotBlockItsBatch(t *testing.T) {
 		stop := running(t, g)
 		ks := keys(5)
 		err := g.Add(append([]string{"bad "}, ks...)...)
-		require.ErrorIs(t, err, group.ErrInvalidKey)
+		require.ErrorIs(t, err, casleader.ErrInvalidKey)
 		require.ErrorIs(t, err, store.ErrInvalidArgument)
 		assert.Contains(t, err.Error(), `"bad "`)
 		time.Sleep(10 * time.Millisecond)
@@ -190,11 +190,11 @@ func TestInvalidKeyIsRefusedAndDoesNotBlockItsBatch(t *testing.T) {
 		assert.Nil(t, g.Lease("bad "))
 		stop()
 	})
-	_, err := group.New(memstore.New(), group.Config{ID: "a", Keys: []string{"ok", "bad\x00"}})
-	assert.ErrorIs(t, err, group.ErrInvalidConfig)
-	assert.ErrorIs(t, err, group.ErrInvalidKey)
-	_, err = group.New(memstore.New(), group.Config{ID: "a "})
-	assert.ErrorIs(t, err, group.ErrInvalidConfig, "an ID with a trailing space")
+	_, err := casleader.NewGroup(memstore.New(), casleader.GroupConfig{ID: "a", Keys: []string{"ok", "bad\x00"}})
+	assert.ErrorIs(t, err, casleader.ErrInvalidConfig)
+	assert.ErrorIs(t, err, casleader.ErrInvalidKey)
+	_, err = casleader.NewGroup(memstore.New(), casleader.GroupConfig{ID: "a "})
+	assert.ErrorIs(t, err, casleader.ErrInvalidConfig, "an ID with a trailing space")
 }
 
 func goroutineID() string {
@@ -212,7 +212,7 @@ func TestOnChangeIsCalledFromRunsGoroutine(t *testing.T) {
 		ks := keys(50)
 		var mu sync.Mutex
 		callers := map[string]int{}
-		g := newGroup(t, st, "a", ks, func(c *group.Config) {
+		g := newGroup(t, st, "a", ks, func(c *casleader.GroupConfig) {
 			c.Parallel = 4
 			c.OnChange = func(string, bool, int64) {
 				mu.Lock()

@@ -1,4 +1,4 @@
-package group_test
+package sqlite_test
 
 import (
 	"context"
@@ -9,14 +9,13 @@ import (
 	"time"
 
 	"github.com/casleader/casleader"
-	"github.com/casleader/casleader/group"
 	"github.com/casleader/casleader/store/sqlite"
 )
 
 // Many keys in one process: one Group campaigns for every key with batched
 // statements, and runs each key's leader work with that key's term, which
 // casleader.TermFrom gives as for an Elector (token, guard, Resign).
-func ExampleGroup_IsLeader() {
+func Example_group() {
 	dir, err := os.MkdirTemp("", "casleader-group-example")
 	if err != nil {
 		log.Fatal(err)
@@ -35,7 +34,7 @@ func ExampleGroup_IsLeader() {
 		log.Fatal(err)
 	}
 	keys := []string{"shard-1", "shard-2", "shard-3"}
-	g, err := group.New(st, group.Config{
+	g, err := casleader.NewGroup(st, casleader.GroupConfig{
 		ID: "worker-1", Keys: keys,
 		OnStartedLeading: func(ctx context.Context, key string, token int64) {
 			term := casleader.TermFrom(ctx)
@@ -69,7 +68,7 @@ func ExampleGroup_IsLeader() {
 
 // Balanced keys: replicas that run the same keys with Balance spread them, each
 // leading its fair share, and move only what must move when one joins or leaves.
-func ExampleConfig_balance() {
+func Example_balancedGroups() {
 	dir, err := os.MkdirTemp("", "casleader-balance-example")
 	if err != nil {
 		log.Fatal(err)
@@ -89,10 +88,10 @@ func ExampleConfig_balance() {
 	}
 	tenants := []string{"tenant-1", "tenant-2", "tenant-3", "tenant-4", "tenant-5", "tenant-6"}
 	ctx, cancel := context.WithCancel(context.Background())
-	var replicas []*group.Group
+	var replicas []*casleader.Group
 	done := make(chan error, 2)
 	for _, id := range []string{"replica-1", "replica-2"} {
-		g, err := group.New(st, group.Config{ID: id, Keys: tenants, Balance: true, LeaseDuration: time.Second})
+		g, err := casleader.NewGroup(st, casleader.GroupConfig{ID: id, Keys: tenants, Balance: true, LeaseDuration: time.Second})
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -116,7 +115,7 @@ func ExampleConfig_balance() {
 	// replica-2 leads 3 tenants
 }
 
-func led(g *group.Group, keys []string) int {
+func led(g *casleader.Group, keys []string) int {
 	n := 0
 	for _, k := range keys {
 		if g.IsLeader(k) {
@@ -126,7 +125,7 @@ func led(g *group.Group, keys []string) int {
 	return n
 }
 
-func balancedOver(gs []*group.Group, keys []string) bool {
+func balancedOver(gs []*casleader.Group, keys []string) bool {
 	for _, g := range gs {
 		if led(g, keys) != len(keys)/len(gs) {
 			return false

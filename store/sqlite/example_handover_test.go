@@ -1,4 +1,4 @@
-package group_test
+package sqlite_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/casleader/casleader/group"
+	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/store/sqlite"
 )
 
@@ -16,7 +16,7 @@ import (
 // worker-1 (its work returns first) and names worker-2 in the row, whose stream of
 // the key (Listen) then reports its own term. The group's other keys stay where
 // they are.
-func ExampleGroup_HandoverTo() {
+func Example_groupHandoverTo() {
 	dir, err := os.MkdirTemp("", "casleader-group-handover")
 	if err != nil {
 		log.Fatal(err)
@@ -37,8 +37,8 @@ func ExampleGroup_HandoverTo() {
 		log.Fatal(err)
 	}
 	keys := []string{"shard-1", "shard-2"}
-	start := func(id string) (*group.Group, chan error) {
-		g, err := group.New(st, group.Config{ID: id, Keys: keys, PollInterval: 100 * time.Millisecond})
+	start := func(id string) (*casleader.Group, chan error) {
+		g, err := casleader.NewGroup(st, casleader.GroupConfig{ID: id, Keys: keys, PollInterval: 100 * time.Millisecond})
 		if err != nil {
 			log.Fatal(err)
 		}

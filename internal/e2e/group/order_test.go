@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/casleader/casleader/group"
+	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/internal/memstore"
 	"github.com/casleader/casleader/store"
 )
@@ -42,7 +42,7 @@ func (s *renewOrder) keys() []string {
 func TestRenewalRoundsRenewTheEarliestDeadlineFirst(t *testing.T) {
 	st := &renewOrder{Store: memstore.New()}
 	ks := keys(8)
-	g := newGroup(t, st, "a", ks, func(c *group.Config) { c.BatchSize, c.Parallel = 1, 1 })
+	g := newGroup(t, st, "a", ks, func(c *casleader.GroupConfig) { c.BatchSize, c.Parallel = 1, 1 })
 	stop := running(t, g)
 	defer stop()
 	const rounds = 4

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/casleader/casleader/group"
+	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/internal/testdb"
 	"github.com/casleader/casleader/internal/testdb/mydb"
 	"github.com/casleader/casleader/internal/testdb/pgdb"
@@ -98,7 +98,7 @@ func TestStoreWakeupsElectWokenKeysWithoutARead(t *testing.T) {
 			sa, sb := d.open(t, table)
 			require.NoError(t, sa.(interface{ CreateTable(context.Context) error }).CreateTable(t.Context()))
 			ks := keys(3)
-			slow := func(c *group.Config) {
+			slow := func(c *casleader.GroupConfig) {
 				c.LeaseDuration, c.RenewDeadline, c.HeartbeatInterval, c.PollInterval = time.Minute, 40*time.Second, 200*time.Millisecond, time.Minute
 			}
 			a := newGroup(t, sa, "a", ks, slow)

@@ -1,36 +1,35 @@
-package group
+package casleader
 
 import (
 	"context"
 	"fmt"
 
-	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/internal/rules"
 )
 
-// Listen returns the leadership stream of key, as casleader's Elector.Listen does
+// Listen returns the leadership stream of key, as [Elector.Listen] does
 // for its key: a channel that holds the key's current status at once, then each
 // change (a term of the group starts, it stops acting, the observed leader
 // changes), in order, until ctx ends or the key is removed from the group; then
 // it is closed. The stream keeps the latest status only and never delays the
 // group: a listener that has not taken a status finds it replaced by the next
-// one, and [casleader.Status.Seq] says how many it skipped.
+// one, and [Status.Seq] says how many it skipped.
 //
-// The key must be in the group (Config.Keys or [Group.Add]); for any other key
+// The key must be in the group (GroupConfig.Keys or [Group.Add]); for any other key
 // the channel is closed at once. Listen may be called before or during Run, any
 // number of times.
-func (g *Group) Listen(ctx context.Context, key string) <-chan casleader.Status {
+func (g *Group) Listen(ctx context.Context, key string) <-chan Status {
 	sh := g.shared(key)
 	if sh == nil {
-		ch := make(chan casleader.Status)
+		ch := make(chan Status)
 		close(ch)
 		return ch
 	}
 	return sh.stream.Listen(ctx)
 }
 
-// HandoverTo passes the leadership of key to candidate id, as casleader's
-// Elector.HandoverTo does for its key, through the handover of the preferred
+// HandoverTo passes the leadership of key to candidate id, as
+// [Elector.HandoverTo] does for its key, through the handover of the preferred
 // leader rule: the key's term stops acting (IsLeader(key) turns false, its
 // leadership context is cancelled), its OnStartedLeading is waited for (at most
 // DrainTimeout), then one compare-and-set names id in the row; id confirms with
@@ -39,8 +38,8 @@ func (g *Group) Listen(ctx context.Context, key string) <-chan casleader.Status 
 //
 // It returns once the handover write is settled, or when ctx ends: nil when the
 // row names id (or id is this group's own ID), an error matching
-// [casleader.ErrNotLeader] when the group does not lead key (or no Run is under
-// way), [casleader.ErrNotDrained] when OnStartedLeading did not return within
+// [ErrNotLeader] when the group does not lead key (or no Run is under
+// way), [ErrNotDrained] when OnStartedLeading did not return within
 // DrainTimeout (the lease then expires by itself), [ErrInvalidKey] for a key not
 // in the group and [ErrInvalidConfig] for an id that cannot be a candidate's.
 // From the key's own OnStartedLeading, pass its leadership context: HandoverTo
@@ -109,14 +108,14 @@ func (g *Group) begin() (end func()) {
 
 // notLeading is the error of a handover of key that this group does not lead.
 func (g *Group) notLeading(key, why string) error {
-	return fmt.Errorf("%w: group %q does not lead key %q: %s", casleader.ErrNotLeader, g.cfg.ID, key, why)
+	return fmt.Errorf("%w: group %q does not lead key %q: %s", ErrNotLeader, g.cfg.ID, key, why)
 }
 
 // notDrained is the error of the handover e, not written because the work of its
 // term did not return within DrainTimeout.
 func (g *Group) notDrained(e ending) error {
 	return fmt.Errorf("%w: key %q, term %d: the lease was not handed to %q and expires by itself: make OnStartedLeading return when its context is cancelled (if it calls HandoverTo itself, pass it its own context); raise DrainTimeout only if the work needs longer to stop",
-		casleader.ErrNotDrained, e.s.key, e.token, e.to)
+		ErrNotDrained, e.s.key, e.token, e.to)
 }
 
 // handoverFailed is the error of the handover e whose write failed with err.

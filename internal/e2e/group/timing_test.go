@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/casleader/casleader/group"
+	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/internal/memstore"
 )
 
@@ -16,7 +16,7 @@ import (
 // that), so a short lease alone is accepted and its keys stay led.
 func TestLeaseAloneScalesTheOtherDurations(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		g, err := group.New(memstore.New(), group.Config{ID: "a", Keys: []string{"k"}, LeaseDuration: 3 * time.Second})
+		g, err := casleader.NewGroup(memstore.New(), casleader.GroupConfig{ID: "a", Keys: []string{"k"}, LeaseDuration: 3 * time.Second})
 		require.NoError(t, err, "a 3 s lease alone")
 		stop := running(t, g)
 		defer stop()

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/casleader/casleader/group"
+	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/internal/memstore"
 	"github.com/casleader/casleader/internal/notify"
 	"github.com/casleader/casleader/internal/testdb"
@@ -77,7 +77,7 @@ func TestWakeupsWakeFollowedKeysOnRelease(t *testing.T) {
 		st := memstore.New()
 		n := newHub(st)
 		ks := keys(4)
-		slow := func(c *group.Config) { c.PollInterval = 10 * lease }
+		slow := func(c *casleader.GroupConfig) { c.PollInterval = 10 * lease }
 		a := newGroup(t, n, "a", ks, slow)
 		stopA := running(t, a)
 		time.Sleep(time.Millisecond)
@@ -111,7 +111,7 @@ func TestHandoverWakesTheTargetKeyAtOnceAndOthersALittleLater(t *testing.T) {
 		_, _, err := st.Insert(t.Context(), ks[0], store.Candidate{ID: "x"})
 		require.NoError(t, err)
 		n := newHub(st)
-		b := newGroup(t, n, "b", ks, func(c *group.Config) { c.PollInterval = 10 * lease })
+		b := newGroup(t, n, "b", ks, func(c *casleader.GroupConfig) { c.PollInterval = 10 * lease })
 		stop := running(t, b)
 		defer stop()
 		time.Sleep(time.Millisecond)
@@ -163,7 +163,7 @@ func TestObserverNeverCampaignsAndReportsLeaders(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := memstore.New()
 		ks := keys(3)
-		o := newGroup(t, st, "o", ks, func(c *group.Config) { c.Observer = true })
+		o := newGroup(t, st, "o", ks, func(c *casleader.GroupConfig) { c.Observer = true })
 		stopO := running(t, o)
 		time.Sleep(2 * lease)
 		assert.Zero(t, count(o, ks), "an observer never creates a row")
@@ -194,7 +194,7 @@ func TestStoreWakeupsWakeFollowedKeysOnRelease(t *testing.T) {
 	sa, sb := open(), open()
 	require.NoError(t, sa.CreateTable(t.Context()))
 	ks := keys(5)
-	slow := func(c *group.Config) {
+	slow := func(c *casleader.GroupConfig) {
 		c.LeaseDuration, c.RenewDeadline, c.HeartbeatInterval, c.PollInterval = time.Minute, 40*time.Second, 200*time.Millisecond, time.Minute
 	}
 	a := newGroup(t, sa, "a", ks, slow)

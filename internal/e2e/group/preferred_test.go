@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/casleader/casleader/group"
+	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/internal/members"
 )
 
@@ -35,8 +35,8 @@ func TestPreferredLeaderForEveryKey(t *testing.T) {
 				defer mu.Unlock()
 				return strings.Count(buf.String(), "handing the key over: the preferred leader rule")
 			}
-			start := func(id string, priority int) *group.Group {
-				g := newGroup(t, st, id, ks, func(c *group.Config) {
+			start := func(id string, priority int) *casleader.Group {
+				g := newGroup(t, st, id, ks, func(c *casleader.GroupConfig) {
 					patient(c)
 					c.Priority, c.Logger = priority, logger
 				})

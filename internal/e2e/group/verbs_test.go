@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casleader/casleader"
-	"github.com/casleader/casleader/group"
 	"github.com/casleader/casleader/internal/memstore"
 )
 
@@ -21,7 +20,7 @@ import (
 // key changes hands only when the test hands it over (a renewal would have to
 // fail for four seconds to lose one); a handed key is claimed at the next read
 // (PollInterval) at the latest.
-func verbTimings(c *group.Config) {
+func verbTimings(c *casleader.GroupConfig) {
 	c.LeaseDuration, c.RenewDeadline, c.HeartbeatInterval, c.PollInterval = 6*time.Second, 4*time.Second, 200*time.Millisecond, 500*time.Millisecond
 }
 
@@ -105,7 +104,7 @@ type sampler struct {
 	both           int
 }
 
-func sample(old, nu *group.Group, key string) *sampler {
+func sample(old, nu *casleader.Group, key string) *sampler {
 	s := &sampler{stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
@@ -155,10 +154,10 @@ func TestHandoverToPassesOneKeyAndLeavesTheOthers(t *testing.T) {
 			ks := keys(4)
 			key := ks[0]
 			var sa, sb stamps
-			a := newGroup(t, st, "a", ks, func(c *group.Config) { verbTimings(c); c.OnChange = sa.onChange(key) })
+			a := newGroup(t, st, "a", ks, func(c *casleader.GroupConfig) { verbTimings(c); c.OnChange = sa.onChange(key) })
 			t.Cleanup(running(t, a))
 			require.Eventually(t, func() bool { return count(a, ks) == len(ks) }, 30*time.Second, 10*time.Millisecond, "a leads every key")
-			b := newGroup(t, st, "b", ks, func(c *group.Config) { verbTimings(c); c.OnChange = sb.onChange(key) })
+			b := newGroup(t, st, "b", ks, func(c *casleader.GroupConfig) { verbTimings(c); c.OnChange = sb.onChange(key) })
 			lctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
 			cha := a.Listen(lctx, key)
@@ -195,8 +194,8 @@ func TestHandoverToPassesOneKeyAndLeavesTheOthers(t *testing.T) {
 			// Only a key's leader hands it over.
 			assert.ErrorIs(t, a.HandoverTo(t.Context(), key, "b"), casleader.ErrNotLeader)
 			assert.ErrorIs(t, b.HandoverTo(t.Context(), ks[1], "b"), casleader.ErrNotLeader)
-			assert.ErrorIs(t, a.HandoverTo(t.Context(), "not-a-key", "b"), group.ErrInvalidKey)
-			assert.ErrorIs(t, a.HandoverTo(t.Context(), ks[1], ""), group.ErrInvalidConfig)
+			assert.ErrorIs(t, a.HandoverTo(t.Context(), "not-a-key", "b"), casleader.ErrInvalidKey)
+			assert.ErrorIs(t, a.HandoverTo(t.Context(), ks[1], ""), casleader.ErrInvalidConfig)
 			assert.NoError(t, a.HandoverTo(t.Context(), ks[1], "a"), "to itself: it leads already")
 			assert.Equal(t, before[ks[1]], a.Token(ks[1]))
 
@@ -300,7 +299,7 @@ func TestHandoverToWaitsForTheWorkToReturn(t *testing.T) {
 				ks := keys(2)
 				release := make(chan struct{})
 				rowAtCancel := make(chan string, 1) // the row's leader when the work was cancelled
-				a := newGroup(t, st, "a", ks, func(c *group.Config) {
+				a := newGroup(t, st, "a", ks, func(c *casleader.GroupConfig) {
 					c.OnStartedLeading = func(ctx context.Context, key string, token int64) {
 						<-ctx.Done()
 						if key == ks[0] {

@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casleader/casleader"
-	"github.com/casleader/casleader/group"
 	"github.com/casleader/casleader/internal/memstore"
 	"github.com/casleader/casleader/store"
 )
@@ -80,7 +79,7 @@ func TestHooksSeeEveryKeysCallsAndTermInOrder(t *testing.T) {
 		ks := keys(3)
 		ev := newKeyEvents()
 		var renewals int
-		g := newGroup(t, st, "a", ks, func(c *group.Config) {
+		g := newGroup(t, st, "a", ks, func(c *casleader.GroupConfig) {
 			c.BatchSize = 2
 			c.Hooks = []casleader.Hooks{ev.hooks(), {Renewed: func(casleader.Event) { renewals++ }}}
 		})
@@ -134,7 +133,7 @@ func TestLostTermIsStoppedOnceItsWorkReturns(t *testing.T) {
 		ks := keys(2)
 		ev := newKeyEvents()
 		work := make(chan struct{})
-		g := newGroup(t, st, "a", ks, func(c *group.Config) {
+		g := newGroup(t, st, "a", ks, func(c *casleader.GroupConfig) {
 			c.Hooks = []casleader.Hooks{ev.hooks()}
 			c.OnStartedLeading = func(ctx context.Context, key string, _ int64) {
 				if key == ks[0] {
@@ -170,7 +169,7 @@ func TestKeptLeasesAreStoppedWithoutARelease(t *testing.T) {
 		st := memstore.New()
 		ks := keys(2)
 		ev := newKeyEvents()
-		g := newGroup(t, st, "a", ks, func(c *group.Config) {
+		g := newGroup(t, st, "a", ks, func(c *casleader.GroupConfig) {
 			c.KeepLeaseOnExit = true
 			c.Hooks = []casleader.Hooks{ev.hooks()}
 		})

@@ -1,28 +1,27 @@
-package group
+package casleader
 
 import (
 	"context"
 	"errors"
 	"time"
 
-	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/store"
 )
 
-// hooks are the Config.Hooks of a group, by event, so that an event without hooks
+// hooks are the GroupConfig.Hooks of a group, by event, so that an event without hooks
 // costs one length check.
 type hooks struct {
-	call                                    []func(casleader.Call)
-	started, renewed, stopped, leader, skew []func(casleader.Event)
+	call                                    []func(Call)
+	started, renewed, stopped, leader, skew []func(Event)
 }
 
-func newHooks(hs []casleader.Hooks) hooks {
+func newHooks(hs []Hooks) hooks {
 	var out hooks
 	for _, h := range hs {
 		if h.Call != nil {
 			out.call = append(out.call, h.Call)
 		}
-		add := func(fs *[]func(casleader.Event), f func(casleader.Event)) {
+		add := func(fs *[]func(Event), f func(Event)) {
 			if f != nil {
 				*fs = append(*fs, f)
 			}
@@ -38,11 +37,11 @@ func newHooks(hs []casleader.Hooks) hooks {
 
 // tell calls the hooks fs with the event of key in term token, after change has
 // filled in its facts.
-func (g *Group) tell(fs []func(casleader.Event), key string, token int64, change func(*casleader.Event)) {
+func (g *Group) tell(fs []func(Event), key string, token int64, change func(*Event)) {
 	if len(fs) == 0 {
 		return
 	}
-	ev := casleader.Event{Key: key, ID: g.cfg.ID, Token: token, LeaseDuration: g.cfg.LeaseDuration, RenewDeadline: g.cfg.RenewDeadline}
+	ev := Event{Key: key, ID: g.cfg.ID, Token: token, LeaseDuration: g.cfg.LeaseDuration, RenewDeadline: g.cfg.RenewDeadline}
 	if change != nil {
 		change(&ev)
 	}
@@ -68,9 +67,9 @@ func (s *stmt) done(ctx context.Context, err error) {
 
 // calls tells the Call hooks of the statement op, sent for keys, once per key;
 // outcome fills in a key's outcome (Swapped, Term, Record, Found).
-func (g *Group) calls(op string, keys []string, st stmt, outcome func(c *casleader.Call)) {
+func (g *Group) calls(op string, keys []string, st stmt, outcome func(c *Call)) {
 	for _, key := range keys {
-		c := casleader.Call{Key: key, ID: g.cfg.ID, Keys: len(keys), Op: op,
+		c := Call{Key: key, ID: g.cfg.ID, Keys: len(keys), Op: op,
 			Sent: st.sent, Duration: st.took, Err: st.err, Cancelled: st.cancelled}
 		if st.err == nil && outcome != nil {
 			outcome(&c)
@@ -82,18 +81,18 @@ func (g *Group) calls(op string, keys []string, st stmt, outcome func(c *caslead
 }
 
 // observed tells the Call hooks of a batched read of b.
-func (r *run) observed(b keyBatch, rep readReply) {
+func (r *engine) observed(b keyBatch, rep readReply) {
 	if len(r.g.hooks.call) == 0 {
 		return
 	}
-	r.g.calls("observe", b.keys, rep.stmt, func(c *casleader.Call) {
+	r.g.calls("observe", b.keys, rep.stmt, func(c *Call) {
 		c.Record, c.Found = rep.recs[c.Key]
 	})
 }
 
 // wrote tells the Call hooks of a batched write op of the keys of ss, with each
 // key's compare-and-set outcome (and, for an election, its term).
-func (r *run) wrote(op string, ss []*state, rep wonReply) {
+func (r *engine) wrote(op string, ss []*state, rep wonReply) {
 	if len(r.g.hooks.call) == 0 {
 		return
 	}
@@ -101,7 +100,7 @@ func (r *run) wrote(op string, ss []*state, rep wonReply) {
 	for _, w := range rep.won {
 		won[w.Key] = w
 	}
-	r.g.calls(op, stateKeys(ss), rep.stmt, func(c *casleader.Call) {
+	r.g.calls(op, stateKeys(ss), rep.stmt, func(c *Call) {
 		w, ok := won[c.Key]
 		c.Swapped = ok
 		if ok && op != "renew" && op != "release" {
@@ -120,14 +119,14 @@ func stateKeys(ss []*state) []string {
 }
 
 // renewed tells the Renewed hooks the trust deadline of the term s leads.
-func (r *run) renewed(s *state) {
-	r.g.tell(r.g.hooks.renewed, s.key, s.m.Term(), func(ev *casleader.Event) { ev.Until = s.m.Deadline() })
+func (r *engine) renewed(s *state) {
+	r.g.tell(r.g.hooks.renewed, s.key, s.m.Term(), func(ev *Event) { ev.Until = s.m.Deadline() })
 }
 
 // lapse ends, for the Stopped hooks, the lead phase of the term token of s, which
 // ended without a write to send (its lease was lost, or not held): once the term's
 // work has returned, at most DrainTimeout later, as a release would.
-func (r *run) lapse(s *state, token int64) {
+func (r *engine) lapse(s *state, token int64) {
 	if len(r.g.hooks.stopped) == 0 {
 		return
 	}
@@ -140,7 +139,7 @@ func (r *run) lapse(s *state, token int64) {
 }
 
 // wroteEnds tells the Call hooks of a batched write op of the keys of es.
-func (r *run) wroteEnds(op string, es []ending, rep wonReply) {
+func (r *engine) wroteEnds(op string, es []ending, rep wonReply) {
 	if len(r.g.hooks.call) == 0 {
 		return
 	}
@@ -152,21 +151,21 @@ func (r *run) wroteEnds(op string, es []ending, rep wonReply) {
 }
 
 // handedOver tells the Call hooks of the handover of e.
-func (r *run) handedOver(e ending, h handed) {
+func (r *engine) handedOver(e ending, h handed) {
 	if len(r.g.hooks.call) == 0 {
 		return
 	}
-	r.g.calls("handover", []string{e.s.key}, h.stmt, func(c *casleader.Call) {
+	r.g.calls("handover", []string{e.s.key}, h.stmt, func(c *Call) {
 		c.Swapped, c.Term = h.ok, h.term
 	})
 }
 
 // noteKeySkew records the clock skew k that the reads of s show, and tells the
 // hooks when it changed.
-func (r *run) noteKeySkew(s *state, k time.Duration) {
+func (r *engine) noteKeySkew(s *state, k time.Duration) {
 	if k == s.skew {
 		return
 	}
 	s.skew = k
-	r.g.tell(r.g.hooks.skew, s.key, 0, func(ev *casleader.Event) { ev.Skew = k })
+	r.g.tell(r.g.hooks.skew, s.key, 0, func(ev *Event) { ev.Skew = k })
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/casleader/casleader/group"
+	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/internal/memstore"
 	"github.com/casleader/casleader/internal/term"
 	"github.com/casleader/casleader/store"
@@ -56,8 +56,8 @@ func (w *works) terms(key string) int {
 
 func done(ctx context.Context) bool { return ctx.Err() != nil }
 
-func withWorks(w *works) func(*group.Config) {
-	return func(c *group.Config) { c.OnStartedLeading = w.run }
+func withWorks(w *works) func(*casleader.GroupConfig) {
+	return func(c *casleader.GroupConfig) { c.OnStartedLeading = w.run }
 }
 
 func row(t *testing.T, st *memstore.Store, key string) store.Record {
@@ -178,7 +178,7 @@ func TestUndrainedWorkLeavesTheLeaseToExpire(t *testing.T) {
 			<-ctx.Done()
 		}
 		const drain = 50 * time.Millisecond
-		a := newGroup(t, st, "a", []string{"j", "k"}, func(c *group.Config) {
+		a := newGroup(t, st, "a", []string{"j", "k"}, func(c *casleader.GroupConfig) {
 			withWorks(w)(c)
 			c.DrainTimeout = drain
 		})
@@ -233,6 +233,6 @@ func TestRunReleasesOnlyAfterTheWorkReturned(t *testing.T) {
 }
 
 func TestNegativeDrainTimeoutIsRefused(t *testing.T) {
-	_, err := group.New(memstore.New(), group.Config{ID: "a", DrainTimeout: -time.Second})
-	require.ErrorIs(t, err, group.ErrInvalidConfig)
+	_, err := casleader.NewGroup(memstore.New(), casleader.GroupConfig{ID: "a", DrainTimeout: -time.Second})
+	require.ErrorIs(t, err, casleader.ErrInvalidConfig)
 }

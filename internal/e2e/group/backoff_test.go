@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/casleader/casleader/group"
+	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/internal/memstore"
 	"github.com/casleader/casleader/store"
 )
@@ -39,7 +39,7 @@ func TestElectionsThatNeverWinBackOff(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		st := &losingStore{Store: mem, stop: cancel}
 		const pollEvery = time.Second
-		g := newGroup(t, st, "a", []string{"k"}, func(c *group.Config) { c.PollInterval = pollEvery })
+		g := newGroup(t, st, "a", []string{"k"}, func(c *casleader.GroupConfig) { c.PollInterval = pollEvery })
 		done := make(chan error, 1)
 		go func() { done <- g.Run(ctx) }()
 		const runFor = 20 * time.Second

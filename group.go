@@ -1,49 +1,4 @@
-// Package group runs one candidate in many elections at once, with batched
-// statements: one statement renews up to BatchSize leases, one reads up to BatchSize
-// rows, each with a per-key compare-and-set outcome (store.RenewMany, ObserveMany,
-// ElectMany, InsertMany, ReleaseMany). A process that leads 10,000 keys with a 1 s
-// heartbeat sends about 10,000 / BatchSize renewal statements per second instead of
-// 10,000.
-//
-// # One protocol
-//
-// Per key the protocol is the one of package casleader, decided by the same per-key
-// state machine, [cas.Machine]: a group runs one machine per key and only turns
-// their decisions into batched statements. A leader trusts a key until the renew
-// deadline after the send time of its last winning write (on MySQL, where the
-// outcome is read back, a time no later than the write's execution), and a renewal
-// reply handled after that deadline never revives the term; a follower takes a key
-// over only by a compare-and-set that requires the lease to have expired by the
-// database clock; a step-down request through the row releases the key, or hands it
-// to the candidate it names; a release that loses its compare-and-set to a write of
-// ours that committed unseen is settled by one read and sent again from the version
-// read. All keys that one Group leads renew together, every HeartbeatInterval; keys
-// it follows are read when the lease observed on them can expire, at least every
-// PollInterval, or when the store's wake-ups ([store.Driver.Subscribe]) wake them.
-//
-// # Goroutines
-//
-// One goroutine (Run's) owns the election state and makes every decision; up to
-// Parallel helper goroutines only send statements and hand the replies back.
-// OnChange and Config.Hooks are called from Run's goroutine. OnStartedLeading runs
-// on a goroutine of its own per term, like the Elector's. IsLeader, Token and
-// Leader, and those of a [Lease], are safe for concurrent use and do no I/O. Listen
-// and HandoverTo are safe for concurrent use; HandoverTo hands its request to Run's
-// goroutine, which alone acts on it, and waits for the outcome.
-//
-// # A key's term
-//
-// A key's term ends as a single key's does: its leadership context (the one handed
-// to OnStartedLeading) is cancelled when the term ends, at the latest at its trust
-// deadline; casleader.TermFrom gives the term's handle, with its token, IsLeader,
-// the guard that fences the callback's own transaction, and a non-blocking Resign. The key's lease is released or handed over only after
-// OnStartedLeading has returned; one that does not return within DrainTimeout
-// leaves the lease to expire, and the key takes no new term while it runs.
-//
-// A group takes a [store.Driver], as casleader.New does: it uses the batched calls
-// (one unit per statement), a single-key handover (rare), the store's wake-ups and
-// its members table.
-package group
+package casleader
 
 import (
 	"cmp"
@@ -58,7 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/cas"
 	"github.com/casleader/casleader/internal/retry"
 	"github.com/casleader/casleader/internal/rules"
@@ -68,24 +22,18 @@ import (
 	"github.com/casleader/casleader/store"
 )
 
-// ErrInvalidConfig is returned by [New] for a configuration that cannot be safe.
-var ErrInvalidConfig = errors.New("group: invalid config")
-
 // ErrInvalidKey is returned by [Group.Add] for a key that cannot be an election key.
-var ErrInvalidKey = errors.New("group: invalid key")
+var ErrInvalidKey = errors.New("casleader: invalid key")
 
-// releaseTimeout bounds the release and handover writes sent when terms end.
-const releaseTimeout = 5 * time.Second
-
-// Config configures a [Group]. Zero values get the defaults given per field.
-type Config struct {
+// GroupConfig configures a [Group]. Zero values get the defaults given per field.
+type GroupConfig struct {
 	// ID names this candidate in every election of the group. Default
-	// casleader.DefaultID(), unique to this process.
+	// DefaultID(), unique to this process.
 	ID string
 	// Keys are the elections to take part in from the start; see also [Group.Add].
 	Keys []string
 	// LeaseDuration, RenewDeadline, HeartbeatInterval and PollInterval mean what
-	// they mean in casleader.Config, with the same defaults (15 s, 10 s, 2 s, 5 s;
+	// they mean in [Config], with the same defaults (15 s, 10 s, 2 s, 5 s;
 	// given only LeaseDuration, RenewDeadline is 2/3 of it and HeartbeatInterval 1/5
 	// of RenewDeadline) and the same rule HeartbeatInterval < RenewDeadline <
 	// LeaseDuration.
@@ -119,7 +67,7 @@ type Config struct {
 	// [Group.Members]); higher is preferred. For each key it leads, the group
 	// hands the lease over to a live candidate of the key with a strictly higher
 	// priority once that candidate has been seen live for a full LeaseDuration,
-	// through the safe handover, by the rule of casleader's Config.Priority
+	// through the safe handover, by the rule of [Config.Priority]
 	// (docs/operations.md, "Preferred leader"): one batched read of the members of the keys led per
 	// half lease. Default 0.
 	Priority int
@@ -131,12 +79,12 @@ type Config struct {
 	// group starts leading key in the term token: the leader's work for that key.
 	// ctx is cancelled when that key's term ends (its trust deadline passes, its
 	// lease is lost, released, handed over or resigned, the key is removed, or Run
-	// ends), and casleader.TermFrom(ctx) gives the term's handle: token, IsLeader,
+	// ends), and TermFrom(ctx) gives the term's handle: token, IsLeader,
 	// Guard (and Fence, for postgres.Guard on a pgx transaction), and a non-blocking
 	// Resign. It should return soon after ctx is cancelled: the key's
 	// lease is released only after it has returned, at most DrainTimeout later
 	// (else the lease expires by itself), and the key takes no new term while it
-	// runs. A panic in it crashes the process, as in casleader. Default nil.
+	// runs. A panic in it crashes the process, as in an Elector. Default nil.
 	OnStartedLeading func(ctx context.Context, key string, token int64)
 	// DrainTimeout bounds how long, after a key's term ends, the group waits for
 	// that term's OnStartedLeading to return before it releases the key; Run waits
@@ -146,7 +94,7 @@ type Config struct {
 	// failures (Warn). nil means discard.
 	Logger *slog.Logger
 	// Hooks observe the group from the inside, per key, with the events and rules
-	// of [casleader.Hooks]: every store call made for the elections (a batched
+	// of [Hooks]: every store call made for the elections (a batched
 	// statement is reported once per key it carried, with its key count in
 	// Call.Keys), the start of each key's term, each extension of its trust, its
 	// end (once the term's work has returned and its lease was released, handed
@@ -154,11 +102,11 @@ type Config struct {
 	// are called on Run's goroutine and must not block: while they run, no key is
 	// renewed. Packages metrics and healthz give theirs (Metrics.Hooks,
 	// Checker.Hooks). Default none.
-	Hooks []casleader.Hooks
+	Hooks []Hooks
 }
 
-// Stats are counters of a group's work since New.
-type Stats struct {
+// GroupStats are counters of a group's work since New.
+type GroupStats struct {
 	Leading         int           // keys led now
 	Statements      int64         // batched calls made (one per call, also when a MySQL write reads its rows back)
 	RenewBatches    int64         // RenewMany calls
@@ -168,17 +116,56 @@ type Stats struct {
 	// ClockSkew is the clock skew between database servers measured up to the
 	// last batched read of followed keys, the largest over its keys: positive when the
 	// server the group reads runs ahead of the one a leader writes through,
-	// negative when behind (as casleader.Elector.ClockSkew). Elections do not
+	// negative when behind (as Elector.ClockSkew). Elections do not
 	// depend on it; a notable skew is logged as a warning.
 	ClockSkew time.Duration
 }
 
-// Group is one candidate in many elections. Create it with [New], run it with [Group.Run].
+// Group is one candidate in many elections. Create it with [NewGroup], run it with [Group.Run].
+//
+// It runs in each election with batched statements: one statement renews up to BatchSize leases, one reads up to BatchSize
+// rows, each with a per-key compare-and-set outcome (store.RenewMany, ObserveMany,
+// ElectMany, InsertMany, ReleaseMany). A process that leads 10,000 keys with a 1 s
+// heartbeat sends about 10,000 / BatchSize renewal statements per second instead of
+// 10,000.
+//
+// Per key the protocol is the one of an [Elector], decided by the same per-key
+// state machine, [cas.Machine]: a group runs one machine per key and only turns
+// their decisions into batched statements. A leader trusts a key until the renew
+// deadline after the send time of its last winning write (on MySQL, where the
+// outcome is read back, a time no later than the write's execution), and a renewal
+// reply handled after that deadline never revives the term; a follower takes a key
+// over only by a compare-and-set that requires the lease to have expired by the
+// database clock; a step-down request through the row releases the key, or hands it
+// to the candidate it names; a release that loses its compare-and-set to a write of
+// ours that committed unseen is settled by one read and sent again from the version
+// read. All keys that one Group leads renew together, every HeartbeatInterval; keys
+// it follows are read when the lease observed on them can expire, at least every
+// PollInterval, or when the store's wake-ups ([store.Driver.Subscribe]) wake them.
+//
+// One goroutine (Run's) owns the election state and makes every decision; up to
+// Parallel helper goroutines only send statements and hand the replies back.
+// OnChange and GroupConfig.Hooks are called from Run's goroutine. OnStartedLeading runs
+// on a goroutine of its own per term, like the Elector's. IsLeader, Token and
+// Leader, and those of a [Lease], are safe for concurrent use and do no I/O. Listen
+// and HandoverTo are safe for concurrent use; HandoverTo hands its request to Run's
+// goroutine, which alone acts on it, and waits for the outcome.
+//
+// A key's term ends as a single key's does: its leadership context (the one handed
+// to OnStartedLeading) is cancelled when the term ends, at the latest at its trust
+// deadline; TermFrom gives the term's handle, with its token, IsLeader,
+// the guard that fences the callback's own transaction, and a non-blocking Resign. The key's lease is released or handed over only after
+// OnStartedLeading has returned; one that does not return within DrainTimeout
+// leaves the lease to expire, and the key takes no new term while it runs.
+//
+// A group takes a [store.Driver], as New does: it uses the batched calls
+// (one unit per statement), a single-key handover (rare), the store's wake-ups and
+// its members table.
 type Group struct {
-	cfg   Config
+	cfg   GroupConfig
 	cand  store.Candidate // as the rows record this process: ID, incarnation, lease
 	st    store.Driver
-	hooks hooks // Config.Hooks, by event
+	hooks hooks // GroupConfig.Hooks, by event
 
 	mu   sync.RWMutex
 	keys map[string]*shared // every key of the group, for IsLeader and Token
@@ -217,14 +204,11 @@ type op struct {
 // shared is the part of a key's state that IsLeader, Token, Leader and Listen read.
 type shared struct {
 	trust  term.Trust
-	leader atomic.Pointer[string]           // as last observed; nil when unknown
-	stream *stream.Stream[casleader.Status] // the key's leadership stream (Listen)
+	leader atomic.Pointer[string] // as last observed; nil when unknown
+	stream *stream.Stream[Status] // the key's leadership stream (Listen)
 }
 
 func newShared() *shared { return &shared{stream: stream.New(stampStatus)} }
-
-// stampStatus numbers a change of a key's status and stamps its time.
-func stampStatus(s *casleader.Status, seq uint64, at time.Time) { s.Seq, s.Time = seq, at }
 
 // state is a key's election state, owned by Run's goroutine.
 type state struct {
@@ -261,15 +245,15 @@ func (s *state) working() bool {
 	}
 }
 
-// New validates cfg and returns a group on st. It does no I/O. The group
+// NewGroup validates cfg and returns a group on st. It does no I/O. The group
 // subscribes to st's wake-ups for the keys it follows while it runs
 // ([store.Driver.Subscribe]).
-func New(st store.Driver, cfg Config) (*Group, error) {
+func NewGroup(st store.Driver, cfg GroupConfig) (*Group, error) {
 	if st == nil {
-		return nil, fmt.Errorf("%w: Store is nil", ErrInvalidConfig)
+		return nil, &ConfigError{Field: "Store", Rule: "is nil: pass mysql.New, postgres.New or sqlite.New"}
 	}
 	cfg.LeaseDuration, cfg.RenewDeadline, cfg.HeartbeatInterval = timing.Fill(cfg.LeaseDuration, cfg.RenewDeadline, cfg.HeartbeatInterval)
-	cfg.PollInterval = cmp.Or(cfg.PollInterval, 5*time.Second)
+	cfg.PollInterval = cmp.Or(cfg.PollInterval, timing.DefaultPoll)
 	if cfg.DrainTimeout == 0 && cfg.LeaseDuration > cfg.RenewDeadline {
 		cfg.DrainTimeout = cfg.LeaseDuration - cfg.RenewDeadline
 	}
@@ -279,7 +263,7 @@ func New(st store.Driver, cfg Config) (*Group, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.ID == "" {
-		cfg.ID = casleader.DefaultID()
+		cfg.ID = DefaultID()
 	}
 	if err := validate(cfg); err != nil {
 		return nil, err
@@ -287,33 +271,34 @@ func New(st store.Driver, cfg Config) (*Group, error) {
 	g := &Group{cfg: cfg, st: st, keys: map[string]*shared{}, wakeup: map[string]int64{}, poke: make(chan struct{}, 1),
 		cand: store.Candidate{ID: cfg.ID, Incarnation: rules.NewIncarnation(), Lease: cfg.LeaseDuration}}
 	g.hooks = newHooks(cfg.Hooks)
-	if err := g.Add(cfg.Keys...); err != nil {
-		return nil, fmt.Errorf("%w: Keys: %w", ErrInvalidConfig, err)
+	for _, k := range cfg.Keys {
+		if rule := rules.NameRule(k); rule != "" {
+			return nil, &ConfigError{Field: "Keys", Rule: fmt.Sprintf("holds %q, which %s: fix or drop it", k, rule), err: ErrInvalidKey}
+		}
 	}
+	_ = g.Add(cfg.Keys...) // valid, as checked above
 	return g, nil
 }
 
-// validate checks cfg once its defaults are filled in.
-func validate(cfg Config) error {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
+// validate checks cfg once its defaults are filled in, by the rules of Config
+// and the group's own.
+func validate(cfg GroupConfig) error {
+	bad := func(field, format string, args ...any) error {
+		return &ConfigError{Field: field, Rule: fmt.Sprintf(format, args...)}
 	}
-	if err := rules.ValidateName("ID", cfg.ID); err != nil {
-		return bad("%v", err)
+	if rule := rules.NameRule(cfg.ID); rule != "" {
+		return bad("ID", "%s", rule)
+	}
+	if err := checkTiming(cfg.LeaseDuration, cfg.RenewDeadline, cfg.HeartbeatInterval, cfg.PollInterval, cfg.DrainTimeout); err != nil {
+		return err
 	}
 	switch {
-	case cfg.LeaseDuration < 0 || cfg.RenewDeadline < 0 || cfg.HeartbeatInterval < 0 || cfg.PollInterval < 0 || cfg.DrainTimeout < 0:
-		return bad("durations must not be negative")
-	case cfg.RenewDeadline >= cfg.LeaseDuration:
-		return bad("RenewDeadline (%v) must be less than LeaseDuration (%v)", cfg.RenewDeadline, cfg.LeaseDuration)
-	case cfg.HeartbeatInterval >= cfg.RenewDeadline:
-		return bad("HeartbeatInterval (%v) must be less than RenewDeadline (%v)", cfg.HeartbeatInterval, cfg.RenewDeadline)
 	case cfg.BatchSize < 1 || cfg.BatchSize > store.MaxBatch:
-		return bad("BatchSize (%d) must be 1 to %d", cfg.BatchSize, store.MaxBatch)
+		return bad("BatchSize", "(%d) must be 1 to %d", cfg.BatchSize, store.MaxBatch)
 	case cfg.Parallel < 1:
-		return bad("Parallel (%d) must be positive", cfg.Parallel)
+		return bad("Parallel", "(%d) must be positive: it is how many statements run at once", cfg.Parallel)
 	case cfg.Balance && cfg.Priority != 0:
-		return bad("Balance spreads the keys evenly and Priority gathers them on the highest priority: set one of them")
+		return bad("Priority", "is %d with Balance: Balance spreads the keys evenly and Priority gathers them on the highest priority: set one of them", cfg.Priority)
 	}
 	return nil
 }
@@ -327,7 +312,7 @@ func (g *Group) shared(key string) *shared {
 	return g.keys[key]
 }
 
-// IsLeader reports whether this candidate leads key now. Like casleader's, it
+// IsLeader reports whether this candidate leads key now. Like [Elector.IsLeader], it
 // compares the monotonic clock with the key's trust deadline on every call.
 func (g *Group) IsLeader(key string) bool {
 	sh := g.shared(key)
@@ -385,8 +370,8 @@ func (l *Lease) Token() int64 { return l.sh.trust.Token() }
 func (l *Lease) Leader() string { return l.sh.leaderID() }
 
 // Stats returns the group's counters.
-func (g *Group) Stats() Stats {
-	return Stats{
+func (g *Group) Stats() GroupStats {
+	return GroupStats{
 		Leading:         int(g.leading.Load()),
 		Statements:      g.statements.Load(),
 		RenewBatches:    g.renewBatches.Load(),
@@ -476,11 +461,11 @@ func (g *Group) signal() {
 // Run takes part in the elections until ctx ends, then releases the keys it leads
 // (unless KeepLeaseOnExit) and returns nil. Database errors are retried; Run returns
 // early only on a deployment error (store.ErrDeployment) or when another process
-// acts with the group's ID on one of its keys ([casleader.ErrDuplicateID]: that key's term is
+// acts with the group's ID on one of its keys ([ErrDuplicateID]: that key's term is
 // neither acted on nor released; the group's other keys are released as on exit).
 // Run returns only after every goroutine it started has exited.
 func (g *Group) Run(ctx context.Context) error {
-	r := &run{g: g, states: map[string]*state{}}
+	r := &engine{g: g, states: map[string]*state{}}
 	defer g.begin()()           // last: answers the HandoverTo calls that came too late
 	defer g.startMembers(ctx)() // stopped after the leases are released
 	defer r.stopAll(ctx)
@@ -534,7 +519,7 @@ func minTime(a, b time.Time) time.Time {
 }
 
 // run is the state of one Run call, owned by its goroutine.
-type run struct {
+type engine struct {
 	g        *Group
 	states   map[string]*state
 	draining []draining     // ends of terms whose work has not returned yet
@@ -547,14 +532,14 @@ type run struct {
 }
 
 // add starts following s.
-func (r *run) add(s *state) {
+func (r *engine) add(s *state) {
 	s.idx = len(r.list)
 	r.states[s.key] = s
 	r.list = append(r.list, s)
 }
 
 // remove forgets s: the last state takes its place in the list.
-func (r *run) remove(s *state) {
+func (r *engine) remove(s *state) {
 	delete(r.states, s.key)
 	last := r.list[len(r.list)-1]
 	r.list[s.idx], last.idx = last, s.idx
@@ -592,7 +577,7 @@ type draining struct {
 // participation says how the group takes part in the election of s at now. A key
 // whose last term's work still runs takes no new term (as if paused) until it
 // returns.
-func (r *run) participation(s *state, now time.Time) cas.Participation {
+func (r *engine) participation(s *state, now time.Time) cas.Participation {
 	busy := !s.m.Leading() && s.working()
 	p := s.m.Participation(now, r.g.paused.Load() || busy, r.g.cfg.Observer)
 	if s.m.Following() {
@@ -603,7 +588,7 @@ func (r *run) participation(s *state, now time.Time) cas.Participation {
 
 // takeRequests applies the requests made since the last round, in order: resigns
 // and handovers, then Add and Remove, then the store's wake-ups.
-func (r *run) takeRequests(ctx context.Context) {
+func (r *engine) takeRequests(ctx context.Context) {
 	g := r.g
 	g.reqMu.Lock()
 	ops, woken, resigns := g.ops, g.wakeup, g.resigns
@@ -630,7 +615,7 @@ func (r *run) takeRequests(ctx context.Context) {
 }
 
 // takeResigns yields the terms that resigns name and returns their ends to send.
-func (r *run) takeResigns(resigns []op, now time.Time) []ending {
+func (r *engine) takeResigns(resigns []op, now time.Time) []ending {
 	var ends []ending
 	for _, o := range resigns {
 		// Scoped to its term: a term that has ended already is left alone.
@@ -658,7 +643,7 @@ func (r *run) takeResigns(resigns []op, now time.Time) []ending {
 }
 
 // addKey starts following key k (an Add).
-func (r *run) addKey(k string, now time.Time) {
+func (r *engine) addKey(k string, now time.Time) {
 	g := r.g
 	g.mu.Lock()
 	sh := g.keys[k]
@@ -675,7 +660,7 @@ func (r *run) addKey(k string, now time.Time) {
 
 // removeKey stops following s (a Remove) and returns the release to send, if s was
 // leading.
-func (r *run) removeKey(s *state) (ending, bool) {
+func (r *engine) removeKey(s *state) (ending, bool) {
 	g := r.g
 	r.remove(s)
 	g.mu.Lock()
@@ -693,7 +678,7 @@ func (r *run) removeKey(s *state) (ending, bool) {
 
 // takeWakeup acts on a wake-up of key k by the store, with the released version
 // v (0: unknown).
-func (r *run) takeWakeup(k string, v int64, now time.Time) {
+func (r *engine) takeWakeup(k string, v int64, now time.Time) {
 	s := r.states[k]
 	if s == nil || !s.m.Following() {
 		return
@@ -717,7 +702,7 @@ func (r *run) takeWakeup(k string, v int64, now time.Time) {
 
 // tick asks every leading key's machine what the passing of time means: a passed
 // trust deadline ends the term, a pause or observer mode releases it.
-func (r *run) tick(ctx context.Context, now time.Time) {
+func (r *engine) tick(ctx context.Context, now time.Time) {
 	var ends []ending
 	for _, s := range r.list {
 		if !s.m.Leading() {
@@ -739,7 +724,7 @@ func (r *run) tick(ctx context.Context, now time.Time) {
 
 // startLeading publishes a term that the key's machine has just decided to lead,
 // unless its trust deadline has passed by now (the reply came too late).
-func (r *run) startLeading(ctx context.Context, s *state, now time.Time) {
+func (r *engine) startLeading(ctx context.Context, s *state, now time.Time) {
 	if s.m.DeadlinePassed(now).Action == cas.StepDown {
 		r.g.cfg.Logger.Warn("casleader group: not leading: the reply came after the renew deadline", "key", s.key)
 		s.nextLook = now
@@ -751,7 +736,7 @@ func (r *run) startLeading(ctx context.Context, s *state, now time.Time) {
 		s.led, s.token = true, s.m.Term()
 		r.g.tell(r.g.hooks.started, s.key, s.token, nil)
 		token := s.token
-		s.sh.stream.Publish(func(st *casleader.Status) { st.Leading, st.Token, st.Leader = true, token, r.g.cfg.ID })
+		s.sh.stream.Publish(func(st *Status) { st.Leading, st.Token, st.Leader = true, token, r.g.cfg.ID })
 	}
 	r.renewed(s)
 	r.observeLeader(s, r.g.cfg.ID)
@@ -773,7 +758,7 @@ func (r *run) startLeading(ctx context.Context, s *state, now time.Time) {
 // goroutine of its own with the term's leadership context: cancelled when the term
 // ends, at the latest at its trust deadline (by a timer, so that a Run goroutine
 // held up in a statement never stretches it).
-func (r *run) startWork(ctx context.Context, s *state, f func(context.Context, string, int64)) {
+func (r *engine) startWork(ctx context.Context, s *state, f func(context.Context, string, int64)) {
 	g, key, token := r.g, s.key, s.token
 	t := term.New(term.Config{
 		Key: key, ID: g.cfg.ID, Token: token, Lease: g.cfg.LeaseDuration,
@@ -797,7 +782,7 @@ func (r *run) startWork(ctx context.Context, s *state, f func(context.Context, s
 
 // crashOnPanic, deferred around OnStartedLeading, logs a panic with the key, the
 // term and the stack, then panics again: the process crashes, and its leases
-// expire by themselves, as with casleader.
+// expire by themselves, as with an Elector.
 func (g *Group) crashOnPanic(key string, token int64) {
 	if v := recover(); v != nil {
 		g.cfg.Logger.Error("casleader group: OnStartedLeading panicked; the process crashes and its leases expire by themselves",
@@ -815,7 +800,7 @@ func (g *Group) resignTerm(key string, token int64) {
 // moves the expiry of its leadership context with it. It returns false when that
 // expiry has cancelled the context already (a hair before the machine's
 // deadline): the term has ended then, and the machine is told so.
-func (r *run) publish(s *state) bool {
+func (r *engine) publish(s *state) bool {
 	if s.expiry != nil && !s.expiry.Stop() {
 		s.m.DeadlinePassed(s.m.Deadline())
 		return false
@@ -832,14 +817,14 @@ func (r *run) publish(s *state) bool {
 // reports it (lost: other than by release). It returns whether the term had been
 // reported started; a lost one is reported stopped to the hooks once its work has
 // returned, a released one once its release was sent (ended).
-func (r *run) stopLeading(s *state, lost bool) bool {
+func (r *engine) stopLeading(s *state, lost bool) bool {
 	s.sh.trust.Clear()
 	if s.cancel != nil {
 		s.expiry.Stop()
 		s.cancel()
 		s.cancel, s.expiry = nil, nil
 	}
-	s.sh.stream.Publish(func(st *casleader.Status) { st.Leading, st.Token = false, 0 })
+	s.sh.stream.Publish(func(st *Status) { st.Leading, st.Token = false, 0 })
 	if !s.led {
 		return false
 	}
@@ -858,15 +843,15 @@ func (r *run) stopLeading(s *state, lost bool) bool {
 
 // observeLeader records id as the leader of s observed, and tells the hooks when
 // it changed (a first sighting of no leader is no change).
-func (r *run) observeLeader(s *state, id string) {
+func (r *engine) observeLeader(s *state, id string) {
 	old := s.sh.leader.Load()
 	if old != nil && *old == id {
 		return
 	}
 	s.sh.leader.Store(&id)
 	if old != nil || id != "" {
-		s.sh.stream.Publish(func(st *casleader.Status) { st.Leader = id })
-		r.g.tell(r.g.hooks.leader, s.key, 0, func(ev *casleader.Event) { ev.Leader = id })
+		s.sh.stream.Publish(func(st *Status) { st.Leader = id })
+		r.g.tell(r.g.hooks.leader, s.key, 0, func(ev *Event) { ev.Leader = id })
 	}
 }
 
@@ -885,7 +870,7 @@ type ending struct {
 }
 
 // resign stops a leading key acting at once and returns the release to send.
-func (r *run) resign(s *state) (ending, bool) {
+func (r *engine) resign(s *state) (ending, bool) {
 	token := s.m.Term()
 	v, ok := s.m.Resign()
 	led := r.stopLeading(s, false)
@@ -911,7 +896,7 @@ func chunks[T any](items []T, size int) [][]T {
 // parallel runs send for each job on at most Parallel goroutines, and apply for
 // each job and its reply on the caller's goroutine, as replies arrive. It returns
 // the first deployment or duplicate-ID error that apply returns.
-func parallel[T, R any](r *run, jobs []T, send func(T) R, apply func(T, R) error) error {
+func parallel[T, R any](r *engine, jobs []T, send func(T) R, apply func(T, R) error) error {
 	if len(jobs) == 0 {
 		return nil
 	}
@@ -936,7 +921,7 @@ func parallel[T, R any](r *run, jobs []T, send func(T) R, apply func(T, R) error
 	var fatal error
 	for range jobs {
 		rep := <-out
-		if err := apply(rep.job, rep.res); errors.Is(err, store.ErrDeployment) || errors.Is(err, casleader.ErrDuplicateID) {
+		if err := apply(rep.job, rep.res); errors.Is(err, store.ErrDeployment) || errors.Is(err, ErrDuplicateID) {
 			fatal = cmp.Or(fatal, err)
 		}
 	}
@@ -980,7 +965,7 @@ type readReply struct {
 }
 
 // observeMany reads the rows of b under a timeout.
-func (r *run) observeMany(ctx context.Context, b keyBatch, timeout time.Duration) readReply {
+func (r *engine) observeMany(ctx context.Context, b keyBatch, timeout time.Duration) readReply {
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	rep := readReply{stmt: stmt{sent: time.Now()}}
@@ -993,7 +978,7 @@ func (r *run) observeMany(ctx context.Context, b keyBatch, timeout time.Duration
 
 // renew renews every led key, in batches, and settles the keys whose renewal lost or
 // failed with one batched read.
-func (r *run) renew(ctx context.Context) error {
+func (r *engine) renew(ctx context.Context) error {
 	var jobs []kvBatch
 	for _, b := range chunks(r.renewOrder(), r.g.cfg.BatchSize) {
 		// Sorted: the batch's first key has its earliest deadline.
@@ -1019,7 +1004,7 @@ func (r *run) renew(ctx context.Context) error {
 
 // renewOrder returns the led keys in the order to renew them, and keeps it in
 // r.order for the next round.
-func (r *run) renewOrder() []*state {
+func (r *engine) renewOrder() []*state {
 	// Earliest trust deadline first: when a round of renewals takes long (many keys,
 	// a busy database), each key is still renewed about once per round, in the order
 	// of its last renewal, instead of at a random place in each round (up to two
@@ -1053,7 +1038,7 @@ func (r *run) renewOrder() []*state {
 
 // sendRenewal sends the renewal of batch j, bounded by its earliest trust deadline,
 // and counts it in the statistics.
-func (r *run) sendRenewal(ctx context.Context, j kvBatch) wonReply {
+func (r *engine) sendRenewal(ctx context.Context, j kvBatch) wonReply {
 	g := r.g
 	rctx, cancel := context.WithDeadline(ctx, j.deadline)
 	rep := wonReply{stmt: stmt{sent: time.Now()}}
@@ -1076,7 +1061,7 @@ func (r *run) sendRenewal(ctx context.Context, j kvBatch) wonReply {
 
 // renewReply applies the reply to the renewal of batch j and returns the keys to
 // settle: all of them when the renewal failed, else those that lost.
-func (r *run) renewReply(ctx context.Context, j kvBatch, rep wonReply) ([]*state, error) {
+func (r *engine) renewReply(ctx context.Context, j kvBatch, rep wonReply) ([]*state, error) {
 	g := r.g
 	now := time.Now()
 	r.wrote("renew", j.ss, rep)
@@ -1120,7 +1105,7 @@ func (r *run) renewReply(ctx context.Context, j kvBatch, rep wonReply) ([]*state
 // read that hangs (a reset or stalled connection) must not hold up the next
 // renewals. A batch whose deadline has passed gets one heartbeat interval, so the
 // read still finds what became of its keys.
-func (r *run) settleTimeout(b keyBatch) time.Duration {
+func (r *engine) settleTimeout(b keyBatch) time.Duration {
 	cfg := r.g.cfg
 	var earliest time.Time
 	for _, s := range b.ss {
@@ -1137,7 +1122,7 @@ func (r *run) settleTimeout(b keyBatch) time.Duration {
 // settle reads the rows of led keys whose renewal lost or had an unknown outcome,
 // and does what each key's machine decides: go on leading, step down, or release or
 // hand over the key as a step-down request in the row asks.
-func (r *run) settle(ctx context.Context, ss []*state) error {
+func (r *engine) settle(ctx context.Context, ss []*state) error {
 	g := r.g
 	var ends []ending
 	var dup error
@@ -1195,7 +1180,7 @@ func (r *run) settle(ctx context.Context, ss []*state) error {
 // follow reads the followed keys that are due, and does what each key's machine
 // decides: campaign (insert a missing row, elect from a released or expired one),
 // adopt a lease of ours, or wait.
-func (r *run) follow(ctx context.Context) error {
+func (r *engine) follow(ctx context.Context) error {
 	g := r.g
 	now := time.Now()
 	if err := r.campaignWoken(ctx); err != nil {
@@ -1231,7 +1216,7 @@ type readRound struct {
 }
 
 // campaignWoken campaigns for the keys woken since the last round, without a read.
-func (r *run) campaignWoken(ctx context.Context) error {
+func (r *engine) campaignWoken(ctx context.Context) error {
 	if len(r.woken) > 0 {
 		// Elected from the version their wake-up carried, without a read.
 		woken := r.woken
@@ -1252,7 +1237,7 @@ func (r *run) campaignWoken(ctx context.Context) error {
 }
 
 // dueKeys returns the followed keys to read at now, and whether one is due already.
-func (r *run) dueKeys(now time.Time) (due []*state, ready bool) {
+func (r *engine) dueKeys(now time.Time) (due []*state, ready bool) {
 	g := r.g
 	// Keys due within half a heartbeat are read with those due now: per-key jitter
 	// must not split the batches.
@@ -1267,7 +1252,7 @@ func (r *run) dueKeys(now time.Time) (due []*state, ready bool) {
 }
 
 // followReply applies the reply to the read of batch b in round rd.
-func (r *run) followReply(ctx context.Context, rd *readRound, b keyBatch, rep readReply) error {
+func (r *engine) followReply(ctx context.Context, rd *readRound, b keyBatch, rep readReply) error {
 	g := r.g
 	now := time.Now()
 	r.observed(b, rep)
@@ -1304,7 +1289,7 @@ func (r *run) followReply(ctx context.Context, rd *readRound, b keyBatch, rep re
 }
 
 // followDecision does what the machine of s decided, at now, on reading rec.
-func (r *run) followDecision(ctx context.Context, rd *readRound, s *state, d cas.Decision, rec store.Record, found bool, now time.Time) {
+func (r *engine) followDecision(ctx context.Context, rd *readRound, s *state, d cas.Decision, rec store.Record, found bool, now time.Time) {
 	g := r.g
 	switch d.Action {
 	case cas.Refuse:
@@ -1339,7 +1324,7 @@ func (r *run) followDecision(ctx context.Context, rd *readRound, s *state, d cas
 // foreign logs the first sighting of a live lease under the group's ID in a term
 // that the key's machine does not own (it never adopts it, and refuses it if it
 // is renewed): after a restart with the same ID, the earlier run's lease expires.
-func (r *run) foreign(s *state, rec store.Record) {
+func (r *engine) foreign(s *state, rec store.Record) {
 	if l := s.m.LeaseSighting(rec); l != 0 {
 		r.g.cfg.Logger.Warn(timing.LeaseMessage, "key", s.key, "leader", rec.LeaderID, "lease_row", l, "lease", r.g.cfg.LeaseDuration)
 	}
@@ -1359,7 +1344,7 @@ func jitter(poll time.Duration) time.Duration {
 // (the ones their machines decided on). A key won is led in the term the store
 // reports, which is also the row's new version: its fencing token and the version
 // its first renewal is made from.
-func (r *run) campaign(ctx context.Context, create, elect []*state) error {
+func (r *engine) campaign(ctx context.Context, create, elect []*state) error {
 	g := r.g
 	err := parallel(r, keyBatches(create, g.cfg.BatchSize), func(b keyBatch) wonReply {
 		rctx, cancel := context.WithTimeout(ctx, g.cfg.RenewDeadline)
@@ -1405,7 +1390,7 @@ func (r *run) campaign(ctx context.Context, create, elect []*state) error {
 // electReleased sends, for each key woken without a version, the store's election
 // that wins only a released row: one statement per key (wake-ups come one key at a
 // time), Parallel at once.
-func (r *run) electReleased(ctx context.Context, ss []*state) error {
+func (r *engine) electReleased(ctx context.Context, ss []*state) error {
 	g := r.g
 	return parallel(r, ss, func(s *state) wonReply {
 		rctx, cancel := context.WithTimeout(ctx, g.cfg.RenewDeadline)
@@ -1432,7 +1417,7 @@ func elected(s *state, term int64, won bool, sent time.Time) cas.Decision {
 
 // applyWon hands the reply of an election or insert of the keys ss to their machines:
 // won, lost, or unknown (an error: the next read settles it).
-func (r *run) applyWon(ctx context.Context, ss []*state, rep wonReply, won func(s *state, term int64, won bool, sent time.Time) cas.Decision) error {
+func (r *engine) applyWon(ctx context.Context, ss []*state, rep wonReply, won func(s *state, term int64, won bool, sent time.Time) cas.Decision) error {
 	g := r.g
 	now := time.Now()
 	byKey := make(map[string]store.Won, len(rep.won))
@@ -1477,7 +1462,7 @@ func (r *run) applyWon(ctx context.Context, ss []*state, rep wonReply, won func(
 // and sent again from the version read while the key's machine says so.
 //
 // A term whose OnStartedLeading still runs waits for it first (see drain).
-func (r *run) end(ctx context.Context, es []ending) {
+func (r *engine) end(ctx context.Context, es []ending) {
 	now := time.Now()
 	var ready []ending
 	for _, e := range es {
@@ -1494,7 +1479,7 @@ func (r *run) end(ctx context.Context, es []ending) {
 // and gives up those of the terms whose work did not return within DrainTimeout:
 // releasing them would let the next leader start while that work may still act,
 // so their leases expire by themselves.
-func (r *run) drain(ctx context.Context, now time.Time) {
+func (r *engine) drain(ctx context.Context, now time.Time) {
 	if len(r.draining) == 0 {
 		return
 	}
@@ -1522,7 +1507,7 @@ func (r *run) drain(ctx context.Context, now time.Time) {
 
 // send sends the releases and handovers of es, whose terms have stopped acting and
 // whose work has returned.
-func (r *run) send(ctx context.Context, es []ending) {
+func (r *engine) send(ctx context.Context, es []ending) {
 	if len(es) == 0 {
 		return
 	}
@@ -1548,7 +1533,7 @@ func (r *run) send(ctx context.Context, es []ending) {
 // sendOnce sends the releases (batched) and handovers (one per key) of es under
 // wctx, and returns those that lost their compare-and-set or failed, with the last
 // error.
-func (r *run) sendOnce(wctx context.Context, es []ending) (lost []ending, lastErr error) {
+func (r *engine) sendOnce(wctx context.Context, es []ending) (lost []ending, lastErr error) {
 	done := func(e ending, newVersion int64, ok bool, err error) {
 		if ok && err == nil {
 			e.s.m.Released(newVersion, true, e.to)
@@ -1573,7 +1558,7 @@ func (r *run) sendOnce(wctx context.Context, es []ending) (lost []ending, lastEr
 }
 
 // sendReleases sends the releases es in batches and calls done for each.
-func (r *run) sendReleases(wctx context.Context, es []ending, done func(e ending, newVersion int64, ok bool, err error)) {
+func (r *engine) sendReleases(wctx context.Context, es []ending, done func(e ending, newVersion int64, ok bool, err error)) {
 	g := r.g
 	_ = parallel(r, chunks(es, g.cfg.BatchSize), func(b []ending) wonReply {
 		kvs := make([]store.KeyVersion, len(b))
@@ -1607,7 +1592,7 @@ type handed struct {
 }
 
 // sendHandovers sends the handovers es, one per key, and calls done for each.
-func (r *run) sendHandovers(wctx context.Context, es []ending, done func(e ending, newVersion int64, ok bool, err error)) {
+func (r *engine) sendHandovers(wctx context.Context, es []ending, done func(e ending, newVersion int64, ok bool, err error)) {
 	g := r.g
 	_ = parallel(r, es, func(e ending) handed {
 		h := handed{stmt: stmt{sent: time.Now()}}
@@ -1625,7 +1610,7 @@ func (r *run) sendHandovers(wctx context.Context, es []ending, done func(e endin
 
 // resendFrom settles the ends that lost or failed and returns those to send again,
 // each from the version its machine says.
-func (r *run) resendFrom(wctx context.Context, lost []ending, lastErr error) []ending {
+func (r *engine) resendFrom(wctx context.Context, lost []ending, lastErr error) []ending {
 	g := r.g
 	// A lost compare-and-set or an error may hide a write of ours that committed
 	// (a renewal whose reply was lost) or a step-down request: read the rows and
@@ -1671,7 +1656,7 @@ func (r *run) resendFrom(wctx context.Context, lost []ending, lastErr error) []e
 // ended tells the store's wake-ups that a term whose lease was to be given up has ended:
 // after its release or handover write returned, so that woken followers find the
 // row free. It answers the HandoverTo call that asked for e, if any, with err.
-func (r *run) ended(e ending, err error) {
+func (r *engine) ended(e ending, err error) {
 	if !e.told {
 		r.g.st.Leading(e.s.key, e.token, false)
 	}
@@ -1686,7 +1671,7 @@ func (r *run) ended(e ending, err error) {
 // stopAll ends every term when Run returns: stop acting first, drain (each term at
 // most DrainTimeout), then release; and waits at most DrainTimeout for the work of
 // terms that ended before.
-func (r *run) stopAll(ctx context.Context) {
+func (r *engine) stopAll(ctx context.Context) {
 	var ends []ending
 	to := r.g.exitTargets()
 	for _, s := range r.list {

@@ -8,14 +8,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/casleader/casleader/group"
+	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/store"
 )
 
 // balanced is a running group of a balanced cluster.
 type balanced struct {
 	id   string
-	g    *group.Group
+	g    *casleader.Group
 	stop func()
 }
 
@@ -72,7 +72,7 @@ func TestBalancedGroupsSpreadTheKeys(t *testing.T) {
 			st := c.membersStore // the store itself: the counting wrapper hides its batched members read
 			ks := keys(300)
 			start := func(id string) *balanced {
-				g := newGroup(t, st, id, ks, func(c *group.Config) {
+				g := newGroup(t, st, id, ks, func(c *casleader.GroupConfig) {
 					// Renewals every 400 ms: four candidates renewing 300 keys each
 					// on SQLite under the race detector keep their leases.
 					c.LeaseDuration, c.RenewDeadline, c.HeartbeatInterval, c.PollInterval = 3*time.Second, 2*time.Second, 400*time.Millisecond, time.Second

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/casleader/casleader/group"
+	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/internal/memstore"
 	"github.com/casleader/casleader/internal/testdb"
 	"github.com/casleader/casleader/internal/testdb/litedb"
@@ -49,18 +49,18 @@ func keys(n int) []string {
 	return out
 }
 
-func newGroup(t *testing.T, st store.Driver, id string, ks []string, mod func(*group.Config)) *group.Group {
+func newGroup(t *testing.T, st store.Driver, id string, ks []string, mod func(*casleader.GroupConfig)) *casleader.Group {
 	t.Helper()
-	cfg := group.Config{ID: id, Keys: ks, LeaseDuration: lease, RenewDeadline: renewDL, HeartbeatInterval: heartbeat, PollInterval: poll, BatchSize: 7}
+	cfg := casleader.GroupConfig{ID: id, Keys: ks, LeaseDuration: lease, RenewDeadline: renewDL, HeartbeatInterval: heartbeat, PollInterval: poll, BatchSize: 7}
 	if mod != nil {
 		mod(&cfg)
 	}
-	g, err := group.New(st, cfg)
+	g, err := casleader.NewGroup(st, cfg)
 	require.NoError(t, err)
 	return g
 }
 
-func running(t *testing.T, g *group.Group) (stop func()) {
+func running(t *testing.T, g *casleader.Group) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- g.Run(ctx) }()
@@ -70,7 +70,7 @@ func running(t *testing.T, g *group.Group) (stop func()) {
 	}
 }
 
-func count(g *group.Group, ks []string) int {
+func count(g *casleader.Group, ks []string) int {
 	n := 0
 	for _, k := range ks {
 		if g.IsLeader(k) {
@@ -118,7 +118,7 @@ func TestFollowerGroupTakesOverAfterTheLeaseAndNeverBefore(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := memstore.New()
 		ks := keys(20)
-		a := newGroup(t, st, "a", ks, func(c *group.Config) { c.KeepLeaseOnExit = true })
+		a := newGroup(t, st, "a", ks, func(c *casleader.GroupConfig) { c.KeepLeaseOnExit = true })
 		stopA := running(t, a)
 		time.Sleep(time.Millisecond)
 		b := newGroup(t, st, "b", ks, nil)
@@ -174,7 +174,7 @@ func TestLostRenewalIsSettledAndStepsDown(t *testing.T) {
 		ks := keys(3)
 		var mu sync.Mutex
 		var changes []string
-		g := newGroup(t, st, "a", ks, func(c *group.Config) {
+		g := newGroup(t, st, "a", ks, func(c *casleader.GroupConfig) {
 			c.OnChange = func(key string, leading bool, token int64) {
 				mu.Lock()
 				changes = append(changes, fmt.Sprint(key, leading, token))
@@ -215,7 +215,7 @@ func TestTermsOutrunARolledBackRow(t *testing.T) {
 		ks := keys(3)
 		var mu sync.Mutex
 		tokens := map[string][]int64{}
-		g := newGroup(t, st, "a", ks, func(c *group.Config) {
+		g := newGroup(t, st, "a", ks, func(c *casleader.GroupConfig) {
 			c.OnChange = func(key string, leading bool, token int64) {
 				if leading {
 					mu.Lock()
@@ -253,7 +253,7 @@ func TestRevivedTermOfOursIsNotAdopted(t *testing.T) {
 		ks := keys(1)
 		var mu sync.Mutex
 		var tokens []int64
-		g := newGroup(t, st, "a", ks, func(c *group.Config) {
+		g := newGroup(t, st, "a", ks, func(c *casleader.GroupConfig) {
 			c.OnChange = func(key string, leading bool, token int64) {
 				if leading {
 					mu.Lock()
@@ -315,7 +315,7 @@ func TestWinWithoutATermIsLedFromTheRow(t *testing.T) {
 		ks := keys(3)
 		var mu sync.Mutex
 		tokens := map[string][]int64{}
-		g := newGroup(t, termless{st}, "a", ks, func(c *group.Config) {
+		g := newGroup(t, termless{st}, "a", ks, func(c *casleader.GroupConfig) {
 			c.OnChange = func(key string, leading bool, token int64) {
 				mu.Lock()
 				tokens[key] = append(tokens[key], token)
@@ -357,22 +357,22 @@ func TestRenewalThatHangsEndsTrustAtTheDeadline(t *testing.T) {
 
 func TestConfigValidation(t *testing.T) {
 	st := memstore.New()
-	for name, mod := range map[string]func(*group.Config){
-		"InvalidID":          func(c *group.Config) { c.ID = "nul\x00byte" },
-		"RenewAboveLease":    func(c *group.Config) { c.RenewDeadline = c.LeaseDuration },
-		"HeartbeatSlow":      func(c *group.Config) { c.HeartbeatInterval = c.RenewDeadline },
-		"BatchTooBig":        func(c *group.Config) { c.BatchSize = store.MaxBatch + 1 },
-		"BalanceAndPriority": func(c *group.Config) { c.Balance, c.Priority = true, 1 },
+	for name, mod := range map[string]func(*casleader.GroupConfig){
+		"InvalidID":          func(c *casleader.GroupConfig) { c.ID = "nul\x00byte" },
+		"RenewAboveLease":    func(c *casleader.GroupConfig) { c.RenewDeadline = c.LeaseDuration },
+		"HeartbeatSlow":      func(c *casleader.GroupConfig) { c.HeartbeatInterval = c.RenewDeadline },
+		"BatchTooBig":        func(c *casleader.GroupConfig) { c.BatchSize = store.MaxBatch + 1 },
+		"BalanceAndPriority": func(c *casleader.GroupConfig) { c.Balance, c.Priority = true, 1 },
 	} {
 		t.Run(name, func(t *testing.T) {
-			cfg := group.Config{ID: "a", LeaseDuration: lease, RenewDeadline: renewDL, HeartbeatInterval: heartbeat}
+			cfg := casleader.GroupConfig{ID: "a", LeaseDuration: lease, RenewDeadline: renewDL, HeartbeatInterval: heartbeat}
 			mod(&cfg)
-			_, err := group.New(st, cfg)
-			assert.ErrorIs(t, err, group.ErrInvalidConfig)
+			_, err := casleader.NewGroup(st, cfg)
+			assert.ErrorIs(t, err, casleader.ErrInvalidConfig)
 		})
 	}
-	_, err := group.New(nil, group.Config{ID: "a"})
-	assert.ErrorIs(t, err, group.ErrInvalidConfig)
+	_, err := casleader.NewGroup(nil, casleader.GroupConfig{ID: "a"})
+	assert.ErrorIs(t, err, casleader.ErrInvalidConfig)
 }
 
 // TestDatabases runs two groups against each database: every key gets exactly one
@@ -413,10 +413,10 @@ func TestDatabases(t *testing.T) {
 				_ = exec("DROP TABLE IF EXISTS " + table + "_members")
 			})
 			ks := keys(300)
-			patient := func(c *group.Config) {
+			patient := func(c *casleader.GroupConfig) {
 				c.LeaseDuration, c.RenewDeadline, c.HeartbeatInterval, c.PollInterval, c.BatchSize = 2*time.Second, 1200*time.Millisecond, 100*time.Millisecond, 2*time.Second, 100
 			}
-			a := newGroup(t, st, "a", ks[:200], func(c *group.Config) { patient(c); c.KeepLeaseOnExit = true })
+			a := newGroup(t, st, "a", ks[:200], func(c *casleader.GroupConfig) { patient(c); c.KeepLeaseOnExit = true })
 			b := newGroup(t, st, "b", ks[100:], patient)
 			stopA, stopB := running(t, a), running(t, b)
 			defer stopB()
@@ -451,7 +451,7 @@ func dropper(db *sql.DB) func(string) error {
 // BenchmarkIsLeader measures a group's IsLeader for one of 10,000 led keys.
 func BenchmarkIsLeader(b *testing.B) {
 	ks := keys(10000)
-	g, err := group.New(memstore.New(), group.Config{ID: "a", Keys: ks, LeaseDuration: time.Hour, RenewDeadline: 50 * time.Minute, HeartbeatInterval: time.Minute})
+	g, err := casleader.NewGroup(memstore.New(), casleader.GroupConfig{ID: "a", Keys: ks, LeaseDuration: time.Hour, RenewDeadline: 50 * time.Minute, HeartbeatInterval: time.Minute})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -492,7 +492,7 @@ func TestDeploymentErrorStopsRun(t *testing.T) {
 
 // BenchmarkLeaseIsLeader measures IsLeader through a key's handle.
 func BenchmarkLeaseIsLeader(b *testing.B) {
-	g, err := group.New(memstore.New(), group.Config{ID: "a", Keys: []string{"k"}, LeaseDuration: time.Hour, RenewDeadline: 50 * time.Minute, HeartbeatInterval: time.Minute})
+	g, err := casleader.NewGroup(memstore.New(), casleader.GroupConfig{ID: "a", Keys: []string{"k"}, LeaseDuration: time.Hour, RenewDeadline: 50 * time.Minute, HeartbeatInterval: time.Minute})
 	if err != nil {
 		b.Fatal(err)
 	}

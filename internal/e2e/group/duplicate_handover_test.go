@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casleader/casleader"
-	"github.com/casleader/casleader/group"
 	"github.com/casleader/casleader/internal/memstore"
 )
 
@@ -31,7 +30,7 @@ func TestHandoverToADuplicatedIDGivesOneActorPerKey(t *testing.T) {
 		done := make(chan error, 2)
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
-		for _, b := range []*group.Group{b1, b2} {
+		for _, b := range []*casleader.Group{b1, b2} {
 			go func() { done <- b.Run(ctx) }()
 		}
 		time.Sleep(2 * heartbeat)

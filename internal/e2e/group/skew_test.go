@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/casleader/casleader/group"
+	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/internal/memstore"
 )
 
@@ -53,11 +53,11 @@ func TestTakeoversFollowTheExpiryWhateverThePhaseOfTheReads(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := memstore.New()
 		ks := keys(20)
-		a := newGroup(t, st, "a", ks, func(c *group.Config) { c.KeepLeaseOnExit = true })
+		a := newGroup(t, st, "a", ks, func(c *casleader.GroupConfig) { c.KeepLeaseOnExit = true })
 		stopA := running(t, a)
 		time.Sleep(heartbeat / 2)
 		require.Equal(t, len(ks), count(a, ks))
-		b := newGroup(t, st, "b", ks, func(c *group.Config) { c.PollInterval = 2 * heartbeat })
+		b := newGroup(t, st, "b", ks, func(c *casleader.GroupConfig) { c.PollInterval = 2 * heartbeat })
 		stopB := running(t, b)
 		time.Sleep(time.Second)
 		require.Equal(t, len(ks), count(a, ks))
