@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/casleader/casleader/cas"
+	"github.com/casleader/casleader/detector"
+	"github.com/casleader/casleader/heartbeat"
 	"github.com/casleader/casleader/internal/retry"
 	"github.com/casleader/casleader/internal/rules"
 	"github.com/casleader/casleader/internal/stream"
@@ -165,7 +167,10 @@ type Group struct {
 	cfg   GroupConfig
 	cand  store.Candidate // as the rows record this process: ID, incarnation, lease
 	st    store.Driver
-	hooks hooks // GroupConfig.Hooks, by event
+	hooks hooks        // GroupConfig.Hooks, by event
+	log   *slog.Logger // GroupConfig.Logger, with the ID
+	// resume is the term a key resumes (an Elector's Config.ResumeTerm).
+	resume int64
 
 	mu   sync.RWMutex
 	keys map[string]*shared // every key of the group, for IsLeader and Token
@@ -194,11 +199,15 @@ type Group struct {
 // to hand over to to; done, when not nil, gets the outcome of a handover that
 // HandoverTo asked for.
 type op struct {
-	key   string
-	add   bool
-	token int64
-	to    string
-	done  chan<- error
+	key      string
+	add      bool
+	token    int64
+	any      bool          // resign whatever term leads now, or cool down a follower (an Elector's Resign)
+	cooldown time.Duration // after a resign: stay out of the key's elections this long (at least a lease)
+	to       string
+	reason   string // for the log, when not the caller's (the preferred leader rule, balancing)
+	quiet    bool   // logged at Debug level: one of many (balancing)
+	done     chan<- error
 }
 
 // shared is the part of a key's state that IsLeader, Token, Leader and Listen read.
@@ -271,6 +280,7 @@ func NewGroup(st store.Driver, cfg GroupConfig) (*Group, error) {
 	g := &Group{cfg: cfg, st: st, keys: map[string]*shared{}, wakeup: map[string]int64{}, poke: make(chan struct{}, 1),
 		cand: store.Candidate{ID: cfg.ID, Incarnation: rules.NewIncarnation(), Lease: cfg.LeaseDuration}}
 	g.hooks = newHooks(cfg.Hooks)
+	g.log = cfg.Logger.With("id", cfg.ID)
 	for _, k := range cfg.Keys {
 		if rule := rules.NameRule(k); rule != "" {
 			return nil, &ConfigError{Field: "Keys", Rule: fmt.Sprintf("holds %q, which %s: fix or drop it", k, rule), err: ErrInvalidKey}
@@ -464,11 +474,12 @@ func (g *Group) signal() {
 // acts with the group's ID on one of its keys ([ErrDuplicateID]: that key's term is
 // neither acted on nor released; the group's other keys are released as on exit).
 // Run returns only after every goroutine it started has exited.
-func (g *Group) Run(ctx context.Context) error {
+func (g *Group) Run(ctx context.Context) (err error) {
 	r := &engine{g: g, states: map[string]*state{}}
 	defer g.begin()()           // last: answers the HandoverTo calls that came too late
 	defer g.startMembers(ctx)() // stopped after the leases are released
-	defer r.stopAll(ctx)
+	defer func() { err = cmp.Or(err, r.stopAll(ctx)) }()
+	r.seed(time.Now())
 	lastRenew := time.Time{}
 	for {
 		r.takeRequests(ctx)
@@ -529,6 +540,8 @@ type engine struct {
 	list     []*state       // every key's state, to iterate (states finds them by key)
 	order    []*state       // the led keys in the order of the last renewal round
 	held     []heldKey      // renew's buffer, kept between rounds
+	lim      retry.Limiter  // the warnings of elections that fail or keep losing
+	readLim  retry.Limiter  // the warnings of reads that fail
 }
 
 // add starts following s.
@@ -563,7 +576,7 @@ func (g *Group) noteSkew(s time.Duration) {
 		return
 	}
 	if ok, held := g.skewLim.Allow(); ok {
-		g.cfg.Logger.Warn(timing.SkewMessage, "skew", s, "margin", g.cfg.LeaseDuration-g.cfg.RenewDeadline, "warnings_not_logged", held)
+		g.log.Warn(timing.SkewMessage, "skew", s, "margin", g.cfg.LeaseDuration-g.cfg.RenewDeadline, "warnings_not_logged", held)
 	}
 }
 
@@ -584,6 +597,22 @@ func (r *engine) participation(s *state, now time.Time) cas.Participation {
 		p = r.g.campaigns(s, p, now)
 	}
 	return p
+}
+
+// seed follows every key of the group, as Add left them, at the start of a Run:
+// a later Run of the same group campaigns again for the keys that an earlier one
+// had taken in.
+func (r *engine) seed(now time.Time) {
+	r.g.mu.RLock()
+	keys := make([]string, 0, len(r.g.keys))
+	for k := range r.g.keys {
+		keys = append(keys, k)
+	}
+	r.g.mu.RUnlock()
+	slices.Sort(keys)
+	for _, k := range keys {
+		r.addKey(k, now)
+	}
 }
 
 // takeRequests applies the requests made since the last round, in order: resigns
@@ -618,28 +647,50 @@ func (r *engine) takeRequests(ctx context.Context) {
 func (r *engine) takeResigns(resigns []op, now time.Time) []ending {
 	var ends []ending
 	for _, o := range resigns {
-		// Scoped to its term: a term that has ended already is left alone.
 		s := r.states[o.key]
+		if s != nil && o.any {
+			o.token = s.m.Term() // 0 when it follows: then it only cools down
+			s.m.CoolDown(now.Add(o.cooldown))
+		}
+		// Scoped to its term: a term that has ended already is left alone.
 		if s == nil || !s.m.Leading() || s.m.Term() != o.token {
-			if o.done != nil {
+			if o.done != nil && o.any {
+				o.done <- nil
+			} else if o.done != nil {
 				o.done <- r.g.notLeading(o.key, "its term ended before the handover")
 			}
 			continue
 		}
-		switch {
-		case o.done != nil:
-			r.g.cfg.Logger.Info("casleader group: handing the key over: HandoverTo asked", "key", o.key, "term", o.token, "handover_to", o.to)
-		case o.to != "":
-			r.g.cfg.Logger.Info("casleader group: handing the key over: the preferred leader rule", "key", o.key, "term", o.token, "handover_to", o.to)
-		default:
-			r.g.cfg.Logger.Info("casleader group: resigning: the term's handle asked", "key", o.key, "term", o.token)
+		level := slog.LevelInfo
+		if o.quiet {
+			level = slog.LevelDebug // one of many moves that balance the group
 		}
-		if v, ok := s.m.Yield(now); ok {
-			led := r.stopLeading(s, false)
-			ends = append(ends, ending{s: s, token: o.token, version: v, to: o.to, done: o.done, led: led})
+		r.g.log.Log(context.Background(), level, "casleader: "+o.why(), "key", o.key, "term", o.token, "handover_to", o.to)
+		var v int64
+		if o.any {
+			v, _ = s.m.Resign() // an Elector's Resign: its cool-down is set above
+		} else {
+			v, _ = s.m.Yield(now) // it leads, so it yields, and cools down for a lease
 		}
+		led := r.stopLeading(s, false)
+		cool := cmp.Or(o.cooldown, r.g.cfg.LeaseDuration)
+		ends = append(ends, ending{s: s, token: o.token, version: v, to: o.to, done: o.done, led: led, cooldown: cool})
 	}
 	return ends
+}
+
+// why says, for the log, who asked for the end of a term.
+func (o op) why() string {
+	switch {
+	case o.reason != "":
+		return o.reason
+	case o.to != "" && o.done != nil:
+		return "handing the key over: HandoverTo asked"
+	case o.done != nil:
+		return "resigning: Resign asked"
+	default:
+		return "resigning: the term's handle asked"
+	}
 }
 
 // addKey starts following key k (an Add).
@@ -654,6 +705,9 @@ func (r *engine) addKey(k string, now time.Time) {
 	g.mu.Unlock()
 	s := &state{key: k, sh: sh, m: cas.New(g.cand, g.cfg.RenewDeadline), nextLook: now}
 	s.m.ElectsReleased(true) // every store.Driver has ElectReleased
+	if g.resume != 0 {
+		s.m.Resume(g.resume)
+	}
 	s.unsubscribe = g.st.Subscribe(k, g.cfg.ID, func(v int64) { g.wakeAt(k, v) })
 	r.add(s)
 }
@@ -710,7 +764,7 @@ func (r *engine) tick(ctx context.Context, now time.Time) {
 		}
 		switch d := s.m.Tick(now, r.participation(s, now)); d.Action {
 		case cas.StepDown:
-			r.g.cfg.Logger.Warn("casleader group: stepping down: no renewal succeeded within the renew deadline", "key", s.key, "term", s.token)
+			r.g.log.Warn("casleader: stepping down: no renewal succeeded within the renew deadline", "key", s.key, "term", s.token)
 			r.stopLeading(s, true)
 			s.nextLook = now
 		case cas.Release:
@@ -726,7 +780,7 @@ func (r *engine) tick(ctx context.Context, now time.Time) {
 // unless its trust deadline has passed by now (the reply came too late).
 func (r *engine) startLeading(ctx context.Context, s *state, now time.Time) {
 	if s.m.DeadlinePassed(now).Action == cas.StepDown {
-		r.g.cfg.Logger.Warn("casleader group: not leading: the reply came after the renew deadline", "key", s.key)
+		r.g.log.Warn("casleader: not leading: the reply came after the renew deadline", "key", s.key)
 		s.nextLook = now
 		return
 	}
@@ -744,7 +798,7 @@ func (r *engine) startLeading(ctx context.Context, s *state, now time.Time) {
 		return
 	}
 	r.g.leading.Add(1)
-	r.g.cfg.Logger.Debug("casleader group: became leader", "key", s.key, "term", s.token)
+	r.g.log.Debug("casleader: became leader", "key", s.key, "term", s.token)
 	r.g.st.Leading(s.key, s.token, true)
 	if f := r.g.cfg.OnChange; f != nil {
 		f(s.key, true, s.token)
@@ -785,8 +839,8 @@ func (r *engine) startWork(ctx context.Context, s *state, f func(context.Context
 // expire by themselves, as with an Elector.
 func (g *Group) crashOnPanic(key string, token int64) {
 	if v := recover(); v != nil {
-		g.cfg.Logger.Error("casleader group: OnStartedLeading panicked; the process crashes and its leases expire by themselves",
-			"key", key, "term", token, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+		g.log.Error("casleader: callback panicked; the process crashes and its leases expire by themselves",
+			"callback", "OnStartedLeading", "key", key, "term", token, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 		panic(v)
 	}
 }
@@ -866,7 +920,10 @@ type ending struct {
 	led     bool // the term was reported started: its end is reported to the hooks
 	nowrite bool // nothing to send: the end only waits for the term's work
 	told    bool // the Notifier was told of the end already
-	done    chan<- error
+	// cooldown, after a resign or handover, keeps the key out of its elections
+	// this long from the end (as from the request).
+	cooldown time.Duration
+	done     chan<- error
 }
 
 // resign stops a leading key acting at once and returns the release to send.
@@ -878,6 +935,68 @@ func (r *engine) resign(s *state) (ending, bool) {
 		r.lapse(s, token) // the lease is not held: nothing to release
 	}
 	return ending{s: s, token: token, version: v, led: led}, ok
+}
+
+// readFailed retries the reads of ss, which failed with err at now, after a
+// backoff that doubles up to the poll interval, and reports the failure at most
+// once per retry.LogEvery (an invalid row at Error level).
+func (r *engine) readFailed(ctx context.Context, ss []*state, err error, now time.Time) {
+	attempts := 0
+	for _, s := range ss {
+		s.failures++
+		attempts = max(attempts, s.failures)
+		s.nextLook = now.Add(retry.Backoff(s.failures, electionBackoff, r.g.cfg.PollInterval))
+	}
+	if errors.Is(err, store.ErrDeployment) || ctx.Err() != nil { // Run's end, or fatal: said once by Run
+		return
+	}
+	level := slog.LevelWarn
+	if errors.Is(err, store.ErrInvalidRow) {
+		level = slog.LevelError
+	}
+	if ok, held := r.readLim.Allow(); ok {
+		r.g.log.Log(ctx, level, "casleader: reading the election row failed, retrying",
+			keysAttr(ss, "error", err, "attempt", attempts, "failures_not_logged", held)...)
+	}
+}
+
+// electionBackoff is the first wait after an election write or a read that failed
+// or lost; the waits double up to the poll interval.
+const electionBackoff = 50 * time.Millisecond
+
+// keysAttr returns the log attributes that name the keys of ss (the key, or how
+// many keys when several), then attrs.
+func keysAttr(ss []*state, attrs ...any) []any {
+	if len(ss) == 1 {
+		return append([]any{"key", ss[0].key}, attrs...)
+	}
+	return append([]any{"keys", len(ss)}, attrs...)
+}
+
+// electionsFailed reports, at most once per retry.LogEvery, election writes of ss
+// that failed (err) or keep losing although their rows looked free.
+func (r *engine) electionsFailed(ss []*state, err error) {
+	if errors.Is(err, store.ErrDeployment) {
+		return
+	}
+	attempts := 0
+	for _, s := range ss {
+		attempts = max(attempts, s.failures)
+	}
+	if err == nil && attempts < 2 {
+		return // lost once: another candidate won the race, as elections do
+	}
+	if ok, held := r.lim.Allow(); ok {
+		msg := "casleader: election failed; the next read settles it"
+		if err == nil {
+			msg = "casleader: election writes keep losing although the row looks free: check the row and the database clock"
+		}
+		attrs := []any{"attempt", attempts, "failures_not_logged", held}
+		if err != nil {
+			attrs = append(attrs, "error", err)
+		}
+		r.g.log.Warn(msg, keysAttr(ss, attrs...)...)
+	}
 }
 
 // chunks splits items into batches of at most BatchSize.
@@ -969,7 +1088,7 @@ func (r *engine) observeMany(ctx context.Context, b keyBatch, timeout time.Durat
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	rep := readReply{stmt: stmt{sent: time.Now()}}
-	recs, err := r.g.st.ObserveMany(rctx, b.keys)
+	recs, err := detector.Read(rctx, r.g.st, b.keys)
 	rep.done(rctx, err)
 	r.g.statements.Add(1)
 	rep.recs = recs
@@ -1042,7 +1161,7 @@ func (r *engine) sendRenewal(ctx context.Context, j kvBatch) wonReply {
 	g := r.g
 	rctx, cancel := context.WithDeadline(ctx, j.deadline)
 	rep := wonReply{stmt: stmt{sent: time.Now()}}
-	won, err := g.st.RenewMany(rctx, g.cfg.ID, j.kvs)
+	won, err := heartbeat.Renew(rctx, g.st, g.cfg.ID, j.kvs)
 	rep.done(rctx, err)
 	cancel()
 	rep.won = won
@@ -1067,7 +1186,7 @@ func (r *engine) renewReply(ctx context.Context, j kvBatch, rep wonReply) ([]*st
 	r.wrote("renew", j.ss, rep)
 	if rep.err != nil {
 		if !errors.Is(rep.err, store.ErrDeployment) && ctx.Err() == nil { // not Run ending
-			g.cfg.Logger.Warn("casleader group: batched renewal failed; settling", "keys", len(j.ss), "error", rep.err)
+			g.log.Warn("casleader: renewal failed; settling", keysAttr(j.ss, "error", rep.err)...)
 		}
 		for _, s := range j.ss {
 			s.m.RenewalFailed(true) // the write may have committed
@@ -1092,7 +1211,7 @@ func (r *engine) renewReply(ctx context.Context, j kvBatch, rep wonReply) ([]*st
 		}
 		switch d.Action {
 		case cas.StepDown:
-			g.cfg.Logger.Warn("casleader group: stepping down: the renewal's reply came after the renew deadline", "key", s.key, "term", s.token)
+			g.log.Warn("casleader: stepping down: the renewal's reply came after the renew deadline", "key", s.key, "term", s.token)
 			r.stopLeading(s, true)
 			s.nextLook = now
 		}
@@ -1132,7 +1251,7 @@ func (r *engine) settle(ctx context.Context, ss []*state) error {
 		r.observed(b, rep)
 		if rep.err != nil {
 			if !errors.Is(rep.err, store.ErrDeployment) {
-				g.cfg.Logger.Warn("casleader group: reading rows to settle renewals failed; the deadlines stand", "keys", len(b.ss), "error", rep.err)
+				g.log.Warn("casleader: reading the election row to settle a renewal failed; the trust deadline stands", keysAttr(b.ss, "error", rep.err)...)
 			}
 			return rep.err // keep the deadlines: they pass by themselves
 		}
@@ -1147,9 +1266,9 @@ func (r *engine) settle(ctx context.Context, ss []*state) error {
 			switch d.Action {
 			case cas.StepDown:
 				if d.Err != nil {
-					g.cfg.Logger.Warn("casleader group: stepping down: "+d.Err.Error(), "key", s.key, "term", token)
+					g.log.Warn("casleader: stepping down: "+d.Err.Error(), "key", s.key, "term", token)
 				} else {
-					g.cfg.Logger.Warn("casleader group: stepping down: the lease was taken over or the renew deadline passed", "key", s.key, "term", token)
+					g.log.Warn("casleader: stepping down: the lease was taken over or the renew deadline passed", "key", s.key, "term", token)
 				}
 				r.stopLeading(s, true)
 				if found {
@@ -1158,14 +1277,14 @@ func (r *engine) settle(ctx context.Context, ss []*state) error {
 				s.nextLook = now
 			case cas.Refuse:
 				// Not released: the lease is the other process's too.
-				g.cfg.Logger.Error("casleader group: duplicate candidate ID: another process acts with this ID; stepping down without releasing",
+				g.log.Error("casleader: duplicate candidate ID: another process acts with this ID; stepping down without releasing",
 					"key", s.key, "term", token, "error", d.Err)
 				r.stopLeading(s, true)
 				r.observeLeader(s, rec.LeaderID)
 				s.nextLook = now
 				dup = cmp.Or(dup, d.Err)
 			case cas.Release, cas.Handover:
-				g.cfg.Logger.Info("casleader group: step-down requested", "key", s.key, "term", token, "handover_to", d.To)
+				g.log.Info("casleader: step-down requested", "key", s.key, "term", token, "handover_to", d.To)
 				v, _ := s.m.Yield(now)
 				led := r.stopLeading(s, false)
 				ends = append(ends, ending{s: s, token: token, version: v, to: d.To, led: led})
@@ -1257,12 +1376,7 @@ func (r *engine) followReply(ctx context.Context, rd *readRound, b keyBatch, rep
 	now := time.Now()
 	r.observed(b, rep)
 	if rep.err != nil {
-		if !errors.Is(rep.err, store.ErrDeployment) && ctx.Err() == nil { // not Run ending
-			g.cfg.Logger.Warn("casleader group: batched read failed, retrying", "keys", len(b.ss), "error", rep.err)
-		}
-		for _, s := range b.ss {
-			s.nextLook = now.Add(min(g.cfg.PollInterval, time.Second))
-		}
+		r.readFailed(ctx, b.ss, rep.err, now)
 		return rep.err
 	}
 	var skew time.Duration
@@ -1293,7 +1407,7 @@ func (r *engine) followDecision(ctx context.Context, rd *readRound, s *state, d 
 	g := r.g
 	switch d.Action {
 	case cas.Refuse:
-		g.cfg.Logger.Error("casleader group: duplicate candidate ID: another process leads with this ID; not acting on its term",
+		g.log.Error("casleader: duplicate candidate ID: another process leads with this ID; not acting on its term",
 			"key", s.key, "term", rec.Term, "error", d.Err)
 		rd.dup = cmp.Or(rd.dup, d.Err)
 		s.nextLook = now.Add(g.cfg.PollInterval)
@@ -1326,10 +1440,10 @@ func (r *engine) followDecision(ctx context.Context, rd *readRound, s *state, d 
 // is renewed): after a restart with the same ID, the earlier run's lease expires.
 func (r *engine) foreign(s *state, rec store.Record) {
 	if l := s.m.LeaseSighting(rec); l != 0 {
-		r.g.cfg.Logger.Warn(timing.LeaseMessage, "key", s.key, "leader", rec.LeaderID, "lease_row", l, "lease", r.g.cfg.LeaseDuration)
+		r.g.log.Warn(timing.LeaseMessage, "key", s.key, "leader", rec.LeaderID, "lease_row", l, "lease", r.g.cfg.LeaseDuration)
 	}
 	if term := s.m.ForeignSighting(rec); term != 0 && !r.g.cfg.Observer {
-		r.g.cfg.Logger.Warn("casleader group: the row names this candidate's ID in a term this process did not win; not adopting it, waiting for it to expire",
+		r.g.log.Warn("casleader: the row names this candidate's ID in a term this process did not win; not adopting it, waiting for it to expire",
 			"key", s.key, "term", term, "version", rec.Version)
 	}
 }
@@ -1350,7 +1464,7 @@ func (r *engine) campaign(ctx context.Context, create, elect []*state) error {
 		rctx, cancel := context.WithTimeout(ctx, g.cfg.RenewDeadline)
 		defer cancel()
 		rep := wonReply{stmt: stmt{sent: time.Now()}}
-		won, err := g.st.InsertMany(rctx, g.cand, b.keys)
+		won, err := detector.Insert(rctx, g.st, g.cand, b.keys)
 		rep.done(rctx, err)
 		g.statements.Add(1)
 		rep.won = won
@@ -1376,7 +1490,7 @@ func (r *engine) campaign(ctx context.Context, create, elect []*state) error {
 		rctx, cancel := context.WithTimeout(ctx, g.cfg.RenewDeadline)
 		defer cancel()
 		rep := wonReply{stmt: stmt{sent: time.Now()}}
-		won, err := g.st.ElectMany(rctx, g.cand, j.kvs)
+		won, err := detector.Elect(rctx, g.st, g.cand, j.kvs)
 		rep.done(rctx, err)
 		g.statements.Add(1)
 		rep.won = won
@@ -1438,7 +1552,7 @@ func (r *engine) applyWon(ctx context.Context, ss []*state, rep wonReply, won fu
 				continue
 			}
 			if d.Err != nil {
-				g.cfg.Logger.Error("casleader group: not leading: "+d.Err.Error(), "key", s.key, "error", d.Err)
+				g.log.Error("casleader: not leading: "+d.Err.Error(), "key", s.key, "error", d.Err)
 			}
 		default:
 			won(s, 0, false, rep.sent) // lost
@@ -1448,11 +1562,9 @@ func (r *engine) applyWon(ctx context.Context, ss []*state, rep wonReply, won fu
 		// a row that keeps looking free to reads and refusing writes is read
 		// after waits that double up to the poll interval.
 		s.failures++
-		s.nextLook = now.Add(retry.Backoff(s.failures, 10*time.Millisecond, g.cfg.PollInterval) + jitter(g.cfg.PollInterval))
+		s.nextLook = now.Add(retry.Backoff(s.failures, electionBackoff, g.cfg.PollInterval) + jitter(g.cfg.PollInterval))
 	}
-	if rep.err != nil && !errors.Is(rep.err, store.ErrDeployment) {
-		g.cfg.Logger.Warn("casleader group: election failed; the next read settles it", "keys", len(ss), "error", rep.err)
-	}
+	r.electionsFailed(ss, rep.err)
 	return rep.err
 }
 
@@ -1494,7 +1606,7 @@ func (r *engine) drain(ctx context.Context, now time.Time) {
 		case !now.Before(d.until) && d.nowrite:
 			r.ended(d.ending, nil)
 		case !now.Before(d.until):
-			r.g.cfg.Logger.Error("casleader group: not releasing the lease: OnStartedLeading is still running after DrainTimeout; the lease expires by itself",
+			r.g.log.Error("casleader: not releasing the lease: OnStartedLeading is still running after DrainTimeout; the lease expires by itself",
 				"key", d.s.key, "term", d.token, "drain_timeout", r.g.cfg.DrainTimeout, "handover_to", d.to)
 			r.ended(d.ending, r.g.notDrained(d.ending))
 		default:
@@ -1520,7 +1632,7 @@ func (r *engine) send(ctx context.Context, es []ending) {
 			return
 		}
 		if attempt == 2 {
-			g.cfg.Logger.Warn("casleader group: release failed; the leases expire by themselves", "keys", len(lost), "error", lastErr)
+			g.log.Warn("casleader: release failed; the leases expire by themselves", "keys", len(lost), "error", lastErr)
 			for _, e := range lost {
 				r.ended(e, handoverFailed(e, lastErr))
 			}
@@ -1566,7 +1678,7 @@ func (r *engine) sendReleases(wctx context.Context, es []ending, done func(e end
 			kvs[i] = store.KeyVersion{Key: e.s.key, Version: e.version}
 		}
 		rep := wonReply{stmt: stmt{sent: time.Now()}}
-		won, err := g.st.ReleaseMany(wctx, g.cfg.ID, kvs)
+		won, err := heartbeat.Release(wctx, g.st, g.cfg.ID, kvs)
 		rep.done(wctx, err)
 		g.statements.Add(1)
 		rep.won = won
@@ -1633,7 +1745,7 @@ func (r *engine) resendFrom(wctx context.Context, lost []ending, lastErr error) 
 	for _, e := range lost {
 		rep := reads[e.s]
 		if rep.err != nil {
-			g.cfg.Logger.Warn("casleader group: release failed; the lease expires by itself", "key", e.s.key, "error", cmp.Or(lastErr, rep.err))
+			g.log.Warn("casleader: release failed; the lease expires by itself", "key", e.s.key, "error", cmp.Or(lastErr, rep.err))
 			r.ended(e, handoverFailed(e, cmp.Or(lastErr, rep.err)))
 			continue
 		}
@@ -1647,7 +1759,7 @@ func (r *engine) resendFrom(wctx context.Context, lost []ending, lastErr error) 
 		if found {
 			r.observeLeader(e.s, rec.LeaderID)
 		}
-		g.cfg.Logger.Warn("casleader group: release lost its compare-and-set; the row had moved on", "key", e.s.key, "handover_to", e.to)
+		g.log.Warn("casleader: release lost its compare-and-set; the row had moved on", "key", e.s.key, "handover_to", e.to)
 		r.ended(e, g.notLeading(e.s.key, "the row had moved on (taken over, or changed by a step-down request) before the handover was written"))
 	}
 	return es
@@ -1657,6 +1769,9 @@ func (r *engine) resendFrom(wctx context.Context, lost []ending, lastErr error) 
 // after its release or handover write returned, so that woken followers find the
 // row free. It answers the HandoverTo call that asked for e, if any, with err.
 func (r *engine) ended(e ending, err error) {
+	if e.cooldown > 0 {
+		e.s.m.CoolDown(time.Now().Add(e.cooldown))
+	}
 	if !e.told {
 		r.g.st.Leading(e.s.key, e.token, false)
 	}
@@ -1670,8 +1785,9 @@ func (r *engine) ended(e ending, err error) {
 
 // stopAll ends every term when Run returns: stop acting first, drain (each term at
 // most DrainTimeout), then release; and waits at most DrainTimeout for the work of
-// terms that ended before.
-func (r *engine) stopAll(ctx context.Context) {
+// terms that ended before. It returns an error matching ErrNotDrained when some
+// work did not return.
+func (r *engine) stopAll(ctx context.Context) error {
 	var ends []ending
 	to := r.g.exitTargets()
 	for _, s := range r.list {
@@ -1726,8 +1842,11 @@ func (r *engine) stopAll(ctx context.Context) {
 	defer t.Stop()
 	select {
 	case <-work:
+		return nil
 	case <-t.C:
-		r.g.cfg.Logger.Error("casleader group: Run returns while OnStartedLeading still runs: it did not return within DrainTimeout after its context was cancelled",
+		r.g.log.Error("casleader: Run returns while OnStartedLeading still runs: it did not return within DrainTimeout after its context was cancelled; its lease was not released",
 			"drain_timeout", r.g.cfg.DrainTimeout)
+		return fmt.Errorf("%w: Run returns while it still runs, and its lease was not released (it expires by itself): make OnStartedLeading return when its context is cancelled",
+			ErrNotDrained)
 	}
 }

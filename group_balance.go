@@ -56,8 +56,7 @@ func (g *Group) rebalance(live []store.Member) {
 	moves := 0
 	for k, target := range balance.Shed(keys, leaders, cands, g.cfg.ID) {
 		if led[k] != 0 && target != "" && moves < movesPerRound {
-			g.cfg.Logger.Debug("casleader group: handing the key over to balance the group", "key", k, "term", led[k], "handover_to", target)
-			g.handover(k, led[k], target)
+			g.rebalanceTo(k, led[k], target)
 			moves++
 		}
 	}

@@ -18,7 +18,7 @@ import (
 func (g *Group) startMembers(ctx context.Context) (stop func()) {
 	c := members.Config{Store: g.st, ID: g.cfg.ID, Lease: g.cfg.LeaseDuration, Priority: int64(g.cfg.Priority),
 		Snapshot: g.memberRows, Leading: g.ledTerms, Handover: g.handover, Keep: g.cfg.KeepLeaseOnExit,
-		Logger: g.cfg.Logger.With("id", g.cfg.ID)}
+		Logger: g.log}
 	if g.cfg.Balance {
 		c.Anchor, c.Balance = g.anchor, g.rebalance
 	}
@@ -44,7 +44,12 @@ func (g *Group) ledTerms() map[string]int64 {
 // handover asks Run to hand key, led in term, over to to (the preferred leader
 // rule); Run ignores it when that term has ended.
 func (g *Group) handover(key string, term int64, to string) {
-	g.request(op{key: key, token: term, to: to})
+	g.request(op{key: key, token: term, to: to, reason: "handing the key over: the preferred leader rule"})
+}
+
+// rebalanceTo asks Run to hand key, led in term, over to to, to balance the group.
+func (g *Group) rebalanceTo(key string, term int64, to string) {
+	g.request(op{key: key, token: term, to: to, reason: "handing the key over to balance the group", quiet: true})
 }
 
 // memberRows are the group's rows in the members table now, one per key.
@@ -74,7 +79,7 @@ func (g *Group) memberRows() []store.Member {
 func (g *Group) Members(ctx context.Context, key string) ([]store.Member, error) {
 	ms, err := g.st.Members(ctx, key, members.Window(g.cfg.LeaseDuration))
 	if err != nil {
-		return nil, fmt.Errorf("group: members of %q: %w", key, err)
+		return nil, fmt.Errorf("casleader: members of %q: %w", key, err)
 	}
 	return ms, nil
 }

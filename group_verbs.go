@@ -111,14 +111,20 @@ func (g *Group) notLeading(key, why string) error {
 	return fmt.Errorf("%w: group %q does not lead key %q: %s", ErrNotLeader, g.cfg.ID, key, why)
 }
 
-// notDrained is the error of the handover e, not written because the work of its
-// term did not return within DrainTimeout.
+// notDrained is the error of the release or handover e, not written because the
+// work of its term did not return within DrainTimeout.
 func (g *Group) notDrained(e ending) error {
-	return fmt.Errorf("%w: key %q, term %d: the lease was not handed to %q and expires by itself: make OnStartedLeading return when its context is cancelled (if it calls HandoverTo itself, pass it its own context); raise DrainTimeout only if the work needs longer to stop",
-		ErrNotDrained, e.s.key, e.token, e.to)
+	what := "released"
+	if e.to != "" {
+		what = fmt.Sprintf("handed to %q", e.to)
+	}
+	return fmt.Errorf("%w: key %q, term %d: the lease was not %s and expires by itself: make OnStartedLeading return when its context is cancelled; "+
+		"if it resigns itself, call casleader.TermFrom(ctx).Resign(), which returns at once, then return (Resign and HandoverTo wait for the work, so it never calls them with a context of its own); "+
+		"raise DrainTimeout only if the work needs longer to stop",
+		ErrNotDrained, e.s.key, e.token, what)
 }
 
 // handoverFailed is the error of the handover e whose write failed with err.
 func handoverFailed(e ending, err error) error {
-	return fmt.Errorf("group: handover of key %q to %q failed, the lease expires by itself (check the database): %w", e.s.key, e.to, err)
+	return fmt.Errorf("casleader: handover of key %q to %q failed, the lease expires by itself (check the database): %w", e.s.key, e.to, err)
 }

@@ -39,7 +39,7 @@ func TestLogLinesNameKeyAndIDOnce(t *testing.T) {
 
 		seen := map[string]bool{}
 		for _, line := range out.Lines() {
-			for _, msg := range []string{"casleader: renewed", "casleader: renewal failed", "casleader: reading the election row failed"} {
+			for _, msg := range []string{"casleader: renewed", "casleader: renewal failed", "casleader: reading the election row"} {
 				if strings.Contains(line, msg) {
 					seen[msg] = true
 				}

@@ -46,5 +46,5 @@ func stampStatus(s *Status, seq uint64, at time.Time) { s.Seq, s.Time = seq, at 
 //
 // Listen may be called at any time, before or during Run, any number of times.
 func (e *Elector) Listen(ctx context.Context) <-chan Status {
-	return e.stream.Listen(ctx)
+	return e.sh.stream.Listen(ctx)
 }

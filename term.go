@@ -39,8 +39,8 @@ func TermFrom(ctx context.Context) *Term { return term.From(ctx) }
 func (e *Elector) term(token int64) *Term {
 	return term.New(term.Config{
 		Key: e.cfg.Key, ID: e.cfg.ID, Token: token, Lease: e.cfg.LeaseDuration,
-		Trust: &e.trust, Store: e.store,
-		Resign: func() { e.post(request{term: token, cooldown: e.cfg.LeaseDuration}) },
+		Trust: &e.sh.trust, Store: e.g.st,
+		Resign: func() { e.g.resignTerm(e.cfg.Key, token) },
 	})
 }
 
