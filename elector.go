@@ -318,7 +318,9 @@ func (e *Elector) Stop(ctx context.Context) error {
 func (e *Elector) hooks() Hooks {
 	return Hooks{
 		Started: func(ev Event) { e.log.Info("casleader: became leader", "term", ev.Token) },
-		Renewed: func(ev Event) { e.log.Debug("casleader: renewed", "term", ev.Token, "trusted_for", time.Until(ev.Until)) },
+		Renewed: func(ev Event) {
+			e.log.Debug("casleader: renewed", "term", ev.Token, "trusted_for", time.Until(ev.Until))
+		},
 		Leader: func(ev Event) {
 			if ev.Leader == "" {
 				e.log.Info("casleader: lease released")
