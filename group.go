@@ -480,7 +480,7 @@ func (g *Group) Run(ctx context.Context) (err error) {
 	defer g.startMembers(ctx)() // stopped after the leases are released
 	defer func() { err = cmp.Or(err, r.stopAll(ctx)) }()
 	r.seed(time.Now())
-	lastRenew := time.Time{}
+	var nextRenew time.Time
 	for {
 		r.takeRequests(ctx)
 		r.drain(ctx, time.Now())
@@ -488,18 +488,18 @@ func (g *Group) Run(ctx context.Context) (err error) {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if now := time.Now(); !now.Before(lastRenew.Add(g.cfg.HeartbeatInterval)) {
-			lastRenew = now
+		if now := time.Now(); !now.Before(nextRenew) {
 			if err := r.renew(ctx); err != nil {
 				return err
 			}
+			nextRenew = now.Add(r.renewWait())
 		}
 		if err := r.follow(ctx); err != nil {
 			return err
 		}
 		// Sleep until the next renewal, the next look at a followed key, or the
 		// next trust deadline, whichever comes first.
-		wake := lastRenew.Add(g.cfg.HeartbeatInterval)
+		wake := nextRenew
 		for _, s := range r.list {
 			if s.m.Leading() {
 				wake = minTime(wake, s.m.Deadline())
@@ -542,6 +542,8 @@ type engine struct {
 	held     []heldKey      // renew's buffer, kept between rounds
 	lim      retry.Limiter  // the warnings of elections that fail or keep losing
 	readLim  retry.Limiter  // the warnings of reads that fail
+	// renewFailures counts the rounds in a row with a renewal that failed.
+	renewFailures int
 }
 
 // add starts following s.
@@ -1108,6 +1110,7 @@ func (r *engine) renew(ctx context.Context) error {
 		jobs = append(jobs, j)
 	}
 	var unsettled []*state
+	failures := r.renewFailures
 	err := parallel(r, jobs, func(j kvBatch) wonReply {
 		return r.sendRenewal(ctx, j)
 	}, func(j kvBatch, rep wonReply) error {
@@ -1115,10 +1118,24 @@ func (r *engine) renew(ctx context.Context) error {
 		unsettled = append(unsettled, lost...)
 		return err
 	})
+	if r.renewFailures == failures {
+		r.renewFailures = 0 // every renewal of the round had an answer
+	}
 	if err != nil {
 		return err
 	}
 	return r.settle(ctx, unsettled)
+}
+
+// renewWait is the time from one round of renewals to the next: the heartbeat
+// interval, or after a round with a renewal that failed (an unknown outcome) a
+// backoff from 10 ms up to half of it, so that a transient error (a deadlock, a
+// serialization failure, a reset connection) costs little of the trust deadline.
+func (r *engine) renewWait() time.Duration {
+	if r.renewFailures == 0 {
+		return r.g.cfg.HeartbeatInterval
+	}
+	return retry.Renewal(r.renewFailures, r.g.cfg.HeartbeatInterval)
 }
 
 // renewOrder returns the led keys in the order to renew them, and keeps it in
@@ -1185,13 +1202,17 @@ func (r *engine) renewReply(ctx context.Context, j kvBatch, rep wonReply) ([]*st
 	now := time.Now()
 	r.wrote("renew", j.ss, rep)
 	if rep.err != nil {
-		if !errors.Is(rep.err, store.ErrDeployment) && ctx.Err() == nil { // not Run ending
-			g.log.Warn("casleader: renewal failed; settling", keysAttr(j.ss, "error", rep.err)...)
-		}
+		// The write may have committed: the machine remembers it, and a retry
+		// that then loses its compare-and-set is settled by one read. Until
+		// then the trust deadline stands.
 		for _, s := range j.ss {
-			s.m.RenewalFailed(true) // the write may have committed
+			s.m.RenewalFailed(true)
 		}
-		return j.ss, rep.err
+		r.renewFailures++
+		if !errors.Is(rep.err, store.ErrDeployment) && ctx.Err() == nil { // not Run ending
+			g.log.Warn("casleader: renewal failed, retrying", keysAttr(j.ss, "error", rep.err, "attempt", r.renewFailures, "retry_in", r.renewWait())...)
+		}
+		return nil, rep.err
 	}
 	byKey := make(map[string]time.Time, len(rep.won))
 	for _, w := range rep.won {

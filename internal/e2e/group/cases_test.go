@@ -52,6 +52,12 @@ func (s *lateStore) RenewMany(ctx context.Context, id string, held []store.KeyVe
 	return won, err
 }
 
+// Renew is RenewMany for one key, as the group sends it for a batch of one.
+func (s *lateStore) Renew(ctx context.Context, key, id string, version int64) (bool, error) {
+	won, err := s.RenewMany(ctx, id, []store.KeyVersion{{Key: key, Version: version}})
+	return len(won) == 1, err
+}
+
 // Case 1: a renewal that commits but whose reply arrives after the renew deadline
 // must not revive the term: IsLeader turned false at the deadline and stays false
 // for that term, and OnChange reports the end of the term.

@@ -13,7 +13,7 @@ import (
 	"github.com/casleader/casleader/store"
 )
 
-// renewOrder records the keys of every RenewMany call, in the order they were sent.
+// renewOrder records the keys of every renewal, in the order they were sent.
 type renewOrder struct {
 	*memstore.Store
 	mu   sync.Mutex
@@ -27,6 +27,14 @@ func (s *renewOrder) RenewMany(ctx context.Context, id string, held []store.KeyV
 	}
 	s.mu.Unlock()
 	return s.Store.RenewMany(ctx, id, held)
+}
+
+// Renew records the key of a single-key renewal (a batch of one).
+func (s *renewOrder) Renew(ctx context.Context, key, id string, version int64) (bool, error) {
+	s.mu.Lock()
+	s.sent = append(s.sent, key)
+	s.mu.Unlock()
+	return s.Store.Renew(ctx, key, id, version)
 }
 
 func (s *renewOrder) keys() []string {

@@ -45,6 +45,16 @@ func (c *countingStore) ElectMany(ctx context.Context, cand store.Candidate, fro
 	return c.wakeStore.ElectMany(ctx, cand, from)
 }
 
+func (c *countingStore) Observe(ctx context.Context, key string) (store.Record, bool, error) {
+	c.reads.Add(1)
+	return c.wakeStore.Observe(ctx, key)
+}
+
+func (c *countingStore) Elect(ctx context.Context, key string, cand store.Candidate, version int64) (int64, bool, error) {
+	c.elections.Add(1)
+	return c.wakeStore.Elect(ctx, key, cand, version)
+}
+
 func (c *countingStore) ElectReleased(ctx context.Context, key string, cand store.Candidate) (int64, bool, error) {
 	c.elections.Add(1)
 	return c.wakeStore.ElectReleased(ctx, key, cand)
