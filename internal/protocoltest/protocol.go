@@ -444,9 +444,25 @@ func Run(t *testing.T, ds []Dialect) {
 					cs = append(cs, c)
 				}
 				alive := cs
+				// A candidate's last term, taken after it has led: on a loaded machine
+				// one may lead, lose and lead again, and its first term is then not
+				// the latest one.
+				latest := func(c *candidate) int64 {
+					if tok := c.Token(); tok != 0 {
+						return tok // the term it leads now
+					}
+					tok := <-c.tokens
+					for {
+						select {
+						case tok = <-c.tokens:
+						default:
+							return tok
+						}
+					}
+				}
 				for len(alive) > 1 {
 					l := waitLeader(t, alive...)
-					tokens = append(tokens, <-l.tokens)
+					tokens = append(tokens, latest(l))
 					l.stop(t) // half resign, half vanish keeping the lease
 					var rest []*candidate
 					for _, c := range alive {
@@ -457,7 +473,7 @@ func Run(t *testing.T, ds []Dialect) {
 					alive = rest
 				}
 				l := waitLeader(t, alive...)
-				tokens = append(tokens, <-l.tokens)
+				tokens = append(tokens, latest(l))
 				require.Len(t, tokens, 4)
 				for i := 1; i < len(tokens); i++ {
 					assert.Greater(t, tokens[i], tokens[i-1], "tokens %v", tokens)
