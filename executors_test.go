@@ -31,7 +31,7 @@ var (
 )
 
 // faultStore is the in-memory store with faults that hit the single-key and the
-// batched renewal alike, so that one scenario drives both executors.
+// batched renewal alike, so that one scenario drives the Elector and a Group.
 type faultStore struct {
 	*memstore.Store
 	lateBy    atomic.Int64 // the next renewal commits and answers this late (when > 0)

@@ -1854,6 +1854,12 @@ func (r *engine) stopAll(ctx context.Context) error {
 			s.unsubscribe()
 		}
 	}
+	return r.waitWork()
+}
+
+// waitWork waits at most DrainTimeout for the leader's work of every term this
+// Run started, and returns an error matching ErrNotDrained when some still runs.
+func (r *engine) waitWork() error {
 	work := make(chan struct{})
 	go func() {
 		r.work.Wait()

@@ -155,7 +155,7 @@ func (p *proc) abandon(c call) {
 	p.orphans[1] = c // the older one never executes
 }
 
-// send sends p's next statement (elector.go: follow, heartbeat.Loop.Run, settle, release).
+// send sends p's next statement (the engine's follow, renew, settle and release).
 func (s *state) send(sc *scenario, p *proc, now int) {
 	switch p.ph {
 	case phFollow:

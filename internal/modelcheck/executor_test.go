@@ -5,7 +5,7 @@ import (
 	"github.com/casleader/casleader/store"
 )
 
-// The executor's glue: what elector.go's run loop does with each reply and each
+// The executor's glue: what the engine (group.go) does with each reply and each
 // decision, minimally. The machine decides every protocol question.
 
 // deliver hands p the reply to c at local time now.
@@ -45,7 +45,7 @@ func (s *state) deliver(sc *scenario, p *proc, c call, now int) {
 	}
 }
 
-// followReply handles a reply while following (elector.go's follow).
+// followReply handles a reply while following (the engine's followReply).
 func (s *state) followReply(p *proc, c call, rec store.Record, now int) {
 	var d cas.Decision
 	switch c.op {
@@ -92,14 +92,14 @@ func (s *state) followReply(p *proc, c call, rec store.Record, now int) {
 	}
 }
 
-// failed handles the failure of c (elector.go: unsettled, the renewer's
+// failed handles the failure of c (the engine's applyWon and renewReply, the renewal's
 // ambiguous flag, settle's and release's read errors).
 func (s *state) failed(p *proc, c call, now int) {
 	switch {
 	case c.op == opInsert || c.op == opElect || c.op == opElectReleased:
 		p.m.Unsettled()
 	case c.op == opRenew:
-		p.ambiguous = true // heartbeat.Loop.Run retries from the same version
+		p.ambiguous = true // the engine retries the renewal from the same version
 	case p.ph == phRelease && c.op == opRead:
 		s.releaseDone(p, false) // release: a read error ends the loop
 	case p.ph == phRelease:
@@ -115,7 +115,7 @@ func (s *state) settle(p *proc, now int) {
 	s.send(nil, p, now)
 }
 
-// endTerm ends the term led by p with decision d (elector.go's lead, after its
+// endTerm ends the term led by p with decision d (the engine's stopLeading and end, after its
 // loop): stop acting, drain the leader's work, then release or hand over when
 // asked to.
 func (s *state) endTerm(p *proc, d cas.Decision, now int) {
@@ -147,7 +147,7 @@ func (s *state) endTerm(p *proc, d cas.Decision, now int) {
 	}
 }
 
-// drained ends p's drain (elector.go's drain): the work returned (ok), or
+// drained ends p's drain (the engine's drain): the work returned (ok), or
 // DrainTimeout passed. The release or handover is written only after the work
 // returned; else the lease expires by itself.
 func (s *state) drained(p *proc, ok bool, now int) {
@@ -161,7 +161,7 @@ func (s *state) drained(p *proc, ok bool, now int) {
 	s.send(nil, p, now)
 }
 
-// part is how p takes part in the election at now (elector.go's
+// part is how p takes part in the election at now (the engine's
 // participation, and follow's: abstaining while the work of an earlier term
 // still runs).
 func (s *state) part(p *proc, now int) cas.Participation {
@@ -170,8 +170,8 @@ func (s *state) part(p *proc, now int) cas.Participation {
 	return p.m.Participation(at(now), busy || paused, false)
 }
 
-// interrupt ends the heartbeat of p, a leader that was paused (elector.go's
-// stopped: Tick, as an abstaining candidate, asks to release).
+// interrupt ends the heartbeat of p, a leader that was paused (the engine's
+// tick: Tick, as an abstaining candidate, asks to release).
 func (s *state) interrupt(p *proc, now int) {
 	p.abandon(p.cur)
 	p.cur = call{}
@@ -189,7 +189,7 @@ func (s *state) campaigned(p *proc, d cas.Decision, read bool) {
 	}
 }
 
-// releaseReply handles a reply in the release loop (elector.go's release).
+// releaseReply handles a reply in the release loop (the engine's send and resendFrom).
 func (s *state) releaseReply(p *proc, c call, rec store.Record, now int) {
 	if c.op != opRead {
 		if c.ok {

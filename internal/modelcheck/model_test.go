@@ -58,7 +58,7 @@ type call struct {
 	resAt int // database time of a read's execution
 }
 
-// phase is where the executor (elector.go's run loop) is.
+// phase is where the executor (the engine's Run loop) is.
 type phase uint8
 
 const (
