@@ -473,7 +473,10 @@ func (g *Group) signal() {
 // early only on a deployment error (store.ErrDeployment) or when another process
 // acts with the group's ID on one of its keys ([ErrDuplicateID]: that key's term is
 // neither acted on nor released; the group's other keys are released as on exit).
-// Run returns only after every goroutine it started has exited.
+// Run returns after every goroutine it started has exited, or, when a key's
+// OnStartedLeading does not return within DrainTimeout after its context was
+// cancelled, with an error matching [ErrNotDrained] (that key's lease was not
+// released: it expires by itself). A later Run campaigns for the group's keys again.
 func (g *Group) Run(ctx context.Context) (err error) {
 	r := &engine{g: g, states: map[string]*state{}}
 	defer g.begin()()           // last: answers the HandoverTo calls that came too late
