@@ -179,10 +179,14 @@ func renewManyWinsPerKey(t *testing.T, s batchStore) {
 func electManyWinsOnlyExpired(t *testing.T, s batchStore) {
 	ctx := t.Context()
 	v := map[string]int64{}
-	for _, k := range []string{"expired", "released", "stale", "live"} {
+	for _, k := range []string{"expired", "released", "stale"} {
 		v[k] = insert(t, s, k, "old")
 	}
-	ok, err := s.Release(ctx, "released", "old", v["released"])
+	// "live" records a lease of a minute in its row, so that however long a
+	// loaded machine takes between its renewal and the election, it is live.
+	term, ok, err := s.Insert(ctx, "live", store.Candidate{ID: "old", Lease: time.Minute})
+	v["live"] = newTerm(t, term, ok, err, 0, "Insert")
+	ok, err = s.Release(ctx, "released", "old", v["released"])
 	won(t, ok, err, "Release")
 	time.Sleep(outlive)
 	ok, err = s.Renew(ctx, "live", "old", v["live"])
