@@ -2,6 +2,7 @@ package group_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -163,18 +164,27 @@ type observer interface {
 // the time Run returned (the rows name them: not released, not left to expire),
 // and returns the longest time one of its keys then had no leader among gs.
 func leave(t *testing.T, st observer, leaver *balanced, gs []*balanced, its []string) time.Duration {
+	lostBefore := leaver.g.Stats().LostLeases
 	stopped := time.Now()
 	leaver.stop()
 	ids := map[string]bool{}
 	for _, b := range gs {
 		ids[b.id] = true
 	}
+	// A key whose lease the leaver lost to a missed renewal (a loaded machine)
+	// before Run ended is not its to hand over: its row still names the leaver,
+	// in a term that expires by itself.
+	lost := leaver.g.Stats().LostLeases - lostBefore
+	var kept []string
 	for _, k := range its {
 		rec, found, err := st.Observe(t.Context(), k)
 		require.NoError(t, err)
 		require.True(t, found)
-		require.True(t, ids[rec.LeaderID], "key %s: the row names %q when the leaver's Run returned, not one of the others", k, rec.LeaderID)
+		if !ids[rec.LeaderID] {
+			kept = append(kept, fmt.Sprintf("%s names %q", k, rec.LeaderID))
+		}
 	}
+	require.LessOrEqual(t, int64(len(kept)), lost, "rows not handed to one of the others when the leaver's Run returned (%d leases lost meanwhile): %v", lost, kept)
 	var longest time.Duration
 	pending := map[string]bool{}
 	for _, k := range its {
