@@ -98,11 +98,16 @@ func TestDialectPackagesLinkOnlyTheirDriver(t *testing.T) {
 // raised again from 1,300,000 to 1,350,000 on 2026-11-27, when the MySQL program
 // added 1,312,351 bytes (1,286,218 before): one declared store contract (every
 // method forwarded by each store), hooks that carry an Event per key, and the
-// latest-only stream shared with groups added 26 KB. It still fails at regexp or
-// pgx's type system.
+// latest-only stream shared with groups added 26 KB. It was raised again to
+// 1,750,000 the same day, when the Elector came to run on the engine of a Group
+// with one key: every program now links the batched statements of the stores
+// (about 30 KB of sqlstore), the engine's batching, balance and verbs (about 100
+// KB of code) and their tables: 364 KB on the PostgreSQL program (1,662,300 above
+// pgxpool), 372 KB on the MySQL one (1,684,281). It still fails at regexp or pgx's
+// type system.
 const (
 	goal  = 1_000_000
-	limit = 1_350_000
+	limit = 1_750_000
 )
 
 // TestBinarySizeNearTheDriverAlone builds each example program and its
