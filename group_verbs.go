@@ -124,7 +124,11 @@ func (g *Group) notDrained(e ending) error {
 		ErrNotDrained, e.s.key, e.token, what)
 }
 
-// handoverFailed is the error of the handover e whose write failed with err.
+// handoverFailed is the error of the release or handover e whose write failed with err.
 func handoverFailed(e ending, err error) error {
-	return fmt.Errorf("casleader: handover of key %q to %q failed, the lease expires by itself (check the database): %w", e.s.key, e.to, err)
+	what := "release"
+	if e.to != "" {
+		what = fmt.Sprintf("handover to %q", e.to)
+	}
+	return fmt.Errorf("casleader: the %s of key %q failed, and the lease expires by itself (check the database): %w", what, e.s.key, err)
 }
