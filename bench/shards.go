@@ -33,6 +33,10 @@ import (
 // one candidate, each live candidate within one key of N/M) and has stayed fair
 // for a lease, then writes one result: keys led per candidate, keys whose leader
 // changed, the longest time a key had no leader and the time until fair.
+// -shards-together (for 100,000 keys) starts the four at once instead, watches the
+// fair spread for -shards-steady, and goes on from the kill. Each result also
+// holds the database server's statements and rows written per second and the CPU
+// of its processes over the event's window (serverStats; none for SQLite).
 //
 // Who leads what comes from the children: each samples its group's IsLeader for
 // every key (its own belief, by its monotonic trust deadline) every Sample and
