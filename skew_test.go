@@ -1,8 +1,11 @@
 package casleader_test
 
 import (
+	"context"
 	"log/slog"
+	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -12,6 +15,7 @@ import (
 
 	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/internal/memstore"
+	"github.com/casleader/casleader/store"
 )
 
 // TestCandidateOnAServerAheadDoesNotTakeOverALiveLease: the leader renews through
@@ -85,4 +89,109 @@ func TestCandidateOnAServerAheadDoesNotTakeOverALiveLease(t *testing.T) {
 		}
 		assert.Equal(t, 1, warnings, "one warning per 10 s:\n%s", logs.String())
 	})
+}
+
+// starvedReads is a follower's store whose every other read reaches the database
+// delay after it was sent (a starved process, a pool without a free connection):
+// its send time is taken before the delay, the age it reads after it. After each
+// read that was not held, it lets the leader's next renewal go (heldRenewal).
+type starvedReads struct {
+	store.Driver
+	delay time.Duration
+	n     atomic.Int64
+	renew chan struct{}
+}
+
+func (s *starvedReads) Observe(ctx context.Context, key string) (store.Record, bool, error) {
+	held := s.n.Add(1)%2 == 0
+	if held {
+		time.Sleep(s.delay)
+	}
+	rec, found, err := s.Driver.Observe(ctx, key)
+	if !held {
+		select {
+		case s.renew <- struct{}{}:
+		default:
+		}
+	}
+	return rec, found, err
+}
+
+// heldRenewal is the leader's store: each renewal waits for a read of the
+// follower's (starvedReads) that was not held.
+type heldRenewal struct {
+	store.Driver
+	renew chan struct{}
+}
+
+func (h *heldRenewal) Renew(ctx context.Context, key, id string, version int64) (bool, error) {
+	select {
+	case <-h.renew: // a signal left from before: wait for a fresh one
+	default:
+	}
+	select {
+	case <-h.renew:
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+	return h.Driver.Renew(ctx, key, id, version)
+}
+
+// TestStarvedReadsShowNoClockSkew: a follower whose every other read reaches the
+// database late, by half the margin L - R, while the leader renews right after
+// the follower's prompt reads and not again before its late ones, reports no
+// clock skew and logs no warning of it, on one server (one clock) and on two
+// servers of a cluster whose clocks agree: a delay of its own is not a
+// disagreement between clocks (as group.TestStarvedReadsShowNoClockSkew).
+func TestStarvedReadsShowNoClockSkew(t *testing.T) {
+	skipUntilSkewFromReplies(t)
+	for _, tc := range []struct {
+		name    string
+		cluster bool
+	}{{"OneServer", false}, {"TwoServersInStep", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				st := memstore.New()
+				if tc.cluster {
+					st.Node(0) // from now on st is a node of a multi-primary cluster
+				}
+				renew := make(chan struct{}, 1)
+				renew <- struct{}{} // the first renewal goes
+				a := cfg("a")
+				a.HeartbeatInterval = renewDL / 2
+				elA := newElector(t, &heldRenewal{Driver: st, renew: renew}, a)
+				stopA := running(t, elA)
+				time.Sleep(time.Millisecond)
+				require.True(t, elA.IsLeader())
+				var logs syncBuffer
+				b := cfg("b")
+				b.PollInterval = poll / 10
+				b.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+				elB := newElector(t, &starvedReads{Driver: st, delay: (lease - renewDL) / 2, renew: renew}, b)
+				stopB := running(t, elB)
+				var most time.Duration
+				for range 10 * int(lease/poll) {
+					time.Sleep(poll)
+					require.True(t, elA.IsLeader(), "the leader keeps the lease")
+					s := elB.ClockSkew()
+					most = max(most, s, -s)
+				}
+				require.NoError(t, stopB())
+				require.NoError(t, stopA())
+				assert.Zero(t, most, "clock skew reported by the starved follower")
+				assert.False(t, strings.Contains(logs.String(), "clocks of the database servers disagree"), "the starved follower warned of clock skew:\n%s", logs.String())
+			})
+		})
+	}
+}
+
+// skipUntilSkewFromReplies skips TestStarvedReadsShowNoClockSkew, which fails
+// until package cas bounds the skew it measures by each read's reply rather than
+// its send time, and measures none from rows read by the clock that wrote them
+// (store.Record.OneClock). CASLEADER_SKEW_FROM_REPLIES=1 runs it.
+func skipUntilSkewFromReplies(t *testing.T) {
+	t.Helper()
+	if os.Getenv("CASLEADER_SKEW_FROM_REPLIES") == "" {
+		t.Skip("fails until cas measures clock skew from the reads' replies; CASLEADER_SKEW_FROM_REPLIES=1 runs it")
+	}
 }

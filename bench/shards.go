@@ -22,6 +22,7 @@ import (
 
 	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/internal/retry"
+	"github.com/casleader/casleader/store"
 )
 
 // The shards scenario: four candidate processes (this program run with -shard
@@ -32,6 +33,10 @@ import (
 // one candidate, each live candidate within one key of N/M) and has stayed fair
 // for a lease, then writes one result: keys led per candidate, keys whose leader
 // changed, the longest time a key had no leader and the time until fair.
+// -shards-together (for 100,000 keys) starts the four at once instead, watches the
+// fair spread for -shards-steady, and goes on from the kill. Each result also
+// holds the database server's statements and rows written per second and the CPU
+// of its processes over the event's window (serverStats; none for SQLite).
 //
 // Who leads what comes from the children: each samples its group's IsLeader for
 // every key (its own belief, by its monotonic trust deadline) every Sample and
@@ -57,6 +62,10 @@ type shardSpec struct {
 	ID      string        `json:"id"`
 	Lease   time.Duration `json:"lease"`
 	Sample  time.Duration `json:"sample"`
+	// Await, when not empty, holds the group's reads until its members view has
+	// shown every candidate of Await, and at least until OpenAt (see gatedStore).
+	Await  []string  `json:"await,omitempty"`
+	OpenAt time.Time `json:"open_at,omitzero"`
 }
 
 // shardConfig: lease L, renew deadline 3L/5, heartbeat L/5, poll L, batches of
@@ -84,6 +93,11 @@ func shardChild(ctx context.Context, d dbs, specJSON string) error {
 		return err
 	}
 	defer closeFn()
+	if len(sp.Await) > 0 {
+		gs := &gatedStore{Driver: st, await: sp.Await, open: make(chan struct{})}
+		defer time.AfterFunc(time.Until(sp.OpenAt), gs.timeUp).Stop()
+		st = gs
+	}
 	keys := scaleKeys(sp.Prefix, sp.Keys)
 	g, err := casleader.NewGroup(st, shardConfig(sp, keys))
 	if err != nil {
@@ -127,6 +141,78 @@ func sweep(g *casleader.Group, keys []string, was []bool, last []int64, w *bufio
 	}
 	fmt.Fprintf(w, ". %d %d\n", start, g.Stats().Statements)
 	return w.Flush()
+}
+
+// gatedStore holds a group's reads (ObserveMany) until a members read has shown
+// every candidate of await and the members loop has called the store again (its
+// next write, half a lease later: the rebalance of that read, which runs between
+// the two calls, has then decided the spread), and until timeUp is called (at the
+// time the parent gave every candidate, 3 leases after it started them, so that
+// they all begin at once). Candidates started together then make their first
+// decisions with the keys already spread: a group campaigns for every key it
+// finds free until its first members read, so without the gate the first of four
+// processes started at once takes nearly every key (200 keys, lease 2 s: c1 led
+// all 200 before handing 150 over), and at 100,000 keys the handovers that fix
+// it, 32 per half lease, would take hours.
+type gatedStore struct {
+	store.Driver
+	await []string
+	open  chan struct{}
+	mu    sync.Mutex
+	seen  bool // a members read showed every candidate of await
+	ready bool // and the members loop has called again since
+	late  bool // timeUp was called
+	once  sync.Once
+}
+
+func (g *gatedStore) ObserveMany(ctx context.Context, keys []string) (map[string]store.Record, error) {
+	select {
+	case <-g.open:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("held until the members view shows %v: %w", g.await, ctx.Err())
+	}
+	return g.Driver.ObserveMany(ctx, keys)
+}
+
+func (g *gatedStore) MembersOf(ctx context.Context, keys []string, within time.Duration) ([]store.Member, error) {
+	g.next()
+	ms, err := g.Driver.MembersOf(ctx, keys, within)
+	if err != nil {
+		return ms, err
+	}
+	all := true
+	for _, id := range g.await {
+		all = all && slices.ContainsFunc(ms, func(m store.Member) bool { return m.ID == id })
+	}
+	g.mu.Lock()
+	g.seen = g.seen || all
+	g.mu.Unlock()
+	return ms, nil
+}
+
+func (g *gatedStore) PutMembers(ctx context.Context, ms []store.Member) error {
+	g.next()
+	return g.Driver.PutMembers(ctx, ms)
+}
+
+// next notes a call of the members loop: after the read that showed every
+// candidate, the spread is decided.
+func (g *gatedStore) next() {
+	g.mu.Lock()
+	g.ready = g.ready || g.seen
+	open := g.ready && g.late
+	g.mu.Unlock()
+	if open {
+		g.once.Do(func() { close(g.open) })
+	}
+}
+
+// timeUp opens the gate now if the spread is decided, else as soon as it is.
+func (g *gatedStore) timeUp() {
+	g.mu.Lock()
+	g.late = true
+	g.mu.Unlock()
+	g.next()
 }
 
 // interval is one candidate's leading of one key.
@@ -463,57 +549,62 @@ type shardsRun struct {
 	spec    shardSpec
 	tr      *shardTracker
 	procs   map[string]*shardProc
+	server  *serverStats  // the database server's counters (nil for SQLite)
 	timeout time.Duration // per event, until fair
+	poll    time.Duration // how often waitFair looks at the spread
 }
 
-// shards runs the scenario with n keys and lease on sys's database.
-func shards(ctx context.Context, sys *casSystem, db string, n int, lease time.Duration, smoke bool) []result {
-	sample := 5 * time.Millisecond
-	if n > 10000 {
-		sample = 250 * time.Millisecond
+// shardsOptions are the run's settings: Keys keys, lease Lease. Together starts
+// the four candidates at once (event "start c1-c4") instead of one by one, then
+// watches the fair spread for Steady (event "steady") before the kill; the
+// join of a candidate to three that lead 100,000 keys takes about N/4 / 32
+// half leases (32 handovers per half lease per leader), so starting them one by
+// one would take hours there. Timeout bounds each event's wait for a fair spread
+// (0: 5 minutes, 2 with Smoke).
+type shardsOptions struct {
+	Keys     int
+	Lease    time.Duration
+	Smoke    bool
+	Together bool
+	Steady   time.Duration
+	Timeout  time.Duration
+}
+
+// shardEvent is one event of the run: what to do, who is live after it, and
+// how long the spread must then stay fair (0: a lease).
+type shardEvent struct {
+	name string
+	act  func() error
+	live []string
+	hold time.Duration
+}
+
+// shards runs the scenario of o on sys's database.
+func shards(ctx context.Context, sys *casSystem, db string, o shardsOptions) []result {
+	sample, poll := 5*time.Millisecond, 10*time.Millisecond
+	if o.Keys > 10000 {
+		sample, poll = 250*time.Millisecond, 200*time.Millisecond
 	}
-	s := &shardsRun{sys: sys, db: db, tr: newShardTracker(n), procs: map[string]*shardProc{}, timeout: 5 * time.Minute,
-		spec: shardSpec{Dialect: sys.opt.dialect, Table: sys.table, SQLite: sys.sqlite, Prefix: randName("shard"), Keys: n, Lease: lease, Sample: sample}}
-	if smoke {
+	s := &shardsRun{sys: sys, db: db, tr: newShardTracker(o.Keys), procs: map[string]*shardProc{}, poll: poll,
+		timeout: cmp.Or(o.Timeout, 5*time.Minute),
+		spec:    shardSpec{Dialect: sys.opt.dialect, Table: sys.table, SQLite: sys.sqlite, Prefix: randName("shard"), Keys: o.Keys, Lease: o.Lease, Sample: sample}}
+	if o.Smoke && o.Timeout == 0 {
 		s.timeout = 2 * time.Minute
 	}
-	defer s.stopAll(lease)
-	start := func(id string) func() error {
-		return func() error {
-			sp := s.spec
-			sp.ID = id
-			s.tr.reset(id)
-			p, err := startShard(sp, s.tr)
-			if err != nil {
-				return err
-			}
-			s.procs[id] = p
-			return nil
-		}
+	server, err := newServerStats(ctx, sys.opt.dialect, sys.dsn)
+	if err != nil {
+		log.Printf("shards %s: %v (no server counts)", db, err)
+	} else if server != nil {
+		s.server = server
+		defer server.close()
 	}
-	kill := func(id string) func() error { return func() error { return s.procs[id].kill(s.tr) } }
-	stop := func(id string) func() error {
-		return func() error { return s.procs[id].stop(s.tr, 2*lease+time.Minute) }
-	}
-	events := []struct {
-		name string
-		act  func() error
-		live []string
-	}{
-		{"start c1", start("c1"), []string{"c1"}},
-		{"start c2", start("c2"), []string{"c1", "c2"}},
-		{"start c3", start("c3"), []string{"c1", "c2", "c3"}},
-		{"start c4", start("c4"), []string{"c1", "c2", "c3", "c4"}},
-		{"kill c2", kill("c2"), []string{"c1", "c3", "c4"}},
-		{"stop c3", stop("c3"), []string{"c1", "c4"}},
-		{"restart c3", start("c3"), []string{"c1", "c3", "c4"}},
-	}
+	defer s.stopAll(o.Lease)
 	var out []result
-	for i, ev := range events {
+	for i, ev := range s.events(o) {
 		if ctx.Err() != nil {
 			break
 		}
-		r := s.step(ctx, i, ev.name, ev.act, ev.live)
+		r := s.step(ctx, i, ev)
 		log.Printf("shards %s %s: %v", db, ev.name, r.Values)
 		out = append(out, r)
 		if r.Error != "" && strings.HasPrefix(r.Error, "event:") {
@@ -521,6 +612,50 @@ func shards(ctx context.Context, sys *casSystem, db string, n int, lease time.Du
 		}
 	}
 	return out
+}
+
+// events returns the run's events: the four started one by one, or together and
+// then watched for o.Steady; then c2 killed, c3 stopped and started again.
+func (s *shardsRun) events(o shardsOptions) []shardEvent {
+	start := func(ids ...string) func() error {
+		return func() error {
+			for _, id := range ids {
+				sp := s.spec
+				sp.ID = id
+				if len(ids) > 1 {
+					sp.Await, sp.OpenAt = ids, time.Now().Add(3*s.spec.Lease)
+				}
+				s.tr.reset(id)
+				p, err := startShard(sp, s.tr)
+				if err != nil {
+					return err
+				}
+				s.procs[id] = p
+			}
+			return nil
+		}
+	}
+	kill := func(id string) func() error { return func() error { return s.procs[id].kill(s.tr) } }
+	stop := func(id string) func() error {
+		return func() error { return s.procs[id].stop(s.tr, 2*o.Lease+time.Minute) }
+	}
+	all := []string{"c1", "c2", "c3", "c4"}
+	evs := []shardEvent{
+		{"start c1", start("c1"), all[:1], 0},
+		{"start c2", start("c2"), all[:2], 0},
+		{"start c3", start("c3"), all[:3], 0},
+		{"start c4", start("c4"), all, 0},
+	}
+	if o.Together {
+		evs = []shardEvent{
+			{"start c1-c4", start(all...), all, 0},
+			{"steady", func() error { return nil }, all, o.Steady},
+		}
+	}
+	return append(evs,
+		shardEvent{"kill c2", kill("c2"), []string{"c1", "c3", "c4"}, 0},
+		shardEvent{"stop c3", stop("c3"), []string{"c1", "c4"}, 0},
+		shardEvent{"restart c3", start("c3"), []string{"c1", "c3", "c4"}, 0})
 }
 
 func (s *shardsRun) stopAll(lease time.Duration) {
@@ -534,10 +669,12 @@ func (s *shardsRun) stopAll(lease time.Duration) {
 	wg.Wait()
 }
 
-// step runs one event and measures it until the spread has been fair for a lease.
-func (s *shardsRun) step(ctx context.Context, i int, name string, act func() error, live []string) result {
+// step runs one event and measures it until the spread has been fair for ev.hold
+// (a lease when 0).
+func (s *shardsRun) step(ctx context.Context, i int, ev shardEvent) result {
+	live := ev.live
 	r := result{Scenario: "shards", System: s.sys.Name(), Trial: i, Values: map[string]float64{},
-		Params: map[string]any{"event": name, "database": s.db, "keys": s.spec.Keys, "live": len(live), "lease_s": s.spec.Lease.Seconds(), "loadavg_start": loadLine()}}
+		Params: map[string]any{"event": ev.name, "database": s.db, "keys": s.spec.Keys, "live": len(live), "lease_s": s.spec.Lease.Seconds(), "loadavg_start": loadLine()}}
 	before := s.tr.leaders()
 	led0, stmts, _ := s.tr.counts()
 	r.Values["min_moves"] = float64(minMoves(s.spec.Keys, led0, live))
@@ -548,13 +685,14 @@ func (s *shardsRun) step(ctx context.Context, i int, name string, act func() err
 			cpu0[id], _ = procCPU(p.cmd.Process.Pid)
 		}
 	}
+	srv0 := s.server.sample(ctx)
 	t0 := time.Now()
-	if err := act(); err != nil {
+	if err := ev.act(); err != nil {
 		r.Error = "event: " + err.Error()
 		return r
 	}
 	peak := map[string]int{}
-	fairAt, err := s.waitFair(ctx, t0, live, peak)
+	fairAt, err := s.waitFair(ctx, t0, live, peak, cmp.Or(ev.hold, s.spec.Lease))
 	t1 := time.Now()
 	if err != nil {
 		r.Error = err.Error()
@@ -563,12 +701,15 @@ func (s *shardsRun) step(ctx context.Context, i int, name string, act func() err
 		r.Values["peak_"+id] = float64(n)
 	}
 	s.measure(&r, before, stmts0, cpu0, t0, fairAt, t1, live)
+	if st, rows, cpu, ok := rates(srv0, s.server.sample(ctx)); ok {
+		r.Values["server_statements_per_s"], r.Values["server_rows_written_per_s"], r.Values["server_cpu_percent"] = st, rows, cpu
+	}
 	return r
 }
 
-// waitFair waits until the spread has been fair for a lease; it returns when it
+// waitFair waits until the spread has been fair for hold; it returns when it
 // became fair. It keeps in peak the most keys each candidate led at once.
-func (s *shardsRun) waitFair(ctx context.Context, t0 time.Time, live []string, peak map[string]int) (time.Time, error) {
+func (s *shardsRun) waitFair(ctx context.Context, t0 time.Time, live []string, peak map[string]int, hold time.Duration) (time.Time, error) {
 	var since time.Time
 	for {
 		c, _, _ := s.tr.counts()
@@ -581,14 +722,14 @@ func (s *shardsRun) waitFair(ctx context.Context, t0 time.Time, live []string, p
 			since = time.Time{}
 		case since.IsZero():
 			since = now
-		case now.Sub(since) >= s.spec.Lease:
+		case now.Sub(since) >= hold:
 			return since, nil
 		}
-		if now.Sub(t0) > s.timeout || ctx.Err() != nil {
+		if now.Sub(t0) > s.timeout+hold || ctx.Err() != nil {
 			c, _, notLed := s.tr.counts()
 			return since, fmt.Errorf("not fair within %v: leads %v, %d keys not led", s.timeout, c, notLed)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(s.poll)
 	}
 }
 
@@ -654,7 +795,7 @@ func shardsTable(w io.Writer, rs []result) {
 		}
 		if first {
 			fmt.Fprintf(w, "\n### Shards: four balanced candidate processes (lease %vs)\n\n", r.Params["lease_s"])
-			fmt.Fprintf(w, "| database | event | keys led per candidate | keys moved (fewest possible) | longest without leader ms | fair after ms | most leaders of one key | CPU %% per candidate | batched statements/s per candidate | error |\n|---|---|---|---|---|---|---|---|---|---|\n")
+			fmt.Fprintf(w, "| database | event | keys led per candidate | keys moved (fewest possible) | longest without leader ms | fair after ms | most leaders of one key | CPU %% per candidate | batched statements/s per candidate | server: statements/s, rows written/s, CPU %% | error |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 			first = false
 		}
 		led := ledOf(r.Params["led"])
@@ -680,9 +821,13 @@ func shardsTable(w io.Writer, rs []result) {
 		if v, ok := r.Values["fair_ms"]; ok {
 			fair = f1(v)
 		}
-		fmt.Fprintf(w, "| %v | %v | %s | %.0f (%.0f) | %s | %s | %.0f | %s | %s | %s |\n", r.Params["database"], r.Params["event"],
+		server := "–"
+		if v, ok := r.Values["server_statements_per_s"]; ok {
+			server = fmt.Sprintf("%s, %s, %s", f1(v), f1(r.Values["server_rows_written_per_s"]), f1(r.Values["server_cpu_percent"]))
+		}
+		fmt.Fprintf(w, "| %v | %v | %s | %.0f (%.0f) | %s | %s | %.0f | %s | %s | %s | %s |\n", r.Params["database"], r.Params["event"],
 			strings.Join(ls, ", "), r.Values["moved"], r.Values["min_moves"], f1(r.Values["max_gap_ms"]), fair, r.Values["max_leaders"],
-			strings.Join(cpu, ", "), strings.Join(st, ", "), r.Error)
+			strings.Join(cpu, ", "), strings.Join(st, ", "), server, r.Error)
 	}
 }
 

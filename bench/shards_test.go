@@ -115,3 +115,37 @@ func TestShardsTableReadsBackJSON(t *testing.T) {
 		}
 	}
 }
+
+func TestShardEventsTogether(t *testing.T) {
+	s := &shardsRun{}
+	var names []string
+	for _, ev := range s.events(shardsOptions{Lease: time.Second, Together: true, Steady: time.Minute}) {
+		names = append(names, ev.name)
+		if ev.name == "steady" && ev.hold != time.Minute {
+			t.Errorf("steady holds %v, want -shards-steady (1m)", ev.hold)
+		}
+	}
+	want := "start c1-c4,steady,kill c2,stop c3,restart c3"
+	if got := strings.Join(names, ","); got != want {
+		t.Errorf("events %s, want %s", got, want)
+	}
+	if n := len(s.events(shardsOptions{Lease: time.Second})); n != 7 {
+		t.Errorf("%d events one by one, want 7", n)
+	}
+}
+
+func TestServerRates(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	a := serverCounters{statements: 100, rows: 1000, cpu: map[int]time.Duration{1: time.Second, 2: 5 * time.Second}, at: t0, ok: true}
+	b := serverCounters{statements: 300, rows: 5000, cpu: map[int]time.Duration{1: 2 * time.Second, 3: time.Second}, at: t0.Add(4 * time.Second), ok: true}
+	st, rows, cpu, ok := rates(a, b)
+	if !ok || st != 50 || rows != 1000 || cpu != 50 {
+		t.Errorf("rates = %v, %v, %v, %v; want 50, 1000, 50 (pid 1: 1 s, pid 3 new: 1 s, pid 2 gone), true", st, rows, cpu, ok)
+	}
+	if _, _, _, ok := rates(serverCounters{}, b); ok {
+		t.Error("rates from a failed reading said ok")
+	}
+	if _, _, _, ok := rates(a, (*serverStats)(nil).sample(t.Context())); ok {
+		t.Error("rates without a server (SQLite) said ok")
+	}
+}
