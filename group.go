@@ -1413,7 +1413,7 @@ func (r *engine) followReply(ctx context.Context, rd *readRound, b keyBatch, rep
 			r.observeLeader(s, "")
 		}
 		s.seenFree(!found || rec.Released() || rec.Expired(g.cfg.LeaseDuration), now)
-		d := s.m.Observed(rec, found, rep.sent, r.participation(s, now))
+		d := s.m.ObservedReply(rec, found, rep.sent, rep.sent.Add(rep.took), r.participation(s, now))
 		k := s.m.Skew(rep.sent)
 		if max(k, -k) > max(skew, -skew) {
 			skew = k

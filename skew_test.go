@@ -3,7 +3,6 @@ package casleader_test
 import (
 	"context"
 	"log/slog"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -142,9 +141,8 @@ func (h *heldRenewal) Renew(ctx context.Context, key, id string, version int64) 
 // the follower's prompt reads and not again before its late ones, reports no
 // clock skew and logs no warning of it, on one server (one clock) and on two
 // servers of a cluster whose clocks agree: a delay of its own is not a
-// disagreement between clocks (as group.TestStarvedReadsShowNoClockSkew).
+// disagreement between clocks (as internal/e2e/group's TestStarvedReadsShowNoClockSkew).
 func TestStarvedReadsShowNoClockSkew(t *testing.T) {
-	skipUntilSkewFromReplies(t)
 	for _, tc := range []struct {
 		name    string
 		cluster bool
@@ -182,16 +180,5 @@ func TestStarvedReadsShowNoClockSkew(t *testing.T) {
 				assert.False(t, strings.Contains(logs.String(), "clocks of the database servers disagree"), "the starved follower warned of clock skew:\n%s", logs.String())
 			})
 		})
-	}
-}
-
-// skipUntilSkewFromReplies skips TestStarvedReadsShowNoClockSkew, which fails
-// until package cas bounds the skew it measures by each read's reply rather than
-// its send time, and measures none from rows read by the clock that wrote them
-// (store.Record.OneClock). CASLEADER_SKEW_FROM_REPLIES=1 runs it.
-func skipUntilSkewFromReplies(t *testing.T) {
-	t.Helper()
-	if os.Getenv("CASLEADER_SKEW_FROM_REPLIES") == "" {
-		t.Skip("fails until cas measures clock skew from the reads' replies; CASLEADER_SKEW_FROM_REPLIES=1 runs it")
 	}
 }

@@ -267,6 +267,16 @@ func (m *Machine) Trusted(now time.Time) bool {
 // with a stable ID sees its earlier run's lease only once at one version: that
 // lease is never renewed again, and expires.
 func (m *Machine) Observed(rec store.Record, found bool, sent time.Time, p Participation) Decision {
+	return m.ObservedReply(rec, found, sent, sent, p)
+}
+
+// ObservedReply is [Machine.Observed] for a read whose reply arrived at received
+// (by the same monotonic clock as sent): the clock skew it shows ([Machine.Skew])
+// is bounded by the whole read, so a read that reached the database late (the
+// process starved, a pool without a free connection) is not taken for a server
+// whose clock runs ahead. Observed takes the read for instantaneous (received =
+// sent): executors, which know when the reply came, call ObservedReply.
+func (m *Machine) ObservedReply(rec store.Record, found bool, sent, received time.Time, p Participation) Decision {
 	if m.role == leader {
 		return m.Settled(rec, found, sent)
 	}
@@ -285,7 +295,7 @@ func (m *Machine) Observed(rec store.Record, found bool, sent time.Time, p Parti
 	m.leader = rec.LeaderID
 	m.version = rec.Version
 	if !rec.Released() {
-		m.skew.observe(rec, sent)
+		m.skew.observe(rec, sent, received)
 	}
 	rolledBack := rec.Term < m.highest
 	m.highest = max(m.highest, rec.Term)

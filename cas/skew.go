@@ -39,14 +39,18 @@ import (
 // scheduling, not the offset between servers.
 //
 // The skew itself is measured and reported (Machine.Skew), as evidence for
-// operators, never as a safety input:
+// operators, never as a safety input, and only from rows read on a multi-primary
+// cluster: a row read by the clock that wrote it (store.Record.OneClock: SQLite,
+// PostgreSQL, MySQL/MariaDB that is not a Galera node) shows no skew, whatever
+// its age:
 //   - a tick in the future of the reading server (store.Record.Ahead > 0): the
 //     reading server's clock runs behind the writer's by at least that much;
 //   - a row of the same term renewed between two reads of this follower: its
 //     tick was stamped after the earlier read was sent, so its true age is at most
-//     the time between the two reads' send times (plus the read's own duration);
-//     an age beyond that means the reading server runs ahead of the writer's by at
-//     least the difference.
+//     the time from the earlier read's send to the later read's reply (a read
+//     that waited for a connection or for the CPU reaches the database well after
+//     its send time, and reads its age there); an age beyond that means the
+//     reading server runs ahead of the writer's by at least the difference.
 //
 // [timing.SkewWindow] is how long a measurement counts: the smallest age of a term,
 // and the reported skew, are taken over the last window to half of it (two
@@ -76,8 +80,9 @@ func newSkew(lease time.Duration) skew {
 	return skew{fresh: window{span: span}, ahead: window{span: span}, behnd: window{span: span}}
 }
 
-// observe records a read sent at sent that found the unreleased row rec.
-func (s *skew) observe(rec store.Record, sent time.Time) {
+// observe records a read sent at sent, whose reply arrived at received, that
+// found the unreleased row rec.
+func (s *skew) observe(rec store.Record, sent, received time.Time) {
 	if rec.Term != s.term {
 		s.term, s.prevVersion, s.renewed = rec.Term, 0, time.Time{}
 		s.fresh.reset()
@@ -86,15 +91,22 @@ func (s *skew) observe(rec store.Record, sent time.Time) {
 		s.renewed = s.prevSent
 	}
 	s.fresh.add(sent, rec.Age, true)
+	if !rec.OneClock {
+		s.evidence(rec, sent, received)
+	}
+	s.prevVersion, s.prevSent = rec.Version, sent
+}
+
+// evidence records the skew that rec, read on a multi-primary cluster, shows.
+func (s *skew) evidence(rec store.Record, sent, received time.Time) {
 	if rec.Ahead > 0 {
 		s.behnd.add(sent, rec.Ahead, false)
 	}
 	if s.prevVersion != 0 && rec.Version != s.prevVersion && rec.Ahead == 0 {
-		if e := rec.Age - sent.Sub(s.prevSent); e > 0 {
+		if e := rec.Age - received.Sub(s.prevSent); e > 0 {
 			s.ahead.add(sent, e, false)
 		}
 	}
-	s.prevVersion, s.prevSent = rec.Version, sent
 }
 
 // elapsed returns how long the lease of rec, read at sent, has certainly run by the

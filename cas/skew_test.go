@@ -153,3 +153,40 @@ func TestFreshestReadIsForgottenAfterTheWindow(t *testing.T) {
 	assert.GreaterOrEqual(t, took-c.lastRenewal(), big)
 	assert.LessOrEqual(t, took-c.lastRenewal(), big+30*time.Second+c.heartbeat)
 }
+
+// TestSkewIsBoundedByTheReply: the leader renews right after a follower's read;
+// the follower's next read, sent 10 ms later, reaches the database 300 ms after
+// its send (the process starved). Taken as instantaneous (Observed), the row's
+// 300 ms age beyond the 10 ms between the sends reads as a server 290 ms ahead;
+// bounded by the reply (ObservedReply), it is no skew. A row read by the clock
+// that wrote it (OneClock) shows none either way.
+func TestSkewIsBoundedByTheReply(t *testing.T) {
+	const ms = time.Millisecond
+	sent0, sent1 := t0.Add(time.Second), t0.Add(time.Second+10*ms)
+	first := store.Record{Key: "k", LeaderID: "a", Term: 1, Version: 1, Age: 5 * ms}
+	second := first
+	second.Version, second.Age = 2, 300*ms
+	for _, tc := range []struct {
+		name     string
+		oneClock bool
+		reply    bool
+		want     time.Duration
+	}{
+		{"InstantaneousReadTakesTheDelayForSkew", false, false, 290 * ms},
+		{"ReplyBoundsTheAge", false, true, 0},
+		{"OneClockShowsNone", true, false, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := New(store.Candidate{ID: "me", Incarnation: "inc-me", Lease: lease}, renew)
+			a, b := first, second
+			a.OneClock, b.OneClock = tc.oneClock, tc.oneClock
+			m.ObservedReply(a, true, sent0, sent0.Add(ms), Abstaining)
+			if tc.reply {
+				m.ObservedReply(b, true, sent1, sent1.Add(310*ms), Abstaining)
+			} else {
+				m.Observed(b, true, sent1, Abstaining)
+			}
+			assert.Equal(t, tc.want, m.Skew(sent1.Add(310*ms)))
+		})
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
-	"os"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -158,7 +157,6 @@ func (h *heldRenewals) RenewMany(ctx context.Context, id string, held []store.Ke
 // previous read was sent; measured up to the late read's send time instead of
 // its reply, the bound is short by the delay, and the delay is taken for skew.
 func TestStarvedReadsShowNoClockSkew(t *testing.T) {
-	skipUntilSkewFromReplies(t)
 	for _, tc := range []struct {
 		name    string
 		cluster bool
@@ -196,16 +194,5 @@ func TestStarvedReadsShowNoClockSkew(t *testing.T) {
 				assert.False(t, strings.Contains(logs.String(), timing.SkewMessage), "the starved follower warned of clock skew:\n%s", logs.String())
 			})
 		})
-	}
-}
-
-// skipUntilSkewFromReplies skips TestStarvedReadsShowNoClockSkew, which fails
-// until package cas bounds the skew it measures by each read's reply rather than
-// its send time, and measures none from rows read by the clock that wrote them
-// (store.Record.OneClock). CASLEADER_SKEW_FROM_REPLIES=1 runs it.
-func skipUntilSkewFromReplies(t *testing.T) {
-	t.Helper()
-	if os.Getenv("CASLEADER_SKEW_FROM_REPLIES") == "" {
-		t.Skip("fails until cas measures clock skew from the reads' replies; CASLEADER_SKEW_FROM_REPLIES=1 runs it")
 	}
 }
