@@ -75,12 +75,14 @@ func TestGuardWorksWithMetricsAndHealthzPluggedIn(t *testing.T) {
 			require.NoError(t, err)
 			actions, err := ident.Quote(d.dialect, table+"_actions")
 			require.NoError(t, err)
+			members, err := ident.Quote(d.dialect, table+"_members") // CreateTable creates it too
+			require.NoError(t, err)
 			_, err = db.ExecContext(ctx, "CREATE TABLE "+actions+" (token BIGINT NOT NULL)")
 			require.NoError(t, err)
 			t.Cleanup(func() {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
-				for _, q := range []string{quoted, actions} {
+				for _, q := range []string{quoted, actions, members} {
 					_, err := db.ExecContext(ctx, "DROP TABLE IF EXISTS "+q)
 					assert.NoError(t, err)
 				}

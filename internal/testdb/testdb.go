@@ -7,7 +7,10 @@
 // CASLEADER_REQUIRE_DB=1, which turns every such skip into a failure: CI sets it so it
 // can never go green by skipping. SQLite needs no server and is always available.
 //
-// Each test gets its own table ([Table]) so tests run in parallel.
+// Each test gets its own table ([Name]) so tests run in parallel. The tables named
+// after it are dropped when the test ends, on the databases whose pool package
+// (pgdb, mydb) the test binary links, and kept, with a log line, when it failed
+// (see package testname).
 package testdb
 
 import (
@@ -47,7 +50,8 @@ func PostgresDSN(t testing.TB) string {
 }
 
 // Name returns a unique identifier for t, usable as a table name or an election key:
-// "t_" + a readable part of the test name + a random suffix.
+// "t_" + a readable part of the test name + a random suffix. The tables whose names
+// start with it are dropped when t ends, unless t failed.
 func Name(t testing.TB) string { return testname.Name(t) }
 
 func dsn(t testing.TB, env string) string {
