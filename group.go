@@ -545,6 +545,7 @@ type engine struct {
 	held     []heldKey      // renew's buffer, kept between rounds
 	lim      retry.Limiter  // the warnings of elections that fail or keep losing
 	readLim  retry.Limiter  // the warnings of reads that fail
+	renewLim retry.Limiter  // the warnings of renewals that fail
 	// renewFailures counts the rounds in a row with a renewal that failed.
 	renewFailures int
 }
@@ -1112,22 +1113,42 @@ func (r *engine) renew(ctx context.Context) error {
 		}
 		jobs = append(jobs, j)
 	}
-	var unsettled []*state
-	failures := r.renewFailures
+	var unsettled, failed []*state
+	var failure error
 	err := parallel(r, jobs, func(j kvBatch) wonReply {
 		return r.sendRenewal(ctx, j)
 	}, func(j kvBatch, rep wonReply) error {
 		lost, err := r.renewReply(ctx, j, rep)
 		unsettled = append(unsettled, lost...)
+		if rep.err != nil {
+			failed, failure = append(failed, j.ss...), cmp.Or(failure, rep.err)
+		}
 		return err
 	})
-	if r.renewFailures == failures {
-		r.renewFailures = 0 // every renewal of the round had an answer
-	}
+	r.renewRound(ctx, failed, failure)
 	if err != nil {
 		return err
 	}
 	return r.settle(ctx, unsettled)
+}
+
+// renewRound ends a round of renewals in which the renewals of failed had an
+// unknown outcome (err, the first): it counts the rounds in a row with such a
+// failure, which back the next rounds off (renewWait), and reports them at most
+// once per retry.LogEvery.
+func (r *engine) renewRound(ctx context.Context, failed []*state, err error) {
+	if len(failed) == 0 {
+		r.renewFailures = 0 // every renewal of the round had an answer
+		return
+	}
+	r.renewFailures++
+	if errors.Is(err, store.ErrDeployment) || ctx.Err() != nil { // fatal, said once by Run; or Run ending
+		return
+	}
+	if ok, held := r.renewLim.Allow(); ok {
+		r.g.log.Warn("casleader: renewal failed, retrying", keysAttr(failed, "error", err, "attempt", r.renewFailures,
+			"retry_in", r.renewWait(), "failures_not_logged", held)...)
+	}
 }
 
 // renewWait is the time from one round of renewals to the next: the heartbeat
@@ -1210,10 +1231,6 @@ func (r *engine) renewReply(ctx context.Context, j kvBatch, rep wonReply) ([]*st
 		// then the trust deadline stands.
 		for _, s := range j.ss {
 			s.m.RenewalFailed(true)
-		}
-		r.renewFailures++
-		if !errors.Is(rep.err, store.ErrDeployment) && ctx.Err() == nil { // not Run ending
-			g.log.Warn("casleader: renewal failed, retrying", keysAttr(j.ss, "error", rep.err, "attempt", r.renewFailures, "retry_in", r.renewWait())...)
 		}
 		return nil, rep.err
 	}
