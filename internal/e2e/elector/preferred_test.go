@@ -99,7 +99,9 @@ func TestPreferredLeader(t *testing.T) {
 
 			resumed := time.Now()
 			hi.Resume()
-			require.Eventually(t, hi.IsLeader, settle, 10*time.Millisecond, "the live preferred candidate gets the lease")
+			// Its next members write (up to a lease away), a lease of its writes, and
+			// the leader's read after that (up to a lease away), at one write a lease.
+			require.Eventually(t, hi.IsLeader, settle+lease, 10*time.Millisecond, "the live preferred candidate gets the lease")
 			led := time.Since(resumed)
 			// Its writes must span a lease first; a quarter lease allows for the
 			// latency of the reads that estimate the write times (Fresh/3).

@@ -17,7 +17,7 @@ import (
 
 // TestPreferredLeaderForEveryKey: a group of low priority that leads every key
 // hands each key over to a group of higher priority once that group has been live
-// for a full lease (one batched members read per half lease), one handover per
+// for a full lease (one batched members read per lease), one handover per
 // key, and the keys stay with the preferred group.
 func TestPreferredLeaderForEveryKey(t *testing.T) {
 	t.Parallel()
