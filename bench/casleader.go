@@ -489,3 +489,41 @@ func (r *recorder) errs(err error) {
 		r.count.add("error", 1)
 	}
 }
+
+// The many-key statements, the step-down request and the checks are counted by
+// kind too (a single-key elector may send them), and passed on.
+
+func (r *recorder) RequestStepDown(ctx context.Context, key string, v int64, to string) (bool, error) {
+	r.count.add("request_step_down", 1)
+	return r.Driver.RequestStepDown(ctx, key, v, to)
+}
+
+func (r *recorder) ObserveMany(ctx context.Context, keys []string) (map[string]store.Record, error) {
+	r.count.add("observe_many", 1)
+	return r.Driver.ObserveMany(ctx, keys)
+}
+
+func (r *recorder) InsertMany(ctx context.Context, cand store.Candidate, keys []string) ([]store.Won, error) {
+	r.count.add("insert_many", 1)
+	return r.Driver.InsertMany(ctx, cand, keys)
+}
+
+func (r *recorder) ElectMany(ctx context.Context, cand store.Candidate, from []store.KeyVersion) ([]store.Won, error) {
+	r.count.add("elect_many", 1)
+	return r.Driver.ElectMany(ctx, cand, from)
+}
+
+func (r *recorder) RenewMany(ctx context.Context, id string, held []store.KeyVersion) ([]store.Won, error) {
+	r.count.add("renew_many", 1)
+	return r.Driver.RenewMany(ctx, id, held)
+}
+
+func (r *recorder) ReleaseMany(ctx context.Context, id string, held []store.KeyVersion) ([]store.Won, error) {
+	r.count.add("release_many", 1)
+	return r.Driver.ReleaseMany(ctx, id, held)
+}
+
+func (r *recorder) Check(ctx context.Context) error {
+	r.count.add("check", 1)
+	return r.Driver.Check(ctx)
+}
