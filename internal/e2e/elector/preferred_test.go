@@ -104,8 +104,8 @@ func TestPreferredLeader(t *testing.T) {
 			require.Eventually(t, hi.IsLeader, settle+lease, 10*time.Millisecond, "the live preferred candidate gets the lease")
 			led := time.Since(resumed)
 			// Its writes must span a lease first; a quarter lease allows for the
-			// latency of the reads that estimate the write times (Fresh/3).
-			assert.GreaterOrEqual(t, led, lease-members.Fresh(lease)/3, "not before the preferred candidate was live for a lease")
+			// latency of the reads that estimate the write times.
+			assert.GreaterOrEqual(t, led, lease-lease/4, "not before the preferred candidate was live for a lease")
 			got := handovers(&log)
 			if len(got) == 0 && lostLease(&log) {
 				// A machine that stalled past the renew deadline let the lease expire
