@@ -70,8 +70,10 @@ func (c Config) period() time.Duration {
 // PruneAge is the age beyond which writers delete rows: ten leases.
 func PruneAge(lease time.Duration) time.Duration { return 10 * lease }
 
-// pruneEvery is how many periods pass between two prunes by one writer.
-const pruneEvery = 20
+// pruneEvery is how many periods pass between two prunes by one writer: with N
+// candidates writing once a lease, the table is pruned about every 50/N leases,
+// so a dead candidate's row goes about 10 + 50/N leases after its last write.
+const pruneEvery = 50
 
 // deleteTimeout bounds the delete sent on a clean stop.
 const deleteTimeout = 5 * time.Second
