@@ -35,7 +35,9 @@ import (
 // MariaDB: Questions is server-wide, so the run turns userstat on (and back off
 // when it was off) and the candidates connect as a user of their own, created and
 // dropped by the run; the count is SELECT_COMMANDS + UPDATE_COMMANDS +
-// OTHER_COMMANDS of that user in information_schema.USER_STATISTICS.
+// OTHER_COMMANDS of that user in information_schema.USER_STATISTICS. Both also
+// report the connections opened in the window (server_per_s_connections): a new
+// PostgreSQL session commits a transaction of its own at start-up.
 const (
 	loadCandidates = 5
 	loadLease      = 3 * time.Second
@@ -222,9 +224,9 @@ func pgLoadServer(ctx context.Context, dsn string) (*loadServer, error) {
 			return st, pool.Close, nil
 		},
 		count: func(ctx context.Context) (int64, map[string]int64, error) {
-			var n int64
-			err := admin.QueryRow(ctx, `SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = $1`, db).Scan(&n)
-			return n, nil, err
+			var commits, rollbacks, sessions int64
+			err := admin.QueryRow(ctx, `SELECT xact_commit, xact_rollback, sessions FROM pg_stat_database WHERE datname = $1`, db).Scan(&commits, &rollbacks, &sessions)
+			return commits + rollbacks, map[string]int64{"rollback": rollbacks, "connections": sessions}, err
 		},
 		close: func() {
 			cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -286,13 +288,13 @@ func mysqlLoadServer(ctx context.Context, dsn string) (*loadServer, error) {
 		return st, func() { db.Close() }, nil
 	}
 	s.count = func(ctx context.Context) (int64, map[string]int64, error) {
-		var sel, upd, other int64
-		err := admin.QueryRowContext(ctx, `SELECT SELECT_COMMANDS, UPDATE_COMMANDS, OTHER_COMMANDS
-			FROM information_schema.USER_STATISTICS WHERE USER = ?`, user).Scan(&sel, &upd, &other)
+		var sel, upd, other, conns int64
+		err := admin.QueryRowContext(ctx, `SELECT SELECT_COMMANDS, UPDATE_COMMANDS, OTHER_COMMANDS, TOTAL_CONNECTIONS
+			FROM information_schema.USER_STATISTICS WHERE USER = ?`, user).Scan(&sel, &upd, &other, &conns)
 		if errors.Is(err, sql.ErrNoRows) {
 			err = nil // no statement yet
 		}
-		return sel + upd + other, map[string]int64{"select": sel, "update": upd, "other": other}, err
+		return sel + upd + other, map[string]int64{"select": sel, "update": upd, "other": other, "connections": conns}, err
 	}
 	return s, nil
 }
