@@ -12,7 +12,7 @@ import (
 
 // startMembers starts recording this candidate in the members table for every key
 // of the group: one batched statement
-// per half lease for all keys, on a goroutine of its own that never touches the
+// per period (see internal/members.Period) for all keys, on a goroutine of its own that never touches the
 // election rows. stop ends it and waits; on a clean stop (not KeepLeaseOnExit) it
 // deletes the group's rows.
 func (g *Group) startMembers(ctx context.Context) (stop func()) {

@@ -300,10 +300,13 @@ func (c *casCandidate) Stop() {
 
 // recorder wraps a store: it counts statements and records a candidate's marks.
 // It passes the store's wake-ups on only when wakes is set (a system with a
-// notifier), marking each one when markWakes is set too.
+// notifier), marking each one when markWakes is set too, and the members calls
+// only when members is set (counting each by kind), as a user's elector with
+// defaults makes them.
 type recorder struct {
 	store.Driver
 	wakes, markWakes bool
+	members          bool
 	marks            *markBox
 	count            *counter
 	mysql            bool
@@ -324,13 +327,46 @@ func (r *recorder) Subscribe(key, id string, wake func(version int64)) (unsubscr
 	})
 }
 
-// The members calls do nothing: as before store.Driver, the electors measured here
-// keep no members table.
-func (r *recorder) PutMembers(context.Context, []store.Member) error           { return nil }
-func (r *recorder) DeleteMembers(context.Context, string, []string) error      { return nil }
-func (r *recorder) PruneMembers(context.Context, time.Duration) (int64, error) { return 0, nil }
-func (r *recorder) MembersOf(context.Context, []string, time.Duration) ([]store.Member, error) {
-	return nil, nil
+// Without members set, the members calls do nothing: as before store.Driver, the
+// electors measured here keep no members table.
+
+func (r *recorder) PutMembers(ctx context.Context, ms []store.Member) error {
+	if !r.members {
+		return nil
+	}
+	r.count.add("members_put", 1)
+	return r.Driver.PutMembers(ctx, ms)
+}
+
+func (r *recorder) DeleteMembers(ctx context.Context, id string, keys []string) error {
+	if !r.members {
+		return nil
+	}
+	r.count.add("members_delete", 1)
+	return r.Driver.DeleteMembers(ctx, id, keys)
+}
+
+func (r *recorder) PruneMembers(ctx context.Context, olderThan time.Duration) (int64, error) {
+	if !r.members {
+		return 0, nil
+	}
+	r.count.add("members_prune", 1)
+	return r.Driver.PruneMembers(ctx, olderThan)
+}
+
+func (r *recorder) MembersOf(ctx context.Context, keys []string, within time.Duration) ([]store.Member, error) {
+	if !r.members {
+		return nil, nil
+	}
+	r.count.add("members_read", 1)
+	return r.Driver.MembersOf(ctx, keys, within)
+}
+
+func (r *recorder) Members(ctx context.Context, key string, within time.Duration) ([]store.Member, error) {
+	if r.members {
+		r.count.add("members_read", 1)
+	}
+	return r.Driver.Members(ctx, key, within)
 }
 
 // Observed and Leading reach the store's wake-ups only when r passes them on.
@@ -452,4 +488,42 @@ func (r *recorder) errs(err error) {
 	if err != nil {
 		r.count.add("error", 1)
 	}
+}
+
+// The many-key statements, the step-down request and the checks are counted by
+// kind too (a single-key elector may send them), and passed on.
+
+func (r *recorder) RequestStepDown(ctx context.Context, key string, v int64, to string) (bool, error) {
+	r.count.add("request_step_down", 1)
+	return r.Driver.RequestStepDown(ctx, key, v, to)
+}
+
+func (r *recorder) ObserveMany(ctx context.Context, keys []string) (map[string]store.Record, error) {
+	r.count.add("observe_many", 1)
+	return r.Driver.ObserveMany(ctx, keys)
+}
+
+func (r *recorder) InsertMany(ctx context.Context, cand store.Candidate, keys []string) ([]store.Won, error) {
+	r.count.add("insert_many", 1)
+	return r.Driver.InsertMany(ctx, cand, keys)
+}
+
+func (r *recorder) ElectMany(ctx context.Context, cand store.Candidate, from []store.KeyVersion) ([]store.Won, error) {
+	r.count.add("elect_many", 1)
+	return r.Driver.ElectMany(ctx, cand, from)
+}
+
+func (r *recorder) RenewMany(ctx context.Context, id string, held []store.KeyVersion) ([]store.Won, error) {
+	r.count.add("renew_many", 1)
+	return r.Driver.RenewMany(ctx, id, held)
+}
+
+func (r *recorder) ReleaseMany(ctx context.Context, id string, held []store.KeyVersion) ([]store.Won, error) {
+	r.count.add("release_many", 1)
+	return r.Driver.ReleaseMany(ctx, id, held)
+}
+
+func (r *recorder) Check(ctx context.Context) error {
+	r.count.add("check", 1)
+	return r.Driver.Check(ctx)
 }

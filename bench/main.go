@@ -2,7 +2,9 @@
 // election design and with etcd's concurrency.Election, in one process run with the
 // same lease and heartbeat: crash failover, graceful handover, steady-state load, a
 // herd of 64 candidates and one process leading up to 10,000 keys (the last two for
-// casleader only). casleader alone also runs: scale (100,000 keys led by this process
+// casleader only). casleader alone also runs: load (what one key with five
+// candidates and the library's defaults costs the database server, counted apart
+// from the server's other clients, -load-for; see serverload.go), scale (100,000 keys led by this process
 // and followed by a second process it starts, -scale-keys, -scale-for), electors
 // (10,000 single-key Electors over one pool, -electors) and, only when asked,
 // saturate (the election under pgbench on PostgreSQL and sysbench on MariaDB, which
@@ -13,7 +15,7 @@
 // and restarted: the spread after each event, -shards-keys, -shards-lease,
 // -shards-together for 100,000 keys; see shards.go).
 //
-//	cd bench && go run . [-trials N] [-lease D -heartbeat D] [-followers N -parallel N] [-smoke] [-out DIR] [-only failover,handover,steady,herd,keys,scale,electors,shards,saturate,roundtrip]
+//	cd bench && go run . [-trials N] [-lease D -heartbeat D] [-followers N -parallel N] [-smoke] [-out DIR] [-only failover,handover,steady,load,herd,keys,scale,electors,shards,saturate,roundtrip]
 //
 // It prints markdown tables, and writes (by default into results/) DIR/results.jsonl (one JSON object per
 // measurement), DIR/summary.md, DIR/failover.svg and DIR/handover.svg. Databases
@@ -50,10 +52,11 @@ func main() {
 	parallel := flag.Int("parallel", 1, "failover trials run at once, each on a key of its own (the first runs alone)")
 	smoke := flag.Bool("smoke", false, "one quick trial of everything (CI); never asserts timings")
 	out := flag.String("out", "", "directory for results.jsonl, summary.md and the SVG timelines (default results, or a temporary directory with -smoke)")
-	only := flag.String("only", "failover,handover,steady,herd,keys,scale,electors,shards", "scenarios to run (also: saturate, which needs pgbench and sysbench and their databases; roundtrip, the cost of each handover statement)")
+	only := flag.String("only", "failover,handover,steady,load,herd,keys,scale,electors,shards", "scenarios to run (also: saturate, which needs pgbench and sysbench and their databases; roundtrip, the cost of each handover statement)")
 	rttN := flag.Int("roundtrips", 300, "statements of each kind in the roundtrip run")
 	systems := flag.String("systems", "", "run only the systems whose name contains one of these comma-separated words")
 	steadyFor := flag.Duration("steady", 20*time.Second, "measuring window of each steady-state run")
+	loadFor := flag.Duration("load-for", time.Minute, "measuring window of the load run (5 candidates, lease 3 s, heartbeat 1 s, defaults otherwise; statements at the server)")
 	keysFor := flag.Duration("keys-for", 30*time.Second, "measuring window of each key-scaling run (10,000 keys: at least 2 min)")
 	scaleKeysN := flag.Int("scale-keys", 100000, "keys of the scale run (one process leads them, another follows them)")
 	scaleFor := flag.Duration("scale-for", 10*time.Minute, "measuring window of the scale run")
@@ -99,7 +102,7 @@ func main() {
 	}
 	log.SetFlags(log.Ltime | log.Lmicroseconds)
 	if *smoke {
-		*trials, *steadyFor, *keysFor = 1, 3*time.Second, 3*time.Second
+		*trials, *steadyFor, *keysFor, *loadFor = 1, 3*time.Second, 3*time.Second, 5*time.Second
 		*scaleKeysN, *scaleFor = 2000, 3*time.Second
 		*electorsN, *electorsFor = 50, 3*time.Second
 		*shardsKeys, *shardsLease = 60, 2*time.Second
@@ -270,6 +273,17 @@ func main() {
 					record(steady(ctx, sys, t, n, *steadyFor))
 				}
 			})
+		}
+	}
+	if want["load"] {
+		for _, dialect := range []string{"postgres", "mariadb"} {
+			if ctx.Err() == nil && selected("casleader/"+dialect, *systems) {
+				r := serverLoad(ctx, d, dialect, *loadFor)
+				record(r)
+				if r.Error != "" {
+					broken = append(broken, fmt.Sprintf("load %s: %s", dialect, r.Error))
+				}
+			}
 		}
 	}
 	if want["herd"] {

@@ -67,9 +67,11 @@ func (c *ProcessCluster) RunPreferred(ctx context.Context, restarts int) (Report
 	}
 	bound := c.bounds().Liveness()
 	// The handover comes a lease after the preferred candidate's rows were first
-	// seen live, at the first members read after that (every half lease), after
-	// the leader has led a lease itself, then the drain and the write.
-	handoverBound := 3*c.bounds().Lease + bound
+	// seen live (its first write, then the leader's next members read: once a
+	// lease), at the first members read after that (up to a lease later, or two
+	// when the write times estimated by the reads fall just short of a lease),
+	// after the leader has led a lease itself, then the drain and the write.
+	handoverBound := 4*c.bounds().Lease + bound
 	for i := 0; ; i++ {
 		if err := c.failure(); err != nil {
 			return Report{}, pr, err

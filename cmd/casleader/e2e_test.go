@@ -300,7 +300,7 @@ func TestStatusShowsLeaderTermAgeAndState(t *testing.T) {
 			row.Expired || row.Released || row.LeaseSeconds != testLease.Seconds() || row.AgeSeconds < 0 || row.AgeSeconds > testLease.Seconds() {
 			t.Fatalf("status --json of the live election: %+v (child token %d)", row, first.token)
 		}
-		// The members view: cand-A records itself every half lease, as leader
+		// The members view: cand-A records itself once a lease, as leader
 		// once it has won; cand-B stopped cleanly and removed itself.
 		deadline := time.Now().Add(4 * testLease)
 		for m := row.Members; len(m) != 1 || m[0].ID != "cand-A" || m[0].Role != "leader" || m[0].Paused; m = status(t, db, key).Members {

@@ -44,7 +44,7 @@ redrawn in place; otherwise the tables follow each other, and with --json each
 refresh is one line holding one JSON document (an object with --key, else an array).
 
 With --members, a second table below the elections lists their members: the
-candidates that take part (each records itself every half lease), with their role (leader, follower or
+candidates that take part (each records itself once a lease), with their role (leader, follower or
 observer), whether they are paused, their priority and when they were last seen by
 the database's clock. Only members seen within two leases (--lease) are shown: a
 candidate that stopped cleanly removed itself, one that died drops out. With --json

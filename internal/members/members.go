@@ -4,7 +4,8 @@
 // leader rule ([Preference]): a leader reads the members of the keys it leads
 // and hands a key over to a live candidate of higher priority.
 //
-// [Run] writes one batched upsert per period (half a lease) on its own goroutine,
+// [Run] writes one batched upsert per period (a lease; half a lease in a balanced
+// group, whose rounds follow the writes) on its own goroutine,
 // each with its own timeout, and never touches the election table or the
 // election's goroutine: a slow, failing or missing members table delays nothing and
 // is logged at Warn level at most once per [retry.LogEvery]. A clean stop deletes
@@ -43,17 +44,36 @@ type Store interface {
 }
 
 // Window is how recently, by the database clock, a member must have written its
-// row to be shown live, for a lease of lease: two leases, that is four periods.
+// row to be shown live, for a lease of lease: two leases, that is two periods
+// (four in a balanced group).
 func Window(lease time.Duration) time.Duration { return 2 * lease }
 
-// Period is how often a candidate writes its rows: half a lease.
-func Period(lease time.Duration) time.Duration { return lease / 2 }
+// Period is how often a candidate writes its rows: once a lease. The leader's
+// read of the members follows each write, so a key costs the database one write
+// per candidate and one read per lease.
+func Period(lease time.Duration) time.Duration { return lease }
+
+// BalancedPeriod is how often a candidate of a balanced group (Config.Anchor and
+// Config.Balance set) writes its rows, and so how often it balances: half a
+// lease. Every candidate of a balanced key is a balanced group, so the readers of
+// its rows know their period.
+func BalancedPeriod(lease time.Duration) time.Duration { return lease / 2 }
+
+// period is the period of c's writes.
+func (c Config) period() time.Duration {
+	if c.Anchor != nil && c.Balance != nil {
+		return BalancedPeriod(c.Lease)
+	}
+	return Period(c.Lease)
+}
 
 // PruneAge is the age beyond which writers delete rows: ten leases.
 func PruneAge(lease time.Duration) time.Duration { return 10 * lease }
 
-// pruneEvery is how many periods pass between two prunes by one writer.
-const pruneEvery = 20
+// pruneEvery is how many periods pass between two prunes by one writer: with N
+// candidates writing once a lease, the table is pruned about every 50/N leases,
+// so a dead candidate's row goes about 10 + 50/N leases after its last write.
+const pruneEvery = 50
 
 // deleteTimeout bounds the delete sent on a clean stop.
 const deleteTimeout = 5 * time.Second
@@ -64,7 +84,8 @@ type Config struct {
 	Store Store
 	// ID is the candidate's ID (the member_id of its rows).
 	ID string
-	// Lease is the election's lease duration; the period is half of it.
+	// Lease is the election's lease duration; the period is [Period] of it
+	// ([BalancedPeriod] with Anchor and Balance set).
 	Lease time.Duration
 	// Snapshot returns the rows to write now, one per key of the candidate. It is
 	// called on Run's goroutine and must not block.
@@ -93,7 +114,8 @@ type Config struct {
 
 	// Anchor and Balance, when not nil, spread a group's keys: after each write,
 	// Run reads the members of the key that Anchor returns (every candidate of
-	// the group follows it) that were seen within [Fresh], and passes them
+	// the group follows it) that count as live (written within three quarters
+	// of a lease: the rule of [Fresh] for [BalancedPeriod]), and passes them
 	// to Balance ("" from Anchor: no read). Both are called on Run's goroutine
 	// and must not block.
 	Anchor  func() string
@@ -104,7 +126,7 @@ type Config struct {
 // then deletes them (unless Keep says otherwise). Failures are logged, never
 // returned: the election goes on whatever happens to the members table.
 func Run(ctx context.Context, c Config) {
-	period := Period(c.Lease)
+	period := c.period()
 	var (
 		lim     retry.Limiter
 		written = map[string]bool{} // keys whose row this run may have written
@@ -194,9 +216,9 @@ func balance(ctx context.Context, c Config) error {
 	if key == "" {
 		return nil
 	}
-	rctx, cancel := context.WithTimeout(ctx, Period(c.Lease))
+	rctx, cancel := context.WithTimeout(ctx, c.period())
 	defer cancel()
-	ms, err := c.Store.MembersOf(rctx, []string{key}, Fresh(c.Lease))
+	ms, err := c.Store.MembersOf(rctx, []string{key}, fresh(c.period(), c.Lease))
 	if err != nil {
 		return err
 	}
@@ -225,10 +247,10 @@ func prefer(ctx context.Context, c Config, prefs map[string]*Preference) error {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	rctx, cancel := context.WithTimeout(ctx, Period(c.Lease))
+	rctx, cancel := context.WithTimeout(ctx, c.period())
 	defer cancel()
 	sent := time.Now()
-	ms, err := c.Store.MembersOf(rctx, keys, Fresh(c.Lease))
+	ms, err := c.Store.MembersOf(rctx, keys, fresh(c.period(), c.Lease))
 	if err != nil {
 		// Reads further apart than a lease vouch for nothing: the preferences
 		// start again by themselves (Preference).
@@ -242,6 +264,7 @@ func prefer(ctx context.Context, c Config, prefs map[string]*Preference) error {
 		p := prefs[k]
 		if p == nil {
 			p = NewPreference(c.ID, c.Priority, c.Lease)
+			p.period = c.period()
 			prefs[k] = p
 		}
 		if to := p.Seen(byKey[k], sent, led[k]); to != "" {

@@ -58,7 +58,7 @@ func snapshot() []store.Member {
 	return []store.Member{{Key: "a", ID: "me", Role: members.RoleFollower}, {Key: "b", ID: "me", Role: members.RoleLeader}}
 }
 
-func TestRunWritesEveryHalfLeaseAndDeletesOnCleanStop(t *testing.T) {
+func TestRunWritesEveryLeaseAndDeletesOnCleanStop(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const lease = 10 * time.Second
 		f := &fake{}
@@ -69,17 +69,42 @@ func TestRunWritesEveryHalfLeaseAndDeletesOnCleanStop(t *testing.T) {
 			defer close(done)
 			members.Run(ctx, members.Config{Store: f, ID: "me", Lease: lease, Snapshot: snapshot, Logger: slog.New(slog.DiscardHandler)})
 		}()
-		time.Sleep(30 * lease) // 60 periods
+		time.Sleep(150 * lease) // 150 periods
 		synctest.Wait()
 		cancel()
 		<-done
-		require.Len(t, f.puts, 61, "one write at once, then one per period")
+		require.Len(t, f.puts, 151, "one write at once, then one per period")
+		for i, p := range f.puts {
+			assert.Equal(t, time.Duration(i)*lease, p.Sub(start), "write %d", i)
+		}
+		assert.Equal(t, []string{"a", "b"}, f.deleted, "a clean stop deletes the rows written")
+		assert.GreaterOrEqual(t, f.prunes, 3, "one prune per 50 periods")
+		assert.LessOrEqual(t, f.prunes, 4, "one prune per 50 periods")
+	})
+}
+
+// TestBalancedGroupWritesEveryHalfLease: a balanced group's rounds follow its
+// writes, which keep their half-lease period.
+func TestBalancedGroupWritesEveryHalfLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const lease = 10 * time.Second
+		f := &fake{}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		start := time.Now()
+		go func() {
+			defer close(done)
+			members.Run(ctx, members.Config{Store: f, ID: "me", Lease: lease, Snapshot: snapshot, Logger: slog.New(slog.DiscardHandler),
+				Anchor: func() string { return "" }, Balance: func([]store.Member) {}})
+		}()
+		time.Sleep(5 * lease)
+		synctest.Wait()
+		cancel()
+		<-done
+		require.Len(t, f.puts, 11, "one write at once, then one per half lease")
 		for i, p := range f.puts {
 			assert.Equal(t, time.Duration(i)*lease/2, p.Sub(start), "write %d", i)
 		}
-		assert.Equal(t, []string{"a", "b"}, f.deleted, "a clean stop deletes the rows written")
-		assert.GreaterOrEqual(t, f.prunes, 3, "one prune per 20 periods")
-		assert.LessOrEqual(t, f.prunes, 4, "one prune per 20 periods")
 	})
 }
 
@@ -113,14 +138,14 @@ func TestRunWarnsAtMostOncePerTenSecondsAndGoesOn(t *testing.T) {
 			defer close(done)
 			members.Run(ctx, members.Config{Store: f, ID: "me", Lease: time.Second, Snapshot: snapshot, Logger: log})
 		}()
-		time.Sleep(60 * time.Second) // 120 failed writes
+		time.Sleep(60 * time.Second) // 60 failed writes
 		synctest.Wait()
 		mu.Lock()
 		out := buf.String()
 		mu.Unlock()
 		cancel()
 		<-done
-		assert.Len(t, f.puts, 121, "failures do not stop the writes")
+		assert.Len(t, f.puts, 61, "failures do not stop the writes")
 		warns := strings.Count(out, "could not write")
 		assert.GreaterOrEqual(t, warns, 6)
 		assert.LessOrEqual(t, warns, 7, "one warning per 10 s over 60 s:\n%s", out)

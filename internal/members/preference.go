@@ -10,20 +10,21 @@ import (
 // Preference decides, for one candidate in one election, when the leader hands
 // its lease to a candidate of higher priority (a preferred leader). It is pure
 // logic like cas.Machine: the executor reads the members of the key (the members
-// table, written by every candidate each half lease) while it leads, feeds each
+// table, written by every candidate each period: a lease, see [Period]) while it
+// leads, once a period, feeds each
 // read to [Preference.Seen], and carries out the handover it returns through the
 // safe path (stop acting, drain, then one compare-and-set that writes the
 // target's ID in a new term; see cas.Machine.Yield and the cas.Handover action).
 //
 // The rule. A leader of priority p hands over to candidate c when, at a read of
 // the members sent while it leads one term:
-//   - c is live: its row was written less than [Fresh] (three quarters of a
-//     lease) ago by the database clock, it is not paused, not an observer, and its
-//     ID is not the leader's own;
+//   - c is live: its row was written less than [Fresh] (a lease and a quarter;
+//     three quarters of a lease in a balanced group) ago by the database clock, it
+//     is not paused, not an observer, and its ID is not the leader's own;
 //   - c's priority is strictly above p (equal priorities never trigger);
 //   - c has been live for at least one lease: every read of that term since the
-//     first that showed c live showed it live, with no two reads more than a
-//     lease apart, and c's writes seen by those reads span a full lease (from the
+//     first that showed c live showed it live, with no two reads more than two
+//     periods apart, and c's writes seen by those reads span a full lease (from the
 //     write the first read showed to the one the deciding read shows);
 //   - among the candidates that qualify, c has the highest priority (ties go to
 //     the lowest ID, so every reader picks the same one).
@@ -52,6 +53,7 @@ type Preference struct {
 	id       string
 	priority int64
 	lease    time.Duration
+	period   time.Duration // of the candidates' writes and of the reads
 
 	term  int64                // the term the tracking belongs to; 0 when not leading
 	last  time.Time            // send time of the last read of that term
@@ -59,17 +61,21 @@ type Preference struct {
 }
 
 // Fresh is how recently, by the database clock, a candidate must have written
-// its members row to count as live, for a lease of lease: three quarters of a
-// lease. A live candidate writes its row every half lease ([Run]), so
-// its row is at most half a lease plus one write's latency old; a write slower
-// than a quarter lease only delays a handover (the candidate counts as live again
-// from its next write).
-func Fresh(lease time.Duration) time.Duration { return lease * 3 / 4 }
+// its members row to count as live, for a lease of lease: a lease and a quarter.
+// A live candidate writes its row every period ([Period], a lease), so its row is
+// at most a period plus one write's latency old; a write slower than a quarter
+// lease only delays a handover (the candidate counts as live again from its next
+// write). In a balanced group, whose period is half a lease ([BalancedPeriod]),
+// the same rule gives three quarters of a lease.
+func Fresh(lease time.Duration) time.Duration { return fresh(Period(lease), lease) }
+
+// fresh is the rule of [Fresh] for writes every period.
+func fresh(period, lease time.Duration) time.Duration { return period + lease/4 }
 
 // NewPreference returns the preference of candidate id of priority priority in an
-// election of lease duration lease.
+// election of lease duration lease, whose candidates write every [Period].
 func NewPreference(id string, priority int64, lease time.Duration) *Preference {
-	return &Preference{id: id, priority: priority, lease: lease, since: map[string]time.Time{}}
+	return &Preference{id: id, priority: priority, lease: lease, period: Period(lease), since: map[string]time.Time{}}
 }
 
 // Seen handles a read of the election's members sent at sent, while this
@@ -81,7 +87,7 @@ func (p *Preference) Seen(ms []store.Member, sent time.Time, term int64) string 
 		p.Reset()
 		return ""
 	}
-	if term != p.term || (!p.last.IsZero() && sent.Sub(p.last) > p.lease) || sent.Before(p.last) {
+	if term != p.term || (!p.last.IsZero() && sent.Sub(p.last) > 2*p.period) || sent.Before(p.last) {
 		// Another term, or reads too far apart to vouch for the time between them.
 		p.Reset()
 		p.term = term
@@ -89,7 +95,7 @@ func (p *Preference) Seen(ms []store.Member, sent time.Time, term int64) string 
 	p.last = sent
 	live := make(map[string]store.Member, len(ms))
 	for _, m := range ms {
-		if m.ID == p.id || m.Paused || m.Role == RoleObserver || m.Age >= Fresh(p.lease) {
+		if m.ID == p.id || m.Paused || m.Role == RoleObserver || m.Age >= fresh(p.period, p.lease) {
 			continue
 		}
 		live[m.ID] = m

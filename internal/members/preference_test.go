@@ -34,71 +34,74 @@ func TestPreference(t *testing.T) {
 		seen []store.Member
 		want string
 	}
-	half := int(lease / time.Millisecond / 2)
+	per := int(Period(lease) / time.Millisecond) // a lease
+	fresh := int(Fresh(lease) / time.Millisecond)
 	steady := func(term int64, want string, ms ...store.Member) []read {
-		// Reads every half lease from t0: the third (a lease after the first) may decide.
-		return []read{{0, term, ms, ""}, {half, term, ms, ""}, {2 * half, term, ms, want}}
+		// Reads every period (a lease) from t0: the second may decide.
+		return []read{{0, term, ms, ""}, {per, term, ms, want}}
 	}
 	cases := map[string][]read{
 		"HandsOverAfterTheTargetWasSeenLiveForALease": steady(7, "hi", live("me", 1, 0), live("hi", 5, 10*time.Millisecond)),
 		"NotBeforeALease": {
 			{0, 7, []store.Member{live("hi", 5, 0)}, ""},
-			{2*half - 1, 7, []store.Member{live("hi", 5, 0)}, ""},
-			{2 * half, 7, []store.Member{live("hi", 5, 0)}, "hi"},
+			{per - 1, 7, []store.Member{live("hi", 5, 0)}, ""},
+			{per, 7, []store.Member{live("hi", 5, 0)}, "hi"},
 		},
 		"EqualPriorityNeverTriggers": steady(7, "", live("peer", 1, 0)),
 		"LowerPriorityNeverTriggers": steady(7, "", live("low", 0, 0)),
 		"PausedIsNoTarget":           steady(7, "", paused),
 		"ObserverIsNoTarget":         steady(7, "", observer),
 		"OwnRowIsNoTarget":           steady(7, "", live("me", 9, 0)),
-		"StaleRowIsNoTarget":         steady(7, "", live("hi", 5, lease)),
+		"StaleRowIsNoTarget":         steady(7, "", live("hi", 5, Fresh(lease))),
 		"HighestPriorityWins":        steady(7, "top", live("hi", 5, 0), live("top", 6, 0)),
 		"TieGoesToTheLowestID":       steady(7, "a", live("b", 5, 0), live("a", 5, 0)),
 		"NotWhileNotLeading":         steady(0, "", live("hi", 5, 0)),
 		"TargetGoneAtTheLastReadMeansNone": {
 			{0, 7, []store.Member{live("hi", 5, 0)}, ""},
-			{half, 7, []store.Member{live("hi", 5, 0)}, ""},
-			{2 * half, 7, nil, ""},
+			{per / 2, 7, []store.Member{live("hi", 5, 0)}, ""},
+			{per, 7, nil, ""},
 		},
 		"ABreakStartsTheLeaseAgain": {
 			{0, 7, []store.Member{live("hi", 5, 0)}, ""},
-			{half, 7, []store.Member{paused}, ""},
-			{2 * half, 7, []store.Member{live("hi", 5, 0)}, ""},
-			{3 * half, 7, []store.Member{live("hi", 5, 0)}, ""},
-			{4 * half, 7, []store.Member{live("hi", 5, 0)}, "hi"},
+			{per, 7, []store.Member{paused}, ""},
+			{2 * per, 7, []store.Member{live("hi", 5, 0)}, ""},
+			{3 * per, 7, []store.Member{live("hi", 5, 0)}, "hi"},
 		},
 		"ANewTermStartsTheLeaseAgain": {
 			{0, 7, []store.Member{live("hi", 5, 0)}, ""},
-			{half, 7, []store.Member{live("hi", 5, 0)}, ""},
-			{2 * half, 8, []store.Member{live("hi", 5, 0)}, ""},
-			{4 * half, 8, []store.Member{live("hi", 5, 0)}, "hi"},
+			{per, 8, []store.Member{live("hi", 5, 0)}, ""},
+			{2 * per, 8, []store.Member{live("hi", 5, 0)}, "hi"},
 		},
-		"ReadsMoreThanALeaseApartVouchForNothing": {
+		"ReadsTwoPeriodsApartStillVouch": {
 			{0, 7, []store.Member{live("hi", 5, 0)}, ""},
-			{2*half + 1, 7, []store.Member{live("hi", 5, 0)}, ""},
-			{4*half + 1, 7, []store.Member{live("hi", 5, 0)}, "hi"},
+			{2 * per, 7, []store.Member{live("hi", 5, 0)}, "hi"},
+		},
+		"ReadsMoreThanTwoPeriodsApartVouchForNothing": {
+			{0, 7, []store.Member{live("hi", 5, 0)}, ""},
+			{2*per + 1, 7, []store.Member{live("hi", 5, 0)}, ""},
+			{3*per + 1, 7, []store.Member{live("hi", 5, 0)}, "hi"},
 		},
 		"DecidedOnceThenALeaseAgain": {
 			{0, 7, []store.Member{live("hi", 5, 0)}, ""},
-			{2 * half, 7, []store.Member{live("hi", 5, 0)}, "hi"},
-			{3 * half, 7, []store.Member{live("hi", 5, 0)}, ""},
-			{4 * half, 7, []store.Member{live("hi", 5, 0)}, "hi"},
+			{per, 7, []store.Member{live("hi", 5, 0)}, "hi"},
+			{per + per/2, 7, []store.Member{live("hi", 5, 0)}, ""},
+			{2 * per, 7, []store.Member{live("hi", 5, 0)}, "hi"},
 		},
 		"TheTargetsWritesMustSpanALease": {
-			// Its last write was at half a lease: it stopped writing (died) then.
+			// Its last write was at 0: it stopped writing (died) then.
 			{0, 7, []store.Member{live("hi", 5, 0)}, ""},
-			{half, 7, []store.Member{live("hi", 5, 0)}, ""},
-			{2 * half, 7, []store.Member{live("hi", 5, Fresh(lease)-time.Millisecond)}, ""},
+			{per, 7, []store.Member{live("hi", 5, lease)}, ""},
+			{fresh - 1, 7, []store.Member{live("hi", 5, Fresh(lease)-time.Millisecond)}, ""},
 		},
 		"ARowJustFreshCounts": {
 			{0, 7, []store.Member{live("hi", 5, 0)}, ""},
-			{int(Fresh(lease)/time.Millisecond) - 1, 7, []store.Member{live("hi", 5, Fresh(lease)-time.Millisecond)}, ""},
-			{2*half + int(Fresh(lease)/time.Millisecond) - 1, 7, []store.Member{live("hi", 5, Fresh(lease)-time.Millisecond)}, "hi"},
+			{fresh - 1, 7, []store.Member{live("hi", 5, Fresh(lease)-time.Millisecond)}, ""},
+			{per + fresh - 1, 7, []store.Member{live("hi", 5, Fresh(lease)-time.Millisecond)}, "hi"},
 		},
 		"AQualifiedLowerTargetIsNotHeldBackByAnUnqualifiedHigherOne": {
 			{0, 7, []store.Member{live("mid", 3, 0)}, ""},
-			{half, 7, []store.Member{live("mid", 3, 0), live("top", 6, 0)}, ""},
-			{2 * half, 7, []store.Member{live("mid", 3, 0), live("top", 6, 0)}, "mid"},
+			{per / 2, 7, []store.Member{live("mid", 3, 0), live("top", 6, 0)}, ""},
+			{per, 7, []store.Member{live("mid", 3, 0), live("top", 6, 0)}, "mid"},
 		},
 	}
 	for name, reads := range cases {
@@ -124,8 +127,8 @@ func TestPreferenceNeverCycles(t *testing.T) {
 			prefs[id] = NewPreference(id, p, lease)
 		}
 		leader, term, handovers := "low", int64(1), 0
-		for range 40 { // twenty leases, a read every half lease
-			time.Sleep(lease / 2)
+		for range 20 { // twenty leases, a read every period
+			time.Sleep(Period(lease))
 			var ms []store.Member
 			for id, p := range prio {
 				ms = append(ms, live(id, p, 0))
@@ -138,4 +141,31 @@ func TestPreferenceNeverCycles(t *testing.T) {
 		assert.Equal(t, "a", leader)
 		assert.Equal(t, 1, handovers)
 	})
+}
+
+// TestPreferenceInABalancedGroup: the candidates of a balanced group write every
+// half lease (BalancedPeriod), and the rule follows: a row counts as live for
+// three quarters of a lease, and reads more than a lease apart vouch for nothing.
+func TestPreferenceInABalancedGroup(t *testing.T) {
+	t.Parallel()
+	half := int(BalancedPeriod(lease) / time.Millisecond)
+	for name, reads := range map[string][]struct {
+		ms   int
+		age  time.Duration
+		want string
+	}{
+		"HandsOverAfterALease":          {{0, 0, ""}, {half, 0, ""}, {2 * half, 0, "hi"}},
+		"ARowThreeQuartersOldIsStale":   {{0, 0, ""}, {half, 0, ""}, {2 * half, 3 * lease / 4, ""}},
+		"ReadsALeaseApartStillVouch":    {{0, 0, ""}, {2 * half, 0, "hi"}},
+		"ReadsFurtherApartVouchNothing": {{0, 0, ""}, {2*half + 1, 0, ""}, {4*half + 1, 0, "hi"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			p := NewPreference("me", 1, lease)
+			p.period = BalancedPeriod(lease)
+			for i, r := range reads {
+				assert.Equal(t, r.want, p.Seen([]store.Member{live("hi", 5, r.age)}, at(r.ms), 7), "read %d at %d ms", i, r.ms)
+			}
+		})
+	}
 }

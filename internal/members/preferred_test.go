@@ -15,7 +15,7 @@ import (
 )
 
 // readable is a members table that other candidates write: hi writes its row of
-// every key every half lease from the start (its Age grows between writes).
+// every key every period (a lease) from the start (its Age grows between writes).
 type readable struct {
 	fake
 	start time.Time
@@ -27,7 +27,7 @@ func (r *readable) MembersOf(ctx context.Context, keys []string, within time.Dur
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.reads = append(r.reads, keys)
-	age := time.Since(r.start) % (r.lease / 2)
+	age := time.Since(r.start) % members.Period(r.lease)
 	var out []store.Member
 	for _, k := range keys {
 		out = append(out, store.Member{Key: k, ID: "hi", Role: members.RoleFollower, Priority: 5, Age: age})

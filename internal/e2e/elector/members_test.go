@@ -42,7 +42,7 @@ func membersDB(t *testing.T, open func(t *testing.T, table string) guardDB) (db 
 
 // view is the members of key as "id:role[:paused]" strings.
 // membersCfg returns timings for members tests on a loaded machine: the members view
-// shows rows written within two leases, and writes come every half lease.
+// shows rows written within two leases, and writes come once a lease.
 func membersCfg(id string) casleader.Config {
 	c := cfg(id)
 	c.LeaseDuration, c.RenewDeadline, c.HeartbeatInterval, c.PollInterval = 2*time.Second, 1200*time.Millisecond, 100*time.Millisecond, 500*time.Millisecond

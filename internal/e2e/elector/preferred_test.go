@@ -99,11 +99,13 @@ func TestPreferredLeader(t *testing.T) {
 
 			resumed := time.Now()
 			hi.Resume()
-			require.Eventually(t, hi.IsLeader, settle, 10*time.Millisecond, "the live preferred candidate gets the lease")
+			// Its next members write (up to a lease away), a lease of its writes, and
+			// the leader's read after that (up to a lease away), at one write a lease.
+			require.Eventually(t, hi.IsLeader, settle+lease, 10*time.Millisecond, "the live preferred candidate gets the lease")
 			led := time.Since(resumed)
 			// Its writes must span a lease first; a quarter lease allows for the
-			// latency of the reads that estimate the write times (Fresh/3).
-			assert.GreaterOrEqual(t, led, lease-members.Fresh(lease)/3, "not before the preferred candidate was live for a lease")
+			// latency of the reads that estimate the write times.
+			assert.GreaterOrEqual(t, led, lease-lease/4, "not before the preferred candidate was live for a lease")
 			got := handovers(&log)
 			if len(got) == 0 && lostLease(&log) {
 				// A machine that stalled past the renew deadline let the lease expire

@@ -14,6 +14,7 @@ import (
 
 	"github.com/casleader/casleader"
 	"github.com/casleader/casleader/internal/ident"
+	"github.com/casleader/casleader/internal/members"
 	"github.com/casleader/casleader/internal/testdb"
 	"github.com/casleader/casleader/internal/testdb/litedb"
 	"github.com/casleader/casleader/internal/testdb/mydb"
@@ -86,8 +87,8 @@ func openMembers(t *testing.T, open func(t *testing.T, table string) (membersSto
 }
 
 // patientLease and patient are timings for members tests on a loaded machine:
-// the members view shows rows written within two leases, and writes come every
-// half lease.
+// the members view shows rows written within two leases, and writes come once a
+// lease.
 const patientLease = 2 * time.Second
 
 func patient(c *casleader.GroupConfig) {
@@ -152,7 +153,7 @@ func TestGroupsRecordEveryKeyInOneBatchedWritePerPeriod(t *testing.T) {
 				for _, keys := range calls {
 					assert.Equal(t, n, keys, "each write of %s carries all its keys in one batch", id)
 				}
-				assert.LessOrEqual(t, len(calls), int(elapsed/(patientLease/2))+1, "%s writes at most once per half lease", id)
+				assert.LessOrEqual(t, len(calls), int(elapsed/members.Period(patientLease))+1, "%s writes at most once per period", id)
 			}
 		})
 	}

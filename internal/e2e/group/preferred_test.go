@@ -12,12 +12,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casleader/casleader"
-	"github.com/casleader/casleader/internal/members"
 )
 
 // TestPreferredLeaderForEveryKey: a group of low priority that leads every key
 // hands each key over to a group of higher priority once that group has been live
-// for a full lease (one batched members read per half lease), one handover per
+// for a full lease (one batched members read per lease), one handover per
 // key, and the keys stay with the preferred group.
 func TestPreferredLeaderForEveryKey(t *testing.T) {
 	t.Parallel()
@@ -50,7 +49,7 @@ func TestPreferredLeaderForEveryKey(t *testing.T) {
 			hi := start("hi", 5)
 			require.Eventually(t, func() bool { return count(hi, ks) == len(ks) }, 10*patientLease, 10*time.Millisecond,
 				"every key moves to the preferred group")
-			assert.GreaterOrEqual(t, time.Since(begin), patientLease-members.Fresh(patientLease)/3,
+			assert.GreaterOrEqual(t, time.Since(begin), patientLease-patientLease/4,
 				"not before the preferred group was live for a lease (less the latency of the reads)")
 			assert.Equal(t, len(ks), handed(), "one handover per key")
 
