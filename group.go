@@ -215,6 +215,10 @@ type shared struct {
 	trust  term.Trust
 	leader atomic.Pointer[string] // as last observed; nil when unknown
 	stream *stream.Stream[Status] // the key's leadership stream (Listen)
+	// next is the key's successor by the last read of its members (the
+	// members goroutine writes it): whom a graceful end of a term hands the
+	// lease to. nil until a read while leading.
+	next atomic.Pointer[successor]
 }
 
 func newShared() *shared { return &shared{stream: stream.New(stampStatus)} }
@@ -679,7 +683,8 @@ func (r *engine) takeResigns(resigns []op, now time.Time) []ending {
 		}
 		led := r.stopLeading(s, false)
 		cool := cmp.Or(o.cooldown, r.g.cfg.LeaseDuration)
-		ends = append(ends, ending{s: s, token: o.token, version: v, to: o.to, done: o.done, led: led, cooldown: cool})
+		to := cmp.Or(o.to, r.successor(s, now)) // a resign hands the lease on when it can
+		ends = append(ends, ending{s: s, token: o.token, version: v, to: to, done: o.done, led: led, cooldown: cool})
 	}
 	return ends
 }
@@ -931,7 +936,8 @@ type ending struct {
 	done     chan<- error
 }
 
-// resign stops a leading key acting at once and returns the release to send.
+// resign stops a leading key acting at once and returns the release to send, or
+// the handover to the key's successor when one is known (see successor).
 func (r *engine) resign(s *state) (ending, bool) {
 	token := s.m.Term()
 	v, ok := s.m.Resign()
@@ -939,7 +945,7 @@ func (r *engine) resign(s *state) (ending, bool) {
 	if !ok && led {
 		r.lapse(s, token) // the lease is not held: nothing to release
 	}
-	return ending{s: s, token: token, version: v, led: led}, ok
+	return ending{s: s, token: token, version: v, to: r.successor(s, time.Now()), led: led}, ok
 }
 
 // readFailed retries the reads of ss, which failed with err at now, after a
@@ -1817,7 +1823,7 @@ func (r *engine) stopAll(ctx context.Context) error {
 	for _, s := range r.list {
 		if s.m.Leading() {
 			if e, ok := r.resign(s); ok {
-				e.to = to[s.key]
+				e.to = cmp.Or(to[s.key], e.to)
 				ends = append(ends, e)
 			}
 		}
