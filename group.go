@@ -670,11 +670,12 @@ func (r *engine) takeResigns(resigns []op, now time.Time) []ending {
 			}
 			continue
 		}
+		to := cmp.Or(o.to, r.successor(s, now)) // a resign hands the lease on when it can
 		level := slog.LevelInfo
 		if o.quiet {
 			level = slog.LevelDebug // one of many moves that balance the group
 		}
-		r.g.log.Log(context.Background(), level, "casleader: "+o.why(), "key", o.key, "term", o.token, "handover_to", o.to)
+		r.g.log.Log(context.Background(), level, "casleader: "+o.why(), "key", o.key, "term", o.token, "handover_to", to)
 		var v int64
 		if o.any {
 			v, _ = s.m.Resign() // an Elector's Resign: its cool-down is set above
@@ -683,7 +684,6 @@ func (r *engine) takeResigns(resigns []op, now time.Time) []ending {
 		}
 		led := r.stopLeading(s, false)
 		cool := cmp.Or(o.cooldown, r.g.cfg.LeaseDuration)
-		to := cmp.Or(o.to, r.successor(s, now)) // a resign hands the lease on when it can
 		ends = append(ends, ending{s: s, token: o.token, version: v, to: to, done: o.done, led: led, cooldown: cool})
 	}
 	return ends
@@ -945,7 +945,11 @@ func (r *engine) resign(s *state) (ending, bool) {
 	if !ok && led {
 		r.lapse(s, token) // the lease is not held: nothing to release
 	}
-	return ending{s: s, token: token, version: v, to: r.successor(s, time.Now()), led: led}, ok
+	e := ending{s: s, token: token, version: v, to: r.successor(s, time.Now()), led: led}
+	if ok && e.to != "" {
+		r.g.log.Debug("casleader: handing the key to its successor as the term ends", "key", s.key, "term", token, "handover_to", e.to)
+	}
+	return e, ok
 }
 
 // readFailed retries the reads of ss, which failed with err at now, after a

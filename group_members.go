@@ -65,8 +65,11 @@ func (g *Group) noteSuccessor(key, id string, sent time.Time) {
 	g.mu.RLock()
 	sh := g.keys[key]
 	g.mu.RUnlock()
-	if sh != nil {
-		sh.next.Store(&successor{id: id, sent: sent})
+	if sh == nil {
+		return
+	}
+	if old := sh.next.Swap(&successor{id: id, sent: sent}); old == nil || old.id != id {
+		g.log.Debug("casleader: a graceful end of the term hands the key to this successor (none: releases it)", "key", key, "successor", id)
 	}
 }
 
