@@ -46,7 +46,8 @@ type GroupConfig struct {
 	// Parallel is how many batched statements run at once. Keep it below the pool
 	// size. Default 4.
 	Parallel int
-	// KeepLeaseOnExit keeps the leases when Run's context ends instead of releasing them.
+	// KeepLeaseOnExit keeps the leases when Run's context ends instead of giving
+	// them up (handing them over or releasing them: see Group.Run).
 	KeepLeaseOnExit bool
 	// Balance spreads the keys over the live candidates of the group, so that
 	// each leads its fair share: within one key of N/M for N keys and M live
@@ -58,7 +59,7 @@ type GroupConfig struct {
 	// others over by the safe handover, at most 32 per half lease; a follower
 	// campaigns only for the keys given to it, so the keys of a candidate that
 	// died are taken up evenly; and when Run ends, each key is handed to the
-	// candidate that should take it instead of released. A move never makes two
+	// candidate that should take it (else to its successor, see Group.Run). A move never makes two
 	// leaders: it is a handover or an election (docs/SAFETY.md). It needs the
 	// members table (the stores of the dialect packages keep one). Default false.
 	Balance bool
@@ -426,7 +427,8 @@ func (g *Group) Add(keys ...string) error {
 	return errors.Join(errs...)
 }
 
-// Remove makes the group leave the elections of keys, releasing those it leads.
+// Remove makes the group leave the elections of keys, giving up those it leads (see
+// Run).
 func (g *Group) Remove(keys ...string) {
 	g.reqMu.Lock()
 	for _, k := range keys {
@@ -436,8 +438,8 @@ func (g *Group) Remove(keys ...string) {
 	g.signal()
 }
 
-// Pause makes the group stop campaigning: it releases the keys it leads and takes
-// none until Resume. Followed keys are still observed.
+// Pause makes the group stop campaigning: it gives up the keys it leads (see Run)
+// and takes none until Resume. Followed keys are still observed.
 func (g *Group) Pause() {
 	g.paused.Store(true)
 	g.signal()
@@ -472,8 +474,17 @@ func (g *Group) signal() {
 	stream.Poke(g.poke)
 }
 
-// Run takes part in the elections until ctx ends, then releases the keys it leads
-// (unless KeepLeaseOnExit) and returns nil. Database errors are retried; Run returns
+// Run takes part in the elections until ctx ends, then gives up the keys it leads
+// (unless KeepLeaseOnExit) and returns nil.
+//
+// A term that ends gracefully (Run's end, Remove, Pause, a resign) gives its key
+// up with one write: after it has stopped acting and drained, it hands the lease
+// to the key's successor, the best live candidate that the last read of the
+// key's members showed (highest Priority, then lowest ID; never this candidate,
+// a paused one or an observer; a read sent less than three quarters of a lease
+// ago), by the compare-and-set that HandoverTo sends; and releases it when none
+// is known. That read is the one the preferred leader rule sends, every half
+// lease, of the keys led: a term younger than that knows no successor yet. Database errors are retried; Run returns
 // early only on a deployment error (store.ErrDeployment) or when another process
 // acts with the group's ID on one of its keys ([ErrDuplicateID]: that key's term is
 // neither acted on nor released; the group's other keys are released as on exit).
