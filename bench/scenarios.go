@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 )
@@ -160,6 +161,14 @@ func handover(ctx context.Context, sys system, t timing, trial int) (result, *ti
 			for deadline := time.Now().Add(10 * time.Second); !r.Ready() && time.Now().Before(deadline); {
 				time.Sleep(time.Millisecond)
 			}
+		}
+	}
+	// A leader that keeps members rows hands its lease on when it resigns once
+	// its members reads (one per half lease, of the keys it leads) show a
+	// follower: wait for that read.
+	if k, ok := l.(interface{ KnowsSuccessor() bool }); ok && strings.Contains(sys.Name(), "resign to") {
+		for deadline := time.Now().Add(3 * t.Lease); !k.KnowsSuccessor() && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
 		}
 	}
 	smp := sample(cs)
