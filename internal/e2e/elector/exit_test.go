@@ -101,7 +101,7 @@ func TestGracefulExitHandsTheLeaseToTheLiveFollower(t *testing.T) {
 					require.NoError(t, stopA())
 				}
 				require.Eventually(t, b.IsLeader, settle, time.Millisecond, "b leads the handed term")
-				assert.Zero(t, sa.releases.Load(), "%s released the row: two commits (release, then b's election)", end)
+				assert.Zero(t, sa.releases.Load(), "%s released the row instead of handing it to b", end)
 				if !assert.Equal(t, int64(1), sa.handovers.Load(), "%s: one handover won", end) {
 					t.Log(log.String())
 				}
