@@ -1565,7 +1565,15 @@ func (r *engine) electReleased(ctx context.Context, ss []*state) error {
 	}, func(s *state, rep wonReply) error {
 		ss := []*state{s}
 		r.wrote("elect released", ss, rep)
-		return r.applyWon(ctx, ss, rep, elected)
+		err := r.applyWon(ctx, ss, rep, elected)
+		if rep.err == nil && len(rep.won) == 0 && s.m.Following() {
+			// Lost: the row is not released. The wake-up announced something else
+			// (a handover, on a store whose wake-ups cannot say so: a MySQL named
+			// lock) or nothing: read the row now, as the wake-up asked, rather than
+			// after an election's backoff (50 ms); a read decides, so nothing loops.
+			s.nextLook = time.Now()
+		}
+		return err
 	})
 }
 
