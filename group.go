@@ -59,9 +59,10 @@ type GroupConfig struct {
 	// others over by the safe handover, at most 32 per half lease; a follower
 	// campaigns only for the keys given to it, so the keys of a candidate that
 	// died are taken up evenly; and when Run ends, each key is handed to the
-	// candidate that should take it (else to its successor, see Group.Run). A move never makes two
-	// leaders: it is a handover or an election (docs/SAFETY.md). It needs the
-	// members table (the stores of the dialect packages keep one). Default false.
+	// candidate that should take it (else to its successor, see Group.Run). A
+	// move never makes two leaders: it is a handover or an election
+	// (docs/SAFETY.md). It needs the members table (the stores of the dialect
+	// packages keep one). Default false.
 	Balance bool
 	// Observer makes the group never campaign: it only reports the leaders of its
 	// keys (Leader). Default false.
@@ -484,8 +485,9 @@ func (g *Group) signal() {
 // a paused one or an observer; a read sent less than three quarters of a lease
 // ago), by the compare-and-set that HandoverTo sends; and releases it when none
 // is known. That read is the one the preferred leader rule sends, every half
-// lease, of the keys led: a term younger than that knows no successor yet. Database errors are retried; Run returns
-// early only on a deployment error (store.ErrDeployment) or when another process
+// lease, of the keys led: a term younger than that knows no successor yet.
+//
+// Database errors are retried; Run returns early only on a deployment error (store.ErrDeployment) or when another process
 // acts with the group's ID on one of its keys ([ErrDuplicateID]: that key's term is
 // neither acted on nor released; the group's other keys are released as on exit).
 // Run returns after every goroutine it started has exited, or, when a key's
