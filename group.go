@@ -487,9 +487,10 @@ func (g *Group) signal() {
 // is known. That read is the one the preferred leader rule sends, every half
 // lease, of the keys led: a term younger than that knows no successor yet.
 //
-// Database errors are retried; Run returns early only on a deployment error (store.ErrDeployment) or when another process
-// acts with the group's ID on one of its keys ([ErrDuplicateID]: that key's term is
-// neither acted on nor released; the group's other keys are released as on exit).
+// Database errors are retried; Run returns early only on a deployment error
+// (store.ErrDeployment) or when another process acts with the group's ID on one of
+// its keys ([ErrDuplicateID]: that key's term is neither acted on nor given up; the
+// group's other keys are given up as on exit).
 // Run returns after every goroutine it started has exited, or, when a key's
 // OnStartedLeading does not return within DrainTimeout after its context was
 // cancelled, with an error matching [ErrNotDrained] (that key's lease was not
