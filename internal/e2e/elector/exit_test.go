@@ -53,6 +53,14 @@ func knowsSuccessor(log *lockedBuffer, id string) bool {
 	return false
 }
 
+// exitCfg are membersCfg's timings doubled: a members write or read has half a
+// lease (2 s) before it times out, which a loaded machine needs.
+func exitCfg(id string) casleader.Config {
+	c := membersCfg(id)
+	c.LeaseDuration, c.RenewDeadline, c.HeartbeatInterval, c.PollInterval = 4*time.Second, 2400*time.Millisecond, 200*time.Millisecond, time.Second
+	return c
+}
+
 // debugLogger logs at Debug level into log.
 func debugLogger(log *lockedBuffer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -71,14 +79,14 @@ func TestGracefulExitHandsTheLeaseToTheLiveFollower(t *testing.T) {
 			db, _ := membersDB(t, d.open)
 			for _, end := range []string{"Resign", "Stop"} {
 				var log lockedBuffer
-				ca := membersCfg("a")
+				ca := exitCfg("a")
 				ca.Key, ca.Logger = "k"+end, debugLogger(&log)
 				sa := &endCounter{Driver: db.st}
 				a := newElector(t, sa, ca)
 				stopA := running(t, a)
 				require.Eventually(t, a.IsLeader, settle, 10*time.Millisecond)
 				started := func(id string, f func(*casleader.Elector)) *casleader.Elector {
-					c := membersCfg(id)
+					c := exitCfg(id)
 					c.Key = ca.Key
 					el := newElector(t, db.st, c)
 					f(el)
@@ -87,13 +95,15 @@ func TestGracefulExitHandsTheLeaseToTheLiveFollower(t *testing.T) {
 					return el
 				}
 				started("0paused", func(el *casleader.Elector) { el.Pause() }) // lower IDs: ties would pick them
-				ob := membersCfg("0observer")
+				ob := exitCfg("0observer")
 				ob.Key, ob.Observer = ca.Key, true
 				stopO := running(t, newElector(t, db.st, ob))
 				t.Cleanup(func() { _ = stopO() })
 				b := started("b", func(*casleader.Elector) {})
-				require.Eventually(t, func() bool { return knowsSuccessor(&log, "b") }, settle, 10*time.Millisecond,
-					"a's members reads name b its successor")
+				if !assert.Eventually(t, func() bool { return knowsSuccessor(&log, "b") }, 2*settle, 10*time.Millisecond,
+					"a's members reads name b its successor") {
+					t.Fatal(log.String())
+				}
 
 				if end == "Resign" {
 					require.NoError(t, a.Resign(t.Context()))
@@ -124,17 +134,17 @@ func TestGracefulExitReleasesWhenNoLiveCandidateIsKnown(t *testing.T) {
 			t.Parallel()
 			db, _ := membersDB(t, d.open)
 			var log lockedBuffer
-			ca := membersCfg("a")
+			ca := exitCfg("a")
 			ca.Logger = debugLogger(&log)
 			sa := &endCounter{Driver: db.st}
 			a := newElector(t, sa, ca)
 			stopA := running(t, a)
 			defer func() { require.NoError(t, stopA()) }()
 			require.Eventually(t, a.IsLeader, settle, 10*time.Millisecond)
-			b := newElector(t, &hiddenMember{Driver: db.st}, membersCfg("b"))
+			b := newElector(t, &hiddenMember{Driver: db.st}, exitCfg("b"))
 			stopB := running(t, b)
 			defer func() { require.NoError(t, stopB()) }()
-			require.Eventually(t, func() bool { return b.Leader() == "a" && knowsSuccessor(&log, "") }, settle, 10*time.Millisecond,
+			require.Eventually(t, func() bool { return b.Leader() == "a" && knowsSuccessor(&log, "") }, 2*settle, 10*time.Millisecond,
 				"b follows a, and a's members reads show no successor")
 
 			require.NoError(t, a.Resign(t.Context()))
