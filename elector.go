@@ -142,7 +142,8 @@ func (e *Elector) Leader() string { return e.sh.leaderID() }
 func (e *Elector) Wake() { e.g.Wake(e.cfg.Key) }
 
 // Pause stops campaigning: a paused candidate stays a follower and never takes over.
-// A paused leader resigns first (drain, then release). Resume undoes it.
+// A paused leader resigns first (drain, then hand over or release, as ResignFor).
+// Resume undoes it.
 func (e *Elector) Pause() { e.g.Pause() }
 
 // Resume lets a paused candidate campaign again.
@@ -156,9 +157,11 @@ func (e *Elector) Resign(ctx context.Context) error {
 
 // ResignFor gives up leadership, if held, and stays out of elections for cooldown.
 // It stops acting first (IsLeader turns false, the leader's context is cancelled),
-// waits for OnStartedLeading to return (at most DrainTimeout), then releases the row
-// so that a follower can take over at once. It returns when the row is released, or
-// when ctx ends. A follower only sets the cool-down. Without a running Run it does
+// waits for OnStartedLeading to return (at most DrainTimeout), then hands the lease
+// to the key's successor, the best live candidate its members reads know, with one
+// compare-and-set that names it (as HandoverTo does), or releases the row when
+// none is known ([Group.Run] gives the rule), so that a follower takes over at
+// once. It returns when the lease is handed over or released, or when ctx ends. A follower only sets the cool-down. Without a running Run it does
 // nothing and returns [ErrRunState] (to keep a candidate out of elections from
 // its start, call [Elector.Pause] before Run). When OnStartedLeading does not
 // return within DrainTimeout, the row is not released (the lease expires by
@@ -282,8 +285,8 @@ func (e *Elector) begin(cancel context.CancelFunc) (chan struct{}, error) {
 
 // Stop ends the election for this elector: it stops campaigning, resigns if
 // leading (IsLeader turns false, the leader's context is cancelled, OnStartedLeading
-// gets up to DrainTimeout to return, then the row is released unless
-// Config.KeepLeaseOnExit), and waits until [Elector.Run] has returned. It is what
+// gets up to DrainTimeout to return, then the lease is handed over or released as
+// by ResignFor unless Config.KeepLeaseOnExit), and waits until [Elector.Run] has returned. It is what
 // cancelling Run's context does, plus the wait, for code that does not own that
 // context (a shutdown hook). It returns nil once Run has returned (or when none
 // runs), or an error wrapping ctx.Err() when ctx ends first: Run then still

@@ -46,7 +46,8 @@ type GroupConfig struct {
 	// Parallel is how many batched statements run at once. Keep it below the pool
 	// size. Default 4.
 	Parallel int
-	// KeepLeaseOnExit keeps the leases when Run's context ends instead of releasing them.
+	// KeepLeaseOnExit keeps the leases when Run's context ends instead of giving
+	// them up (handing them over or releasing them: see Group.Run).
 	KeepLeaseOnExit bool
 	// Balance spreads the keys over the live candidates of the group, so that
 	// each leads its fair share: within one key of N/M for N keys and M live
@@ -58,9 +59,10 @@ type GroupConfig struct {
 	// others over by the safe handover, at most 32 per half lease; a follower
 	// campaigns only for the keys given to it, so the keys of a candidate that
 	// died are taken up evenly; and when Run ends, each key is handed to the
-	// candidate that should take it instead of released. A move never makes two
-	// leaders: it is a handover or an election (docs/SAFETY.md). It needs the
-	// members table (the stores of the dialect packages keep one). Default false.
+	// candidate that should take it (else to its successor, see Group.Run). A
+	// move never makes two leaders: it is a handover or an election
+	// (docs/SAFETY.md). It needs the members table (the stores of the dialect
+	// packages keep one). Default false.
 	Balance bool
 	// Observer makes the group never campaign: it only reports the leaders of its
 	// keys (Leader). Default false.
@@ -215,6 +217,10 @@ type shared struct {
 	trust  term.Trust
 	leader atomic.Pointer[string] // as last observed; nil when unknown
 	stream *stream.Stream[Status] // the key's leadership stream (Listen)
+	// next is the key's successor by the last read of its members (the
+	// members goroutine writes it): whom a graceful end of a term hands the
+	// lease to. nil until a read while leading.
+	next atomic.Pointer[successor]
 }
 
 func newShared() *shared { return &shared{stream: stream.New(stampStatus)} }
@@ -422,7 +428,8 @@ func (g *Group) Add(keys ...string) error {
 	return errors.Join(errs...)
 }
 
-// Remove makes the group leave the elections of keys, releasing those it leads.
+// Remove makes the group leave the elections of keys, giving up those it leads (see
+// Run).
 func (g *Group) Remove(keys ...string) {
 	g.reqMu.Lock()
 	for _, k := range keys {
@@ -432,8 +439,8 @@ func (g *Group) Remove(keys ...string) {
 	g.signal()
 }
 
-// Pause makes the group stop campaigning: it releases the keys it leads and takes
-// none until Resume. Followed keys are still observed.
+// Pause makes the group stop campaigning: it gives up the keys it leads (see Run)
+// and takes none until Resume. Followed keys are still observed.
 func (g *Group) Pause() {
 	g.paused.Store(true)
 	g.signal()
@@ -468,11 +475,23 @@ func (g *Group) signal() {
 	stream.Poke(g.poke)
 }
 
-// Run takes part in the elections until ctx ends, then releases the keys it leads
-// (unless KeepLeaseOnExit) and returns nil. Database errors are retried; Run returns
-// early only on a deployment error (store.ErrDeployment) or when another process
-// acts with the group's ID on one of its keys ([ErrDuplicateID]: that key's term is
-// neither acted on nor released; the group's other keys are released as on exit).
+// Run takes part in the elections until ctx ends, then gives up the keys it leads
+// (unless KeepLeaseOnExit) and returns nil.
+//
+// A term that ends gracefully (Run's end, Remove, Pause, a resign) gives its key
+// up with one write: after it has stopped acting and drained, it hands the lease
+// to the key's successor, the best live candidate that the last read of the
+// key's members showed (highest Priority, then lowest ID; never this candidate,
+// a paused one or an observer; a read sent less than members.Fresh ago: a lease
+// and a quarter), by the compare-and-set that HandoverTo sends; and releases it
+// when none is known. That read is the one the preferred leader rule sends, once
+// per members period (a lease; half a lease in a balanced group), of the keys
+// led: a term younger than that knows no successor yet.
+//
+// Database errors are retried; Run returns early only on a deployment error
+// (store.ErrDeployment) or when another process acts with the group's ID on one of
+// its keys ([ErrDuplicateID]: that key's term is neither acted on nor given up; the
+// group's other keys are given up as on exit).
 // Run returns after every goroutine it started has exited, or, when a key's
 // OnStartedLeading does not return within DrainTimeout after its context was
 // cancelled, with an error matching [ErrNotDrained] (that key's lease was not
@@ -667,11 +686,12 @@ func (r *engine) takeResigns(resigns []op, now time.Time) []ending {
 			}
 			continue
 		}
+		to := cmp.Or(o.to, r.successor(s, now)) // a resign hands the lease on when it can
 		level := slog.LevelInfo
 		if o.quiet {
 			level = slog.LevelDebug // one of many moves that balance the group
 		}
-		r.g.log.Log(context.Background(), level, "casleader: "+o.why(), "key", o.key, "term", o.token, "handover_to", o.to)
+		r.g.log.Log(context.Background(), level, "casleader: "+o.why(), "key", o.key, "term", o.token, "handover_to", to)
 		var v int64
 		if o.any {
 			v, _ = s.m.Resign() // an Elector's Resign: its cool-down is set above
@@ -680,7 +700,7 @@ func (r *engine) takeResigns(resigns []op, now time.Time) []ending {
 		}
 		led := r.stopLeading(s, false)
 		cool := cmp.Or(o.cooldown, r.g.cfg.LeaseDuration)
-		ends = append(ends, ending{s: s, token: o.token, version: v, to: o.to, done: o.done, led: led, cooldown: cool})
+		ends = append(ends, ending{s: s, token: o.token, version: v, to: to, done: o.done, led: led, cooldown: cool})
 	}
 	return ends
 }
@@ -932,7 +952,8 @@ type ending struct {
 	done     chan<- error
 }
 
-// resign stops a leading key acting at once and returns the release to send.
+// resign stops a leading key acting at once and returns the release to send, or
+// the handover to the key's successor when one is known (see successor).
 func (r *engine) resign(s *state) (ending, bool) {
 	token := s.m.Term()
 	v, ok := s.m.Resign()
@@ -940,7 +961,11 @@ func (r *engine) resign(s *state) (ending, bool) {
 	if !ok && led {
 		r.lapse(s, token) // the lease is not held: nothing to release
 	}
-	return ending{s: s, token: token, version: v, led: led}, ok
+	e := ending{s: s, token: token, version: v, to: r.successor(s, time.Now()), led: led}
+	if ok && e.to != "" {
+		r.g.log.Debug("casleader: handing the key to its successor as the term ends", "key", s.key, "term", token, "handover_to", e.to)
+	}
+	return e, ok
 }
 
 // readFailed retries the reads of ss, which failed with err at now, after a
@@ -1561,7 +1586,15 @@ func (r *engine) electReleased(ctx context.Context, ss []*state) error {
 	}, func(s *state, rep wonReply) error {
 		ss := []*state{s}
 		r.wrote("elect released", ss, rep)
-		return r.applyWon(ctx, ss, rep, elected)
+		err := r.applyWon(ctx, ss, rep, elected)
+		if rep.err == nil && len(rep.won) == 0 && s.m.Following() {
+			// Lost: the row is not released. The wake-up announced something else
+			// (a handover, on a store whose wake-ups cannot say so: a MySQL named
+			// lock) or nothing: read the row now, as the wake-up asked, rather than
+			// after an election's backoff (50 ms); a read decides, so nothing loops.
+			s.nextLook = time.Now()
+		}
+		return err
 	})
 }
 
@@ -1834,7 +1867,7 @@ func (r *engine) stopAll(ctx context.Context) error {
 	for _, s := range r.list {
 		if s.m.Leading() {
 			if e, ok := r.resign(s); ok {
-				e.to = to[s.key]
+				e.to = cmp.Or(to[s.key], e.to)
 				ends = append(ends, e)
 			}
 		}

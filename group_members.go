@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/casleader/casleader/internal/members"
 	"github.com/casleader/casleader/store"
@@ -17,8 +18,8 @@ import (
 // deletes the group's rows.
 func (g *Group) startMembers(ctx context.Context) (stop func()) {
 	c := members.Config{Store: g.st, ID: g.cfg.ID, Lease: g.cfg.LeaseDuration, Priority: int64(g.cfg.Priority),
-		Snapshot: g.memberRows, Leading: g.ledTerms, Handover: g.handover, Keep: g.cfg.KeepLeaseOnExit,
-		Logger: g.log}
+		Snapshot: g.memberRows, Leading: g.ledTerms, Handover: g.handover, Successor: g.noteSuccessor,
+		Keep: g.cfg.KeepLeaseOnExit, Logger: g.log}
 	if g.cfg.Balance {
 		c.Anchor, c.Balance = g.anchor, g.rebalance
 	}
@@ -50,6 +51,41 @@ func (g *Group) handover(key string, term int64, to string) {
 // rebalanceTo asks Run to hand key, led in term, over to to, to balance the group.
 func (g *Group) rebalanceTo(key string, term int64, to string) {
 	g.request(op{key: key, token: term, to: to, reason: "handing the key over to balance the group", quiet: true})
+}
+
+// successor is a key's successor as one read of its members showed it.
+type successor struct {
+	id   string    // "" when the read showed no live candidate
+	sent time.Time // when that read was sent
+}
+
+// noteSuccessor records the successor of key by the read sent at sent (the
+// members goroutine calls it after each read of the keys led).
+func (g *Group) noteSuccessor(key, id string, sent time.Time) {
+	g.mu.RLock()
+	sh := g.keys[key]
+	g.mu.RUnlock()
+	if sh == nil {
+		return
+	}
+	if old := sh.next.Swap(&successor{id: id, sent: sent}); old == nil || old.id != id {
+		g.log.Debug("casleader: a graceful end of the term hands the key to this successor (none: releases it)", "key", key, "successor", id)
+	}
+}
+
+// successor returns whom a graceful end of the term of s at now hands the lease
+// to (a resign, Remove, Pause, the end of Run): the best live candidate of the key
+// by the last read of its members (members.Successor), when that read was sent
+// less than members.Fresh ago, so that the target wrote its row within two such
+// spans; "" otherwise, and the lease is released. The target claims the lease
+// with an election from the handed row, as after HandoverTo; one that died
+// meanwhile leaves the lease to expire a lease later.
+func (r *engine) successor(s *state, now time.Time) string {
+	n := s.sh.next.Load()
+	if n == nil || now.Sub(n.sent) >= members.Fresh(r.g.cfg.LeaseDuration) {
+		return ""
+	}
+	return n.id
 }
 
 // memberRows are the group's rows in the members table now, one per key.

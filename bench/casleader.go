@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -40,6 +41,11 @@ type casOptions struct {
 	handover bool   // the handover scenario's leader hands over to a named follower (HandoverTo) instead of resigning
 	shared   bool   // all candidates share one pool (8 connections) instead of one each
 	conns    int    // connections per candidate's own pool (default 4)
+	// members: the candidates keep their rows in the members table, so that the
+	// leader's members reads know its live followers and a resign hands the lease
+	// to one of them (one write) instead of releasing it (then the follower's
+	// election: two).
+	members bool
 }
 
 type casSystem struct {
@@ -195,7 +201,8 @@ func (s *casSystem) Start(ctx context.Context, key, id string) (candidate, error
 		}
 		closers = append(closers, closeFn)
 	}
-	c.rec = &recorder{Driver: st, marks: &c.marks, count: &s.count, mysql: s.opt.dialect == "mariadb", log: candidateLog.With("system", s.name, "id", id)}
+	c.rec = &recorder{Driver: st, marks: &c.marks, count: &s.count, mysql: s.opt.dialect == "mariadb", log: candidateLog.With("system", s.name, "id", id),
+		members: s.opt.members, id: id}
 	cfg := casleader.Config{
 		Key: key, ID: id, Logger: candidateLog.With("system", s.name),
 		LeaseDuration: s.t.Lease, RenewDeadline: s.t.Renew, HeartbeatInterval: s.t.Heartbeat, PollInterval: s.t.Poll,
@@ -305,8 +312,10 @@ func (c *casCandidate) Stop() {
 // defaults makes them.
 type recorder struct {
 	store.Driver
+	members          bool        // pass the members calls on (casOptions.members)
+	id               string      // the candidate's ID
+	knows            atomic.Bool // a members read showed another candidate
 	wakes, markWakes bool
-	members          bool
 	marks            *markBox
 	count            *counter
 	mysql            bool
@@ -329,7 +338,6 @@ func (r *recorder) Subscribe(key, id string, wake func(version int64)) (unsubscr
 
 // Without members set, the members calls do nothing: as before store.Driver, the
 // electors measured here keep no members table.
-
 func (r *recorder) PutMembers(ctx context.Context, ms []store.Member) error {
 	if !r.members {
 		return nil
@@ -354,12 +362,20 @@ func (r *recorder) PruneMembers(ctx context.Context, olderThan time.Duration) (i
 	return r.Driver.PruneMembers(ctx, olderThan)
 }
 
+// MembersOf records whether the read showed another candidate: the elector's
+// reads of the keys it leads, whose last one names its successor.
 func (r *recorder) MembersOf(ctx context.Context, keys []string, within time.Duration) ([]store.Member, error) {
 	if !r.members {
 		return nil, nil
 	}
 	r.count.add("members_read", 1)
-	return r.Driver.MembersOf(ctx, keys, within)
+	ms, err := r.Driver.MembersOf(ctx, keys, within)
+	for _, m := range ms {
+		if m.ID != r.id { // seen within Fresh, as the read asks
+			r.knows.Store(true)
+		}
+	}
+	return ms, err
 }
 
 func (r *recorder) Members(ctx context.Context, key string, within time.Duration) ([]store.Member, error) {
@@ -368,6 +384,10 @@ func (r *recorder) Members(ctx context.Context, key string, within time.Duration
 	}
 	return r.Driver.Members(ctx, key, within)
 }
+
+// KnowsSuccessor reports whether the candidate's members reads have shown another
+// live candidate (without members rows: never).
+func (c *casCandidate) KnowsSuccessor() bool { return c.rec.knows.Load() }
 
 // Observed and Leading reach the store's wake-ups only when r passes them on.
 func (r *recorder) Observed(key string, rec store.Record) {

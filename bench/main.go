@@ -197,6 +197,9 @@ func main() {
 		cas("casleader/PostgreSQL+notify, HandoverTo", casOptions{dialect: "postgres", notifier: true, handover: true}),
 		cas("casleader/MariaDB+notify, HandoverTo", casOptions{dialect: "mariadb", notifier: true, handover: true}),
 		cas("casleader/SQLite+wake (one process, a pool each), HandoverTo", casOptions{dialect: "sqlite", notifier: true, handover: true}),
+		cas("casleader/PostgreSQL+notify, resign to a live follower", casOptions{dialect: "postgres", notifier: true, members: true}),
+		cas("casleader/MariaDB+notify, resign to a live follower", casOptions{dialect: "mariadb", notifier: true, members: true}),
+		cas("casleader/SQLite+wake (one process, a pool each), resign to a live follower", casOptions{dialect: "sqlite", notifier: true, members: true}),
 	}
 	if d.PgBouncer != "" {
 		latencySystems = append(latencySystems, cas("casleader/PgBouncer-tx (notify falls back)", casOptions{dialect: "pgbouncer", notifier: true}))
@@ -219,7 +222,7 @@ func main() {
 	}
 	if want["failover"] {
 		for _, m := range latencySystems {
-			if strings.Contains(m.name, "polling") || strings.Contains(m.name, "PgBouncer") || strings.Contains(m.name, "HandoverTo") {
+			if strings.Contains(m.name, "polling") || strings.Contains(m.name, "PgBouncer") || strings.Contains(m.name, "HandoverTo") || strings.Contains(m.name, "resign to") {
 				continue // notifications and handovers play no part in a crash
 			}
 			if strings.Contains(m.name, "a process each") {

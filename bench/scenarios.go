@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 )
@@ -162,6 +163,7 @@ func handover(ctx context.Context, sys system, t timing, trial int) (result, *ti
 			}
 		}
 	}
+	awaitSuccessor(sys, l, t)
 	smp := sample(cs)
 	time.Sleep(t.Lease / 2)
 	resignAt := time.Now()
@@ -233,6 +235,19 @@ func handover(ctx context.Context, sys system, t timing, trial int) (result, *ti
 		tl.Rows = append(tl.Rows, c.ID())
 	}
 	return r, tl
+}
+
+// awaitSuccessor waits, for a system whose leader resigns to a live follower,
+// until the leader's members reads (one per half lease, of the keys it leads)
+// have shown a follower: only then does its resign hand the lease on.
+func awaitSuccessor(sys system, l candidate, t timing) {
+	k, ok := l.(interface{ KnowsSuccessor() bool })
+	if !ok || !strings.Contains(sys.Name(), "resign to") {
+		return
+	}
+	for deadline := time.Now().Add(3 * t.Lease); !k.KnowsSuccessor() && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // breakdown splits a casleader handover (the winner's marks w, the resigning

@@ -111,6 +111,12 @@ type Config struct {
 	// to through the safe handover (stop acting, drain, one compare-and-set),
 	// unless that term has ended. It must not block.
 	Handover func(key string, term int64, to string)
+	// Successor, when not nil, is told after each read of the members of the
+	// keys led (the read that the preferred leader rule sends, no other) the
+	// [Successor] of each of those keys by that read sent at sent: the candidate
+	// to hand the key to when its term ends gracefully, "" for none. It is
+	// called on Run's goroutine and must not block.
+	Successor func(key, to string, sent time.Time)
 
 	// Anchor and Balance, when not nil, spread a group's keys: after each write,
 	// Run reads the members of the key that Anchor returns (every candidate of
@@ -227,8 +233,9 @@ func balance(ctx context.Context, c Config) error {
 }
 
 // prefer reads the members of the keys led now and carries out the handovers that
-// the preferred leader rule decides ([Preference], one per key led). The
-// preferences of keys no longer led are forgotten: a term tracks from its start.
+// the preferred leader rule decides ([Preference], one per key led), and tells
+// c.Successor each key's successor by the same read. The preferences of keys no
+// longer led are forgotten: a term tracks from its start.
 func prefer(ctx context.Context, c Config, prefs map[string]*Preference) error {
 	if c.Leading == nil || c.Handover == nil {
 		return nil
@@ -261,6 +268,9 @@ func prefer(ctx context.Context, c Config, prefs map[string]*Preference) error {
 		byKey[m.Key] = append(byKey[m.Key], m)
 	}
 	for _, k := range keys {
+		if c.Successor != nil {
+			c.Successor(k, Successor(byKey[k], c.ID, fresh(c.period(), c.Lease)), sent)
+		}
 		p := prefs[k]
 		if p == nil {
 			p = NewPreference(c.ID, c.Priority, c.Lease)

@@ -95,10 +95,9 @@ func (p *Preference) Seen(ms []store.Member, sent time.Time, term int64) string 
 	p.last = sent
 	live := make(map[string]store.Member, len(ms))
 	for _, m := range ms {
-		if m.ID == p.id || m.Paused || m.Role == RoleObserver || m.Age >= fresh(p.period, p.lease) {
-			continue
+		if Live(m, p.id, fresh(p.period, p.lease)) {
+			live[m.ID] = m
 		}
-		live[m.ID] = m
 	}
 	for id := range p.since {
 		if _, ok := live[id]; !ok {
@@ -116,7 +115,7 @@ func (p *Preference) Seen(ms []store.Member, sent time.Time, term int64) string 
 		if m.Priority <= p.priority || written.Sub(first) < p.lease {
 			continue
 		}
-		if best == nil || m.Priority > best.Priority || (m.Priority == best.Priority && cmp.Less(m.ID, best.ID)) {
+		if best == nil || better(m, *best) {
 			best = &m
 		}
 	}
@@ -127,6 +126,40 @@ func (p *Preference) Seen(ms []store.Member, sent time.Time, term int64) string 
 	// earliest a lease later.
 	for id, m := range live {
 		p.since[id] = sent.Add(-m.Age)
+	}
+	return best.ID
+}
+
+// Live reports whether m, a member read from the members table, is a live
+// candidate other than self: its row was written less than within ago by the
+// database clock ([Fresh] for the candidates' period), and it neither pauses nor
+// observes. Only a live candidate is ever named as a handover's target.
+func Live(m store.Member, self string, within time.Duration) bool {
+	return m.ID != self && !m.Paused && m.Role != RoleObserver && m.Age < within
+}
+
+// better reports whether a is a better target than b: a higher priority, then
+// the lower ID, so that every reader picks the same one.
+func better(a, b store.Member) bool {
+	return a.Priority > b.Priority || (a.Priority == b.Priority && cmp.Less(a.ID, b.ID))
+}
+
+// Successor returns the candidate that a leader of one key, self, hands its lease
+// to when its term ends gracefully (a resign, a stop, the end of Run) instead of
+// releasing it: the best (highest priority, then lowest ID) of the members ms of
+// that key that are [Live] within within, read in one read; "" when none is, and the lease is
+// released. Unlike [Preference], it asks no lease of liveness: the term ends
+// anyway, and a target that died since the read costs one lease of availability,
+// as a release to nobody would cost the wait for the next election.
+func Successor(ms []store.Member, self string, within time.Duration) string {
+	var best *store.Member
+	for i, m := range ms {
+		if Live(m, self, within) && (best == nil || better(m, *best)) {
+			best = &ms[i]
+		}
+	}
+	if best == nil {
+		return ""
 	}
 	return best.ID
 }

@@ -169,3 +169,37 @@ func TestPreferenceInABalancedGroup(t *testing.T) {
 		})
 	}
 }
+
+// TestSuccessor: a graceful end of a term names the best live candidate of one
+// read: highest priority, then lowest ID; never the leader itself (a resign
+// with a cool-down is not handed back to it), a paused candidate, an observer, or
+// a row older than Fresh; "" when none is left.
+func TestSuccessor(t *testing.T) {
+	const lease = 4 * time.Second
+	m := func(id string, prio int64, f func(*store.Member)) store.Member {
+		x := store.Member{Key: "k", ID: id, Role: RoleFollower, Priority: prio}
+		if f != nil {
+			f(&x)
+		}
+		return x
+	}
+	paused := func(x *store.Member) { x.Paused = true }
+	observer := func(x *store.Member) { x.Role = RoleObserver }
+	stale := func(x *store.Member) { x.Age = Fresh(lease) }
+	for _, c := range []struct {
+		name string
+		ms   []store.Member
+		want string
+	}{
+		{"NoMembers", nil, ""},
+		{"OnlyItself", []store.Member{m("me", 9, nil)}, ""},
+		{"LowestIDAmongEquals", []store.Member{m("me", 0, nil), m("c", 1, nil), m("b", 1, nil)}, "b"},
+		{"HighestPriorityFirst", []store.Member{m("b", 1, nil), m("z", 3, nil), m("c", 2, nil)}, "z"},
+		{"NeverPausedObserverOrStale", []store.Member{m("a", 9, paused), m("b", 9, observer), m("c", 9, stale), m("d", 0, nil)}, "d"},
+		{"NoneLive", []store.Member{m("a", 9, paused), m("b", 9, observer), m("c", 9, stale)}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			assert.Equal(t, c.want, Successor(c.ms, "me", Fresh(lease)))
+		})
+	}
+}

@@ -35,6 +35,7 @@ type wakeStore interface {
 type callCounter struct {
 	store.Driver
 	reads, elections atomic.Int64
+	hidden           bool // b writes no members rows (see PutMembers)
 }
 
 func (r *callCounter) Observe(ctx context.Context, key string) (store.Record, bool, error) {
@@ -52,6 +53,15 @@ func (r *callCounter) ElectReleased(ctx context.Context, key string, cand store.
 	return r.Driver.ElectReleased(ctx, key, cand)
 }
 
+// PutMembers writes b's members rows unless hidden: a leader that reads no row
+// of b knows no successor, and releases the lease when it resigns.
+func (r *callCounter) PutMembers(ctx context.Context, ms []store.Member) error {
+	if r.hidden {
+		return nil
+	}
+	return r.Driver.PutMembers(ctx, ms)
+}
+
 // calls returns the reads and elections counted so far.
 func (r *callCounter) calls() int64 { return r.reads.Load() + r.elections.Load() }
 
@@ -65,24 +75,33 @@ func slowPolls(id string) casleader.Config {
 
 // byWakeup runs leader a on sa and follower b on a decorator of sb that counts
 // its calls (its next read a minute away); give (a's resign,
-// or its handover to b) must let b lead at once. It returns how many rows b read
-// and how many elections it sent between give and leading.
-func byWakeup(t *testing.T, sa wakeStore, sb wakeStore, give func(a *casleader.Elector) error) (reads, elections int64) {
+// or its handover to b) must let b lead at once. With known, give waits until
+// a's members reads have named b its successor (the first read while a leads
+// comes half a lease, 30 s, after a's start); without it, b writes no members
+// rows and a knows no successor. It returns how many rows b read and how many
+// elections it sent between give and leading.
+func byWakeup(t *testing.T, sa wakeStore, sb wakeStore, known bool, give func(a *casleader.Elector) error) (reads, elections int64) {
 	t.Helper()
 	ca, cb := slowPolls("a"), slowPolls("b")
 	require.Less(t, settle, cb.LeaseDuration/2, "a takeover within settle must be impossible without a wake-up")
+	var log lockedBuffer
+	ca.Logger = debugLogger(&log)
 	a := newElector(t, sa, ca)
 	assert.Equal(t, time.Minute, a.Config().PollInterval)
 	stopA := running(t, a)
 	defer func() { require.NoError(t, stopA()) }()
 	require.Eventually(t, a.IsLeader, settle, time.Millisecond)
 
-	rb := &callCounter{Driver: sb} // embeds sb: keeps its wake-ups
+	rb := &callCounter{Driver: sb, hidden: !known} // embeds sb: keeps its wake-ups
 	b := newElector(t, rb, cb)
 	stopB := running(t, b)
 	defer func() { require.NoError(t, stopB()) }()
 	require.Eventually(t, func() bool { return b.Leader() == "a" && sb.Listening() }, settle, time.Millisecond,
 		"b follows a and its wake-ups listen")
+	if known {
+		require.Eventually(t, func() bool { return knowsSuccessor(&log, "b") }, ca.LeaseDuration/2+settle, 10*time.Millisecond,
+			"a's members reads name b its successor")
+	}
 
 	// The wake-up that every listener sends when it starts (a release may have
 	// come before it listened) makes b read once (and, on a store with
@@ -141,12 +160,12 @@ type wakeupCounts map[string]struct {
 	why              string
 }
 
-func testWakeups(t *testing.T, want wakeupCounts, give func(t *testing.T, a *casleader.Elector) error) {
+func testWakeups(t *testing.T, want wakeupCounts, known bool, give func(t *testing.T, a *casleader.Elector) error) {
 	for _, p := range wakeupPairs {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
 			sa, sb := p.pair(t)
-			reads, elections := byWakeup(t, sa, sb, func(a *casleader.Elector) error { return give(t, a) })
+			reads, elections := byWakeup(t, sa, sb, known, func(a *casleader.Elector) error { return give(t, a) })
 			w := want[p.name]
 			assert.Equal(t, w.reads, reads, "reads after the wake-up: %s", w.why)
 			assert.Equal(t, w.elections, elections, "elections after the wake-up: %s", w.why)
@@ -167,7 +186,7 @@ func TestStoreWakeupsPassAHandedOverLeaseWithOneRead(t *testing.T) {
 		"MariaDBWakePool":               {1, 2, "the same locks, on a pool of their own"},
 		"SQLiteSecondDatabaseHandle":    {1, 1, "the wake-up file says the lease was handed over: b reads the row that names it, and claims it"},
 		"MariaDBOneStoreWakesInProcess": {1, 1, "woken in-process as handed over: b reads the row that names it, and claims it"},
-	}, func(t *testing.T, a *casleader.Elector) error { return a.HandoverTo(t.Context(), "b") })
+	}, false, func(t *testing.T, a *casleader.Elector) error { return a.HandoverTo(t.Context(), "b") })
 }
 
 // TestHandoverWakesTheOtherFollowersToo: the followers that are not a handover's
@@ -200,6 +219,9 @@ func TestHandoverWakesTheOtherFollowersToo(t *testing.T) {
 	}
 }
 
+// TestStoreWakeupsHandOverWithoutWaitingForAPoll: a leader that knows no
+// successor (b writes no members rows) releases the row when it resigns, and
+// the release's wake-up lets b elect it without waiting for its next read.
 func TestStoreWakeupsHandOverWithoutWaitingForAPoll(t *testing.T) {
 	testWakeups(t, wakeupCounts{
 		"PostgreSQL":                    {0, 1, "the notification carries the released version: b elects without reading"},
@@ -207,7 +229,21 @@ func TestStoreWakeupsHandOverWithoutWaitingForAPoll(t *testing.T) {
 		"MariaDBWakePool":               {0, 1, "the same locks, on a pool of their own"},
 		"SQLiteSecondDatabaseHandle":    {0, 1, "the wake-up file carries the released version: b elects without reading"},
 		"MariaDBOneStoreWakesInProcess": {0, 1, "woken in-process with the released version: b elects without reading"},
-	}, func(t *testing.T, a *casleader.Elector) error { return a.ResignFor(t.Context(), time.Hour) })
+	}, false, func(t *testing.T, a *casleader.Elector) error { return a.ResignFor(t.Context(), time.Hour) })
+}
+
+// TestStoreWakeupsPassAResignedLeaseToTheKnownSuccessor: a leader whose members
+// reads show b live hands the lease to b when it resigns with a cool-down (one
+// compare-and-set that names b, not a release), and b claims it from one read,
+// as after HandoverTo, without waiting for its next read.
+func TestStoreWakeupsPassAResignedLeaseToTheKnownSuccessor(t *testing.T) {
+	testWakeups(t, wakeupCounts{
+		"PostgreSQL":                    {1, 1, "the notification says the lease was handed over: b reads the row that names it, and claims it"},
+		"MariaDB":                       {1, 2, "a lock grant cannot say it was a handover: one election that changes nothing, then the read and the claim"},
+		"MariaDBWakePool":               {1, 2, "the same locks, on a pool of their own"},
+		"SQLiteSecondDatabaseHandle":    {1, 1, "the wake-up file says the lease was handed over: b reads the row that names it, and claims it"},
+		"MariaDBOneStoreWakesInProcess": {1, 1, "woken in-process as handed over: b reads the row that names it, and claims it"},
+	}, true, func(t *testing.T, a *casleader.Elector) error { return a.ResignFor(t.Context(), time.Hour) })
 }
 
 func TestOneListenerPerStoreWhateverTheNumberOfElectors(t *testing.T) {
