@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casleader/casleader"
+	"github.com/casleader/casleader/internal/members"
 	"github.com/casleader/casleader/internal/protocoltest"
 	"github.com/casleader/casleader/internal/testdb"
 	"github.com/casleader/casleader/internal/testdb/pgdb"
@@ -77,7 +78,7 @@ func slowPolls(id string) casleader.Config {
 // its calls (its next read a minute away); give (a's resign,
 // or its handover to b) must let b lead at once. With known, give waits until
 // a's members reads have named b its successor (the first read while a leads
-// comes half a lease, 30 s, after a's start); without it, b writes no members
+// comes one members period, a lease, 60 s, after a's start); without it, b writes no members
 // rows and a knows no successor. It returns how many rows b read and how many
 // elections it sent between give and leading.
 func byWakeup(t *testing.T, sa wakeStore, sb wakeStore, known bool, give func(a *casleader.Elector) error) (reads, elections int64) {
@@ -99,7 +100,7 @@ func byWakeup(t *testing.T, sa wakeStore, sb wakeStore, known bool, give func(a 
 	require.Eventually(t, func() bool { return b.Leader() == "a" && sb.Listening() }, settle, time.Millisecond,
 		"b follows a and its wake-ups listen")
 	if known {
-		require.Eventually(t, func() bool { return knowsSuccessor(&log, "b") }, ca.LeaseDuration/2+settle, 10*time.Millisecond,
+		require.Eventually(t, func() bool { return knowsSuccessor(&log, "b") }, members.Period(ca.LeaseDuration)+settle, 10*time.Millisecond,
 			"a's members reads name b its successor")
 	}
 
