@@ -92,7 +92,7 @@ type missStore struct {
 func (s missStore) PutMembers(ctx context.Context, ms []store.Member) error {
 	start := time.Now()
 	err := s.Driver.PutMembers(ctx, ms)
-	if ctx.Err() != context.Canceled && timedOut(err) {
+	if !errors.Is(ctx.Err(), context.Canceled) && timedOut(err) {
 		s.c.missed(time.Since(start))
 	}
 	return err
@@ -102,7 +102,7 @@ func (s missStore) PutMembers(ctx context.Context, ms []store.Member) error {
 func (s missStore) MembersOf(ctx context.Context, keys []string, within time.Duration) ([]store.Member, error) {
 	start := time.Now()
 	ms, err := s.Driver.MembersOf(ctx, keys, within)
-	if ctx.Err() != context.Canceled && timedOut(err) {
+	if !errors.Is(ctx.Err(), context.Canceled) && timedOut(err) {
 		s.c.missed(time.Since(start))
 	}
 	return ms, err
