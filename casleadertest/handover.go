@@ -89,9 +89,12 @@ func (c *ProcessCluster) RunHandovers(ctx context.Context, rounds int) (Report, 
 		c.mu.Unlock()
 		hr.Rounds++
 		// Every key led by them, unless one stopped first (a group whose keys went
-		// to both: the keys of the one that stopped come back by the lease).
-		if !c.waitFor(ctx, wait, func() bool { return c.ledBy(twins) || c.refusals(twins) > 0 }) {
-			return Report{}, hr, c.harnessError(fmt.Sprintf("round %d: the processes of ID %q did not lead every key within %v of the handover", i, c.candID(shared[0]), wait))
+		// to both: the keys of the one that stopped come back by the lease). A
+		// claim needs the twins' reads and elections answered: the wait counts
+		// from the last statement that ran out of time (waitAnswered).
+		if !c.waitAnswered(ctx, wait, func() bool { return c.ledBy(twins) || c.refusals(twins) > 0 }) {
+			return Report{}, hr, c.harnessError(fmt.Sprintf("round %d: the processes of ID %q did not lead every key within %v of the handover, or of the last statement of a candidate that ran out of time (%s)",
+				i, c.candID(shared[0]), wait, c.missedSummary()))
 		}
 		if c.ledBy(twins) {
 			hr.ToClaim = append(hr.ToClaim, time.Duration(Mono()-f.Heal))

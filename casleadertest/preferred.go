@@ -174,19 +174,24 @@ func (c *ProcessCluster) waitLeading(ctx context.Context, p *proc, d time.Durati
 	return c.waitFor(ctx, d, func() bool { return c.leadsAll(p) })
 }
 
-// waitHandover waits until p believes it leads every key, for up to d of time
-// that the stalls do not cover (see waitFor), counted from the latest of the
-// wait's start and the last miss that a candidate reported (see missHooks): a
-// statement that reached its deadline, or a term lost to a missed renewal. The
-// rule hands a key over once the target's rows were seen live over a lease of
-// the leader's term, read after read: a term lost, a members row written too
-// late or a read that failed starts that lease again. The misses postpone the
-// start by maxStallCredit at most, as stalls lengthen a wait, so that a rule
-// that never hands over still fails.
+// waitHandover waits until p believes it leads every key, for up to d (see
+// waitAnswered). The rule hands a key over once the target's rows were seen live
+// over a lease of the leader's term, read after read: a term lost, a members row
+// written too late or a read that failed starts that lease again.
 func (c *ProcessCluster) waitHandover(ctx context.Context, p *proc, d time.Duration) bool {
+	return c.waitAnswered(ctx, d, func() bool { return c.leadsAll(p) })
+}
+
+// waitAnswered waits until cond holds, for up to d of time that the stalls do not
+// cover (see waitFor), counted from the latest of the wait's start and the last
+// miss that a candidate reported (see missHooks): a statement that reached its
+// deadline, or a term lost to a missed renewal. The misses postpone the start by
+// maxStallCredit at most, as stalls lengthen a wait, so that a cond that never
+// comes still fails the run.
+func (c *ProcessCluster) waitAnswered(ctx context.Context, d time.Duration, cond func() bool) bool {
 	start := Mono()
 	for ctx.Err() == nil {
-		if c.leadsAll(p) {
+		if cond() {
 			return true
 		}
 		c.mu.Lock()
@@ -198,7 +203,7 @@ func (c *ProcessCluster) waitHandover(ctx context.Context, p *proc, d time.Durat
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
-	return c.leadsAll(p)
+	return cond()
 }
 
 // missedSummary says what the candidates reported did not answer them in time.
