@@ -346,17 +346,18 @@ func newChild(log *slog.Logger) (*child, func(), error) {
 		return nil, nil, fmt.Errorf("%s=%q: want a priority", envPriority, os.Getenv(envPriority))
 	}
 	if nkeys > 0 {
-		c.g, err = casleader.NewGroup(c.st, casleader.GroupConfig{
+		c.g, err = casleader.NewGroup(missStore{c.st, c}, casleader.GroupConfig{
 			ID: c.candID, Keys: c.keys, Priority: priority, Balance: os.Getenv(envBalance) == "true",
 			LeaseDuration: lease, RenewDeadline: renew, HeartbeatInterval: beat, PollInterval: poll,
-			Logger: log,
+			Logger: log, Hooks: []casleader.Hooks{c.missHooks()},
 		})
 	} else {
-		c.el, err = casleader.New(c.st, casleader.Config{
+		c.el, err = casleader.New(missStore{c.st, c}, casleader.Config{
 			Key: c.keys[0], ID: c.candID, Priority: priority,
 			LeaseDuration: lease, RenewDeadline: renew, HeartbeatInterval: beat, PollInterval: poll,
 			Logger:           log,
 			OnStartedLeading: lead,
+			Hooks:            []casleader.Hooks{c.missHooks()},
 		})
 	}
 	if err != nil {

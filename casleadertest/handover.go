@@ -89,15 +89,20 @@ func (c *ProcessCluster) RunHandovers(ctx context.Context, rounds int) (Report, 
 		c.mu.Unlock()
 		hr.Rounds++
 		// Every key led by them, unless one stopped first (a group whose keys went
-		// to both: the keys of the one that stopped come back by the lease).
-		if !c.waitFor(ctx, wait, func() bool { return c.ledBy(twins) || c.refusals(twins) > 0 }) {
-			return Report{}, hr, c.harnessError(fmt.Sprintf("round %d: the processes of ID %q did not lead every key within %v of the handover", i, c.candID(shared[0]), wait))
+		// to both: the keys of the one that stopped come back by the lease). A
+		// claim needs the twins' reads and elections answered: the wait counts
+		// from the last statement that ran out of time (waitAnswered).
+		if !c.waitAnswered(ctx, wait, func() bool { return c.ledBy(twins) || c.refusals(twins) > 0 }) {
+			return Report{}, hr, c.harnessError(fmt.Sprintf("round %d: the processes of ID %q did not lead every key within %v of the handover, or of the last statement of a candidate that ran out of time (%s)",
+				i, c.candID(shared[0]), wait, c.missedSummary()))
 		}
 		if c.ledBy(twins) {
 			hr.ToClaim = append(hr.ToClaim, time.Duration(Mono()-f.Heal))
 		}
-		if !c.waitFor(ctx, wait, func() bool { return c.refusals(twins) > 0 }) {
-			return Report{}, hr, c.harnessError(fmt.Sprintf("round %d: no process of ID %q stopped with ErrDuplicateID within %v of leading", i, c.candID(shared[0]), wait))
+		// Telling the twins apart needs their reads answered too.
+		if !c.waitAnswered(ctx, wait, func() bool { return c.refusals(twins) > 0 }) {
+			return Report{}, hr, c.harnessError(fmt.Sprintf("round %d: no process of ID %q stopped with ErrDuplicateID within %v of leading, or of the last statement of a candidate that ran out of time (%s)",
+				i, c.candID(shared[0]), wait, c.missedSummary()))
 		}
 		c.cfg.Logf("%s round %d: handed over to %q (processes %v) %v ago; %d of them stopped with ErrDuplicateID",
 			time.Now().Format("15:04:05.000"), i, c.candID(shared[0]), f.Targets, time.Duration(Mono()-f.Heal).Round(time.Millisecond), c.refusals(twins))

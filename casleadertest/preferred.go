@@ -35,6 +35,13 @@ type PreferredReport struct {
 	// ToHandover are the times from each start of the preferred candidate to
 	// the moment it led every key: the rule allows none below one lease.
 	ToHandover []time.Duration
+	// LostTerms counts the terms, of any candidate and key, that ended because
+	// no renewal succeeded in time (the database or the machine did not answer):
+	// each allows one more term of the preferred candidate and two more of the
+	// others (a takeover, and a handover to the middle priority).
+	LostTerms int
+	// Missed counts the candidates' statements that reached their deadline.
+	Missed int
 }
 
 // RunPreferred runs the preferred leader scenario: the candidate in slot 0 has
@@ -77,8 +84,9 @@ func (c *ProcessCluster) RunPreferred(ctx context.Context, restarts int) (Report
 			return Report{}, pr, err
 		}
 		pref := c.slots[0]
-		if !c.waitLeading(ctx, pref, handoverBound) {
-			return Report{}, pr, c.harnessError(fmt.Sprintf("restart %d: the preferred candidate %s did not lead every key within %v of its start", i, pref.id, handoverBound))
+		if !c.waitHandover(ctx, pref, handoverBound) {
+			return Report{}, pr, c.harnessError(fmt.Sprintf("restart %d: the preferred candidate %s did not lead every key within %v of its start, or of the last statement of a candidate that ran out of time (%s)",
+				i, pref.id, handoverBound, c.missedSummary()))
 		}
 		pr.ToHandover = append(pr.ToHandover, time.Since(started))
 		if i == restarts {
@@ -125,6 +133,7 @@ func (c *ProcessCluster) RunPreferred(ctx context.Context, restarts int) (Report
 			preferred[p.id] = true
 		}
 	}
+	pr.LostTerms, pr.Missed = c.missed.lostTerms(), c.missed.n
 	c.mu.Unlock()
 	acts, err := c.readActions(ctx)
 	if err != nil {
@@ -150,16 +159,63 @@ func (c *ProcessCluster) RunPreferred(ctx context.Context, restarts int) (Report
 	return Check(h, c.bounds()), pr, nil
 }
 
+// leadsAll reports whether p believes it leads every key.
+func (c *ProcessCluster) leadsAll(p *proc) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, key := range c.keys {
+		if _, ok := c.open[belief{p.id, key}]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
 // waitLeading waits up to d (not stalled, see waitFor) until p believes it leads every key.
 func (c *ProcessCluster) waitLeading(ctx context.Context, p *proc, d time.Duration) bool {
-	return c.waitFor(ctx, d, func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		for _, key := range c.keys {
-			if _, ok := c.open[belief{p.id, key}]; !ok {
-				return false
-			}
+	return c.waitFor(ctx, d, func() bool { return c.leadsAll(p) })
+}
+
+// waitHandover waits until p believes it leads every key, for up to d (see
+// waitAnswered). The rule hands a key over once the target's rows were seen live
+// over a lease of the leader's term, read after read: a term lost, a members row
+// written too late or a read that failed starts that lease again.
+func (c *ProcessCluster) waitHandover(ctx context.Context, p *proc, d time.Duration) bool {
+	return c.waitAnswered(ctx, d, func() bool { return c.leadsAll(p) })
+}
+
+// waitAnswered waits until cond holds, for up to d of time that the stalls do not
+// cover (see waitFor), counted from the latest of the wait's start and the last
+// miss that a candidate reported (see missHooks): a statement that reached its
+// deadline, or a term lost to a missed renewal. The misses postpone the start by
+// maxStallCredit at most, as stalls lengthen a wait, so that a cond that never
+// comes still fails the run.
+func (c *ProcessCluster) waitAnswered(ctx context.Context, d time.Duration, cond func() bool) bool {
+	start := Mono()
+	for ctx.Err() == nil {
+		if cond() {
+			return true
 		}
-		return true
-	})
+		c.mu.Lock()
+		from := min(max(start, c.missed.until), start+int64(maxStallCredit))
+		deadline := extend(c.hist.Stalls, from, d)
+		c.mu.Unlock()
+		if Mono() >= deadline {
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return cond()
+}
+
+// missedSummary says what the candidates reported did not answer them in time.
+func (c *ProcessCluster) missedSummary() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := c.missed
+	if m.until == 0 {
+		return "none reported"
+	}
+	return fmt.Sprintf("%d statements reached their deadline and %d terms were lost to a missed renewal, the last %v ago",
+		m.n, m.lostTerms(), time.Duration(Mono()-m.until).Round(time.Millisecond))
 }

@@ -157,6 +157,7 @@ type ProcessCluster struct {
 	timens   bool   // candidates may be started with offset clocks
 	lead     string // the name of cfg.Lead ("" for the suite's own actions)
 	recorded int64  // actions reported by Lead functions
+	missed   misses // what the candidates reported did not answer them in time
 
 	stopProbe context.CancelFunc // ends probe
 
@@ -544,6 +545,8 @@ func (c *ProcessCluster) read(p *proc, r *os.File) {
 			if len(f) == 2 {
 				c.hist.Rejected[f[1]]++
 			}
+		case "M", "L":
+			c.missed.note(p.id, f)
 		case "A": // an action of a Lead function: A <check> <done> <token> <key>
 			if len(f) == 5 {
 				check, _ := strconv.ParseInt(f[1], 10, 64)

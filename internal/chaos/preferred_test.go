@@ -49,8 +49,8 @@ func TestPreferredLeaderSurvivesRestarts(t *testing.T) {
 					rep, pr, err := c.RunPreferred(context.Background(), restarts)
 					require.NoError(t, err)
 					keys := max(mode.keys, 1)
-					summary := fmt.Sprintf("%s %s preferred-leader run: %v, seed %d, L=%v: %d restarts, %d terms of the preferred candidate and %d of the others over %d keys, time to handover %v\n%s",
-						mode.name, db.name, time.Since(start).Round(time.Second), seed, tm.lease, pr.Restarts, pr.PreferredTerms, pr.OtherTerms, keys, pr.ToHandover, rep)
+					summary := fmt.Sprintf("%s %s preferred-leader run: %v, seed %d, L=%v: %d restarts, %d terms of the preferred candidate and %d of the others over %d keys (%d terms lost to a missed renewal, %d statements past their deadline), time to handover %v\n%s",
+						mode.name, db.name, time.Since(start).Round(time.Second), seed, tm.lease, pr.Restarts, pr.PreferredTerms, pr.OtherTerms, keys, pr.LostTerms, pr.Missed, pr.ToHandover, rep)
 					report(t, summary)
 					if !rep.OK() {
 						dumpHistory(t, c.History)
@@ -65,13 +65,16 @@ func TestPreferredLeaderSurvivesRestarts(t *testing.T) {
 					// taker and the preferred candidate: two with priorities 2, 1, 0 (the
 					// candidate of priority 0 hands over to the one of priority 1 when
 					// that one has been live for a lease and the restarted preferred
-					// candidate not yet).
-					assert.LessOrEqual(t, pr.PreferredTerms, (restarts+1)*keys, "no flapping: one term of the preferred candidate per start and key")
-					assert.LessOrEqual(t, pr.OtherTerms, 2*(restarts+1)*keys, "no flapping: at most two terms of the others per kill and key, plus two at the start")
+					// candidate not yet). A term lost to a missed renewal (a loaded
+					// machine) is a leader's death too: it allows one more term of the
+					// preferred candidate and two more of the others.
+					assert.LessOrEqual(t, pr.PreferredTerms, (restarts+1)*keys+pr.LostTerms, "no flapping: one term of the preferred candidate per start and key, and per term lost")
+					assert.LessOrEqual(t, pr.OtherTerms, 2*(restarts+1)*keys+2*pr.LostTerms, "no flapping: at most two terms of the others per kill and key, plus two at the start and per term lost")
 					// Each restart's handover waits a lease of the preferred candidate's
 					// life (less the latency of the members reads, a quarter lease); and
 					// it comes at all: RunPreferred fails the run when it does not come
-					// within 4 leases + the liveness bound, not counting stalls.
+					// within 4 leases + the liveness bound, not counting stalls, of the
+					// restart or of the last statement that ran out of time.
 					for i, d := range pr.ToHandover[1:] {
 						assert.GreaterOrEqual(t, d, tm.lease-tm.lease/4, "handover %d came too soon", i+1)
 					}

@@ -168,6 +168,7 @@ func Run(ctx context.Context, c Config) {
 			return
 		case <-t.C:
 		}
+		began := time.Now()
 		ms := c.Snapshot()
 		wctx, cancel := context.WithTimeout(ctx, period)
 		err := c.Store.PutMembers(wctx, ms)
@@ -186,7 +187,12 @@ func Run(ctx context.Context, c Config) {
 			warn("casleader: could not write this candidate's rows in the members table (the election goes on; run `casleader migrate` if the table is missing)", err)
 		}
 		read(ctx, c, prefs, warn)
-		t.Reset(period)
+		// The next write comes a period after this one began, not after the
+		// reads: readers count a row live for Fresh, a quarter lease more than
+		// the period, and on a busy machine a write, a prune and two reads took
+		// longer than that, so a candidate that waited a whole period after them
+		// was seen dead between its writes and never live for a lease.
+		t.Reset(max(0, period-time.Since(began)))
 	}
 }
 

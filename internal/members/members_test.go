@@ -24,6 +24,8 @@ type fake struct {
 	puts    []time.Time
 	deleted []string
 	prunes  int
+	// readTakes is how long MembersOf takes.
+	readTakes time.Duration
 }
 
 func (f *fake) PutMembers(ctx context.Context, ms []store.Member) error {
@@ -47,8 +49,10 @@ func (f *fake) PruneMembers(ctx context.Context, olderThan time.Duration) (int64
 	return 0, f.fail
 }
 
-// MembersOf reads nothing: these tests run no preferred-leader rule.
+// MembersOf reads nothing (these tests run no preferred-leader rule), in
+// f.readTakes.
 func (f *fake) MembersOf(context.Context, []string, time.Duration) ([]store.Member, error) {
+	time.Sleep(f.readTakes)
 	return nil, nil
 }
 
@@ -161,4 +165,32 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.b.Write(p)
+}
+
+// TestSlowReadsDoNotSpaceTheWritesOut: the reads that follow each write (the
+// preferred leader's and the balance's) taking most of a period do not delay the
+// next write, which comes a period after the last began: readers count a row live
+// for only a quarter lease more than the period.
+func TestSlowReadsDoNotSpaceTheWritesOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const lease = 10 * time.Second
+		f := &fake{readTakes: lease / 5} // two reads per period: 4/5 of it
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		start := time.Now()
+		go func() {
+			defer close(done)
+			members.Run(ctx, members.Config{Store: f, ID: "me", Lease: lease, Snapshot: snapshot, Logger: slog.New(slog.DiscardHandler),
+				Leading: func() map[string]int64 { return map[string]int64{"b": 1} }, Handover: func(string, int64, string) {},
+				Anchor: func() string { return "a" }, Balance: func([]store.Member) {}})
+		}()
+		time.Sleep(5*lease + time.Millisecond)
+		synctest.Wait()
+		cancel()
+		<-done
+		require.Len(t, f.puts, 11, "one write at once, then one per period")
+		for i, p := range f.puts {
+			assert.Equal(t, time.Duration(i)*lease/2, p.Sub(start), "write %d", i)
+		}
+	})
 }
