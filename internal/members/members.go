@@ -152,18 +152,8 @@ func Run(ctx context.Context, c Config) {
 	for {
 		select {
 		case <-ctx.Done():
-			if c.Keep {
-				return
-			}
-			keys := make([]string, 0, len(written))
-			for k := range written {
-				keys = append(keys, k)
-			}
-			slices.Sort(keys)
-			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deleteTimeout)
-			defer cancel()
-			if err := c.Store.DeleteMembers(dctx, c.ID, keys); err != nil {
-				c.Logger.Warn("casleader: could not delete this candidate's rows from the members table on stop; they expire by age", "error", err)
+			if !c.Keep {
+				remove(ctx, c, written)
 			}
 			return
 		case <-t.C:
@@ -193,6 +183,20 @@ func Run(ctx context.Context, c Config) {
 		// longer than that, so a candidate that waited a whole period after them
 		// was seen dead between its writes and never live for a lease.
 		t.Reset(max(0, period-time.Since(began)))
+	}
+}
+
+// remove deletes the rows of the keys in written, on a clean stop (ctx has ended).
+func remove(ctx context.Context, c Config, written map[string]bool) {
+	keys := make([]string, 0, len(written))
+	for k := range written {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deleteTimeout)
+	defer cancel()
+	if err := c.Store.DeleteMembers(dctx, c.ID, keys); err != nil {
+		c.Logger.Warn("casleader: could not delete this candidate's rows from the members table on stop; they expire by age", "error", err)
 	}
 }
 
