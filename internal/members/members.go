@@ -67,6 +67,10 @@ func (c Config) period() time.Duration {
 	return Period(c.Lease)
 }
 
+// fresh is how recently a row of c's election must have been written to count as
+// live: the rule of [Fresh] for c's period.
+func (c Config) fresh() time.Duration { return fresh(c.period(), c.Lease) }
+
 // PruneAge is the age beyond which writers delete rows: ten leases.
 func PruneAge(lease time.Duration) time.Duration { return 10 * lease }
 
@@ -234,7 +238,7 @@ func balance(ctx context.Context, c Config) error {
 	}
 	rctx, cancel := context.WithTimeout(ctx, c.period())
 	defer cancel()
-	ms, err := c.Store.MembersOf(rctx, []string{key}, fresh(c.period(), c.Lease))
+	ms, err := c.Store.MembersOf(rctx, []string{key}, c.fresh())
 	if err != nil {
 		return err
 	}
@@ -267,7 +271,7 @@ func prefer(ctx context.Context, c Config, prefs map[string]*Preference) error {
 	rctx, cancel := context.WithTimeout(ctx, c.period())
 	defer cancel()
 	sent := time.Now()
-	ms, err := c.Store.MembersOf(rctx, keys, fresh(c.period(), c.Lease))
+	ms, err := c.Store.MembersOf(rctx, keys, c.fresh())
 	if err != nil {
 		// Reads further apart than a lease vouch for nothing: the preferences
 		// start again by themselves (Preference).
@@ -279,7 +283,7 @@ func prefer(ctx context.Context, c Config, prefs map[string]*Preference) error {
 	}
 	for _, k := range keys {
 		if c.Successor != nil {
-			c.Successor(k, Successor(byKey[k], c.ID, fresh(c.period(), c.Lease)), sent)
+			c.Successor(k, Successor(byKey[k], c.ID, c.fresh()), sent)
 		}
 		p := prefs[k]
 		if p == nil {
