@@ -150,11 +150,15 @@ func better(a, b store.Member) bool {
 // that key that are [Live] within within, read in one read; "" when none is, and the lease is
 // released. Unlike [Preference], it asks no lease of liveness: the term ends
 // anyway, and a target that died since the read costs one lease of availability,
-// as a release to nobody would cost the wait for the next election.
+// as a release to nobody would cost the wait for the next election. A member
+// whose row still says it leads the key is never named: self leads it, so that
+// row was written before this term (by a leader that crashed, as after a
+// failover, or that has not written since it lost the key), and vouches for no
+// live follower.
 func Successor(ms []store.Member, self string, within time.Duration) string {
 	var best *store.Member
 	for i, m := range ms {
-		if Live(m, self, within) && (best == nil || better(m, *best)) {
+		if m.Role != RoleLeader && Live(m, self, within) && (best == nil || better(m, *best)) {
 			best = &ms[i]
 		}
 	}

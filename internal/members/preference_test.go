@@ -186,6 +186,7 @@ func TestSuccessor(t *testing.T) {
 	paused := func(x *store.Member) { x.Paused = true }
 	observer := func(x *store.Member) { x.Role = RoleObserver }
 	stale := func(x *store.Member) { x.Age = Fresh(lease) }
+	leader := func(x *store.Member) { x.Role = RoleLeader } // a crashed leader's last row
 	for _, c := range []struct {
 		name string
 		ms   []store.Member
@@ -197,6 +198,7 @@ func TestSuccessor(t *testing.T) {
 		{"HighestPriorityFirst", []store.Member{m("b", 1, nil), m("z", 3, nil), m("c", 2, nil)}, "z"},
 		{"NeverPausedObserverOrStale", []store.Member{m("a", 9, paused), m("b", 9, observer), m("c", 9, stale), m("d", 0, nil)}, "d"},
 		{"NoneLive", []store.Member{m("a", 9, paused), m("b", 9, observer), m("c", 9, stale)}, ""},
+		{"NeverARowThatStillSaysItLeads", []store.Member{m("a", 9, leader), m("d", 0, nil)}, "d"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			assert.Equal(t, c.want, Successor(c.ms, "me", Fresh(lease)))
