@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/casleader/casleader/internal/catalog"
+	"github.com/casleader/casleader/internal/retry"
 	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store"
 )
@@ -24,8 +26,25 @@ import (
 //   - a missing table that this user may not create is a deployment error that
 //     says to run `casleader migrate` once as a user who may;
 //   - a table made by an earlier version gets the columns added since (see
-//     [catalog.Upgrade]): that needs the right to alter it, once.
+//     [catalog.Upgrade]): that needs the right to alter it, once;
+//   - a transient error (SQLite's BUSY, or SCHEMA while another replica creates
+//     its tables) is retried a few times before it is returned.
 func (c *Core) CreateTable(ctx context.Context) error {
+	err := c.createTable(ctx)
+	for attempt := 1; attempt < createTries && errors.Is(err, store.ErrTransient); attempt++ {
+		if serr := retry.Sleep(ctx, retry.Backoff(attempt, 20*time.Millisecond, time.Second)); serr != nil {
+			return err
+		}
+		err = c.createTable(ctx)
+	}
+	return err
+}
+
+// createTries is how many times CreateTable tries when it fails with a transient
+// error.
+const createTries = 6
+
+func (c *Core) createTable(ctx context.Context) error {
 	ddl, err := schema.DDL(c.dialect, c.table)
 	if err != nil {
 		return err

@@ -8,7 +8,6 @@
 package storetest
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -135,14 +134,7 @@ func open(t *testing.T, h Harness) (Store, string) {
 	t.Helper()
 	table := testname.Name(t)
 	s := h.Open(t, table)
-	// Setup, not a property under test: a transient error (SQLite reports
-	// SQLITE_BUSY on a new connection while another subtest holds the write lock)
-	// is retried.
 	err := s.CreateTable(t.Context())
-	for i := 0; i < 5 && errors.Is(err, store.ErrTransient); i++ {
-		time.Sleep(10 * time.Millisecond)
-		err = s.CreateTable(t.Context())
-	}
 	require.NoError(t, err, "CreateTable")
 	return s, table
 }

@@ -77,7 +77,10 @@ func classify(err error) error {
 			}
 		case sqlite3.SQLITE_READONLY:
 			return fmt.Errorf("%w: %w", store.ErrNotWritable, err)
-		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_IOERR:
+		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_SCHEMA:
+			// SQLITE_SCHEMA: another connection changed the schema (a CREATE
+			// TABLE) while this statement was prepared, twice; the next try
+			// prepares it again.
 			return fmt.Errorf("%w: %w", store.ErrTransient, err)
 		case sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_PERM, sqlite3.SQLITE_AUTH:
 			return fmt.Errorf("%w: %w", store.ErrDeployment, err)
