@@ -164,15 +164,20 @@ func Run(ctx context.Context, c Config) {
 		}
 		began := time.Now()
 		ms := c.Snapshot()
-		wctx, cancel := context.WithTimeout(ctx, period)
+		// The write is not cancelled with ctx: a write cancelled in flight can
+		// still execute at the server after the delete of a clean stop, and leave
+		// a stopped candidate shown for two leases. A stop waits for it instead.
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(period, deleteTimeout))
 		err := c.Store.PutMembers(wctx, ms)
+		cancel()
 		if n >= nextPrune && err == nil {
 			nextPrune = n + pruneEvery
-			if _, perr := c.Store.PruneMembers(wctx, PruneAge(c.Lease)); perr != nil && ctx.Err() == nil {
+			pctx, cancel := context.WithTimeout(ctx, period)
+			if _, perr := c.Store.PruneMembers(pctx, PruneAge(c.Lease)); perr != nil && ctx.Err() == nil {
 				warn("casleader: could not prune the members table (the election goes on)", perr)
 			}
+			cancel()
 		}
-		cancel()
 		n++
 		for _, m := range ms {
 			written[m.Key] = true // even on error: the write may have committed

@@ -194,3 +194,64 @@ func TestSlowReadsDoNotSpaceTheWritesOut(t *testing.T) {
 		}
 	})
 }
+
+// serverLike is a members table whose writes, like a database server's, execute
+// when the server gets to them (release), even when the client has stopped
+// waiting (its context ended).
+type serverLike struct {
+	fake
+	release chan struct{}
+	rows    map[string]bool
+}
+
+func (s *serverLike) PutMembers(ctx context.Context, ms []store.Member) error {
+	applied := make(chan struct{})
+	go func() {
+		<-s.release
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, m := range ms {
+			s.rows[m.Key] = true
+		}
+		close(applied)
+	}()
+	select {
+	case <-applied:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *serverLike) DeleteMembers(ctx context.Context, id string, keys []string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, k := range keys {
+		delete(s.rows, k)
+	}
+	return nil
+}
+
+// TestACleanStopDeletesAfterTheWriteInFlight: a stop during a write waits for
+// it, so that its delete comes after the write at the server; a write cancelled
+// in flight would execute after the delete and show the stopped candidate for
+// two leases.
+func TestACleanStopDeletesAfterTheWriteInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &serverLike{release: make(chan struct{}), rows: map[string]bool{}}
+		stop := members.Start(t.Context(), members.Config{Store: s, ID: "me", Lease: 10 * time.Second, Snapshot: snapshot, Logger: slog.New(slog.DiscardHandler)})
+		synctest.Wait() // the first write is in flight
+		stopped := make(chan struct{})
+		go func() {
+			stop()
+			close(stopped)
+		}()
+		synctest.Wait()
+		close(s.release) // the server executes the write
+		<-stopped
+		synctest.Wait()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		assert.Empty(t, s.rows, "the clean stop's delete came after the write")
+	})
+}
