@@ -22,6 +22,11 @@ import (
 	"github.com/casleader/casleader/store"
 )
 
+// lockTimeout bounds a statement on a lock connection beyond the wait it asks
+// the server for: a reply that a cut link dropped never comes, and the connection
+// stays open.
+const lockTimeout = 5 * time.Second
+
 // MySQLConfig configures [NewMySQL]. Zero values get the defaults given per field.
 type MySQLConfig struct {
 	// DB is the pool the notifier takes its dedicated connections from: one for the
@@ -189,6 +194,8 @@ func (m *MySQL) detectGalera(ctx context.Context, conn *sql.Conn) error {
 		return nil
 	}
 	var name, value string
+	ctx, cancel := context.WithTimeout(ctx, lockTimeout)
+	defer cancel()
 	err := conn.QueryRowContext(ctx, `SHOW VARIABLES LIKE 'wsrep_on'`).Scan(&name, &value)
 	switch {
 	case errors.Is(err, sql.ErrNoRows): // MySQL without wsrep
@@ -334,7 +341,10 @@ func (h *holder) sync(ctx context.Context, want map[string]bool) error {
 	}
 	for name := range h.held {
 		if !want[name] {
-			if _, err := h.conn.ExecContext(ctx, `DO RELEASE_LOCK(?)`, name); err != nil {
+			lctx, cancel := context.WithTimeout(ctx, lockTimeout)
+			_, err := h.conn.ExecContext(lctx, `DO RELEASE_LOCK(?)`, name)
+			cancel()
+			if err != nil {
 				return err
 			}
 			delete(h.held, name)
@@ -346,7 +356,10 @@ func (h *holder) sync(ctx context.Context, want map[string]bool) error {
 		}
 		// Followers hold the lock only for a moment when they are granted it.
 		var got sql.NullInt64
-		if err := h.conn.QueryRowContext(ctx, `SELECT GET_LOCK(?, 2)`, name).Scan(&got); err != nil {
+		lctx, cancel := context.WithTimeout(ctx, 2*time.Second+lockTimeout)
+		err := h.conn.QueryRowContext(lctx, `SELECT GET_LOCK(?, 2)`, name).Scan(&got)
+		cancel()
+		if err != nil {
 			return err
 		}
 		if got.Int64 == 1 {
@@ -548,7 +561,10 @@ func (w *waiter) wait(ctx context.Context, term int64) (waited, error) {
 		wait = w.m.cfg.GaleraCheckInterval
 	}
 	name := w.m.LockName(w.key, term)
-	wctx, cancel := context.WithCancel(ctx)
+	// The server ends the wait after wait; a reply that has not come lockTimeout
+	// later was lost (a cut link drops it and keeps the connection open), and the
+	// connection is dropped instead of waited on for ever.
+	wctx, cancel := context.WithTimeout(ctx, wait+lockTimeout)
 	helper := make(chan struct{})
 	go func() {
 		defer close(helper)
@@ -569,13 +585,15 @@ func (w *waiter) wait(ctx context.Context, term int64) (waited, error) {
 				w.m.wake(w.key)
 			}
 		}
-		_, err = w.conn.ExecContext(ctx, `DO RELEASE_LOCK(?)`, name)
+		rctx, cancel := context.WithTimeout(ctx, lockTimeout)
+		_, err = w.conn.ExecContext(rctx, `DO RELEASE_LOCK(?)`, name)
+		cancel()
 	}
 	if err == nil && !r.granted && r.galera && wctx.Err() == nil {
 		// Timed out on a Galera node: the leader may have released on another node.
 		r.moved, err = w.m.moved(wctx, w.conn, w.key, term)
 	}
-	r.interrupted = wctx.Err() != nil
+	r.interrupted = errors.Is(wctx.Err(), context.Canceled) // a re-arm, or ctx
 	cancel()
 	<-helper // no signal may be taken by a helper that is going away
 	return r, err
