@@ -539,7 +539,7 @@ func (w *waiter) round(ctx context.Context, term int64) bool {
 		// Granted after a real wait: the follower was woken above.
 		w.quick, w.quickTerm = 0, 0
 		if !r.woke {
-			w.m.wake(w.key)
+			w.m.disarmAndWake(w.key, term)
 		}
 		return true
 	}
@@ -580,9 +580,12 @@ func (w *waiter) wait(ctx context.Context, term int64) (waited, error) {
 			// Granted after a real wait: the leader released it, or its
 			// connection dropped. Wake the follower before giving the lock
 			// back, which costs a round trip the follower need not wait for.
+			// The waiter then rests until the follower's read arms it again: a
+			// lock granted at once meanwhile is no news, and woke a follower
+			// still busy with the first wake-up into another election.
 			if w.m.armedTerm(w.key) == term {
 				r.woke = true
-				w.m.wake(w.key)
+				w.m.disarmAndWake(w.key, term)
 			}
 		}
 		rctx, cancel := context.WithTimeout(ctx, lockTimeout)
