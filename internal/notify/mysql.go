@@ -27,6 +27,14 @@ import (
 // stays open.
 const lockTimeout = 5 * time.Second
 
+// releaseLock releases the named lock name held on conn, within lockTimeout.
+func releaseLock(ctx context.Context, conn *sql.Conn, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, lockTimeout)
+	defer cancel()
+	_, err := conn.ExecContext(ctx, `DO RELEASE_LOCK(?)`, name)
+	return err
+}
+
 // MySQLConfig configures [NewMySQL]. Zero values get the defaults given per field.
 type MySQLConfig struct {
 	// DB is the pool the notifier takes its dedicated connections from: one for the
@@ -341,10 +349,7 @@ func (h *holder) sync(ctx context.Context, want map[string]bool) error {
 	}
 	for name := range h.held {
 		if !want[name] {
-			lctx, cancel := context.WithTimeout(ctx, lockTimeout)
-			_, err := h.conn.ExecContext(lctx, `DO RELEASE_LOCK(?)`, name)
-			cancel()
-			if err != nil {
+			if err := releaseLock(ctx, h.conn, name); err != nil {
 				return err
 			}
 			delete(h.held, name)
@@ -588,9 +593,7 @@ func (w *waiter) wait(ctx context.Context, term int64) (waited, error) {
 				w.m.disarmAndWake(w.key, term)
 			}
 		}
-		rctx, cancel := context.WithTimeout(ctx, lockTimeout)
-		_, err = w.conn.ExecContext(rctx, `DO RELEASE_LOCK(?)`, name)
-		cancel()
+		err = releaseLock(ctx, w.conn, name)
 	}
 	if err == nil && !r.granted && r.galera && wctx.Err() == nil {
 		// Timed out on a Galera node: the leader may have released on another node.
