@@ -1,6 +1,8 @@
 package casleader
 
 import (
+	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -37,8 +39,9 @@ func (g *Group) anchor() string {
 // once the keys given to this candidate that it does not lead (a dead candidate's
 // expired keys are taken without waiting for the next poll), and asks
 // Run to hand the keys this candidate leads beyond its share to the candidates
-// furthest below theirs, at most movesPerRound at once.
-func (g *Group) rebalance(live []store.Member) {
+// furthest below theirs, at most movesPerRound at once. Those targets are chosen
+// on the rows as they are now (see fresh), never on the followers' last reads.
+func (g *Group) rebalance(ctx context.Context, live []store.Member) error {
 	g.live.Store(&live)
 	keys, leaders, led := g.leaders()
 	cands := g.candidates(live)
@@ -53,6 +56,12 @@ func (g *Group) rebalance(live []store.Member) {
 	if len(mine) > 0 {
 		g.Wake(mine...)
 	}
+	if !sheds(balance.Shed(keys, leaders, cands, g.cfg.ID), led) {
+		return nil
+	}
+	if err := g.fresh(ctx, keys, leaders, led); err != nil {
+		return err
+	}
 	moves := 0
 	for k, target := range balance.Shed(keys, leaders, cands, g.cfg.ID) {
 		if led[k] != 0 && target != "" && moves < movesPerRound {
@@ -60,6 +69,52 @@ func (g *Group) rebalance(live []store.Member) {
 			moves++
 		}
 	}
+	return nil
+}
+
+// sheds reports whether shed hands over a key that is led (led[k] != 0).
+func sheds(shed map[string]string, led map[string]int64) bool {
+	for k, target := range shed {
+		if led[k] != 0 && target != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// fresh replaces in leaders the leader of each key not led (led[k] == 0) by the
+// one its row names now ("" when the lease is free, or names this candidate
+// without being handed to it: a term of ours that ended), in batches of
+// BatchSize. A follower reads a live lease again only when it may have expired,
+// so its last read can be a lease old: a candidate that had just taken keys
+// looked below its share, and was handed keys it then handed on, each key
+// moving twice for one join.
+func (g *Group) fresh(ctx context.Context, keys []string, leaders map[string]string, led map[string]int64) error {
+	var others []string
+	for _, k := range keys {
+		if led[k] == 0 {
+			others = append(others, k)
+		}
+	}
+	for b := range slices.Chunk(others, g.cfg.BatchSize) {
+		recs, err := g.st.ObserveMany(ctx, b)
+		g.statements.Add(1)
+		if err != nil {
+			return fmt.Errorf("reading the election rows before handing keys over: %w", err)
+		}
+		for _, k := range b {
+			rec, found := recs[k]
+			switch {
+			case !found || rec.Expired(g.cfg.LeaseDuration):
+				leaders[k] = ""
+			case rec.LeaderID == g.cfg.ID && !rec.Handed():
+				leaders[k] = ""
+			default:
+				leaders[k] = rec.LeaderID
+			}
+		}
+	}
+	return nil
 }
 
 // candidates returns the candidates that take a share: the live members that

@@ -16,6 +16,7 @@ package members
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"slices"
@@ -126,10 +127,11 @@ type Config struct {
 	// Run reads the members of the key that Anchor returns (every candidate of
 	// the group follows it) that count as live (written within three quarters
 	// of a lease: the rule of [Fresh] for [BalancedPeriod]), and passes them
-	// to Balance ("" from Anchor: no read). Both are called on Run's goroutine
-	// and must not block.
+	// to Balance ("" from Anchor: no read). Both are called on Run's goroutine;
+	// Balance may read the election rows within ctx (it ends a period after the
+	// members read began) and must not block beyond it.
 	Anchor  func() string
-	Balance func(live []store.Member)
+	Balance func(ctx context.Context, live []store.Member) error
 }
 
 // Run writes the candidate's rows at once and then every period until ctx ends,
@@ -228,7 +230,7 @@ func read(ctx context.Context, c Config, prefs map[string]*Preference, warn func
 		warn("casleader: could not read the members table for the preferred leader (no handover until it can be read)", err)
 	}
 	if err := balance(ctx, c); err != nil && ctx.Err() == nil {
-		warn("casleader: could not read the members table to balance the keys (the spread stays as it is until it can be read)", err)
+		warn("casleader: could not balance the keys (the spread stays as it is until the next try, a period later)", err)
 	}
 }
 
@@ -245,10 +247,9 @@ func balance(ctx context.Context, c Config) error {
 	defer cancel()
 	ms, err := c.Store.MembersOf(rctx, []string{key}, c.fresh())
 	if err != nil {
-		return err
+		return fmt.Errorf("reading the members table: %w", err)
 	}
-	c.Balance(ms)
-	return nil
+	return c.Balance(rctx, ms)
 }
 
 // prefer reads the members of the keys led now and carries out the handovers that

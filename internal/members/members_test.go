@@ -99,7 +99,7 @@ func TestBalancedGroupWritesEveryHalfLease(t *testing.T) {
 		go func() {
 			defer close(done)
 			members.Run(ctx, members.Config{Store: f, ID: "me", Lease: lease, Snapshot: snapshot, Logger: slog.New(slog.DiscardHandler),
-				Anchor: func() string { return "" }, Balance: func([]store.Member) {}})
+				Anchor: func() string { return "" }, Balance: func(context.Context, []store.Member) error { return nil }})
 		}()
 		time.Sleep(5 * lease)
 		synctest.Wait()
@@ -182,7 +182,7 @@ func TestSlowReadsDoNotSpaceTheWritesOut(t *testing.T) {
 			defer close(done)
 			members.Run(ctx, members.Config{Store: f, ID: "me", Lease: lease, Snapshot: snapshot, Logger: slog.New(slog.DiscardHandler),
 				Leading: func() map[string]int64 { return map[string]int64{"b": 1} }, Handover: func(string, int64, string) {},
-				Anchor: func() string { return "a" }, Balance: func([]store.Member) {}})
+				Anchor: func() string { return "a" }, Balance: func(context.Context, []store.Member) error { return nil }})
 		}()
 		time.Sleep(5*lease + time.Millisecond)
 		synctest.Wait()
