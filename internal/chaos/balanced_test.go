@@ -17,17 +17,19 @@ import (
 	"github.com/casleader/casleader/internal/testdb"
 )
 
-// envBalancedKeys sets the number of keys of TestBalancedGroups (default 200).
+// envBalancedKeys sets the number of keys of TestBalancedGroups (default 1,000).
 const envBalancedKeys = "CASLEADER_CHAOS_BALANCED_KEYS"
 
-// envBalanced=1 runs TestBalancedGroups. It is not part of the suite's default run
-// (nor of CI's) yet: its eight candidate processes sample every key's belief every
-// millisecond, which loaded this 2-core machine to a load average of 70 beside the
-// other scenarios and stalled the database for minutes; run it alone.
+// envBalanced=1 runs TestBalancedGroups. It is not part of the suite's default run:
+// its candidate processes sample every key's belief every millisecond, which loaded
+// a 2-core machine to a load average of 70 beside the other scenarios and stalled
+// the database for minutes. CI runs it alone after the suite, one database at a
+// time (-parallel 1): both at once over 1,000 keys loaded 2 cores to 17 and missed
+// the fairness bounds (no safety violation).
 const envBalanced = "CASLEADER_CHAOS_BALANCED"
 
 // TestBalancedGroups runs four candidate processes of a balanced group
-// (GroupConfig.Balance) over 200 keys on MariaDB and PostgreSQL, through a random
+// (GroupConfig.Balance) over 1,000 keys on MariaDB and PostgreSQL, through a random
 // sequence of joins, graceful leaves, kills, pauses past the lease and network
 // cuts (casleadertest.ProcessCluster.RunBalanced), and checks the history per key
 // (no belief overlap outside a pause, tokens in order, no stale action, a leader
@@ -40,7 +42,7 @@ func TestBalancedGroups(t *testing.T) {
 	if os.Getenv(envBalanced) != "1" {
 		t.Skipf("runs only when asked, alone: %s=1 go test -race -run TestBalancedGroups ./internal/chaos/", envBalanced)
 	}
-	keys, events := 200, 10
+	keys, events := 1000, 10
 	if v := os.Getenv(envBalancedKeys); v != "" {
 		n, err := strconv.Atoi(v)
 		require.NoError(t, err, "%s=%q", envBalancedKeys, v)
