@@ -16,7 +16,8 @@ import (
 	"github.com/casleader/casleader/store"
 )
 
-// handovers records the targets of the handovers that won their compare-and-set,
+// handovers records the targets of the handovers that won their compare-and-set
+// (one key or many),
 // and has each target claim its lease at once, for an hour, as a candidate that
 // is not running here.
 type handovers struct {
@@ -28,12 +29,25 @@ type handovers struct {
 func (h *handovers) Handover(ctx context.Context, key, id string, v int64, to string) (int64, bool, error) {
 	term, ok, err := h.Store.Handover(ctx, key, id, v, to)
 	if ok {
-		h.mu.Lock()
-		h.to[key] = append(h.to[key], to)
-		h.mu.Unlock()
-		h.Put(store.Record{Key: key, Version: v + 2, Term: v + 2, LeaderID: to, Lease: time.Hour, Incarnation: to})
+		h.claimed(key, to, term)
 	}
 	return term, ok, err
+}
+
+// claimed records the handover of key to to in term, and has to claim it.
+func (h *handovers) claimed(key, to string, term int64) {
+	h.mu.Lock()
+	h.to[key] = append(h.to[key], to)
+	h.mu.Unlock()
+	h.Put(store.Record{Key: key, Version: term + 1, Term: term + 1, LeaderID: to, Lease: time.Hour, Incarnation: to})
+}
+
+func (h *handovers) HandoverMany(ctx context.Context, id, to string, held []store.KeyVersion) ([]store.Won, error) {
+	won, err := h.Store.HandoverMany(ctx, id, to, held)
+	for _, w := range won {
+		h.claimed(w.Key, to, w.Term)
+	}
+	return won, err
 }
 
 func (h *handovers) all() map[string][]string {

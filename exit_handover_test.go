@@ -63,6 +63,14 @@ func (e *ends) Handover(ctx context.Context, key, id string, v int64, to string)
 	return term, ok, err
 }
 
+func (e *ends) HandoverMany(ctx context.Context, id, to string, held []store.KeyVersion) ([]store.Won, error) {
+	won, err := e.Driver.HandoverMany(ctx, id, to, held)
+	for _, w := range won {
+		e.note(w.Key, "handover>"+to)
+	}
+	return won, err
+}
+
 func (e *ends) PutMembers(ctx context.Context, ms []store.Member) error {
 	if e.hidden {
 		return nil

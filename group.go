@@ -1643,7 +1643,7 @@ func (r *engine) applyWon(ctx context.Context, ss []*state, rep wonReply, won fu
 }
 
 // end sends the releases and handovers of terms that have stopped acting: batched
-// releases, one handover per key, under a short timeout that outlives Run's context.
+// releases, handovers batched by target, under a short timeout that outlives Run's context.
 // A write that lost its compare-and-set or failed is settled by one batched read,
 // and sent again from the version read while the key's machine says so.
 //
@@ -1716,7 +1716,7 @@ func (r *engine) send(ctx context.Context, es []ending) {
 	}
 }
 
-// sendOnce sends the releases (batched) and handovers (one per key) of es under
+// sendOnce sends the releases (batched) and handovers (batched by target) of es under
 // wctx, and returns those that lost their compare-and-set or failed, with the last
 // error.
 func (r *engine) sendOnce(wctx context.Context, es []ending) (lost []ending, lastErr error) {
@@ -1770,26 +1770,53 @@ func (r *engine) sendReleases(wctx context.Context, es []ending, done func(e end
 	})
 }
 
-// handed is the reply to one handover.
-type handed struct {
-	term int64
-	ok   bool
-	stmt
-}
-
-// sendHandovers sends the handovers es, one per key, and calls done for each.
+// sendHandovers sends the handovers es, batched by target: one statement for the
+// keys handed to one candidate (BatchSize at most), Handover for a key alone. It
+// calls done for each.
 func (r *engine) sendHandovers(wctx context.Context, es []ending, done func(e ending, newVersion int64, ok bool, err error)) {
 	g := r.g
-	_ = parallel(r, es, func(e ending) handed {
-		h := handed{stmt: stmt{sent: time.Now()}}
-		term, ok, err := g.st.Handover(wctx, e.s.key, g.cfg.ID, e.version, e.to)
-		h.done(wctx, err)
+	byTo := map[string][]ending{}
+	var tos []string
+	for _, e := range es {
+		if byTo[e.to] == nil {
+			tos = append(tos, e.to)
+		}
+		byTo[e.to] = append(byTo[e.to], e)
+	}
+	var batches [][]ending
+	for _, to := range tos {
+		batches = append(batches, chunks(byTo[to], g.cfg.BatchSize)...)
+	}
+	_ = parallel(r, batches, func(b []ending) wonReply {
+		rep := wonReply{stmt: stmt{sent: time.Now()}}
+		var err error
+		if len(b) == 1 {
+			var term int64
+			var ok bool
+			term, ok, err = g.st.Handover(wctx, b[0].s.key, g.cfg.ID, b[0].version, b[0].to)
+			if ok {
+				rep.won = []store.Won{{Key: b[0].s.key, Term: term}}
+			}
+		} else {
+			kvs := make([]store.KeyVersion, len(b))
+			for i, e := range b {
+				kvs[i] = store.KeyVersion{Key: e.s.key, Version: e.version}
+			}
+			rep.won, err = g.st.HandoverMany(wctx, g.cfg.ID, b[0].to, kvs)
+		}
+		rep.done(wctx, err)
 		g.statements.Add(1)
-		h.term, h.ok = term, ok
-		return h
-	}, func(e ending, h handed) error {
-		r.handedOver(e, h)
-		done(e, h.term, h.ok, h.err)
+		return rep
+	}, func(b []ending, rep wonReply) error {
+		r.wroteEnds("handover", b, rep)
+		terms := make(map[string]int64, len(rep.won))
+		for _, w := range rep.won {
+			terms[w.Key] = w.Term
+		}
+		for _, e := range b {
+			term, ok := terms[e.s.key]
+			done(e, term, ok, rep.err)
+		}
 		return nil
 	})
 }

@@ -14,10 +14,11 @@ import (
 
 // movesPerRound bounds the handovers one rebalance asks for, so that a newcomer
 // that should take many keys takes them over a few rounds (half a lease apart)
-// instead of stalling the renewals of the keys that stay: the handovers go one
-// statement per key, Parallel at once, on Run's goroutine, and 100 of them on a
-// loaded machine outlasted the renew deadline (docs/SAFETY.md, "Balanced groups").
-const movesPerRound = 32
+// rather than all at once. The handovers of a round go in one statement per
+// target (HandoverMany); when they went one statement per key, 100 of them on a
+// loaded machine outlasted the renew deadline and the pace was 32 (docs/SAFETY.md,
+// "Balanced groups").
+const movesPerRound = 256
 
 // anchor returns the key whose members are read to learn the group's live
 // candidates: the least key of the group, which every candidate of a balanced

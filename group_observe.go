@@ -150,16 +150,6 @@ func (r *engine) wroteEnds(op string, es []ending, rep wonReply) {
 	r.wrote(op, ss, rep)
 }
 
-// handedOver tells the Call hooks of the handover of e.
-func (r *engine) handedOver(e ending, h handed) {
-	if len(r.g.hooks.call) == 0 {
-		return
-	}
-	r.g.calls("handover", []string{e.s.key}, h.stmt, func(c *Call) {
-		c.Swapped, c.Term = h.ok, h.term
-	})
-}
-
 // noteKeySkew records the clock skew k that the reads of s show, and tells the
 // hooks when it changed.
 func (r *engine) noteKeySkew(s *state, k time.Duration) {

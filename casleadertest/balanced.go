@@ -219,7 +219,7 @@ func (c *ProcessCluster) holdOff(ctx context.Context, kind string, t *proc, othe
 
 // movesPerPeriod is how many keys a balanced group's leader hands over per members
 // period at most (group_balance.go's movesPerRound).
-const movesPerPeriod = 32
+const movesPerPeriod = 256
 
 // gainBound is the fairness bound after a candidate joined m-1 others (see
 // RunBalanced): the leader that sheds the most sheds ⌈N/(m-1)⌉ - ⌊N/m⌋ keys,

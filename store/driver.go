@@ -70,6 +70,9 @@ type Driver interface {
 	// ReleaseMany is Release for each key and version of held, in one call; it
 	// returns the keys released (Won.Term is 0) and wakes their followers.
 	ReleaseMany(ctx context.Context, id string, held []KeyVersion) ([]Won, error)
+	// HandoverMany is Handover to to for each key and version of held, in one
+	// call; it returns the keys handed over with their new terms.
+	HandoverMany(ctx context.Context, id, to string, held []KeyVersion) ([]Won, error)
 
 	// Guard verifies inside the caller's transaction tx, with a shared lock on the
 	// row of key held until tx ends, that id holds the lease of key in term token,

@@ -117,6 +117,19 @@ func (s *Store) Handover(ctx context.Context, key, id string, version int64, to 
 	return s.writeTerm(ctx, OpHandover, func() (int64, bool, error) { return s.inner.Handover(ctx, key, id, version, to) })
 }
 
+// HandoverMany sends a batched handover, with the faults of OpHandover.
+func (s *Store) HandoverMany(ctx context.Context, id, to string, held []store.KeyVersion) ([]store.Won, error) {
+	now, after := s.before(ctx, OpHandover)
+	if now != nil {
+		return nil, now
+	}
+	won, err := s.inner.HandoverMany(ctx, id, to, held)
+	if after != nil {
+		return nil, after
+	}
+	return won, err
+}
+
 // ElectReleased sends an election of a released row, with the faults of OpElect.
 func (s *Store) ElectReleased(ctx context.Context, key string, cand store.Candidate) (int64, bool, error) {
 	return s.writeTerm(ctx, OpElect, func() (int64, bool, error) { return s.inner.ElectReleased(ctx, key, cand) })

@@ -11,11 +11,12 @@ import (
 
 // Operation names of the batched methods, for the fault hooks.
 const (
-	OpObserveMany = "observe many"
-	OpInsertMany  = "insert many"
-	OpElectMany   = "elect many"
-	OpRenewMany   = "renew many"
-	OpReleaseMany = "release many"
+	OpObserveMany  = "observe many"
+	OpInsertMany   = "insert many"
+	OpElectMany    = "elect many"
+	OpRenewMany    = "renew many"
+	OpReleaseMany  = "release many"
+	OpHandoverMany = "handover many"
 )
 
 func checkBatch(n int) error {
@@ -156,6 +157,22 @@ func (s *Store) RenewMany(ctx context.Context, id string, held []store.KeyVersio
 		}
 		r.version, r.tick = kv.Version+1, now
 		return 0, true
+	})
+}
+
+// HandoverMany is Handover to to per key, in one round trip.
+func (s *Store) HandoverMany(ctx context.Context, id, to string, held []store.KeyVersion) ([]store.Won, error) {
+	if err := validateName("handover target", to); err != nil {
+		return nil, err
+	}
+	return s.batch(ctx, OpHandoverMany, id, held, func(kv store.KeyVersion, now time.Time) (int64, bool) {
+		r := s.held(kv.Key, id, kv.Version)
+		if r == nil {
+			return 0, false
+		}
+		term := newTerm(kv.Version, now)
+		s.rows[kv.Key] = &row{version: term, term: term, leader: to, handover: to, lease: r.lease, tick: now}
+		return term, true
 	})
 }
 

@@ -34,6 +34,7 @@ type batchQueries interface {
 	renewMany(n int) (write, readBack string)
 	electMany(n int) (write, readBack string)
 	releaseMany(n int) (write, readBack string)
+	handoverMany(n int) (write, readBack string)
 	insertMany(n int) (write, readBack string)
 }
 
@@ -125,6 +126,30 @@ func (c *Core) ReleaseMany(ctx context.Context, id string, held []store.KeyVersi
 	})
 	c.wakeReleased(held, released)
 	return released, err
+}
+
+// HandoverMany passes id's lease on each key held at its version to candidate to,
+// like Handover per key, and returns the keys handed over with their new terms.
+func (c *Core) HandoverMany(ctx context.Context, id, to string, held []store.KeyVersion) (handed []store.Won, err error) {
+	if err := rules.ValidateName("handover target", to); err != nil {
+		return nil, err
+	}
+	if err := rules.ValidateName("candidate ID", id); err != nil {
+		return nil, err
+	}
+	// The arguments are to (in the place of the ID: the row's new leader), then the
+	// holder: MySQL takes to twice (its ? placeholders cannot name one twice).
+	pre := []any{id}
+	if c.dialect == schema.MySQL {
+		pre = []any{to, id}
+	}
+	handed, err = c.batchCAS(ctx, "handover many", to, held, c.bq.handoverMany, pre, nil, true, false, func(r readBack, kv store.KeyVersion) bool {
+		return r.startedTerm(to, kv.Version)
+	})
+	for _, w := range handed {
+		c.wakeups.HandedOver(w.Key, to) // the target reads the row and adopts the lease
+	}
+	return handed, err
 }
 
 // InsertMany creates the missing rows among keys with candidate c as their first
@@ -408,6 +433,12 @@ func (q mysqlBatch) releaseMany(n int) (string, string) {
 		` WHERE leader_id = ? AND (elect_key, version) IN (` + pairs(n) + `)`, q.readBack(n)
 }
 
+// handoverMany's arguments are to, to, the holder, then the pairs (see HandoverMany).
+func (q mysqlBatch) handoverMany(n int) (string, string) {
+	return `UPDATE ` + q.t + ` SET leader_id = ?, handover_to = ?, incarnation = '', term = ` + mysqlNewTerm + `, tick_time = NOW(6), stepdown = 0, update_time = NOW(6), version = ` + mysqlNewTerm +
+		` WHERE leader_id = ? AND (elect_key, version) IN (` + pairs(n) + `)`, q.readBack(n)
+}
+
 // insertMany selects from a derived table of (key, version) pairs (the versions are
 // unused), built with UNION ALL: MariaDB and MySQL spell table value constructors
 // differently.
@@ -419,7 +450,8 @@ func (q mysqlBatch) insertMany(n int) (string, string) {
 
 // --- PostgreSQL: UPDATE … FROM unnest($2::text[], $3::bigint[]) … RETURNING.
 
-type postgresBatch struct{ t, notify string }
+// notify and handover are the notifications of releases and handovers (pgNotify).
+type postgresBatch struct{ t, notify, handover string }
 
 func (q postgresBatch) observeMany(int) string {
 	return `SELECT elect_key, version, leader_id, term, ` + pgAge + `, handover_to, stepdown, lease, incarnation FROM unnest($1::text[]) AS v(k) JOIN ` + q.t + ` AS e ON e.elect_key = ANY (ARRAY[v.k])`
@@ -458,6 +490,12 @@ func (q postgresBatch) releaseMany(int) (string, string) {
 		pgFrom + pgHeldBy + ` RETURNING e.elect_key) ` + q.notify, ""
 }
 
+// handoverMany's arguments are to ($1), the pairs, then the holder ($4).
+func (q postgresBatch) handoverMany(int) (string, string) {
+	return `WITH u AS (UPDATE ` + q.t + ` AS e SET version = ` + pgNewTerm + `, term = ` + pgNewTerm + `, leader_id = $1, incarnation = '', tick_time = clock_timestamp(), handover_to = $1, stepdown = 0, update_time = clock_timestamp()` +
+		pgFrom + ` AND (e.leader_id = $4 OR v.k IS NULL) RETURNING e.elect_key, e.term) ` + q.handover, ""
+}
+
 func (q postgresBatch) insertMany(int) (string, string) {
 	return `INSERT INTO ` + q.t + ` (elect_key, version, leader_id, incarnation, lease, term, tick_time, handover_to, stepdown, create_time, update_time)` +
 		` SELECT v.k, ` + pgEpochMicros + `, $1, $4, $5, ` + pgEpochMicros + `, clock_timestamp(), '', 0, clock_timestamp(), clock_timestamp() FROM unnest($2::text[], $3::bigint[]) AS v(k, ver)` +
@@ -488,6 +526,12 @@ func (q sqliteBatch) electMany(n int) (string, string) {
 func (q sqliteBatch) releaseMany(n int) (string, string) {
 	return `UPDATE ` + q.t + ` SET version = version + 1, leader_id = '', incarnation = '', tick_time = ` + sqliteNow + `, handover_to = '', stepdown = 0, update_time = ` + sqliteNow +
 		` WHERE leader_id = ?1 AND (elect_key, version) IN (` + values(n) + `) RETURNING elect_key`, ""
+}
+
+// handoverMany's arguments are to (?1), the holder (?2), then the pairs.
+func (q sqliteBatch) handoverMany(n int) (string, string) {
+	return `UPDATE ` + q.t + ` SET leader_id = ?1, handover_to = ?1, incarnation = '', term = ` + sqliteNewTerm + `, version = ` + sqliteNewTerm + `, tick_time = ` + sqliteNow + `, stepdown = 0, update_time = ` + sqliteNow +
+		` WHERE leader_id = ?2 AND (elect_key, version) IN (` + values(n) + `) RETURNING elect_key, term`, ""
 }
 
 func (q sqliteBatch) insertMany(n int) (string, string) {

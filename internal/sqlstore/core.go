@@ -89,7 +89,8 @@ func New(d schema.Dialect, table string, b Backend, classify func(error) error) 
 	case schema.MySQL:
 		bq, build = mysqlBatch{quoted}, mysqlQueries
 	case schema.Postgres:
-		bq, build = postgresBatch{t: quoted, notify: pgNotify(table, "elect_key", "0")}, postgresQueries
+		bq, build = postgresBatch{t: quoted, notify: pgNotify(table, "elect_key", "0"),
+			handover: pgNotify(table, "elect_key, term", "'"+handoverPrefix+"' || char_length($1) || ' ' || $1")}, postgresQueries
 	case schema.SQLite:
 		bq, build = sqliteBatch{quoted}, sqliteQueries
 	default:

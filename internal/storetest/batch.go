@@ -31,6 +31,7 @@ func RunBatch(t *testing.T, h Harness) {
 		{"ElectManyWinsOnlyReleasedOrExpiredLeases", electManyWinsOnlyExpired},
 		{"ElectManyTermsOutrunARolledBackRow", electManyTermsOutrunARolledBackRow},
 		{"ReleaseManyReleasesOnlyHeldKeys", releaseManyReleasesOnlyHeld},
+		{"HandoverManyHandsOverOnlyHeldKeys", handoverManyHandsOverOnlyHeld},
 		{"RacingBatchElectorsYieldOneWinnerPerKey", racingBatchElectors},
 		{"BatchesOfOneKeySetInAnyOrderNeverDeadlock", batchesInAnyOrderNeverDeadlock},
 		{"MaxBatchOfHostileKeys", maxBatchOfHostileKeys},
@@ -272,6 +273,42 @@ func releaseManyReleasesOnlyHeld(t *testing.T, s batchStore) {
 	assert.Equal(t, mine, rec.Term, "a release keeps the last leader's term")
 	assert.Equal(t, "me", observe(t, s, "moved").LeaderID)
 	assert.Equal(t, "them", observe(t, s, "theirs").LeaderID)
+}
+
+// handoverManyHandsOverOnlyHeld: a batched handover passes each lease held at its
+// version to the target in a new term, as Handover does (the row names the target
+// as leader and handed-to, with no incarnation and the lease kept), and leaves the
+// keys it does not hold at that version alone; the target claims a handed lease
+// with one election, which nobody else can win.
+func handoverManyHandsOverOnlyHeld(t *testing.T, s batchStore) {
+	ctx := t.Context()
+	mine, ok, err := s.Insert(ctx, "mine", store.Candidate{ID: "me", Incarnation: "inc-me", Lease: longLease})
+	mine = newTerm(t, mine, ok, err, 0, "Insert")
+	also := insert(t, s, "also", "me")
+	moved := insert(t, s, "moved", "me")
+	theirs := insert(t, s, "theirs", "them")
+	ok, err = s.Renew(ctx, "moved", "me", moved)
+	won(t, ok, err, "Renew")
+	handed, err := s.HandoverMany(ctx, "me", "you", []store.KeyVersion{kv("mine", mine), kv("also", also), kv("moved", moved), kv("theirs", theirs)})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"also", "mine"}, sorted(t, handed))
+	terms := newTerms(t, s, "you", handed, map[string]int64{"mine": mine, "also": also}, "HandoverMany")
+	for _, k := range []string{"mine", "also"} {
+		rec := observe(t, s, k)
+		assert.True(t, rec.Handed(), "key %q: the row shows the lease handed to you and not claimed", k)
+		assert.Empty(t, rec.Incarnation, "key %q: no process holds a handed term", k)
+	}
+	assert.Equal(t, longLease, observe(t, s, "mine").Lease, "the handover keeps the lease")
+	assert.Equal(t, "me", observe(t, s, "moved").LeaderID)
+	assert.Equal(t, "them", observe(t, s, "theirs").LeaderID)
+
+	term, ok, err := s.Elect(ctx, "mine", store.Candidate{ID: "other", Incarnation: "inc-o", Lease: shortLease}, terms["mine"])
+	noTerm(t, term, ok, err, "Elect of a live lease handed to another")
+	claim, ok, err := s.Elect(ctx, "mine", store.Candidate{ID: "you", Incarnation: "inc-y", Lease: shortLease}, terms["mine"])
+	newTerm(t, claim, ok, err, terms["mine"], "Elect by the target (the claim)")
+	again, err := s.HandoverMany(ctx, "me", "you", []store.KeyVersion{kv("also", also)})
+	require.NoError(t, err)
+	assert.Empty(t, again, "a handover from a version already handed over")
 }
 
 func racingBatchElectors(t *testing.T, s batchStore) {

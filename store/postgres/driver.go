@@ -91,6 +91,12 @@ func (s *Store) ReleaseMany(ctx context.Context, id string, held []store.KeyVers
 	return s.core.ReleaseMany(ctx, id, held)
 }
 
+// HandoverMany is [Store.Handover] to to for each key and version of held, in one
+// statement.
+func (s *Store) HandoverMany(ctx context.Context, id, to string, held []store.KeyVersion) ([]store.Won, error) {
+	return s.core.HandoverMany(ctx, id, to, held)
+}
+
 // Guard verifies, inside the caller's transaction tx on the election database,
 // that id still holds the lease of key in term token, unexpired by the database
 // clock for lease, and holds that fact until tx ends: a write fenced by it cannot

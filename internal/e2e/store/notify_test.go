@@ -114,4 +114,22 @@ func TestPostgresReleaseAndHandoverNotifyOnlyWhenTheyWin(t *testing.T) {
 		payloads = append(payloads, p)
 	}
 	assert.ElementsMatch(t, []string{sqlstore.NotifyPayload(table, 0, "x"), sqlstore.NotifyPayload(table, 0, "y")}, payloads)
+
+	// The batched handover notifies once per key handed over, naming the target.
+	ins, err = s.InsertMany(ctx, store.Candidate{ID: "m"}, []string{"v", "w"})
+	require.NoError(t, err)
+	require.Len(t, ins, 2)
+	for i, w := range ins {
+		held[i] = store.KeyVersion{Key: w.Key, Version: w.Term}
+	}
+	handed, err := s.HandoverMany(ctx, "m", "it's c", held)
+	require.NoError(t, err)
+	assert.Len(t, handed, 2)
+	payloads = payloads[:0]
+	for range 2 {
+		p, got := next(settle)
+		require.True(t, got, "HandoverMany notifies each key")
+		payloads = append(payloads, p)
+	}
+	assert.ElementsMatch(t, []string{sqlstore.HandoverPayload(table, "it's c", "v"), sqlstore.HandoverPayload(table, "it's c", "w")}, payloads)
 }
