@@ -90,7 +90,7 @@ func New(d schema.Dialect, table string, b Backend, classify func(error) error) 
 		bq, build = mysqlBatch{quoted}, mysqlQueries
 	case schema.Postgres:
 		bq, build = postgresBatch{t: quoted, notify: pgNotify(table, "elect_key", "0"),
-			handover: pgNotify(table, "elect_key, term", "'"+handoverPrefix+"' || char_length($1) || ' ' || $1")}, postgresQueries
+			handover: pgNotify(table, "elect_key, term", pgHandedTo)}, postgresQueries
 	case schema.SQLite:
 		bq, build = sqliteBatch{quoted}, sqliteQueries
 	default:

@@ -36,6 +36,10 @@ func HandoverPayload(table, to, key string) string {
 // handoverPrefix starts the version field of a [HandoverPayload].
 const handoverPrefix = "-1/"
 
+// pgHandedTo is the SQL expression of a [HandoverPayload]'s version field for the
+// target $1, as the handover statements write it.
+const pgHandedTo = `'` + handoverPrefix + `' || char_length($1) || ' ' || $1`
+
 // Payload is a notification's content (see [ParseNotifyPayload]).
 type Payload struct {
 	Version int64  // the released version, 0 when not known, or notify.HandedOver
@@ -140,7 +144,7 @@ func postgresQueries(t, table string) queries {
 			` WHERE elect_key = $2 AND version = $3 AND leader_id = $4 RETURNING elect_key, version) ` + pgNotify(table, "elect_key", "version"),
 		handover: `WITH u AS (UPDATE ` + t + ` SET version = ` + pgNewTerm + `, term = ` + pgNewTerm +
 			`, leader_id = $1, incarnation = '', tick_time = ` + now + `, handover_to = $1, stepdown = 0, update_time = ` + now +
-			` WHERE elect_key = $2 AND version = $3 AND leader_id = $4 RETURNING elect_key, term) ` + pgNotify(table, "term", "'"+handoverPrefix+"' || char_length($1) || ' ' || $1"),
+			` WHERE elect_key = $2 AND version = $3 AND leader_id = $4 RETURNING elect_key, term) ` + pgNotify(table, "term", pgHandedTo),
 		request: `UPDATE ` + t + ` SET version = $1, handover_to = $2, stepdown = 1, update_time = ` + now +
 			` WHERE elect_key = $3 AND version = $4 AND leader_id <> ''`,
 		check: `SELECT ` + strings.Join(catalog.Columns, ", ") + ` FROM ` + t + ` WHERE false`,
