@@ -94,12 +94,14 @@ func idleSeconds() (int, error) {
 // It also restarts the server for [DB.Restart]: SIGUSR1 stops the server (with the
 // stop signal) and keeps the container running; SIGUSR2 starts the server again,
 // with the same command and data directory, once it has stopped. SIGTERM, SIGINT
-// and SIGWINCH stop the server and the container.
+// and SIGWINCH stop the server and the container. The traps only set flags and the
+// loop sends the stop signal: a signal that comes between the server's start and
+// `pid=$!` would otherwise signal nobody and leave the server running.
 const watchdog = `port=$1 idle=$2 sig=$3
 shift 3
-quit=0 stopped=0 start=0
-trap 'quit=1; kill -s "$sig" "$pid" 2>/dev/null' TERM INT WINCH
-trap 'stopped=1; start=0; kill -s "$sig" "$pid" 2>/dev/null' USR1
+quit=0 stopped=0 start=0 sent=0
+trap 'quit=1' TERM INT WINCH
+trap 'stopped=1; start=0' USR1
 trap 'start=1' USR2
 "$@" &
 pid=$!
@@ -118,13 +120,15 @@ while :; do
 		done
 		[ "$quit" = 0 ] || exit 0
 		echo "casleadertest: starting the server again" >&2
-		stopped=0 start=0 quiet=0
+		stopped=0 start=0 sent=0 quiet=0
 		"$@" &
 		pid=$!
 		continue
 	fi
 	if [ "$stopped" = 1 ] || [ "$quit" = 1 ]; then
-		# Stopping: notice the exit soon.
+		# Stopping: signal the server once, then notice its exit soon.
+		[ "$sent" = 1 ] || kill -s "$sig" "$pid" 2>/dev/null
+		sent=1
 		{ sleep 0.1 2>/dev/null || sleep 1; } & wait $!
 		continue
 	fi
@@ -138,7 +142,6 @@ while :; do
 	if [ "$quiet" -ge "$idle" ]; then
 		echo "casleadertest: no client for ${idle}s: stopping the server" >&2
 		quit=1
-		kill -s "$sig" "$pid" 2>/dev/null
 		quiet=0
 	fi
 done
