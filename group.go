@@ -16,6 +16,7 @@ import (
 	"github.com/casleader/casleader/cas"
 	"github.com/casleader/casleader/detector"
 	"github.com/casleader/casleader/heartbeat"
+	"github.com/casleader/casleader/internal/notify"
 	"github.com/casleader/casleader/internal/retry"
 	"github.com/casleader/casleader/internal/rules"
 	"github.com/casleader/casleader/internal/stream"
@@ -763,9 +764,17 @@ func (r *engine) takeWakeup(k string, v int64, now time.Time) {
 	if s == nil || !s.m.Following() {
 		return
 	}
-	// A release that carries its version is elected from at once, one without
-	// it by an election that wins only a released row, where the store has
-	// one (the machine decides); anything else is read now.
+	if len(r.released) >= r.g.cfg.Parallel && (v == 0 || v == notify.HandedOver) {
+		// Many keys woken without a version at once (a leader gave many up):
+		// one statement each would queue; one batched read, then batched
+		// elections, cost two round trips for all of them.
+		s.nextLook = minTime(s.nextLook, now)
+		return
+	}
+	// A release that carries its version is elected from at once; one without
+	// it, and a handover to this candidate, by an election that wins only a
+	// released row or one handed to it (the machine decides); anything else is
+	// read now.
 	switch d := s.m.Woken(v, r.participation(s, now), s.failures); d.Action {
 	case cas.Campaign:
 		r.woken = append(r.woken, s)
@@ -1411,7 +1420,8 @@ func (r *engine) campaignWoken(ctx context.Context) error {
 		}
 	}
 	if len(r.released) > 0 {
-		// Woken without a version: elected if released, without a read.
+		// Woken without a version, or as a handover's target: elected if released
+		// or handed to us, without a read.
 		released := r.released
 		r.released = nil
 		if err := r.electReleased(ctx, released); err != nil {
@@ -1567,9 +1577,10 @@ func (r *engine) campaign(ctx context.Context, create, elect []*state) error {
 	})
 }
 
-// electReleased sends, for each key woken without a version, the store's election
-// that wins only a released row: one statement per key (wake-ups come one key at a
-// time), Parallel at once.
+// electReleased sends, for each key woken without a version or as a handover's
+// target, the store's election that wins only a released row or one handed to this
+// candidate: one statement per key (wake-ups come one key at a time), Parallel at
+// once.
 func (r *engine) electReleased(ctx context.Context, ss []*state) error {
 	g := r.g
 	return parallel(r, ss, func(s *state) wonReply {
@@ -1588,10 +1599,11 @@ func (r *engine) electReleased(ctx context.Context, ss []*state) error {
 		r.wrote("elect released", ss, rep)
 		err := r.applyWon(ctx, ss, rep, elected)
 		if rep.err == nil && len(rep.won) == 0 && s.m.Following() {
-			// Lost: the row is not released. The wake-up announced something else
-			// (a handover, on a store whose wake-ups cannot say so: a MySQL named
-			// lock) or nothing: read the row now, as the wake-up asked, rather than
-			// after an election's backoff (50 ms); a read decides, so nothing loops.
+			// Lost: the row is neither released nor handed to us. The wake-up
+			// announced something else (a handover to another, on a store whose
+			// wake-ups cannot say so: a MySQL named lock) or nothing: read the row
+			// now, as the wake-up asked, rather than after an election's backoff
+			// (50 ms); a read decides, so nothing loops.
 			s.nextLook = time.Now()
 		}
 		return err

@@ -88,7 +88,8 @@ const (
 	// taking part in the election with Decision.Err.
 	Refuse
 	// CampaignReleased: send an election write that wins only a released lease,
-	// whatever the row's version (the store's ElectReleased). Asked for only by
+	// or one handed over to this candidate, whatever the row's version (the
+	// store's ElectReleased). Asked for only by
 	// [Machine.Woken], and only of a machine told that its store has that write
 	// ([Machine.ElectsReleased]). Its reply is handled by [Machine.Elected].
 	CampaignReleased
@@ -376,20 +377,22 @@ func (m *Machine) ElectsReleased(ok bool) { m.electsReleased = ok }
 // safety (docs/SAFETY.md).
 //
 // A wake-up with no version leads the same follower, when its store can
-// ([Machine.ElectsReleased]), to an election that wins only a released lease
-// (CampaignReleased): the statement itself requires the row to be released, so a
-// wake-up that announced something else (a handover, a leader's connection lost, a
-// spurious one) costs a write that changes nothing, followed by the read it would
-// have made anyway. The new term must be above the last version this candidate saw.
+// ([Machine.ElectsReleased]), to an election that wins only a released lease or
+// one handed over to this candidate (CampaignReleased): the statement itself
+// requires the row to be so, so a wake-up that announced something else (a
+// handover to another, a leader's connection lost, a spurious one) costs a write
+// that changes nothing, followed by the read it would have made anyway. The new
+// term must be above the last version this candidate saw.
 //
-// A handover asks its target, or every follower when the target is not known
-// (version -1, notify.HandedOver), for a read (Wait with no wait): the target adopts
-// the lease that names it from that read, with no write, and the others see a
-// live leader; no election can win a handed-over lease. A follower told that the
-// lease went to another candidate (version -2, notify.HandedToAnother) reads after
-// [timing.HandoverReadDelay] instead: it learns the new leader as soon, to within a few
-// milliseconds, and its read does not compete with the target's, the one that
-// hands the lease over, for the database's and the host's processors.
+// A handover wakes its target, or every follower when the target is not known
+// (version -1, notify.HandedOver), as a wake-up with no version does: the same
+// election claims a lease handed over to this candidate's ID, in one round trip
+// without a read; for anybody else it changes nothing and the read follows. A
+// follower told that the lease went to another candidate (version -2,
+// notify.HandedToAnother) reads after [timing.HandoverReadDelay] instead: it
+// learns the new leader as soon, to within a few milliseconds, and its read does
+// not compete with the target's claim for the database's and the host's
+// processors.
 //
 // Anything else asks for a read (Wait with no wait): a leader, a candidate cooling
 // down, paused or observing, an unsettled election of ours (the read may show it
@@ -400,10 +403,10 @@ func (m *Machine) Woken(version int64, p Participation, failures int) Decision {
 	if version == handedToAnother && m.role == follower {
 		return Decision{Action: Wait, Wait: timing.HandoverReadDelay}
 	}
-	if m.role != follower || p != Campaigning || m.unsettled || failures > 1 || version < 0 {
+	if m.role != follower || p != Campaigning || m.unsettled || failures > 1 || version < handedOver {
 		return Decision{Action: Wait}
 	}
-	if version == 0 && m.electsReleased {
+	if (version == 0 || version == handedOver) && m.electsReleased {
 		m.role = candidate
 		m.from = m.version
 		return Decision{Action: CampaignReleased, Version: m.version}

@@ -980,13 +980,17 @@ func TestWoken(t *testing.T) {
 		{"CoolingDownCandidateReadsAfterAWakeUpWithoutAVersion", electsReleased(following(live)), 0, CoolingDown, Decision{Action: Wait}, 0},
 		{"PausedCandidateReadsAfterAWakeUpWithoutAVersion", electsReleased(following(live)), 0, Abstaining, Decision{Action: Wait}, 0},
 		{"ObserverReadsAfterAWakeUpWithoutAVersion", electsReleased(following(live)), 0, Observing, Decision{Action: Wait}, 0},
-		// A handover (notify.HandedOver): nothing to elect; the target adopts the
-		// lease from the read.
-		{"HandoverAsksForARead", following(live), -1, Campaigning, Decision{Action: Wait}, 0},
-		{"HandoverAsksForAReadWhenTheStoreElectsReleasedRows", electsReleased(following(live)), -1, Campaigning, Decision{Action: Wait}, 0},
-		{"HandoverBeforeAnyReadAsksForARead", electsReleased(func(*testing.T) *Machine {
+		// A handover to this candidate, or to one not named (notify.HandedOver):
+		// the election that wins a released row also claims a lease handed to
+		// this candidate's ID, sent at once; without it, the target reads first.
+		{"HandoverAsksForAReadWhenTheStoreCannotClaimWithoutAVersion", following(live), -1, Campaigning, Decision{Action: Wait}, 0},
+		{"HandoverIsClaimedAtOnceWhenTheStoreCan", electsReleased(following(live)), -1, Campaigning, Decision{Action: CampaignReleased, Version: 10}, 0},
+		{"HandoverBeforeAnyReadIsClaimedAtOnce", electsReleased(func(*testing.T) *Machine {
 			return New(store.Candidate{ID: "me", Incarnation: "inc-" + "me", Lease: lease}, renew)
-		}), -1, Campaigning, Decision{Action: Wait}, 0},
+		}), -1, Campaigning, Decision{Action: CampaignReleased}, 0},
+		{"PausedTargetReadsAfterAHandover", electsReleased(following(live)), -1, Abstaining, Decision{Action: Wait}, 0},
+		{"LeaderIgnoresAHandoverWakeUp", electsReleased(leading), -1, Campaigning, Decision{Action: Wait}, 0},
+		{"HandoverClaimsThatKeepLosingReadFirst", electsReleased(following(live)), -1, Campaigning, Decision{Action: Wait}, 2},
 		// A handover to another candidate (notify.HandedToAnother): a read a little
 		// later, after the target's.
 		{"HandoverToAnotherAsksForAReadAfterTheTargets", following(live), -2, Campaigning, Decision{Action: Wait, Wait: timing.HandoverReadDelay}, 0},

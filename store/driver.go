@@ -35,8 +35,10 @@ type Driver interface {
 	// handed over to cand.ID.
 	Elect(ctx context.Context, key string, cand Candidate, version int64) (term int64, won bool, err error)
 	// ElectReleased is Elect without a version: it wins only a row whose lease is
-	// released, whatever its version. A follower woken without a version (a MySQL
-	// named lock) elects with it in one round trip instead of a read and Elect.
+	// released, or handed over to cand.ID and not claimed yet, whatever its
+	// version. A follower woken without a version (a MySQL named lock), or a
+	// handover's target woken by its wake-up, elects with it in one round trip
+	// instead of a read and Elect.
 	ElectReleased(ctx context.Context, key string, cand Candidate) (term int64, won bool, err error)
 	// Renew bumps the version of key's row and resets its age, only if the row is
 	// still at version and held by id. It keeps the term.

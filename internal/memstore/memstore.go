@@ -253,16 +253,18 @@ func (s *Store) Elect(ctx context.Context, key string, cand store.Candidate, ver
 	})
 }
 
-// ElectReleased makes id the leader of key if its lease is released, whatever the
-// row's version (as the SQL stores' ElectReleased: a row with an invalid version is
-// not won). Version and term become the new term, which it returns.
+// ElectReleased makes id the leader of key if its lease is released, or handed over
+// to cand.ID and not claimed yet, whatever the row's version (as the SQL stores'
+// ElectReleased: a row with an invalid version is not won). Version and term
+// become the new term, which it returns.
 func (s *Store) ElectReleased(ctx context.Context, key string, cand store.Candidate) (term int64, won bool, err error) {
 	if err := validCandidate(key, cand); err != nil {
 		return 0, false, err
 	}
 	return s.writeTerm(ctx, OpElectReleased, key, func(now time.Time) int64 {
 		r := s.rows[key]
-		if r == nil || r.leader != "" || r.null == "leader_id" || r.version < 1 || rules.CheckVersion(r.version) != nil {
+		handed := r != nil && r.leader == cand.ID && r.handover == cand.ID && !r.stepdown
+		if r == nil || (r.leader != "" && !handed) || r.null == "leader_id" || r.version < 1 || rules.CheckVersion(r.version) != nil {
 			return 0
 		}
 		term := newTerm(r.version, now)

@@ -116,8 +116,11 @@ func (s *state) apply(sc *scenario, e event) {
 		}
 	case evWake:
 		v := s.relVer
-		if e.arg == 1 {
+		switch e.arg {
+		case 1:
 			v = 0 // a wake-up that carries no version
+		case 2:
+			v = -1 // a handover to p (notify.HandedOver), sent or not
 		}
 		d := p.m.Woken(v, s.part(p, now), 0)
 		s.campaigned(p, d, false)
@@ -199,7 +202,7 @@ func (s *state) exec(p *proc, c *call) {
 			c.ok, c.term = true, 1
 		}
 	case opElectReleased:
-		if releasedWins(r) || (s.revert&revElectReleasedAnyRow != 0 && r.exists) {
+		if releasedWins(r, p) || (s.revert&revElectReleasedAnyRow != 0 && r.exists) {
 			s.win(p, r.version+1)
 			c.ok, c.term = true, r.version+1
 		}

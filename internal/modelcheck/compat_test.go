@@ -18,9 +18,11 @@ func newMachine(p *proc) cas.Machine {
 	return *m
 }
 
-// releasedWins is the condition of the ElectReleased statement: the row is
-// released, whatever its version.
-func releasedWins(r row) bool { return r.exists && r.leader == "" && r.version >= 1 }
+// releasedWins is the condition of the ElectReleased statement by p: the row is
+// released, or handed over to p's ID and not claimed, whatever its version.
+func releasedWins(r row, p *proc) bool {
+	return r.exists && r.version >= 1 && (r.leader == "" || (r.leader == p.id && r.handover == p.id && !r.stepdown))
+}
 
 // record is what a read executed at database time now returns of r.
 func record(r row, now int, oneClock bool) store.Record {

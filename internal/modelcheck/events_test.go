@@ -20,7 +20,7 @@ const (
 	evHandover                 // p's user hands over to arg
 	evCrash                    // p's process dies
 	evRestart                  // p restarts (arg 1: with Resume of its last term)
-	evWake                     // p is woken with the last released version (arg 1: with none)
+	evWake                     // p is woken with the last released version (arg 1: with none, 2: as a handover's target)
 	evOutside                  // something bumps the row's version
 	evStepBack                 // tick_time steps back one unit
 	evRequest                  // a step-down request (arg: target slot, -1 none)
@@ -173,6 +173,7 @@ func (s *state) procEvents(sc *scenario, i int, out []event) []event {
 	}
 	if sc.electsReleased && p.ph == phFollow && p.cur.op == opNone {
 		e(evWake, 1)
+		e(evWake, 2)
 	}
 	return out
 }
@@ -246,8 +247,11 @@ func (s *state) describe(e event) string {
 	case evHandover:
 		return fmt.Sprintf(e.String(), p.name(), s.procs[e.arg].name())
 	case evWake:
-		if e.arg == 1 {
+		switch e.arg {
+		case 1:
 			return fmt.Sprintf("%s woken without a version", p.name())
+		case 2:
+			return fmt.Sprintf("%s woken as a handover's target", p.name())
 		}
 	case evRestart:
 		if e.arg == 1 {

@@ -38,6 +38,8 @@ func scenarios() []scenario {
 			horizon: 8, faults: 1, oneClock: true, leader: true, depth: 22},
 		{name: "HandoverToADuplicatedID", procs: []proc{a, candidate("b", "b10", 3, 2), candidate("b", "b20", 3, 2)},
 			horizon: 5, handover: true, target: "b", oneClock: true, leader: true, depth: 21},
+		{name: "HandoverToADuplicatedIDClaimedOnWakeups", procs: []proc{a, candidate("b", "b10", 3, 2), candidate("b", "b20", 3, 2)},
+			horizon: 5, handover: true, target: "b", electsReleased: true, oneClock: true, leader: true, depth: 19},
 		{name: "OutsideWriteTickStepBackAndStepDownRequests", procs: []proc{a, b}, horizon: 7, outside: 1, stepBack: 1, requests: 1,
 			handover: true, oneClock: true, leader: true, depth: 15},
 		{name: "LateRepliesAndAShortMargin", procs: []proc{a5, b5}, horizon: 7, faults: 1, late: true, oneClock: true, leader: true, depth: 17},

@@ -38,8 +38,10 @@ type queries struct {
 	observe string // key
 	insert  string // key, id; reports the new term
 	elect   string // id, key, oldVersion, leaseMicros; reports the new term
-	// electReleased: id, key; reports the new term. It wins only a released row
-	// whose version is valid (1 .. rules.VersionLimit-2), whatever the version.
+	// electReleased: id, incarnation, leaseMicros, key (then id twice on MySQL);
+	// reports the new term. It wins only a row whose version is valid (1 ..
+	// rules.VersionLimit-2), whatever the version, and whose lease is released or
+	// handed over to id and not yet claimed.
 	electReleased string
 	renew         string // newVersion, key, oldVersion, id
 	release       string // newVersion, key, oldVersion, id
@@ -353,16 +355,20 @@ func (c *Core) Elect(ctx context.Context, key string, cand store.Candidate, vers
 }
 
 // ElectReleased makes candidate c the leader of key if its lease is released (the
-// row has no leader), whatever the row's version, and returns the new term, chosen
-// as [Core.Elect] chooses it, which is also the row's new version. It is the
-// election of a follower woken by a release that carries no version (a MySQL named
-// lock): one round trip instead of a read and then [Core.Elect].
+// row has no leader) or was handed over to c.ID and not claimed yet
+// ([store.Record.Handed]), whatever the row's version, and returns the new term,
+// chosen as [Core.Elect] chooses it, which is also the row's new version. It is
+// the election of a follower woken by a release that carries no version (a MySQL
+// named lock), and the claim of a handover's target woken by its wake-up: one
+// round trip instead of a read and then [Core.Elect].
 //
-// It is as safe as Elect from the version a read showed released: no clock is
-// involved (a released lease is free for the taking at once), the statement judges
-// the row as it stands when it executes, and once one racer has won, the row has a
-// leader and every other racer's statement changes nothing. A row that is not
-// released (a live lease, a handover) or whose version is invalid is not won.
+// It is as safe as Elect from the version a read showed released or handed to c:
+// no clock is involved (such a lease is free for the taking at once, by anybody
+// or by c alone), the statement judges the row as it stands when it executes, and
+// once one racer has won, the row has a leader that no condition matches (a claim
+// clears handover_to) and every other racer's statement changes nothing. A row
+// with a live lease, handed to another candidate, or whose version is invalid is
+// not won.
 func (c *Core) ElectReleased(ctx context.Context, key string, cand store.Candidate) (term int64, won bool, err error) {
 	if err := c.validCandidate(key, cand); err != nil {
 		return 0, false, err
@@ -370,7 +376,11 @@ func (c *Core) ElectReleased(ctx context.Context, key string, cand store.Candida
 	if err := c.ready(ctx); err != nil {
 		return 0, false, err
 	}
-	term, won, err = c.writeTerm(ctx, c.q.electReleased, cand.ID, cand.Incarnation, cand.Lease.Microseconds(), key)
+	args := []any{cand.ID, cand.Incarnation, cand.Lease.Microseconds(), key}
+	if c.dialect == schema.MySQL { // see mysqlHanded
+		args = append(args, cand.ID, cand.ID)
+	}
+	term, won, err = c.writeTerm(ctx, c.q.electReleased, args...)
 	return term, won, c.wrap("elect released", key, err)
 }
 

@@ -24,7 +24,11 @@ const mysqlAge = `TIMESTAMPDIFF(MICROSECOND, tick_time, NOW(6))`
 // row records, or a lease handed over to the elector and not yet claimed (see
 // [store.Record.Handed]).
 const mysqlTakeable = `(leader_id = '' OR ` + mysqlAge + ` >= CASE WHEN lease > 0 THEN lease ELSE ? END` +
-	` OR (leader_id = ? AND handover_to = ? AND stepdown = 0))`
+	` OR ` + mysqlHanded + `)`
+
+// mysqlHanded is the condition of a lease handed over to the elector and not yet
+// claimed, with two placeholders for its ID.
+const mysqlHanded = `(leader_id = ? AND handover_to = ? AND stepdown = 0)`
 
 func mysqlQueries(t, _ string) queries {
 	const now = "NOW(6)"
@@ -37,7 +41,7 @@ func mysqlQueries(t, _ string) queries {
 			` WHERE elect_key = ? AND version = ? AND ` + mysqlTakeable,
 		electReleased: `UPDATE ` + t + ` SET term = LAST_INSERT_ID(` + mysqlNewTerm + `), version = ` + mysqlNewTerm +
 			`, leader_id = ?, incarnation = ?, lease = ?, tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +
-			` WHERE elect_key = ? AND leader_id = '' AND ` + releasedVersions,
+			` WHERE elect_key = ? AND ` + releasedVersions + ` AND (leader_id = '' OR ` + mysqlHanded + `)`,
 		renew: `UPDATE ` + t + ` SET version = ?, tick_time = ` + now + `, update_time = ` + now +
 			` WHERE elect_key = ? AND version = ? AND leader_id = ?`,
 		release: `UPDATE ` + t + ` SET version = ?, leader_id = '', incarnation = '', tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +

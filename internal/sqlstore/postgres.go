@@ -123,7 +123,13 @@ const (
 // placeholders.
 func pgTakeable(e, id, lease string) string {
 	return `(` + e + `leader_id = '' OR ` + e + `tick_time <= clock_timestamp() - (CASE WHEN ` + e + `lease > 0 THEN ` + e + `lease ELSE ` + lease + `::bigint END) * interval '1 microsecond'` +
-		` OR (` + e + `leader_id = ` + id + ` AND ` + e + `handover_to = ` + id + ` AND ` + e + `stepdown = 0))`
+		` OR ` + pgHanded(e, id) + `)`
+}
+
+// pgHanded is the condition of a lease of row e handed over to the elector whose
+// ID is the given placeholder and not yet claimed.
+func pgHanded(e, id string) string {
+	return `(` + e + `leader_id = ` + id + ` AND ` + e + `handover_to = ` + id + ` AND ` + e + `stepdown = 0)`
 }
 
 func postgresQueries(t, table string) queries {
@@ -137,7 +143,7 @@ func postgresQueries(t, table string) queries {
 			` WHERE elect_key = $4 AND version = $5 AND ` + pgTakeable("", "$1", "$3") + ` RETURNING term`,
 		electReleased: `UPDATE ` + t + ` SET version = ` + pgNewTerm + `, term = ` + pgNewTerm +
 			`, leader_id = $1, incarnation = $2, lease = $3, tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +
-			` WHERE elect_key = $4 AND leader_id = '' AND ` + releasedVersions + ` RETURNING term`,
+			` WHERE elect_key = $4 AND ` + releasedVersions + ` AND (leader_id = '' OR ` + pgHanded("", "$1") + `) RETURNING term`,
 		renew: `UPDATE ` + t + ` SET version = $1, tick_time = ` + now + `, update_time = ` + now +
 			` WHERE elect_key = $2 AND version = $3 AND leader_id = $4`,
 		release: `WITH u AS (UPDATE ` + t + ` SET version = $1, leader_id = '', incarnation = '', tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +

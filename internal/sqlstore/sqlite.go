@@ -26,7 +26,13 @@ const (
 // numbered placeholders.
 func sqliteTakeable(id, lease string) string {
 	return `(leader_id = '' OR ` + sqliteNow + ` - tick_time >= CASE WHEN lease > 0 THEN lease ELSE ` + lease + ` END` +
-		` OR (leader_id = ` + id + ` AND handover_to = ` + id + ` AND stepdown = 0))`
+		` OR ` + sqliteHanded(id) + `)`
+}
+
+// sqliteHanded is the condition of a lease handed over to the elector whose ID is
+// the given numbered placeholder and not yet claimed.
+func sqliteHanded(id string) string {
+	return `(leader_id = ` + id + ` AND handover_to = ` + id + ` AND stepdown = 0)`
 }
 
 func sqliteQueries(t, _ string) queries {
@@ -37,7 +43,7 @@ func sqliteQueries(t, _ string) queries {
 		elect: `UPDATE ` + t + ` SET version = ` + sqliteNewTerm + `, term = ` + sqliteNewTerm + `, leader_id = ?1, incarnation = ?2, lease = ?3, tick_time = ` + sqliteNow + `, handover_to = '', stepdown = 0, update_time = ` + sqliteNow +
 			` WHERE elect_key = ?4 AND version = ?5 AND ` + sqliteTakeable("?1", "?3") + ` RETURNING term`,
 		electReleased: `UPDATE ` + t + ` SET version = ` + sqliteNewTerm + `, term = ` + sqliteNewTerm + `, leader_id = ?1, incarnation = ?2, lease = ?3, tick_time = ` + sqliteNow + `, handover_to = '', stepdown = 0, update_time = ` + sqliteNow +
-			` WHERE elect_key = ?4 AND leader_id = '' AND ` + releasedVersions + ` RETURNING term`,
+			` WHERE elect_key = ?4 AND ` + releasedVersions + ` AND (leader_id = '' OR ` + sqliteHanded("?1") + `) RETURNING term`,
 		renew: `UPDATE ` + t + ` SET version = ?, tick_time = ` + sqliteNow + `, update_time = ` + sqliteNow +
 			` WHERE elect_key = ? AND version = ? AND leader_id = ?`,
 		release: `UPDATE ` + t + ` SET version = ?, leader_id = '', incarnation = '', tick_time = ` + sqliteNow + `, handover_to = '', stepdown = 0, update_time = ` + sqliteNow +

@@ -91,7 +91,7 @@ func Run(t *testing.T, h Harness) {
 		{"ElectJudgesTheLeaseTheRowRecords", electJudgesTheLeaseTheRowRecords},
 		{"HandedLeaseIsClaimedByOneElection", handedLeaseIsClaimedByOneElection},
 		{"ElectAfterReleaseWinsAtOnce", electAfterReleaseWinsAtOnce},
-		{"ElectReleasedWinsOnlyAReleasedRow", electReleasedWinsOnlyAReleasedRow},
+		{"ElectReleasedWinsOnlyAReleasedOrHandedRow", electReleasedWinsOnlyAReleasedOrHandedRow},
 		{"TwentyRacingElectorsYieldExactlyOneWinner", twentyRacingElectorsYieldExactlyOneWinner},
 		{"TermsOutrunARolledBackRow", termsOutrunARolledBackRow},
 		{"TermsIncreaseWithinOneClockTick", termsIncreaseWithinOneClockTick},
@@ -390,12 +390,14 @@ func electAfterReleaseWinsAtOnce(t *testing.T, h Harness) {
 	assert.Equal(t, term, rec.Term)
 }
 
-// electReleasedWinsOnlyAReleasedRow: the election of a woken follower that does not
-// know the row's version wins a released row whatever its version, in a new term,
-// and nothing else: not a live lease, not an expired one (only Elect judges expiry,
-// by the database clock), not a lease handed over or asked to step down, not a
-// missing row, and not a row that another racer has just won.
-func electReleasedWinsOnlyAReleasedRow(t *testing.T, h Harness) {
+// electReleasedWinsOnlyAReleasedOrHandedRow: the election of a woken follower that
+// does not know the row's version wins a released row whatever its version, in a
+// new term, and the lease handed over to its own ID (the claim of a handover's
+// target); nothing else: not a live lease, not an expired one (only Elect judges
+// expiry, by the database clock), not a lease handed over to another candidate or
+// asked to step down, not a missing row, and not a row that another racer has just
+// won or claimed.
+func electReleasedWinsOnlyAReleasedOrHandedRow(t *testing.T, h Harness) {
 	s, _ := open(t, h)
 	ctx := t.Context()
 
@@ -451,13 +453,42 @@ func electReleasedWinsOnlyAReleasedRow(t *testing.T, h Harness) {
 	noTerm(t, term, ok, err, "ElectReleased on an expired lease that was not released")
 	unchanged(t, s, expired)
 
-	// A lease handed over names its new leader: it is not released.
-	term, ok, err = s.Handover(ctx, "expired", "dead", v, "c")
-	newTerm(t, term, ok, err, v, "Handover")
+	// A lease handed over names its new leader: only that candidate claims it,
+	// once, in a new term.
+	handedTerm, ok, err := s.Handover(ctx, "expired", "dead", v, "c")
+	newTerm(t, handedTerm, ok, err, v, "Handover")
 	handed := observe(t, s, "expired")
+	require.True(t, handed.Handed())
 	term, ok, err = s.ElectReleased(ctx, "expired", store.Candidate{ID: "b"})
-	noTerm(t, term, ok, err, "ElectReleased on a lease handed over")
+	noTerm(t, term, ok, err, "ElectReleased on a lease handed over to another")
 	unchanged(t, s, handed)
+	claim := store.Candidate{ID: "c", Incarnation: "c-1", Lease: longLease}
+	term, ok, err = s.ElectReleased(ctx, "expired", claim)
+	term = newTerm(t, term, ok, err, handedTerm, "ElectReleased by the handover's target")
+	rec = observe(t, s, "expired")
+	assert.Equal(t, "c", rec.LeaderID)
+	assert.Equal(t, term, rec.Version, "the reported term is the row's new version")
+	assert.Equal(t, term, rec.Term)
+	assert.Equal(t, "c-1", rec.Incarnation, "the claim records the claimant's incarnation")
+	assert.Empty(t, rec.HandoverTo, "the claim clears the handover")
+	assert.False(t, rec.Handed())
+	claimed := observe(t, s, "expired")
+	term2, ok, err = s.ElectReleased(ctx, "expired", store.Candidate{ID: "c", Incarnation: "c-2", Lease: longLease})
+	noTerm(t, term2, ok, err, "ElectReleased of a claimed lease by a process with the same ID")
+	unchanged(t, s, claimed)
+	ok, err = s.Renew(ctx, "expired", "c", term)
+	won(t, ok, err, "Renew from the term of the claim")
+
+	// A step-down request that names the leader's own ID (handover_to = leader_id,
+	// as a handover leaves it) is not a handover (Record.Handed): not claimed.
+	ok, err = s.RequestStepDown(ctx, "expired", term+1, "c")
+	won(t, ok, err, "RequestStepDown to the leader's own ID")
+	asked = observe(t, s, "expired")
+	require.Equal(t, asked.LeaderID, asked.HandoverTo)
+	require.False(t, asked.Handed())
+	term, ok, err = s.ElectReleased(ctx, "expired", store.Candidate{ID: "c", Incarnation: "c-2", Lease: longLease})
+	noTerm(t, term, ok, err, "ElectReleased on a lease asked to step down")
+	unchanged(t, s, asked)
 }
 
 func twentyRacingElectorsYieldExactlyOneWinner(t *testing.T, h Harness) {

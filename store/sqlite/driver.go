@@ -32,7 +32,8 @@ func (s *Store) Elect(ctx context.Context, key string, cand store.Candidate, ver
 }
 
 // ElectReleased makes cand the leader of key in a new term that it returns, only
-// if the row's lease is released, whatever its version.
+// if the row's lease is released, or handed over to cand.ID and not claimed yet,
+// whatever its version.
 func (s *Store) ElectReleased(ctx context.Context, key string, cand store.Candidate) (term int64, won bool, err error) {
 	return s.core.ElectReleased(ctx, key, cand)
 }

@@ -174,20 +174,13 @@ func testWakeups(t *testing.T, want wakeupCounts, known bool, give func(t *testi
 	}
 }
 
-// TestStoreWakeupsPassAHandedOverLeaseWithOneRead: a handover's wake-up says so
-// (notify.HandedOver), and its target claims the lease from one read and one
-// election (a new term that one process only can win, so that two processes that
-// share the target's ID never both lead), where the wake-up path can carry it; a
-// MySQL named lock cannot, and the target first sends an election that changes
-// nothing.
-func TestStoreWakeupsPassAHandedOverLeaseWithOneRead(t *testing.T) {
-	testWakeups(t, wakeupCounts{
-		"PostgreSQL":                    {1, 1, "the notification says the lease was handed over: b reads the row that names it, and claims it"},
-		"MariaDB":                       {1, 2, "a lock grant cannot say it was a handover: one election that changes nothing, then the read and the claim"},
-		"MariaDBWakePool":               {1, 2, "the same locks, on a pool of their own"},
-		"SQLiteSecondDatabaseHandle":    {1, 1, "the wake-up file says the lease was handed over: b reads the row that names it, and claims it"},
-		"MariaDBOneStoreWakesInProcess": {1, 1, "woken in-process as handed over: b reads the row that names it, and claims it"},
-	}, false, func(t *testing.T, a *casleader.Elector) error { return a.HandoverTo(t.Context(), "b") })
+// TestStoreWakeupsClaimAHandedOverLeaseInOneRoundTrip: a handover's target is woken
+// (as handed over where the wake-up path can say so, without a version by a MySQL
+// named lock) and claims the lease with one election and no read: ElectReleased
+// wins a lease handed to its ID, in a new term that one process only can win, so
+// that two processes that share the target's ID never both lead.
+func TestStoreWakeupsClaimAHandedOverLeaseInOneRoundTrip(t *testing.T) {
+	testWakeups(t, handoverClaims, false, func(t *testing.T, a *casleader.Elector) error { return a.HandoverTo(t.Context(), "b") })
 }
 
 // TestHandoverWakesTheOtherFollowersToo: the followers that are not a handover's
@@ -233,18 +226,21 @@ func TestStoreWakeupsHandOverWithoutWaitingForAPoll(t *testing.T) {
 	}, false, func(t *testing.T, a *casleader.Elector) error { return a.ResignFor(t.Context(), time.Hour) })
 }
 
+// handoverClaims is what a handover's target does between its wake-up and leading.
+var handoverClaims = wakeupCounts{
+	"PostgreSQL":                    {0, 1, "the notification says the lease was handed over to b: b claims it without reading"},
+	"MariaDB":                       {0, 1, "a lock grant says nothing, yet the election that wins a released row also claims one handed to b"},
+	"MariaDBWakePool":               {0, 1, "the same locks, on a pool of their own"},
+	"SQLiteSecondDatabaseHandle":    {0, 1, "the wake-up file says the lease was handed over to b: b claims it without reading"},
+	"MariaDBOneStoreWakesInProcess": {0, 1, "woken in-process as handed over to b: b claims it without reading"},
+}
+
 // TestStoreWakeupsPassAResignedLeaseToTheKnownSuccessor: a leader whose members
 // reads show b live hands the lease to b when it resigns with a cool-down (one
-// compare-and-set that names b, not a release), and b claims it from one read,
-// as after HandoverTo, without waiting for its next read.
+// compare-and-set that names b, not a release), and b claims it in one round
+// trip, as after HandoverTo, without waiting for its next read.
 func TestStoreWakeupsPassAResignedLeaseToTheKnownSuccessor(t *testing.T) {
-	testWakeups(t, wakeupCounts{
-		"PostgreSQL":                    {1, 1, "the notification says the lease was handed over: b reads the row that names it, and claims it"},
-		"MariaDB":                       {1, 2, "a lock grant cannot say it was a handover: one election that changes nothing, then the read and the claim"},
-		"MariaDBWakePool":               {1, 2, "the same locks, on a pool of their own"},
-		"SQLiteSecondDatabaseHandle":    {1, 1, "the wake-up file says the lease was handed over: b reads the row that names it, and claims it"},
-		"MariaDBOneStoreWakesInProcess": {1, 1, "woken in-process as handed over: b reads the row that names it, and claims it"},
-	}, true, func(t *testing.T, a *casleader.Elector) error { return a.ResignFor(t.Context(), time.Hour) })
+	testWakeups(t, handoverClaims, true, func(t *testing.T, a *casleader.Elector) error { return a.ResignFor(t.Context(), time.Hour) })
 }
 
 func TestOneListenerPerStoreWhateverTheNumberOfElectors(t *testing.T) {

@@ -128,9 +128,48 @@ func TestHandoverWakesTheTargetKeyAtOnceAndOthersALittleLater(t *testing.T) {
 		time.Sleep(2 * time.Millisecond)
 		assert.Equal(t, r0+1, reads(), "read a few milliseconds later")
 
+		claims := st.Calls(memstore.OpElectReleased)
 		n.handOver(ks[0], "b")
 		time.Sleep(time.Microsecond)
-		assert.Equal(t, r0+2, reads(), "handed to this group: read at once")
+		assert.Equal(t, claims+1, st.Calls(memstore.OpElectReleased), "handed to this group: claimed at once")
+		assert.Equal(t, r0+2, reads(), "the row was not handed to b (a forged wake-up): the claim loses, and the row is read at once")
+	})
+}
+
+// TestManyKeysWokenAtOnceAreClaimedInBatches: keys woken without a version (or
+// handed over) one at a time are each claimed by a statement of their own, sent
+// at once; when many are woken together (a leader gave many up), those beyond
+// Parallel are read in one batch and claimed by batched elections, instead of a
+// statement per key queued behind each other.
+func TestManyKeysWokenAtOnceAreClaimedInBatches(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		ks := keys(20)
+		ctx := t.Context()
+		versions := map[string]int64{}
+		for _, k := range ks {
+			v, _, err := st.Insert(ctx, k, store.Candidate{ID: "x", Lease: lease})
+			require.NoError(t, err)
+			versions[k] = v
+		}
+		b := newGroup(t, st, "b", ks, func(c *casleader.GroupConfig) { c.PollInterval = 10 * lease; c.Parallel = 2 })
+		stop := running(t, b)
+		defer stop()
+		time.Sleep(time.Millisecond)
+		require.Zero(t, count(b, ks), "x leads every key")
+		for _, k := range ks {
+			_, ok, err := st.Handover(ctx, k, "x", versions[k], "b")
+			require.NoError(t, err)
+			require.True(t, ok)
+		}
+		reads0 := st.Calls(memstore.OpObserveMany) + st.Calls(memstore.OpObserve)
+		b.Wake(ks...) // one wake-up of all of them, without a version
+		time.Sleep(time.Millisecond)
+		assert.Equal(t, len(ks), count(b, ks), "b claimed every key handed to it, long before its next read")
+		assert.Equal(t, 2, st.Calls(memstore.OpElectReleased), "a statement of its own for Parallel keys")
+		reads := st.Calls(memstore.OpObserveMany) + st.Calls(memstore.OpObserve) - reads0
+		assert.Equal(t, 3, reads, "the other 18 keys read in batches of 7")
+		assert.Equal(t, 3, st.Calls(memstore.OpElectMany), "and claimed in batches of 7")
 	})
 }
 
