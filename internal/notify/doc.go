@@ -13,14 +13,14 @@
 // at which the lease was released, when it is known: the follower then sends its
 // election from that version without reading the row first. A wake-up without a
 // version (0: a named lock, a reconnected listener) sends the follower, when its
-// store can, into an election that wins only a released row whatever its version
-// (store.Driver.ElectReleased), followed by a read only if that did not win. A
-// handover's wake-up says so, and names its target: the target ([HandedOver]) reads
-// the row at once and adopts the lease it names from that read, with no write, and
-// the other followers ([HandedToAnother], for those subscribed with their ID:
-// [SubscribeAs]) read it a few milliseconds later, so that their reads do not
-// compete with the target's for the database and the host. On MySQL the named lock
-// cannot say it, and the target reads after an election that changes nothing.
+// store can, into an election that wins only a released row, or one handed over to
+// its ID, whatever its version (store.Driver.ElectReleased), followed by a read only
+// if that did not win. A handover's wake-up says so, and names its target: the
+// target ([HandedOver]) claims the lease at once with that election, and the other
+// followers ([HandedToAnother], for those subscribed with their ID: [SubscribeAs])
+// read the row a few milliseconds later, so that their reads do not compete with the
+// target's claim for the database and the host. On MySQL the named lock cannot say
+// it: every follower sends that election, which only the target's wins.
 //
 // Notifications are only a speed-up. Followers still read the row when the lease
 // they last observed can expire, and at least every poll interval, so a notifier that
@@ -52,9 +52,9 @@
 // of its own; the server grants it the moment the leader releases it, or the moment a
 // crashed leader's connection drops; the follower is woken (with no version: a lock
 // carries none) and then releases the lock. A woken elector tries to win the row if
-// it is released (one round trip), and reads it otherwise. A crashed leader's lease
-// still has to expire
-// in database time before anybody can take over: the wake-up only saves the poll. A
+// it is released or handed over to it (one round trip), and reads it otherwise. A
+// crashed leader's lease still has to expire in database time before anybody can
+// take over: the wake-up only saves the poll. A
 // lock granted at once (the new leader has not taken it yet, or runs without a
 // notifier) is retried after a pause, and after a few such grants the follower stops
 // waiting on that term. Lock names are "casleader:" + 32 hex digits of
