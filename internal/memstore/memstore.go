@@ -95,7 +95,13 @@ func takeable(r *row, cand store.Candidate, now time.Time) bool {
 	if now.Sub(r.tick).Microseconds() >= lease.Microseconds() {
 		return true
 	}
-	return r.leader == cand.ID && r.handover == cand.ID && !r.stepdown
+	return handedTo(r, cand.ID)
+}
+
+// handedTo reports whether r's lease was handed over to id and not claimed yet
+// (store.Record.Handed, naming id).
+func handedTo(r *row, id string) bool {
+	return r.leader == id && r.handover == id && !r.stepdown
 }
 
 // New returns a store whose table exists and is empty.
@@ -263,8 +269,7 @@ func (s *Store) ElectReleased(ctx context.Context, key string, cand store.Candid
 	}
 	return s.writeTerm(ctx, OpElectReleased, key, func(now time.Time) int64 {
 		r := s.rows[key]
-		handed := r != nil && r.leader == cand.ID && r.handover == cand.ID && !r.stepdown
-		if r == nil || (r.leader != "" && !handed) || r.null == "leader_id" || r.version < 1 || rules.CheckVersion(r.version) != nil {
+		if r == nil || (r.leader != "" && !handedTo(r, cand.ID)) || r.null == "leader_id" || r.version < 1 || rules.CheckVersion(r.version) != nil {
 			return 0
 		}
 		term := newTerm(r.version, now)
