@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/casleader/casleader/cas"
+	"github.com/casleader/casleader/internal/coalesce"
 	"github.com/casleader/casleader/internal/rules"
 	"github.com/casleader/casleader/internal/stream"
 	"github.com/casleader/casleader/internal/term"
@@ -42,6 +43,11 @@ var (
 	ErrDuplicateID = cas.ErrDuplicateID
 )
 
+// maxBatchWait is the longest an elector's statement waits to share a batched
+// statement with those of the other electors on its store (internal/coalesce):
+// at most a tenth of its heartbeat, and never more than this.
+const maxBatchWait = 100 * time.Millisecond
+
 // releaseTimeout bounds the release and handover writes sent when terms end.
 const releaseTimeout = 5 * time.Second
 
@@ -49,11 +55,16 @@ const releaseTimeout = 5 * time.Second
 // [Elector.Run]. Its methods are safe for concurrent use.
 //
 // It runs on the engine of a [Group] with one key: one protocol, one executor,
-// the same statements (single-key ones, one per round trip) and the same verbs.
+// the same statements and the same verbs. Electors given the same store value
+// share its statements while they run: a lone one sends single-key statements at
+// once, and many send their renewals, reads, releases, handovers and members rows
+// as the store's batched statements, each call waiting at most a tenth of its
+// heartbeat (elections are each elector's own).
 type Elector struct {
 	cfg Config
-	g   *Group  // the engine, with one key
-	sh  *shared // the key's trust, observed leader and stream
+	st  *coalesce.Store // st shared with the other electors on it while Run runs
+	g   *Group          // the engine, with one key
+	sh  *shared         // the key's trust, observed leader and stream
 	log *slog.Logger
 
 	mu        sync.Mutex
@@ -86,7 +97,8 @@ func New(st store.Driver, cfg Config) (*Elector, error) {
 	if f := cfg.OnStartedLeading; f != nil {
 		gc.OnStartedLeading = func(ctx context.Context, _ string, token int64) { f(ctx, token) }
 	}
-	g, err := NewGroup(st, gc)
+	e.st = coalesce.New(st, min(cfg.HeartbeatInterval/10, maxBatchWait))
+	g, err := NewGroup(e.st, gc)
 	if err != nil {
 		return nil, err
 	}
@@ -249,7 +261,9 @@ func (e *Elector) Run(ctx context.Context) error {
 		return err
 	}
 	defer close(done) // last: after the callbacks and running = false
+	leave := e.st.Join()
 	err = e.g.Run(ctx)
+	leave()
 	switch {
 	case errors.Is(err, ErrDuplicateID):
 		e.log.Error("casleader: election stopped: give every candidate a unique ID and restart", "error", err)

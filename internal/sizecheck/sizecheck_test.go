@@ -104,10 +104,13 @@ func TestDialectPackagesLinkOnlyTheirDriver(t *testing.T) {
 // (about 30 KB of sqlstore), the engine's batching, balance and verbs (about 100
 // KB of code) and their tables: 364 KB on the PostgreSQL program (1,662,300 above
 // pgxpool), 372 KB on the MySQL one (1,684,281). It still fails at regexp or pgx's
-// type system.
+// type system. It was raised to 1,850,000 on 2026-11-28, when single-key electors
+// on one store came to share its statements (internal/coalesce: 32 KB of code,
+// 92 KB of binary with its tables and debug information; PostgreSQL program
+// 1,683,106 above pgxpool before, 1,774,897 after). It still fails at regexp.
 const (
 	goal  = 1_000_000
-	limit = 1_750_000
+	limit = 1_850_000
 )
 
 // TestBinarySizeNearTheDriverAlone builds each example program and its

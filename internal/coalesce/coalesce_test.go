@@ -1,0 +1,237 @@
+package coalesce
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/casleader/casleader/internal/memstore"
+	"github.com/casleader/casleader/store"
+)
+
+const wait = 10 * time.Millisecond
+
+// held puts n rows led by "a" at version 5 and returns their keys.
+func held(st *memstore.Store, n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("k%03d", i)
+		st.Put(store.Record{Key: keys[i], Version: 5, Term: 5, LeaderID: "a", Lease: time.Hour, Incarnation: "a1"})
+	}
+	return keys
+}
+
+// joined returns n handles on st that have joined, and leaves them at the test's end.
+func joined(t *testing.T, st store.Driver, n int) []*Store {
+	hs := make([]*Store, n)
+	for i := range hs {
+		hs[i] = New(st, wait)
+		t.Cleanup(hs[i].Join())
+	}
+	return hs
+}
+
+func TestALoneCallIsTheSingleKeyStatement(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		keys := held(st, 1)
+		h := joined(t, st, 1)[0]
+		for v := int64(5); v < 8; v++ {
+			ok, err := h.Renew(t.Context(), keys[0], "a", v)
+			require.NoError(t, err)
+			require.True(t, ok, "renewal from version %d", v)
+			time.Sleep(time.Second) // a heartbeat: the queue is quiet again
+		}
+		assert.Equal(t, 3, st.Calls(memstore.OpRenew))
+		assert.Zero(t, st.Calls(memstore.OpRenewMany))
+	})
+}
+
+// TestConcurrentRenewalsShareStatementsWithExactOutcomes renews 200 keys at once
+// from 200 handles, a quarter of them from a version the rows are not at: each
+// gets its own compare-and-set's outcome, and the statements are batches.
+func TestConcurrentRenewalsShareStatementsWithExactOutcomes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		keys := held(st, 200)
+		hs := joined(t, st, len(keys))
+		got := make([]bool, len(keys))
+		var wg sync.WaitGroup
+		for i, h := range hs {
+			wg.Go(func() {
+				v := int64(5)
+				if i%4 == 0 {
+					v = 4 // stale: must lose
+				}
+				ok, err := h.Renew(t.Context(), keys[i], "a", v)
+				assert.NoError(t, err)
+				got[i] = ok
+			})
+		}
+		wg.Wait()
+		for i, k := range keys {
+			rec, _, err := st.Observe(t.Context(), k)
+			require.NoError(t, err)
+			assert.Equal(t, i%4 != 0, got[i], "key %s", k)
+			assert.Equal(t, map[bool]int64{true: 6, false: 5}[i%4 != 0], rec.Version, "key %s", k)
+		}
+		singles, batches := st.Calls(memstore.OpRenew), st.Calls(memstore.OpRenewMany)
+		t.Logf("%d single statements, %d batches for %d renewals", singles, batches, len(keys))
+		assert.LessOrEqual(t, singles+batches, 6, "four at once (the burst), then batches")
+		assert.Positive(t, batches)
+	})
+}
+
+// TestABatchNeverHoldsAKeyTwice: two renewals of one key from one version, sent
+// together, are two compare-and-sets: one wins.
+func TestABatchNeverHoldsAKeyTwice(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		keys := held(st, 10)
+		hs := joined(t, st, 12)
+		for i := range 4 { // spend the burst
+			_, err := hs[0].Renew(t.Context(), keys[i], "a", 5)
+			require.NoError(t, err)
+		}
+		won := make([]bool, 8)
+		var wg sync.WaitGroup
+		for i := range won {
+			wg.Go(func() {
+				// keys 4..7 each twice, from the same version
+				ok, err := hs[i].Renew(t.Context(), keys[4+i%4], "a", 5)
+				assert.NoError(t, err)
+				won[i] = ok
+			})
+		}
+		wg.Wait()
+		for i := range 4 {
+			assert.True(t, won[i] != won[i+4], "key %s: exactly one of its two renewals wins", keys[4+i])
+		}
+		assert.Positive(t, st.Calls(memstore.OpRenewMany))
+	})
+}
+
+// TestACallerThatStopsWaitingLeavesTheOthers: a caller whose context ends gets a
+// transient error; the batch goes on for the others.
+func TestACallerThatStopsWaitingLeavesTheOthers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		keys := held(st, 8)
+		hs := joined(t, st, 8)
+		for i := range 4 {
+			_, err := hs[0].Renew(t.Context(), keys[i], "a", 5)
+			require.NoError(t, err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), wait/2)
+		defer cancel()
+		var wg sync.WaitGroup
+		var gone error
+		wg.Go(func() { _, gone = hs[4].Renew(ctx, keys[4], "a", 5) })
+		got := make([]bool, 3)
+		for i := range got {
+			wg.Go(func() {
+				ok, err := hs[5+i].Renew(t.Context(), keys[5+i], "a", 5)
+				assert.NoError(t, err)
+				got[i] = ok
+			})
+		}
+		wg.Wait()
+		assert.ErrorIs(t, gone, store.ErrTransient)
+		assert.ErrorIs(t, gone, context.DeadlineExceeded)
+		assert.Equal(t, []bool{true, true, true}, got)
+		rec, _, err := st.Observe(t.Context(), keys[4])
+		require.NoError(t, err)
+		assert.Equal(t, int64(5), rec.Version, "the call that stopped waiting before its batch left was not sent")
+	})
+}
+
+// TestReadsAndReleasesShareStatements covers the other election calls.
+func TestReadsAndReleasesShareStatements(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		keys := held(st, 50)
+		hs := joined(t, st, len(keys))
+		var wg sync.WaitGroup
+		for i, h := range hs {
+			wg.Go(func() {
+				rec, found, err := h.Observe(t.Context(), keys[i])
+				assert.NoError(t, err)
+				assert.True(t, found)
+				assert.Equal(t, keys[i], rec.Key)
+				_, found, err = h.Observe(t.Context(), "missing-"+keys[i])
+				assert.NoError(t, err)
+				assert.False(t, found)
+				ok, err := h.Release(t.Context(), keys[i], "a", 5)
+				assert.NoError(t, err)
+				assert.True(t, ok)
+			})
+		}
+		wg.Wait()
+		assert.Positive(t, st.Calls(memstore.OpObserveMany))
+		assert.Positive(t, st.Calls(memstore.OpReleaseMany))
+		assert.Less(t, st.Calls(memstore.OpObserve)+st.Calls(memstore.OpObserveMany), 2*len(keys)/4)
+		for _, k := range keys {
+			rec, _, err := st.Observe(t.Context(), k)
+			require.NoError(t, err)
+			assert.Empty(t, rec.LeaderID, "key %s released", k)
+		}
+	})
+}
+
+// TestAnErrorReachesEveryCallOfItsBatch: a batch that fails fails each call in it,
+// and the store's classification is kept.
+func TestAnErrorReachesEveryCallOfItsBatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		keys := held(st, 10)
+		hs := joined(t, st, 10)
+		for i := range 4 {
+			_, err := hs[0].Renew(t.Context(), keys[i], "a", 5)
+			require.NoError(t, err)
+		}
+		down := fmt.Errorf("%w: connection refused", store.ErrTransient)
+		st.FailNext(memstore.OpRenewMany, down)
+		var wg sync.WaitGroup
+		errs := make([]error, 6)
+		for i := range errs {
+			wg.Go(func() { _, errs[i] = hs[4+i].Renew(t.Context(), keys[4+i], "a", 5) })
+		}
+		wg.Wait()
+		for i, err := range errs {
+			assert.True(t, errors.Is(err, store.ErrTransient), "call %d: %v", i, err)
+		}
+	})
+}
+
+func TestHandlesLeaveTheRegistry(t *testing.T) {
+	st := memstore.New()
+	a, b := New(st, wait), New(st, wait)
+	leaveA, leaveB := a.Join(), b.Join()
+	assert.Same(t, a.hub.Load(), b.hub.Load(), "handles on one store share one hub")
+	leaveA()
+	assert.Nil(t, a.hub.Load())
+	leaveB()
+	registry.mu.Lock()
+	defer registry.mu.Unlock()
+	assert.NotContains(t, registry.hubs, store.Driver(st))
+}
+
+// unhashable is a decorator whose value cannot be a map key.
+type unhashable struct {
+	store.Driver
+	tags []string
+}
+
+func TestAStoreThatCannotBeAMapKeyIsNotShared(t *testing.T) {
+	h := New(unhashable{Driver: memstore.New()}, wait)
+	leave := h.Join()
+	defer leave()
+	assert.Nil(t, h.hub.Load())
+}
