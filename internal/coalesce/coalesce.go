@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -146,6 +147,16 @@ func strs(ins []any) []string {
 	return keys
 }
 
+// unique returns keys without repeats, in their order.
+func unique(keys []string) []string {
+	seen := make(map[string]bool, len(keys))
+	return slices.DeleteFunc(keys, func(k string) bool {
+		dup := seen[k]
+		seen[k] = true
+		return dup
+	})
+}
+
 // wonOf sets each output of a batch of compare-and-sets on held: a termWon for
 // each key of held, ok when the key is in won.
 func wonOf(held []store.KeyVersion, won []store.Won, outs []any) {
@@ -258,7 +269,7 @@ func (s *Store) Observe(ctx context.Context, key string) (store.Record, bool, er
 	}
 	q := get(h, shape{op: "observe"}, s.wait, one,
 		func(ctx context.Context, ins []any, outs []any, errs []error) {
-			recs, err := h.st.ObserveMany(ctx, strs(ins))
+			recs, err := h.st.ObserveMany(ctx, unique(strs(ins)))
 			if errors.Is(err, store.ErrInvalidRow) {
 				for i, in := range ins {
 					outs[i], errs[i] = one(ctx, in)
@@ -271,7 +282,7 @@ func (s *Store) Observe(ctx context.Context, key string) (store.Record, bool, er
 				outs[i] = observed{rec, ok}
 			}
 		})
-	out, err := q.do(ctx, key, key, s.wait)
+	out, err := q.do(ctx, "", key, s.wait) // reads of one key share a batch and its row
 	o, _ := out.(observed)
 	return o.rec, o.found, err
 }
@@ -358,9 +369,9 @@ func (s *Store) MembersOf(ctx context.Context, keys []string, within time.Durati
 	if h == nil || len(keys) != 1 {
 		return s.Driver.MembersOf(ctx, keys, within)
 	}
-	out, err := s.members(ctx, h, shape{op: "members", d: within}, keys[0], keys[0],
+	out, err := s.members(ctx, h, shape{op: "members", d: within}, "", keys[0],
 		func(ctx context.Context, ins []any, outs []any) error {
-			ms, err := h.st.MembersOf(ctx, strs(ins), within)
+			ms, err := h.st.MembersOf(ctx, unique(strs(ins)), within)
 			byKey := map[string][]store.Member{}
 			for _, m := range ms {
 				byKey[m.Key] = append(byKey[m.Key], m)

@@ -235,3 +235,29 @@ func TestAStoreThatCannotBeAMapKeyIsNotShared(t *testing.T) {
 	defer leave()
 	assert.Nil(t, h.hub.Load())
 }
+
+// TestReadsOfOneKeyShareABatch: the followers of one key on one store read its
+// row together, in one statement, not one after another.
+func TestReadsOfOneKeyShareABatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		keys := held(st, 1)
+		hs := joined(t, st, 50)
+		for range 4 { // spend the burst
+			_, _, err := hs[0].Observe(t.Context(), keys[0])
+			require.NoError(t, err)
+		}
+		var wg sync.WaitGroup
+		for _, h := range hs {
+			wg.Go(func() {
+				rec, found, err := h.Observe(t.Context(), keys[0])
+				assert.NoError(t, err)
+				assert.True(t, found)
+				assert.Equal(t, int64(5), rec.Version)
+			})
+		}
+		wg.Wait()
+		assert.Equal(t, 4, st.Calls(memstore.OpObserve))
+		assert.Equal(t, 1, st.Calls(memstore.OpObserveMany))
+	})
+}

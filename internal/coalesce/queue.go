@@ -16,7 +16,7 @@ import (
 type call struct {
 	ctx  context.Context
 	in   any
-	key  string    // "" for calls that never conflict (a prune)
+	key  string    // what no batch holds twice; "" for calls that never conflict (reads, a prune)
 	due  time.Time // the latest instant it is sent, whether a token is free or not
 	out  any
 	err  error
