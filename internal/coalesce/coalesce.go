@@ -200,36 +200,30 @@ func (s *Store) cas(ctx context.Context, h *hub, k shape, kv store.KeyVersion,
 // Renew is store.Driver.Renew, sent in a batch with the renewals of the other
 // handles for the same ID.
 func (s *Store) Renew(ctx context.Context, key, id string, version int64) (bool, error) {
-	h := s.hub.Load()
-	if h == nil {
-		return s.Driver.Renew(ctx, key, id, version)
-	}
-	_, ok, err := s.cas(ctx, h, shape{op: "renew", id: id}, store.KeyVersion{Key: key, Version: version},
-		func(ctx context.Context, kv store.KeyVersion) (int64, bool, error) {
-			ok, err := h.st.Renew(ctx, kv.Key, id, kv.Version)
-			return 0, ok, err
-		},
-		func(ctx context.Context, held []store.KeyVersion) ([]store.Won, error) {
-			return h.st.RenewMany(ctx, id, held)
-		})
-	return ok, err
+	return s.keep(ctx, "renew", key, id, version, store.Driver.Renew, store.Driver.RenewMany)
 }
 
 // Release is store.Driver.Release, sent in a batch with the releases of the
 // other handles for the same ID.
 func (s *Store) Release(ctx context.Context, key, id string, version int64) (bool, error) {
+	return s.keep(ctx, "release", key, id, version, store.Driver.Release, store.Driver.ReleaseMany)
+}
+
+// keep sends a compare-and-set of id's lease on key that keeps its term (op,
+// one and many: a renewal or a release), in a batch with the other handles'.
+func (s *Store) keep(ctx context.Context, op, key, id string, version int64,
+	one func(store.Driver, context.Context, string, string, int64) (bool, error),
+	many func(store.Driver, context.Context, string, []store.KeyVersion) ([]store.Won, error)) (bool, error) {
 	h := s.hub.Load()
 	if h == nil {
-		return s.Driver.Release(ctx, key, id, version)
+		return one(s.Driver, ctx, key, id, version)
 	}
-	_, ok, err := s.cas(ctx, h, shape{op: "release", id: id}, store.KeyVersion{Key: key, Version: version},
+	_, ok, err := s.cas(ctx, h, shape{op: op, id: id}, store.KeyVersion{Key: key, Version: version},
 		func(ctx context.Context, kv store.KeyVersion) (int64, bool, error) {
-			ok, err := h.st.Release(ctx, kv.Key, id, kv.Version)
+			ok, err := one(h.st, ctx, kv.Key, id, kv.Version)
 			return 0, ok, err
 		},
-		func(ctx context.Context, held []store.KeyVersion) ([]store.Won, error) {
-			return h.st.ReleaseMany(ctx, id, held)
-		})
+		func(ctx context.Context, held []store.KeyVersion) ([]store.Won, error) { return many(h.st, ctx, id, held) })
 	return ok, err
 }
 
