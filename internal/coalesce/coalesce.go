@@ -223,7 +223,9 @@ func (s *Store) keep(ctx context.Context, op, key, id string, version int64,
 			ok, err := one(h.st, ctx, kv.Key, id, kv.Version)
 			return 0, ok, err
 		},
-		func(ctx context.Context, held []store.KeyVersion) ([]store.Won, error) { return many(h.st, ctx, id, held) })
+		func(ctx context.Context, held []store.KeyVersion) ([]store.Won, error) {
+			return many(h.st, ctx, id, held)
+		})
 	return ok, err
 }
 
