@@ -45,7 +45,9 @@ var (
 
 // maxBatchWait is the longest an elector's statement waits to share a batched
 // statement with those of the other electors on its store (internal/coalesce):
-// at most a tenth of its heartbeat, and never more than this.
+// at most a tenth of its heartbeat, and never more than this. Its members rows,
+// written once a lease and live for a quarter lease more, wait up to ten times
+// that, at most an eighth of the lease.
 const maxBatchWait = 100 * time.Millisecond
 
 // releaseTimeout bounds the release and handover writes sent when terms end.
@@ -97,7 +99,8 @@ func New(st store.Driver, cfg Config) (*Elector, error) {
 	if f := cfg.OnStartedLeading; f != nil {
 		gc.OnStartedLeading = func(ctx context.Context, _ string, token int64) { f(ctx, token) }
 	}
-	e.st = coalesce.New(st, min(cfg.HeartbeatInterval/10, maxBatchWait))
+	wait := min(cfg.HeartbeatInterval/10, maxBatchWait)
+	e.st = coalesce.New(st, wait, min(10*wait, cfg.LeaseDuration/8))
 	g, err := NewGroup(e.st, gc)
 	if err != nil {
 		return nil, err

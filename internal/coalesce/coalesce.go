@@ -33,14 +33,15 @@ import (
 // that has joined ([Store.Join]), and straight to the store otherwise.
 type Store struct {
 	store.Driver
-	wait time.Duration // the longest an election call waits to join a batch
-	hub  atomic.Pointer[hub]
+	wait        time.Duration // the longest an election call waits to join a batch
+	membersWait time.Duration // the longest a members call waits
+	hub         atomic.Pointer[hub]
 }
 
-// New returns a handle on st whose election calls wait at most wait (members
-// calls ten times that) to join a batch.
-func New(st store.Driver, wait time.Duration) *Store {
-	return &Store{Driver: st, wait: max(wait, time.Millisecond)}
+// New returns a handle on st whose election calls wait at most wait to join a
+// batch, and its members calls (written once a lease) at most membersWait.
+func New(st store.Driver, wait, membersWait time.Duration) *Store {
+	return &Store{Driver: st, wait: max(wait, time.Millisecond), membersWait: max(membersWait, time.Millisecond)}
 }
 
 var registry struct {
@@ -95,10 +96,11 @@ func acquire(st store.Driver) (h *hub) {
 
 // hub holds the queues of one shared store, one per statement shape.
 type hub struct {
-	st    store.Driver
-	refs  int // handles joined, under registry.mu
-	mu    sync.Mutex
-	queue map[shape]*queue
+	st     store.Driver
+	refs   int // handles joined, under registry.mu
+	mu     sync.Mutex
+	queue  map[shape]*queue
+	pruned map[time.Duration]time.Time // the last prune sent, by age
 }
 
 // shape names the statement a queue sends: its op and what every call of the
@@ -108,7 +110,9 @@ type shape struct {
 	d          time.Duration
 }
 
-func newHub(st store.Driver) *hub { return &hub{st: st, queue: map[shape]*queue{}} }
+func newHub(st store.Driver) *hub {
+	return &hub{st: st, queue: map[shape]*queue{}, pruned: map[time.Duration]time.Time{}}
+}
 
 // get returns h's queue of shape k, made with one and many the first time.
 func get(h *hub, k shape, wait time.Duration, one func(context.Context, any) (any, error), many func(context.Context, []any, []any, []error)) *queue {
@@ -283,21 +287,17 @@ func (s *Store) Observe(ctx context.Context, key string) (store.Record, bool, er
 	return o.rec, o.found, err
 }
 
-// membersWait is how much longer than an election call a members call may wait
-// to join a batch: the members rows are written once a lease.
-const membersWait = 10
-
 // members sends a members call through the queue of shape k: in goes into
 // the batch, whose inputs many sends in one call. key is what no batch holds twice.
 func (s *Store) members(ctx context.Context, h *hub, k shape, key string, in any,
 	many func(ctx context.Context, ins []any, outs []any) error) (any, error) {
 	batch := func(ctx context.Context, ins []any, outs []any, errs []error) { fanOut(errs, many(ctx, ins, outs)) }
-	q := get(h, k, membersWait*s.wait, func(ctx context.Context, in any) (any, error) {
+	q := get(h, k, s.membersWait, func(ctx context.Context, in any) (any, error) {
 		outs := make([]any, 1)
 		err := many(ctx, []any{in}, outs)
 		return outs[0], err
 	}, batch)
-	return q.do(ctx, key, in, membersWait*s.wait)
+	return q.do(ctx, key, in, s.membersWait)
 }
 
 // PutMembers is store.Driver.PutMembers; a call with one row is sent in a batch
@@ -330,12 +330,17 @@ func (s *Store) DeleteMembers(ctx context.Context, id string, keys []string) err
 	return err
 }
 
-// PruneMembers is store.Driver.PruneMembers; the prunes of the handles that wait
-// together are one statement, and each is told how many rows it deleted.
+// PruneMembers is store.Driver.PruneMembers. Handles share it: the prunes that
+// wait together are one statement, each told how many rows it deleted, and a
+// prune asked within a tenth of olderThan (a lease, for the members' PruneAge)
+// after the last one of the store deletes nothing new and is not sent.
 func (s *Store) PruneMembers(ctx context.Context, olderThan time.Duration) (int64, error) {
 	h := s.hub.Load()
 	if h == nil {
 		return s.Driver.PruneMembers(ctx, olderThan)
+	}
+	if !h.pruneDue(olderThan, time.Now()) {
+		return 0, nil
 	}
 	out, err := s.members(ctx, h, shape{op: "prune members", d: olderThan}, "", nil,
 		func(ctx context.Context, _ []any, outs []any) error {
@@ -347,6 +352,18 @@ func (s *Store) PruneMembers(ctx context.Context, olderThan time.Duration) (int6
 		})
 	n, _ := out.(int64)
 	return n, err
+}
+
+// pruneDue reports whether a prune of rows older than olderThan is due at now,
+// and if so counts it as sent.
+func (h *hub) pruneDue(olderThan time.Duration, now time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if last, ok := h.pruned[olderThan]; ok && now.Sub(last) < olderThan/10 {
+		return false
+	}
+	h.pruned[olderThan] = now
+	return true
 }
 
 // Members is store.Driver.Members, sent in a batch with the other handles'

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -32,7 +33,7 @@ func held(st *memstore.Store, n int) []string {
 func joined(t *testing.T, st store.Driver, n int) []*Store {
 	hs := make([]*Store, n)
 	for i := range hs {
-		hs[i] = New(st, wait)
+		hs[i] = New(st, wait, 10*wait)
 		t.Cleanup(hs[i].Join())
 	}
 	return hs
@@ -212,7 +213,7 @@ func TestAnErrorReachesEveryCallOfItsBatch(t *testing.T) {
 
 func TestHandlesLeaveTheRegistry(t *testing.T) {
 	st := memstore.New()
-	a, b := New(st, wait), New(st, wait)
+	a, b := New(st, wait, wait), New(st, wait, wait)
 	leaveA, leaveB := a.Join(), b.Join()
 	assert.Same(t, a.hub.Load(), b.hub.Load(), "handles on one store share one hub")
 	leaveA()
@@ -230,7 +231,7 @@ type unhashable struct {
 }
 
 func TestAStoreThatCannotBeAMapKeyIsNotShared(t *testing.T) {
-	h := New(unhashable{Driver: memstore.New()}, wait)
+	h := New(unhashable{Driver: memstore.New()}, wait, wait)
 	leave := h.Join()
 	defer leave()
 	assert.Nil(t, h.hub.Load())
@@ -260,4 +261,40 @@ func TestReadsOfOneKeyShareABatch(t *testing.T) {
 		assert.Equal(t, 4, st.Calls(memstore.OpObserve))
 		assert.Equal(t, 1, st.Calls(memstore.OpObserveMany))
 	})
+}
+
+// TestPrunesAreSharedAndSpaced: the handles' prunes of the members table are one
+// statement per tenth of the age they prune at, whatever the number of handles.
+func TestPrunesAreSharedAndSpaced(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &pruneCounter{Driver: memstore.New()}
+		hs := joined(t, st, 100)
+		const age = 10 * time.Second
+		for range 3 { // 900 ms, each handle pruning every 300 ms
+			var wg sync.WaitGroup
+			for _, h := range hs {
+				wg.Go(func() {
+					_, err := h.PruneMembers(t.Context(), age)
+					assert.NoError(t, err)
+				})
+			}
+			wg.Wait()
+			time.Sleep(300 * time.Millisecond)
+		}
+		assert.Equal(t, int64(1), st.n.Load(), "one prune per age/10 (1 s): the later rounds come within it")
+		time.Sleep(100 * time.Millisecond) // 1 s since the first
+		_, err := hs[0].PruneMembers(t.Context(), age)
+		require.NoError(t, err)
+		assert.Equal(t, int64(2), st.n.Load())
+	})
+}
+
+type pruneCounter struct {
+	store.Driver
+	n atomic.Int64
+}
+
+func (p *pruneCounter) PruneMembers(ctx context.Context, olderThan time.Duration) (int64, error) {
+	p.n.Add(1)
+	return p.Driver.PruneMembers(ctx, olderThan)
 }
