@@ -12,13 +12,16 @@
 // Under load a queue sends one batch per wait on average (a burst of four at
 // once), and a call waits at most its handle's wait, which the elector derives
 // from its heartbeat, so that a queued renewal costs a small, bounded part of
-// the trust it is renewing (trust counts from before the wait). Elections and
-// inserts are not shared: each carries the candidate's own incarnation.
+// the trust it is renewing (trust counts from before the wait). Elections are not
+// shared (each carries its candidate's own incarnation): they go one statement
+// each, a few at a time per store, so that electors starting together queue in
+// the process rather than on the database's locks.
 package coalesce
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"sync"
@@ -101,7 +104,16 @@ type hub struct {
 	mu     sync.Mutex
 	queue  map[shape]*queue
 	pruned map[time.Duration]time.Time // the last prune sent, by age
+	elect  chan struct{}               // a slot per election in flight (electSlots)
 }
+
+// electSlots is how many elections (one statement each: they are not shared) the
+// handles of one store send at once. The others wait their turn, in order, under
+// their own deadline: when a thousand electors start together, their inserts queue
+// here rather than as a thousand writers on the database (SQLite's one write lock
+// let a few through a second), and the batched renewals of those already leading
+// keep their place.
+const electSlots = 4
 
 // shape names the statement a queue sends: its op and what every call of the
 // batch must share.
@@ -111,7 +123,7 @@ type shape struct {
 }
 
 func newHub(st store.Driver) *hub {
-	return &hub{st: st, queue: map[shape]*queue{}, pruned: map[time.Duration]time.Time{}}
+	return &hub{st: st, queue: map[shape]*queue{}, pruned: map[time.Duration]time.Time{}, elect: make(chan struct{}, electSlots)}
 }
 
 // get returns h's queue of shape k, made with one and many the first time.
@@ -199,6 +211,38 @@ func (s *Store) cas(ctx context.Context, h *hub, k shape, kv store.KeyVersion,
 	out, err := q.do(ctx, kv.Key, kv, s.wait)
 	tw, _ := out.(termWon)
 	return tw.term, tw.ok, err
+}
+
+// Insert is store.Driver.Insert, sent when one of the store's election slots is free.
+func (s *Store) Insert(ctx context.Context, key string, cand store.Candidate) (int64, bool, error) {
+	return s.election(ctx, func() (int64, bool, error) { return s.Driver.Insert(ctx, key, cand) })
+}
+
+// Elect is store.Driver.Elect, sent when one of the store's election slots is free.
+func (s *Store) Elect(ctx context.Context, key string, cand store.Candidate, version int64) (int64, bool, error) {
+	return s.election(ctx, func() (int64, bool, error) { return s.Driver.Elect(ctx, key, cand, version) })
+}
+
+// ElectReleased is store.Driver.ElectReleased, sent when one of the store's
+// election slots is free.
+func (s *Store) ElectReleased(ctx context.Context, key string, cand store.Candidate) (int64, bool, error) {
+	return s.election(ctx, func() (int64, bool, error) { return s.Driver.ElectReleased(ctx, key, cand) })
+}
+
+// election sends send in one of the hub's election slots, or at once when s has
+// not joined; when ctx ends first it is not sent.
+func (s *Store) election(ctx context.Context, send func() (int64, bool, error)) (int64, bool, error) {
+	h := s.hub.Load()
+	if h == nil {
+		return send()
+	}
+	select {
+	case h.elect <- struct{}{}:
+	case <-ctx.Done():
+		return 0, false, fmt.Errorf("%w: %w", store.ErrTransient, ctx.Err())
+	}
+	defer func() { <-h.elect }()
+	return send()
 }
 
 // Renew is store.Driver.Renew, sent in a batch with the renewals of the other

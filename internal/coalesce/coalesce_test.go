@@ -298,3 +298,47 @@ func (p *pruneCounter) PruneMembers(ctx context.Context, olderThan time.Duration
 	p.n.Add(1)
 	return p.Driver.PruneMembers(ctx, olderThan)
 }
+
+// slowInserts counts the inserts in flight, each taking a second.
+type slowInserts struct {
+	store.Driver
+	now, most atomic.Int64
+}
+
+func (s *slowInserts) Insert(ctx context.Context, key string, cand store.Candidate) (int64, bool, error) {
+	n := s.now.Add(1)
+	defer s.now.Add(-1)
+	for m := s.most.Load(); n > m && !s.most.CompareAndSwap(m, n); m = s.most.Load() {
+	}
+	time.Sleep(time.Second)
+	return s.Driver.Insert(ctx, key, cand)
+}
+
+// TestElectionsWaitForASlot: twenty electors starting at once send at most
+// electSlots elections at a time, each its own statement; one that cannot get a
+// slot before its deadline is not sent.
+func TestElectionsWaitForASlot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &slowInserts{Driver: memstore.New()}
+		hs := joined(t, st, 21)
+		var wg sync.WaitGroup
+		for i, h := range hs[:20] {
+			wg.Go(func() {
+				term, ok, err := h.Insert(t.Context(), fmt.Sprintf("k%02d", i), store.Candidate{ID: "a", Incarnation: fmt.Sprint(i), Lease: time.Hour})
+				assert.NoError(t, err)
+				assert.True(t, ok)
+				assert.Positive(t, term)
+			})
+		}
+		synctest.Wait()
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		_, _, err := hs[20].Insert(ctx, "late", store.Candidate{ID: "a", Incarnation: "late", Lease: time.Hour})
+		assert.ErrorIs(t, err, store.ErrTransient)
+		wg.Wait()
+		assert.Equal(t, int64(electSlots), st.most.Load())
+		_, found, err := st.Observe(t.Context(), "late")
+		require.NoError(t, err)
+		assert.False(t, found, "an election that never had a slot is not sent")
+	})
+}
