@@ -6,7 +6,7 @@
 // candidates and the library's defaults costs the database server, counted apart
 // from the server's other clients, -load-for; see serverload.go), scale (100,000 keys led by this process
 // and followed by a second process it starts, -scale-keys, -scale-for), electors
-// (10,000 single-key Electors over one pool, -electors) and, only when asked,
+// (10,000 single-key Electors on one store, beside one group, -electors) and, only when asked,
 // saturate (the election under pgbench on PostgreSQL and sysbench on MariaDB, which
 // must be installed and their databases initialised: see BENCHMARKS.md), and
 // roundtrip (what each statement of a handover costs on PostgreSQL and MariaDB,
@@ -66,7 +66,7 @@ func main() {
 	satTerm := flag.Duration("saturate-term", 20*time.Second, "saturate: how long each term runs before its leader is killed")
 	pgbenchDB := flag.String("pgbench-db", "pgbench", "database initialised with pgbench -i -s 50 for the saturation run")
 	sysbenchDB := flag.String("sysbench-db", "sbtest", "MariaDB database prepared with sysbench oltp_write_only --tables=4 --table-size=250000 for the saturation run")
-	electorsN := flag.Int("electors", 10000, "single-key electors of the electors run, over one pool")
+	electorsN := flag.Int("electors", 10000, "single-key electors of the electors run, on one store")
 	electorsFor := flag.Duration("electors-for", time.Minute, "measuring window of the electors run")
 	followJSON := flag.String("follow", "", "internal: run as the follower process of the scale run")
 	shardsKeys := flag.Int("shards-keys", 1000, "keys of the shards run (each of its four candidate processes runs a balanced group over all of them)")

@@ -170,7 +170,7 @@ func markdown(w io.Writer, rs []result, ref map[string]string) {
 		}
 	}
 	generic(w, rs, "scale", "Scale: one process leads the keys, another process follows them (pool of 8 each, heartbeat 1 s)")
-	generic(w, rs, "electors", "Many single-key electors in one process over one pool")
+	generic(w, rs, "electors", "Many single-key electors in one process on one store")
 	generic(w, rs, "saturate", "Election under a saturating load on the same server (default timings)")
 }
 
