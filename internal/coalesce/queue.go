@@ -41,6 +41,7 @@ type queue struct {
 
 	mu      sync.Mutex
 	pending []*call
+	due     time.Time // the earliest due of pending
 	timer   *time.Timer
 	at      time.Time // when timer fires; zero when it is not set
 }
@@ -59,6 +60,9 @@ func (q *queue) do(ctx context.Context, key string, in any, wait time.Duration) 
 	c := &call{ctx: ctx, in: in, key: key, due: now.Add(wait), done: make(chan struct{}), run: make(chan struct{})}
 	q.mu.Lock()
 	q.pending = append(q.pending, c)
+	if len(q.pending) == 1 || c.due.Before(q.due) {
+		q.due = c.due
+	}
 	q.schedule(now)
 	q.mu.Unlock()
 	select {
@@ -83,12 +87,7 @@ func (q *queue) do(ctx context.Context, key string, in any, wait time.Duration) 
 // and sets the timer for the next instant one of these can change. q.mu is held.
 func (q *queue) schedule(now time.Time) {
 	for len(q.pending) > 0 {
-		due := q.pending[0].due // calls are appended in order, each with its own wait
-		for _, c := range q.pending[1:] {
-			if c.due.Before(due) {
-				due = c.due
-			}
-		}
+		due := q.due
 		tokens := q.lim.TokensAt(now)
 		if len(q.pending) < store.MaxBatch && now.Before(due) && tokens < 1 {
 			untilToken := time.Duration((1 - tokens) / float64(q.lim.Limit()) * float64(time.Second))
@@ -143,6 +142,12 @@ func (q *queue) take() []*call {
 		}
 	}
 	q.pending = rest
+	q.due = time.Time{}
+	for _, c := range rest {
+		if q.due.IsZero() || c.due.Before(q.due) {
+			q.due = c.due
+		}
+	}
 	return batch
 }
 
