@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/time/rate"
 
 	"github.com/casleader/casleader/internal/memstore"
 	"github.com/casleader/casleader/store"
@@ -341,4 +342,31 @@ func TestElectionsWaitForASlot(t *testing.T) {
 		require.NoError(t, err)
 		assert.False(t, found, "an election that never had a slot is not sent")
 	})
+}
+
+// A queue waiting for a token re-arms its timer for the instant the token is
+// there. Rounded down, that instant was now for a limiter a few nanoseconds
+// short of a token: the timer fired at once, found no token and was armed for
+// now again, without end (in a synctest bubble, time never moved on, and an
+// elector's renewal waited for ever).
+func TestATokenIsWaitedForUntilItIsThere(t *testing.T) {
+	for _, every := range []time.Duration{time.Millisecond, 3 * time.Millisecond, wait, 100 * time.Millisecond} {
+		lim := rate.NewLimiter(rate.Every(every), 4)
+		start := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
+		require.True(t, lim.AllowN(start, 4))
+		long := 0
+		for i := range 20000 {
+			now := start.Add(time.Duration(i) * every / 20000)
+			if lim.TokensAt(now) >= 1 {
+				continue
+			}
+			d := untilToken(lim, now)
+			require.Positive(t, d, "every %v, %v after the burst", every, now.Sub(start))
+			require.GreaterOrEqual(t, lim.TokensAt(now.Add(d)), 1.0, "every %v, %v after the burst", every, now.Sub(start))
+			if d > every {
+				long++
+			}
+		}
+		assert.Zero(t, long, "every %v: the wait is never longer than one token's time", every)
+	}
 }

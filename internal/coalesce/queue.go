@@ -3,6 +3,7 @@ package coalesce
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -90,8 +91,7 @@ func (q *queue) schedule(now time.Time) {
 		due := q.due
 		tokens := q.lim.TokensAt(now)
 		if len(q.pending) < store.MaxBatch && now.Before(due) && tokens < 1 {
-			untilToken := time.Duration((1 - tokens) / float64(q.lim.Limit()) * float64(time.Second))
-			q.arm(now.Add(min(due.Sub(now), untilToken)))
+			q.arm(now.Add(min(due.Sub(now), untilToken(q.lim, now))))
 			return
 		}
 		q.lim.AllowN(now, 1) // takes the token when there is one: a due or full batch goes without
@@ -101,6 +101,19 @@ func (q *queue) schedule(now time.Time) {
 			close(r.run)
 		}
 	}
+}
+
+// untilToken returns how long from now until lim has a whole token: never zero,
+// and at that instant the token is there. Computed in floating point alone, the
+// time rounds down (a token of 0.9999999 is a few nanoseconds short, truncated
+// to none), and a timer re-armed for now fires at once without time passing.
+func untilToken(lim *rate.Limiter, now time.Time) time.Duration {
+	short := 1 - lim.TokensAt(now)
+	d := max(time.Duration(math.Ceil(short/float64(lim.Limit())*float64(time.Second))), 1)
+	for lim.TokensAt(now.Add(d)) < 1 {
+		d *= 2
+	}
+	return d
 }
 
 // arm sets the timer to fire at at, unless it fires earlier already.
