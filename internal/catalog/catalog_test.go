@@ -75,6 +75,32 @@ func TestUpgradeAddsTheNewColumns(t *testing.T) {
 	}
 }
 
+// TestUpgradeMembersAddsTheIncarnationColumn: a members table made before the
+// incarnation column gets it, with a default that keeps its rows; a current one,
+// a missing one and another's table need none.
+func TestUpgradeMembersAddsTheIncarnationColumn(t *testing.T) {
+	t.Parallel()
+	var current, old []catalog.FoundColumn
+	for _, name := range catalog.MembersColumns {
+		current = append(current, catalog.FoundColumn{Name: name})
+		if name != "incarnation" {
+			old = append(old, catalog.FoundColumn{Name: name})
+		}
+	}
+	for _, d := range dialects {
+		for _, none := range [][]catalog.FoundColumn{current, nil, {{Name: "id"}, {Name: "name"}}} {
+			stmts, err := catalog.UpgradeMembers(d, "t_members", none)
+			require.NoError(t, err)
+			assert.Empty(t, stmts, "%s: %v needs nothing", d, none)
+		}
+		stmts, err := catalog.UpgradeMembers(d, "t_members", old)
+		require.NoError(t, err)
+		require.Len(t, stmts, 1, "%s", d)
+		assert.Contains(t, stmts[0], "ADD COLUMN incarnation")
+		assert.Contains(t, stmts[0], "NOT NULL DEFAULT ''")
+	}
+}
+
 func TestCheckColumns(t *testing.T) {
 	t.Parallel()
 	for _, d := range dialects {

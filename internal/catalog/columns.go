@@ -55,6 +55,29 @@ var added = map[string]string{"lease": "0", "incarnation": "''"}
 // default, so that a table made by an earlier version keeps its rows; nil when
 // none is missing. Other wrong columns are left to [CheckColumns].
 func Upgrade(d schema.Dialect, table string, found []FoundColumn) ([]string, error) {
+	return upgrade(d, table, found, Columns, added)
+}
+
+// MembersColumns lists the members table's columns.
+var MembersColumns = []string{"elect_key", "member_id", "role", "paused", "priority", "incarnation", "seen_at"}
+
+// membersAdded holds the columns that later versions added to the members table,
+// with the default that every existing row gets (see [UpgradeMembers]). A row
+// whose incarnation is empty was written by such a version.
+var membersAdded = map[string]string{"incarnation": "''"}
+
+// UpgradeMembers is [Upgrade] for the members table table: the statements that
+// add the columns of [MembersColumns] that later versions added (incarnation)
+// and that found lacks; nil when none is missing, or when found is not a members
+// table of an earlier version (missing, or another's).
+func UpgradeMembers(d schema.Dialect, table string, found []FoundColumn) ([]string, error) {
+	return upgrade(d, table, found, MembersColumns, membersAdded)
+}
+
+// upgrade returns the statements that add to table the columns of cols that are
+// in later (with their defaults) and that found lacks, provided found has every
+// other column of cols.
+func upgrade(d schema.Dialect, table string, found []FoundColumn, cols []string, later map[string]string) ([]string, error) {
 	quoted, err := ident.Quote(d, table)
 	if err != nil {
 		return nil, err
@@ -63,14 +86,14 @@ func Upgrade(d schema.Dialect, table string, found []FoundColumn) ([]string, err
 	for _, c := range found {
 		have[strings.ToLower(c.Name)] = true
 	}
-	for _, name := range Columns {
-		if _, ok := added[name]; !ok && !have[name] {
-			return nil, nil // not a table of an earlier version (missing, or another's): CheckColumns says so
+	for _, name := range cols {
+		if _, ok := later[name]; !ok && !have[name] {
+			return nil, nil // not a table of an earlier version (missing, or another's): the checks say so
 		}
 	}
 	var out []string
-	for _, name := range Columns {
-		if def, ok := added[name]; ok && !have[name] {
+	for _, name := range cols {
+		if def, ok := later[name]; ok && !have[name] {
 			out = append(out, addColumn(d, quoted, name, columnKinds[name])+" DEFAULT "+def)
 		}
 	}

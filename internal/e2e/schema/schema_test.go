@@ -83,6 +83,11 @@ func TestDDLCreatesTheQuotedTableWithEveryColumn(t *testing.T) {
 		}
 		_, err := schema.DDL(d, "t; DROP TABLE x")
 		assert.ErrorIs(t, err, schema.ErrInvalidTable, "%s", d)
+		ddl, err := schema.MembersDDL(d, "elections")
+		require.NoError(t, err, "%s", d)
+		for _, col := range catalog.MembersColumns {
+			assert.Regexp(t, `(?m)^\s+`+col+`\s`, ddl, "%s: members column %s", d, col)
+		}
 	}
 }
 
