@@ -18,6 +18,11 @@ type Member struct {
 	Paused bool
 	// Priority is the candidate's configured priority (higher is preferred).
 	Priority int64
+	// Incarnation is the running process that last wrote the row
+	// ([Candidate.Incarnation]); "" when written by a version before the column,
+	// or read from a members table without it. PutMembers writes it, Members and
+	// MembersOf return it.
+	Incarnation string
 	// Age is how long ago, by the database clock at the read, the candidate last
 	// wrote its row. It is zero in writes.
 	Age time.Duration

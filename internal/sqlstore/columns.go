@@ -84,7 +84,8 @@ func (c *Core) Check(ctx context.Context) error {
 }
 
 // checkMembersKey refuses a members table that exists without its primary key
-// (rows would pile up, and the preferred-leader rule read them). A missing
+// (rows would pile up, and the preferred-leader rule read them), and notes
+// whether it has the incarnation column (see [Core.membersShape]). A missing
 // members table, or one this user may not see, is left to the members view's own
 // warnings: elections do not need it.
 func (c *Core) checkMembersKey(ctx context.Context) error {
@@ -93,6 +94,7 @@ func (c *Core) checkMembersKey(ctx context.Context) error {
 	if err != nil || len(found) == 0 {
 		return nil
 	}
+	c.noteMembers(found)
 	return schemaKeyError(c.dialect, name, key, catalog.MembersKey)
 }
 

@@ -67,6 +67,9 @@ type Core struct {
 	checked  *atomic.Bool  // the table passed Check
 	hub      *notify.Hub
 	wakeups  *notify.Wakeups // see Wakeups
+	// membersInc is whether the members table has the incarnation column
+	// (membersUnknown, membersWithIncarnation, membersWithout; see membersShape).
+	membersInc *atomic.Int32
 }
 
 // New returns the engine of a store for dialect d on b, for the election table
@@ -100,7 +103,7 @@ func New(d schema.Dialect, table string, b Backend, classify func(error) error) 
 	}
 	hub := notify.NewHub()
 	return Core{dialect: d, table: table, q: build(quoted, table), b: b, classify: classify, bq: bq, wsrep: new(atomic.Int32), checked: new(atomic.Bool),
-		hub: hub, wakeups: notify.NewWakeups(table, hub, nil)}, nil
+		hub: hub, wakeups: notify.NewWakeups(table, hub, nil), membersInc: new(atomic.Int32)}, nil
 }
 
 // Listen makes lis (built on [Core.Hub]) the cross-process part of the store's

@@ -61,10 +61,15 @@ func (c *Core) createTable(ctx context.Context) error {
 }
 
 // CreateMembersTable creates the members table if it is missing, and checks its
-// key, with the rules of [Core.CreateTable].
+// key, with the rules of [Core.CreateTable]. A members table made by an earlier
+// version gets the columns added since (incarnation) when this user may alter
+// it; otherwise the store reads and writes its rows without them.
 func (c *Core) CreateMembersTable(ctx context.Context) error {
 	ddl, err := schema.MembersDDL(c.dialect, c.table)
 	if err != nil {
+		return err
+	}
+	if err := c.upgradeMembers(ctx); err != nil {
 		return err
 	}
 	return c.ensure(ctx, c.MembersTable(), ddl, c.checkMembers)
@@ -98,7 +103,8 @@ func (c *Core) ensure(ctx context.Context, table, ddl string, check func(context
 	return fmt.Errorf("create table %s (%s): %w", table, c.dialect, cerr)
 }
 
-// checkMembers verifies that the members table exists with its primary key.
+// checkMembers verifies that the members table exists with its primary key, and
+// notes whether it has the incarnation column (see [Core.membersShape]).
 func (c *Core) checkMembers(ctx context.Context) error {
 	name := c.MembersTable()
 	found, key, err := c.columns(ctx, name)
@@ -108,6 +114,7 @@ func (c *Core) checkMembers(ctx context.Context) error {
 	if len(found) == 0 {
 		return &store.MissingTableError{Table: name, Dialect: string(c.dialect), Op: "check", Err: ErrMissingTable}
 	}
+	c.noteMembers(found)
 	return schemaKeyError(c.dialect, name, key, catalog.MembersKey)
 }
 

@@ -17,13 +17,47 @@ import (
 // election. Its statements never touch the election table: registering is one
 // upsert per candidate (per group) and period, on a path of its own.
 
-// membersColumns is the number of arguments per row of an upsert.
-const membersColumns = 5
-
 // membersQueries builds one dialect's statements on the members table t (quoted).
 type membersQueries struct {
 	d schema.Dialect
 	t string
+	// inc reports that the table has the incarnation column: a members table made
+	// by an earlier version, that this user may not alter, has not (see
+	// [Core.membersShape]). Without it, writes leave it out and reads return "".
+	inc bool
+}
+
+// written returns the columns that an upsert writes from its arguments, in the
+// order of [membersQueries.row].
+func (m membersQueries) written() []string {
+	cols := []string{"elect_key", "member_id", "role", "paused", "priority"}
+	if m.inc {
+		cols = append(cols, "incarnation")
+	}
+	return cols
+}
+
+// row returns the arguments of an upsert for r, in the order of
+// [membersQueries.written].
+func (m membersQueries) row(r store.Member) []any {
+	paused := 0
+	if r.Paused {
+		paused = 1
+	}
+	args := []any{r.Key, r.ID, r.Role, paused, r.Priority}
+	if m.inc {
+		args = append(args, r.Incarnation)
+	}
+	return args
+}
+
+// incarnation is what the reads select as the incarnation: the column, or an
+// empty string for a table without it.
+func (m membersQueries) incarnation() string {
+	if m.inc {
+		return "incarnation"
+	}
+	return "''"
 }
 
 // ph returns the i-th placeholder (1-based).
@@ -58,7 +92,8 @@ func (m membersQueries) age() string {
 	}
 }
 
-// upsert writes n rows of (key, id, role, paused, priority), seen now. MySQL's
+// upsert writes n rows of the columns [membersQueries.written] (key, id, role,
+// paused, priority, and incarnation when the table has it), seen now. MySQL's
 // REPLACE is used because its upsert cannot name the inserted values without
 // VALUES(), which is deprecated in MySQL and fails in its new form on MariaDB; the
 // members table has no triggers or foreign keys, so a replaced row is just a new row.
@@ -69,19 +104,24 @@ func (m membersQueries) upsert(n int) string {
 	} else {
 		b.WriteString("INSERT INTO ")
 	}
-	b.WriteString(m.t + " (elect_key, member_id, role, paused, priority, seen_at) VALUES ")
+	cols := m.written()
+	b.WriteString(m.t + " (" + strings.Join(cols, ", ") + ", seen_at) VALUES ")
 	for i := range n {
 		if i > 0 {
 			b.WriteString(", ")
 		}
 		b.WriteString("(")
-		for j := 1; j <= membersColumns; j++ {
-			b.WriteString(m.ph(i*membersColumns+j) + ", ")
+		for j := 1; j <= len(cols); j++ {
+			b.WriteString(m.ph(i*len(cols)+j) + ", ")
 		}
 		b.WriteString(m.now() + ")")
 	}
 	if m.d != schema.MySQL {
-		b.WriteString(" ON CONFLICT (elect_key, member_id) DO UPDATE SET role = excluded.role, paused = excluded.paused, priority = excluded.priority, seen_at = excluded.seen_at")
+		set := make([]string, 0, len(cols)-1)
+		for _, c := range append(cols[2:len(cols):len(cols)], "seen_at") { // all but the key
+			set = append(set, c+" = excluded."+c)
+		}
+		b.WriteString(" ON CONFLICT (elect_key, member_id) DO UPDATE SET " + strings.Join(set, ", "))
 	}
 	return b.String()
 }
@@ -101,11 +141,13 @@ func (m membersQueries) remove(n int) string {
 }
 
 // list reads the rows of a key (first argument) seen within a bound in
-// microseconds (second argument).
+// microseconds (second argument): ID, role, paused, priority, incarnation (empty
+// when the table has no such column) and age.
 func (m membersQueries) list() string {
 	// The age is computed once per row, so that the bound and the age returned
 	// agree (PostgreSQL's clock_timestamp() moves within a statement).
-	return `SELECT member_id, role, paused, priority, age FROM (SELECT member_id, role, paused, priority, ` + m.age() + ` AS age FROM ` + m.t +
+	return `SELECT member_id, role, paused, priority, incarnation, age FROM (SELECT member_id, role, paused, priority, ` +
+		m.incarnation() + ` AS incarnation, ` + m.age() + ` AS age FROM ` + m.t +
 		` WHERE elect_key = ` + m.ph(1) + `) AS m WHERE age <= ` + m.ph(2) + ` ORDER BY member_id`
 }
 
@@ -139,6 +181,13 @@ func (c *Core) wrapMembers(op, name string, err error) error {
 		return fmt.Errorf("%w: members table %q does not exist: create it with `casleader migrate`, schema.Apply or the store's CreateTable (%s %s): %w",
 			store.ErrDeployment, name, op, c.dialect, err)
 	}
+	if errors.Is(err, ErrWrongColumns) {
+		// The table changed since its columns were read (re-created by an earlier
+		// version, say): the next call reads them again.
+		c.membersInc.Store(membersUnknown)
+		return fmt.Errorf("%w: members table %q lacks a column that this store reads or writes (%s %s): the next call reads its columns again; `casleader migrate` adds the missing ones: %w",
+			store.ErrDeployment, name, op, c.dialect, err)
+	}
 	return fmt.Errorf("%s members table %q: %w", op, name, err)
 }
 
@@ -148,27 +197,38 @@ func (c *Core) MembersTable() string {
 	return name
 }
 
+// validateMember checks the names of a row to write: its key and ID, and its
+// incarnation when it has one.
+func validateMember(m store.Member) error {
+	if err := rules.ValidateNames(m.Key, m.ID); err != nil {
+		return err
+	}
+	if m.Incarnation != "" {
+		return rules.ValidateName("incarnation", m.Incarnation)
+	}
+	return nil
+}
+
 // PutMembers records members as seen now by the database clock: one statement per
-// [store.MaxBatch] rows. Their Age is ignored. It never touches the election table.
+// [store.MaxBatch] rows. Their Age is ignored; their Incarnation is written when
+// the table has the column (see [Core.membersShape]). It never touches the
+// election table.
 func (c *Core) PutMembers(ctx context.Context, ms []store.Member) error {
 	q, name, err := c.members()
 	if err != nil {
 		return err
 	}
 	for _, m := range ms {
-		if err := rules.ValidateNames(m.Key, m.ID); err != nil {
+		if err := validateMember(m); err != nil {
 			return err
 		}
 	}
+	q.inc = c.membersShape(ctx)
 	for len(ms) > 0 {
 		n := min(len(ms), store.MaxBatch)
-		args := make([]any, 0, n*membersColumns)
+		args := make([]any, 0, n*len(q.written()))
 		for _, m := range ms[:n] {
-			paused := 0
-			if m.Paused {
-				paused = 1
-			}
-			args = append(args, m.Key, m.ID, m.Role, paused, m.Priority)
+			args = append(args, q.row(m)...)
 		}
 		if _, err := c.b.Exec(ctx, q.upsert(n), args...); err != nil {
 			return c.wrapMembers("write", name, err)
@@ -217,6 +277,7 @@ func (c *Core) Members(ctx context.Context, key string, within time.Duration) ([
 	if within <= 0 {
 		return nil, fmt.Errorf("%w: members within %v: the bound must be positive", store.ErrInvalidArgument, within)
 	}
+	q.inc = c.membersShape(ctx)
 	rows, err := c.b.Query(ctx, q.list(), key, within.Microseconds())
 	if err != nil {
 		return nil, c.wrapMembers("read", name, err)
@@ -228,7 +289,7 @@ func (c *Core) Members(ctx context.Context, key string, within time.Duration) ([
 			m                        store.Member
 			paused, priority, micros int64
 		)
-		if err := rows.Scan(&m.ID, &m.Role, &paused, &priority, &micros); err != nil {
+		if err := rows.Scan(&m.ID, &m.Role, &paused, &priority, &m.Incarnation, &micros); err != nil {
 			return nil, c.wrapMembers("read", name, err)
 		}
 		m.Key, m.Paused, m.Priority = key, paused != 0, priority

@@ -20,7 +20,8 @@ func (m membersQueries) listOf(n int) string {
 		}
 		in.WriteString(m.ph(i + 1))
 	}
-	return `SELECT elect_key, member_id, role, paused, priority, age FROM (SELECT elect_key, member_id, role, paused, priority, ` + m.age() + ` AS age FROM ` + m.t +
+	return `SELECT elect_key, member_id, role, paused, priority, incarnation, age FROM (SELECT elect_key, member_id, role, paused, priority, ` +
+		m.incarnation() + ` AS incarnation, ` + m.age() + ` AS age FROM ` + m.t +
 		` WHERE elect_key IN (` + in.String() + `)) AS m WHERE age <= ` + m.ph(n+1) + ` ORDER BY elect_key, member_id`
 }
 
@@ -41,6 +42,7 @@ func (c *Core) MembersOf(ctx context.Context, keys []string, within time.Duratio
 	if within <= 0 {
 		return nil, fmt.Errorf("%w: members within %v: the bound must be positive", store.ErrInvalidArgument, within)
 	}
+	q.inc = c.membersShape(ctx)
 	var out []store.Member
 	for len(keys) > 0 {
 		n := min(len(keys), store.MaxBatch)
@@ -68,7 +70,7 @@ func (c *Core) readMembers(ctx context.Context, query, name string, args []any, 
 			m                        store.Member
 			paused, priority, micros int64
 		)
-		if err := rows.Scan(&m.Key, &m.ID, &m.Role, &paused, &priority, &micros); err != nil {
+		if err := rows.Scan(&m.Key, &m.ID, &m.Role, &paused, &priority, &m.Incarnation, &micros); err != nil {
 			return c.wrapMembers("read", name, err)
 		}
 		m.Paused, m.Priority = paused != 0, priority

@@ -20,15 +20,25 @@ func membersIDs(ms []store.Member) []string {
 	return out
 }
 
+// incarnations returns the members' incarnations, in the order read.
+func incarnations(ms []store.Member) []string {
+	out := []string{}
+	for _, m := range ms {
+		out = append(out, m.Incarnation)
+	}
+	return out
+}
+
 // membersAreWrittenReadAndDeleted: the members table holds one row per key and
 // candidate, read back per key (by ID) and for many keys (by key and ID) with an
-// age by the store's clock, deleted per candidate and key, and pruned by age only.
+// age by the store's clock and the incarnation written, deleted per candidate and
+// key, and pruned by age only.
 func membersAreWrittenReadAndDeleted(t *testing.T, h Harness) {
 	s, _ := open(t, h)
 	ctx := t.Context()
 	require.NoError(t, s.PutMembers(ctx, []store.Member{
-		{Key: "k1", ID: "b", Role: members.RoleFollower, Priority: 1},
-		{Key: "k1", ID: "a", Role: members.RoleLeader, Priority: 2},
+		{Key: "k1", ID: "b", Role: members.RoleFollower, Priority: 1, Incarnation: "b-1"},
+		{Key: "k1", ID: "a", Role: members.RoleLeader, Priority: 2, Incarnation: "a-1"},
 		{Key: "k2", ID: "a", Role: members.RoleFollower, Paused: true},
 	}))
 	ms, err := s.Members(ctx, "k1", time.Minute)
@@ -39,16 +49,20 @@ func membersAreWrittenReadAndDeleted(t *testing.T, h Harness) {
 		assert.Less(t, m.Age, freshAge, "a row just written")
 	}
 	assert.Equal(t, int64(2), ms[0].Priority)
+	assert.Equal(t, []string{"a-1", "b-1"}, incarnations(ms), "each row's incarnation")
 	ms, err = s.MembersOf(ctx, []string{"k2", "k1"}, time.Minute)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"k1/a:leader", "k1/b:follower", "k2/a:follower"}, membersIDs(ms), "ordered by key and ID")
 	assert.True(t, ms[2].Paused)
+	assert.Equal(t, []string{"a-1", "b-1", ""}, incarnations(ms), "each row's incarnation, none written for k2")
 
-	require.NoError(t, s.PutMembers(ctx, []store.Member{{Key: "k1", ID: "b", Role: members.RoleLeader}}))
+	// b's next process rewrites its row with its own incarnation.
+	require.NoError(t, s.PutMembers(ctx, []store.Member{{Key: "k1", ID: "b", Role: members.RoleLeader, Incarnation: "b-2"}}))
 	require.NoError(t, s.DeleteMembers(ctx, "a", []string{"k1"}))
 	ms, err = s.Members(ctx, "k1", time.Minute)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"k1/b:leader"}, membersIDs(ms), "a's row of k1 deleted, b's rewritten")
+	assert.Equal(t, []string{"b-2"}, incarnations(ms), "the rewrite replaced the incarnation")
 	n, err := s.PruneMembers(ctx, time.Hour)
 	require.NoError(t, err)
 	assert.Zero(t, n, "no row is an hour old")

@@ -133,7 +133,8 @@ func dropAll(t *testing.T, name string, st creator) {
 
 // TestCreateTableOnSQLiteNeedsNoWriteWhenTheTablesExist: on SQLite, least
 // privilege is a connection that may not write the schema: a read-only one.
-// CreateTable on tables that exist and are right succeeds without writing; on a
+// CreateTable on tables that exist and are right (or on a members table of an
+// earlier version, which it may not upgrade) succeeds without writing; on a
 // missing table it says to run `casleader migrate` once.
 func TestCreateTableOnSQLiteNeedsNoWriteWhenTheTablesExist(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "e.db")
@@ -148,6 +149,24 @@ func TestCreateTableOnSQLiteNeedsNoWriteWhenTheTablesExist(t *testing.T) {
 	st, err := sqlite.New(ro, "elect")
 	require.NoError(t, err)
 	require.NoError(t, st.CreateTable(t.Context()), "the tables exist and are right")
+
+	// A members table of a version before its incarnation column stays as it is,
+	// and is read without it.
+	ddl, err := schema.DDL(schema.SQLite, "old")
+	require.NoError(t, err)
+	_, err = admin.Exec(ddl)
+	require.NoError(t, err)
+	_, err = admin.Exec(testdb.MembersDDLBeforeIncarnation(t, schema.SQLite, "old"))
+	require.NoError(t, err)
+	_, err = admin.Exec(`INSERT INTO old_members (elect_key, member_id, role, seen_at) VALUES ('k', 'a', 'leader', 0)`)
+	require.NoError(t, err)
+	old, err := sqlite.New(ro, "old")
+	require.NoError(t, err)
+	require.NoError(t, old.CreateTable(t.Context()), "a members table that this connection may not alter is no failure")
+	ms, err := old.MembersOf(t.Context(), []string{"k"}, 100*365*24*time.Hour)
+	require.NoError(t, err)
+	require.Len(t, ms, 1)
+	assert.Empty(t, ms[0].Incarnation)
 
 	missing, err := sqlite.New(ro, "absent")
 	require.NoError(t, err)

@@ -135,6 +135,24 @@ func createAsAdmin(t *testing.T, p privDB) (table, actions string) {
 	return table, actions
 }
 
+// oldMembersAsAdmin creates, as the admin, the election table and a members table
+// as versions before its incarnation column made it, and drops them when t ends.
+func oldMembersAsAdmin(t *testing.T, p privDB) (table string) {
+	t.Helper()
+	table = testdb.Name(t)
+	t.Cleanup(func() {
+		for _, name := range []string{table, table + "_members"} {
+			q, _ := ident.Quote(p.dialect, name)
+			assert.NoError(t, p.admin(context.Background(), "DROP TABLE IF EXISTS "+q))
+		}
+	})
+	ddl, err := schema.DDL(p.dialect, table)
+	require.NoError(t, err)
+	require.NoError(t, p.admin(t.Context(), ddl))
+	require.NoError(t, p.admin(t.Context(), testdb.MembersDDLBeforeIncarnation(t, p.dialect, table)))
+	return table
+}
+
 // execer adapts an exec function to schema.Execer.
 type execer func(ctx context.Context, q string) error
 
@@ -178,6 +196,29 @@ func TestLeastPrivilege(t *testing.T) {
 				p.grant(t, "SELECT, INSERT, UPDATE, DELETE", table+"_members")
 				db := p.app(t, table)
 				require.NoError(t, db.st.CreateTable(t.Context()), "every replica calls it at start-up")
+			})
+
+			t.Run("MembersTableOfAnEarlierVersionKeepsItsViewWithoutTheRightToAlterIt", func(t *testing.T) {
+				t.Parallel()
+				p := srv.open(t)
+				table := oldMembersAsAdmin(t, p)
+				p.grant(t, "SELECT, INSERT, UPDATE", table)
+				p.grant(t, "SELECT, INSERT, UPDATE, DELETE", table+"_members")
+				db := p.app(t, table)
+				ctx := t.Context()
+				require.NoError(t, db.st.CreateTable(ctx), "a members table without the incarnation column that this user may not alter is no failure")
+				require.NoError(t, db.st.PutMembers(ctx, []store.Member{{Key: "k", ID: "a", Role: "leader", Incarnation: "a-1"}}))
+				ms, err := db.st.MembersOf(ctx, []string{"k"}, time.Hour)
+				require.NoError(t, err)
+				require.Len(t, ms, 1)
+				assert.Equal(t, "a", ms[0].ID)
+				assert.Empty(t, ms[0].Incarnation, "no column, no incarnation")
+				ms, err = db.st.Members(ctx, "k", time.Hour)
+				require.NoError(t, err)
+				require.Len(t, ms, 1)
+				assert.Empty(t, ms[0].Incarnation)
+				q, _ := ident.Quote(p.dialect, table+"_members")
+				require.Error(t, p.admin(ctx, "SELECT incarnation FROM "+q), "the table was not altered")
 			})
 
 			t.Run("CreatingTheTableNeedsMore", func(t *testing.T) {

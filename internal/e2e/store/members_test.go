@@ -25,10 +25,12 @@ import (
 // membersStore is the members API of the three SQL stores.
 type membersStore interface {
 	CreateTable(ctx context.Context) error
+	Table() string
 	MembersTable() string
 	PutMembers(ctx context.Context, ms []store.Member) error
 	DeleteMembers(ctx context.Context, id string, keys []string) error
 	Members(ctx context.Context, key string, within time.Duration) ([]store.Member, error)
+	MembersOf(ctx context.Context, keys []string, within time.Duration) ([]store.Member, error)
 	PruneMembers(ctx context.Context, olderThan time.Duration) (int64, error)
 }
 
