@@ -88,7 +88,8 @@ func (r *engine) successor(s *state, now time.Time) string {
 	return n.id
 }
 
-// memberRows are the group's rows in the members table now, one per key.
+// memberRows are the group's rows in the members table now, one per key, each
+// with this process's incarnation.
 func (g *Group) memberRows() []store.Member {
 	paused := g.paused.Load()
 	g.mu.RLock()
@@ -101,7 +102,7 @@ func (g *Group) memberRows() []store.Member {
 		case sh.trust.IsLeader():
 			role = members.RoleLeader
 		}
-		out = append(out, store.Member{Key: key, ID: g.cfg.ID, Role: role, Paused: paused, Priority: int64(g.cfg.Priority)})
+		out = append(out, store.Member{Key: key, ID: g.cfg.ID, Role: role, Paused: paused, Priority: int64(g.cfg.Priority), Incarnation: g.cand.Incarnation})
 	}
 	g.mu.RUnlock()
 	slices.SortFunc(out, func(a, b store.Member) int { return strings.Compare(a.Key, b.Key) })

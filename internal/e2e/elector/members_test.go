@@ -123,6 +123,44 @@ func TestMembersShowsWhoTakesPartAndDropsTheDeadAndTheStopped(t *testing.T) {
 	}
 }
 
+// TestMembersRowsRecordTheWritersIncarnation: each candidate writes its members
+// rows with the incarnation of its process, the one that the election row records
+// with the leader's term.
+func TestMembersRowsRecordTheWritersIncarnation(t *testing.T) {
+	t.Parallel()
+	for _, d := range guardDBs() {
+		t.Run(d.name, func(t *testing.T) {
+			t.Parallel()
+			db, _ := membersDB(t, d.open)
+			a := newElector(t, db.st, membersCfg("a"))
+			stopA, _ := runUntil(t, a.Run)
+			defer stopA()
+			require.Eventually(t, a.IsLeader, settle, 10*time.Millisecond)
+			b := newElector(t, db.st, membersCfg("b"))
+			stopB, _ := runUntil(t, b.Run)
+			defer stopB()
+
+			byID := map[string]string{}
+			require.Eventually(t, func() bool {
+				ms, err := db.st.MembersOf(t.Context(), []string{a.Key()}, time.Minute)
+				require.NoError(t, err)
+				for _, m := range ms {
+					byID[m.ID] = m.Incarnation
+				}
+				return len(byID) == 2
+			}, settle, 20*time.Millisecond, "both write their rows")
+			rec, found, err := db.st.Observe(t.Context(), a.Key())
+			require.NoError(t, err)
+			require.True(t, found)
+			require.NotEmpty(t, rec.Incarnation)
+			assert.Equal(t, rec.Incarnation, byID[rec.LeaderID], "the leader's row and the election row name one process")
+			assert.NotEmpty(t, byID["a"])
+			assert.NotEmpty(t, byID["b"])
+			assert.NotEqual(t, byID["a"], byID["b"], "two processes, two incarnations")
+		})
+	}
+}
+
 func contains(ss []string, s string) bool {
 	for _, x := range ss {
 		if x == s {
