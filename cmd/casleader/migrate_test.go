@@ -4,8 +4,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/casleader/casleader/internal/testdb"
 	"github.com/casleader/casleader/internal/testdb/mydb"
 	"github.com/casleader/casleader/internal/testdb/pgdb"
+	"github.com/casleader/casleader/schema"
 	"github.com/casleader/casleader/store/sqlite"
 )
 
@@ -83,26 +85,8 @@ func TestMigrateNamesEachWrongColumnType(t *testing.T) {
 func TestMigrateAddsTheMembersTableToAnExistingElectionTable(t *testing.T) {
 	forEachDB(t, func(t *testing.T, db testDB) {
 		must(t, append(db.args(), "migrate")...)
-		drop := "DROP TABLE " + db.table + "_members"
-		switch db.kind {
-		case "mysql":
-			if _, err := mydb.MySQL(t).ExecContext(t.Context(), drop); err != nil {
-				t.Fatal(err)
-			}
-		case "postgres":
-			if _, err := pgdb.Postgres(t).Exec(t.Context(), drop); err != nil {
-				t.Fatal(err)
-			}
-		default:
-			sdb, err := sqlite.Open(strings.TrimPrefix(db.dsn, "sqlite://"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, err = sdb.ExecContext(t.Context(), drop)
-			sdb.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
+		if err := execDB(t, db, "DROP TABLE "+db.table+"_members"); err != nil {
+			t.Fatal(err)
 		}
 		if r := runCL(t, nil, append(db.args(), "status", "--key", "k", "--members")...); !strings.Contains(r.stdout, "cannot be read") {
 			t.Fatalf("status --members without the members table: exit %d\n%s%s", r.code, r.stdout, r.stderr)
@@ -114,4 +98,47 @@ func TestMigrateAddsTheMembersTableToAnExistingElectionTable(t *testing.T) {
 			t.Fatalf("status --members after migrate added the members table:\n%s", r.stdout)
 		}
 	})
+}
+
+// TestMigrateAddsTheIncarnationColumnToAMembersTableOfAnEarlierVersion: a members
+// table made before its incarnation column gets it from migrate.
+func TestMigrateAddsTheIncarnationColumnToAMembersTableOfAnEarlierVersion(t *testing.T) {
+	forEachDB(t, func(t *testing.T, db testDB) {
+		must(t, append(db.args(), "migrate")...)
+		if err := execDB(t, db, "DROP TABLE "+db.table+"_members"); err != nil {
+			t.Fatal(err)
+		}
+		if err := execDB(t, db, testdb.MembersDDLBeforeIncarnation(t, schema.Dialect(db.kind), db.table)); err != nil {
+			t.Fatal(err)
+		}
+		if err := execDB(t, db, "SELECT incarnation FROM "+db.table+"_members"); err == nil {
+			t.Fatal("the members table of an earlier version has an incarnation column")
+		}
+		if r := must(t, append(db.args(), "migrate")...); !strings.Contains(r.stdout, "already exists") {
+			t.Fatalf("migrate of an existing table prints:\n%s", r.stdout)
+		}
+		if err := execDB(t, db, "SELECT incarnation FROM "+db.table+"_members"); err != nil {
+			t.Fatalf("migrate did not add the incarnation column: %v", err)
+		}
+	})
+}
+
+// execDB runs q on the database of db, as its administrator.
+func execDB(t *testing.T, db testDB, q string) error {
+	switch db.kind {
+	case "mysql":
+		_, err := mydb.MySQL(t).ExecContext(t.Context(), q)
+		return err
+	case "postgres":
+		_, err := pgdb.Postgres(t).Exec(t.Context(), q)
+		return err
+	default:
+		sdb, err := sqlite.Open(strings.TrimPrefix(db.dsn, "sqlite://"))
+		if err != nil {
+			return err
+		}
+		defer sdb.Close()
+		_, err = sdb.ExecContext(t.Context(), q)
+		return err
+	}
 }
