@@ -26,10 +26,10 @@ type handovers struct {
 	to map[string][]string // per key
 }
 
-func (h *handovers) Handover(ctx context.Context, key, id string, v int64, to string) (int64, bool, error) {
+func (h *handovers) Handover(ctx context.Context, key, id string, v int64, to store.Candidate) (int64, bool, error) {
 	term, ok, err := h.Store.Handover(ctx, key, id, v, to)
 	if ok {
-		h.claimed(key, to, term)
+		h.claimed(key, to.ID, term)
 	}
 	return term, ok, err
 }
@@ -42,10 +42,10 @@ func (h *handovers) claimed(key, to string, term int64) {
 	h.Put(store.Record{Key: key, Version: term + 1, Term: term + 1, LeaderID: to, Lease: time.Hour, Incarnation: to})
 }
 
-func (h *handovers) HandoverMany(ctx context.Context, id, to string, held []store.KeyVersion) ([]store.Won, error) {
+func (h *handovers) HandoverMany(ctx context.Context, id string, to store.Candidate, held []store.KeyVersion) ([]store.Won, error) {
 	won, err := h.Store.HandoverMany(ctx, id, to, held)
 	for _, w := range won {
-		h.claimed(w.Key, to, w.Term)
+		h.claimed(w.Key, to.ID, w.Term)
 	}
 	return won, err
 }

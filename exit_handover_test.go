@@ -55,18 +55,18 @@ func (e *ends) Release(ctx context.Context, key, id string, v int64) (bool, erro
 	return ok, err
 }
 
-func (e *ends) Handover(ctx context.Context, key, id string, v int64, to string) (int64, bool, error) {
+func (e *ends) Handover(ctx context.Context, key, id string, v int64, to store.Candidate) (int64, bool, error) {
 	term, ok, err := e.Driver.Handover(ctx, key, id, v, to)
 	if ok {
-		e.note(key, "handover>"+to)
+		e.note(key, "handover>"+to.ID)
 	}
 	return term, ok, err
 }
 
-func (e *ends) HandoverMany(ctx context.Context, id, to string, held []store.KeyVersion) ([]store.Won, error) {
+func (e *ends) HandoverMany(ctx context.Context, id string, to store.Candidate, held []store.KeyVersion) ([]store.Won, error) {
 	won, err := e.Driver.HandoverMany(ctx, id, to, held)
 	for _, w := range won {
-		e.note(w.Key, "handover>"+to)
+		e.note(w.Key, "handover>"+to.ID)
 	}
 	return won, err
 }

@@ -1782,30 +1782,41 @@ func (r *engine) sendReleases(wctx context.Context, es []ending, done func(e end
 	})
 }
 
-// sendHandovers sends the handovers es, batched by target: one statement for the
-// keys handed to one candidate (BatchSize at most), Handover for a key alone. It
-// calls done for each.
+// handovers are the handovers to one target sent in one statement.
+type handovers struct {
+	to store.Candidate
+	es []ending
+}
+
+// sendHandovers sends the handovers es, batched by target (the candidate and, when
+// a read of the key's members showed it, its incarnation: see shared.target): one
+// statement for the keys handed to one target (BatchSize at most), Handover for a
+// key alone. It calls done for each.
 func (r *engine) sendHandovers(wctx context.Context, es []ending, done func(e ending, newVersion int64, ok bool, err error)) {
 	g := r.g
-	byTo := map[string][]ending{}
-	var tos []string
+	byTo := map[store.Candidate][]ending{}
+	var tos []store.Candidate
+	now := time.Now()
 	for _, e := range es {
-		if byTo[e.to] == nil {
-			tos = append(tos, e.to)
+		to := e.s.sh.target(e.to, now, g.cfg.LeaseDuration)
+		if byTo[to] == nil {
+			tos = append(tos, to)
 		}
-		byTo[e.to] = append(byTo[e.to], e)
+		byTo[to] = append(byTo[to], e)
 	}
-	var batches [][]ending
+	var batches []handovers
 	for _, to := range tos {
-		batches = append(batches, chunks(byTo[to], g.cfg.BatchSize)...)
+		for _, b := range chunks(byTo[to], g.cfg.BatchSize) {
+			batches = append(batches, handovers{to: to, es: b})
+		}
 	}
-	_ = parallel(r, batches, func(b []ending) wonReply {
+	_ = parallel(r, batches, func(h handovers) wonReply {
 		rep := wonReply{stmt: stmt{sent: time.Now()}}
 		var err error
-		if len(b) == 1 {
+		if b := h.es; len(b) == 1 {
 			var term int64
 			var ok bool
-			term, ok, err = g.st.Handover(wctx, b[0].s.key, g.cfg.ID, b[0].version, b[0].to)
+			term, ok, err = g.st.Handover(wctx, b[0].s.key, g.cfg.ID, b[0].version, h.to)
 			if ok {
 				rep.won = []store.Won{{Key: b[0].s.key, Term: term}}
 			}
@@ -1814,18 +1825,18 @@ func (r *engine) sendHandovers(wctx context.Context, es []ending, done func(e en
 			for i, e := range b {
 				kvs[i] = store.KeyVersion{Key: e.s.key, Version: e.version}
 			}
-			rep.won, err = g.st.HandoverMany(wctx, g.cfg.ID, b[0].to, kvs)
+			rep.won, err = g.st.HandoverMany(wctx, g.cfg.ID, h.to, kvs)
 		}
 		rep.done(wctx, err)
 		g.statements.Add(1)
 		return rep
-	}, func(b []ending, rep wonReply) error {
-		r.wroteEnds("handover", b, rep)
+	}, func(h handovers, rep wonReply) error {
+		r.wroteEnds("handover", h.es, rep)
 		terms := make(map[string]int64, len(rep.won))
 		for _, w := range rep.won {
 			terms[w.Key] = w.Term
 		}
-		for _, e := range b {
+		for _, e := range h.es {
 			term, ok := terms[e.s.key]
 			done(e, term, ok, rep.err)
 		}

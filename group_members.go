@@ -55,20 +55,31 @@ func (g *Group) rebalanceTo(key string, term int64, to string) {
 
 // successor is a key's successor as one read of its members showed it.
 type successor struct {
-	id   string    // "" when the read showed no live candidate
-	sent time.Time // when that read was sent
+	id   string            // "" when the read showed no live candidate
+	incs map[string]string // the incarnations of the candidates that read showed, by ID
+	sent time.Time         // when that read was sent
 }
 
-// noteSuccessor records the successor of key by the read sent at sent (the
-// members goroutine calls it after each read of the keys led).
-func (g *Group) noteSuccessor(key, id string, sent time.Time) {
+// noteSuccessor records the successor of key by the read sent at sent, and the
+// incarnations of the members it returned (the members goroutine calls it after
+// each read of the keys led).
+func (g *Group) noteSuccessor(key, id string, read []store.Member, sent time.Time) {
 	g.mu.RLock()
 	sh := g.keys[key]
 	g.mu.RUnlock()
 	if sh == nil {
 		return
 	}
-	if old := sh.next.Swap(&successor{id: id, sent: sent}); old == nil || old.id != id {
+	next := &successor{id: id, sent: sent}
+	for _, m := range read {
+		if m.Incarnation != "" {
+			if next.incs == nil {
+				next.incs = map[string]string{}
+			}
+			next.incs[m.ID] = m.Incarnation
+		}
+	}
+	if old := sh.next.Swap(next); old == nil || old.id != id {
 		g.log.Debug("casleader: a graceful end of the term hands the key to this successor (none: releases it)", "key", key, "successor", id)
 	}
 }
@@ -86,6 +97,21 @@ func (r *engine) successor(s *state, now time.Time) string {
 		return ""
 	}
 	return n.id
+}
+
+// target is the candidate that a handover of the key to id writes in the row: with
+// the incarnation that the last read of the key's members showed for id, when that
+// read was sent less than members.Fresh before now, so that the target's process
+// leads the handed term from its next read; else without (the target claims the
+// handed lease with an election). A stale incarnation (the target restarted since)
+// is adopted by nobody: the lease then expires a lease later, as when a target
+// dies. Two processes that share id never both lead: the row names one process.
+func (sh *shared) target(id string, now time.Time, lease time.Duration) store.Candidate {
+	n := sh.next.Load()
+	if n == nil || now.Sub(n.sent) >= members.Fresh(lease) {
+		return store.Candidate{ID: id}
+	}
+	return store.Candidate{ID: id, Incarnation: n.incs[id]}
 }
 
 // memberRows are the group's rows in the members table now, one per key, each

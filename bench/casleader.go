@@ -491,7 +491,7 @@ func (r *recorder) Release(ctx context.Context, key, id string, v int64) (bool, 
 	return ok, err
 }
 
-func (r *recorder) Handover(ctx context.Context, key, id string, v int64, to string) (int64, bool, error) {
+func (r *recorder) Handover(ctx context.Context, key, id string, v int64, to store.Candidate) (int64, bool, error) {
 	r.count.add("handover", 1)
 	sent := time.Now()
 	term, ok, err := r.Driver.Handover(ctx, key, id, v, to)

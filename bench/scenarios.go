@@ -203,6 +203,9 @@ func handover(ctx context.Context, sys system, t timing, trial int) (result, *ti
 		}
 		won = wm.Led
 	}
+	if won.Before(lm.ReleaseSent) && !wm.Led.Before(lm.ReleaseSent) {
+		won = wm.Led // a term handed to its process: led from a read, with no write
+	}
 	if released.IsZero() {
 		r.Error = "the release was not recorded"
 		return r, nil

@@ -385,14 +385,15 @@ func (m *Machine) ElectsReleased(ok bool) { m.electsReleased = ok }
 // term must be above the last version this candidate saw.
 //
 // A handover wakes its target, or every follower when the target is not known
-// (version -1, notify.HandedOver), as a wake-up with no version does: the same
-// election claims a lease handed over to this candidate's ID, in one round trip
-// without a read; for anybody else it changes nothing and the read follows. A
-// follower told that the lease went to another candidate (version -2,
-// notify.HandedToAnother) reads after [timing.HandoverReadDelay] instead: it
-// learns the new leader as soon, to within a few milliseconds, and its read does
-// not compete with the target's claim for the database's and the host's
-// processors.
+// (version -1, notify.HandedOver), to a read at once: a handover that names the
+// target's incarnation (its leader's members reads showed it) hands the term to
+// that process, which leads it from that read without a write (see Observed); one
+// that names only its ID is claimed from the read with an election, which only
+// one process with that ID can win. A follower told that the lease went to
+// another candidate (version -2, notify.HandedToAnother) reads after
+// [timing.HandoverReadDelay] instead: it learns the new leader as soon, to within
+// a few milliseconds, and its read does not compete with the target's for the
+// database's and the host's processors.
 //
 // Anything else asks for a read (Wait with no wait): a leader, a candidate cooling
 // down, paused or observing, an unsettled election of ours (the read may show it
@@ -403,10 +404,10 @@ func (m *Machine) Woken(version int64, p Participation, failures int) Decision {
 	if version == handedToAnother && m.role == follower {
 		return Decision{Action: Wait, Wait: timing.HandoverReadDelay}
 	}
-	if m.role != follower || p != Campaigning || m.unsettled || failures > 1 || version < handedOver {
+	if m.role != follower || p != Campaigning || m.unsettled || failures > 1 || version < 0 {
 		return Decision{Action: Wait}
 	}
-	if (version == 0 || version == handedOver) && m.electsReleased {
+	if version == 0 && m.electsReleased {
 		m.role = candidate
 		m.from = m.version
 		return Decision{Action: CampaignReleased, Version: m.version}

@@ -463,6 +463,44 @@ func TestHandoverTargetClaimsTheLease(t *testing.T) {
 	assert.Zero(t, dup.Term())
 }
 
+// A handover that names the target's incarnation hands the term to that process:
+// it leads from its read, with no write, trusting until the read's send time plus
+// its renew deadline less the age read (the handover's tick is its lease's start).
+// Another process with the same ID reads a term it never held: it never leads it,
+// and refuses once that term is renewed.
+func TestHandoverToAnIncarnationIsLedFromTheRead(t *testing.T) {
+	handed := func(v int64) store.Record {
+		rec := row(v, "next", won, 30*time.Millisecond)
+		rec.Incarnation = "inc-next"
+		return rec
+	}
+	m := New(store.Candidate{ID: "next", Incarnation: "inc-" + "next", Lease: lease}, renew)
+	m.ElectsReleased(true)
+	require.Equal(t, Decision{Action: Wait, Wait: lease}, m.Observed(row(4, "old", 3, 100*time.Millisecond), true, at(0), Campaigning))
+	require.Equal(t, Decision{Action: Wait}, m.Woken(handedOver, Campaigning, 0), "the wake-up asks for a read, not a write")
+	assert.Equal(t, Decision{Action: Lead, Version: won}, m.Observed(handed(won), true, at(200), Campaigning))
+	assert.Equal(t, won, m.Term())
+	assert.Equal(t, at(200+600-30), m.Deadline())
+	assert.Equal(t, at(300+600), m.Renewed(won+1, at(300)), "renews from the version read")
+	assert.Equal(t, won+1, m.Version())
+
+	dup := New(store.Candidate{ID: "next", Incarnation: "inc-dup", Lease: lease}, renew)
+	assert.Equal(t, Wait, dup.Observed(handed(won), true, at(200), Campaigning).Action)
+	assert.False(t, dup.Trusted(at(201)))
+	assert.Equal(t, won, dup.Foreign(), "a term under its ID that it never held")
+	d := dup.Observed(handed(won+1), true, at(400), Campaigning)
+	assert.Equal(t, Refuse, d.Action)
+	require.ErrorIs(t, d.Err, ErrDuplicateID)
+	assert.Zero(t, dup.Term())
+
+	// A paused target, or one cooling down (it resigned a moment ago), takes it
+	// too only when cooling down: a handover by name is what a cool-down waits for.
+	paused := New(store.Candidate{ID: "next", Incarnation: "inc-" + "next", Lease: lease}, renew)
+	assert.NotEqual(t, Lead, paused.Observed(handed(won), true, at(200), Abstaining).Action)
+	cooling := New(store.Candidate{ID: "next", Incarnation: "inc-" + "next", Lease: lease}, renew)
+	assert.Equal(t, Lead, cooling.Observed(handed(won), true, at(200), CoolingDown).Action)
+}
+
 func TestStrings(t *testing.T) {
 	assert.Equal(t, "leader", leader.String())
 	assert.Equal(t, "handover", Handover.String())
@@ -981,13 +1019,15 @@ func TestWoken(t *testing.T) {
 		{"PausedCandidateReadsAfterAWakeUpWithoutAVersion", electsReleased(following(live)), 0, Abstaining, Decision{Action: Wait}, 0},
 		{"ObserverReadsAfterAWakeUpWithoutAVersion", electsReleased(following(live)), 0, Observing, Decision{Action: Wait}, 0},
 		// A handover to this candidate, or to one not named (notify.HandedOver):
-		// the election that wins a released row also claims a lease handed to
-		// this candidate's ID, sent at once; without it, the target reads first.
+		// a read at once.
 		{"HandoverAsksForAReadWhenTheStoreCannotClaimWithoutAVersion", following(live), -1, Campaigning, Decision{Action: Wait}, 0},
-		{"HandoverIsClaimedAtOnceWhenTheStoreCan", electsReleased(following(live)), -1, Campaigning, Decision{Action: CampaignReleased, Version: 10}, 0},
-		{"HandoverBeforeAnyReadIsClaimedAtOnce", electsReleased(func(*testing.T) *Machine {
+		// A handover's target reads at once, whatever its store can: the row may
+		// name its incarnation (it then leads from the read, with no write), and
+		// an election would change nothing.
+		{"HandoverAsksForAReadWhenTheStoreCanClaimWithoutAVersion", electsReleased(following(live)), -1, Campaigning, Decision{Action: Wait}, 0},
+		{"HandoverBeforeAnyReadAsksForARead", electsReleased(func(*testing.T) *Machine {
 			return New(store.Candidate{ID: "me", Incarnation: "inc-" + "me", Lease: lease}, renew)
-		}), -1, Campaigning, Decision{Action: CampaignReleased}, 0},
+		}), -1, Campaigning, Decision{Action: Wait}, 0},
 		{"PausedTargetReadsAfterAHandover", electsReleased(following(live)), -1, Abstaining, Decision{Action: Wait}, 0},
 		{"LeaderIgnoresAHandoverWakeUp", electsReleased(leading), -1, Campaigning, Decision{Action: Wait}, 0},
 		{"HandoverClaimsThatKeepLosingReadFirst", electsReleased(following(live)), -1, Campaigning, Decision{Action: Wait}, 2},

@@ -47,11 +47,15 @@ type Driver interface {
 	// kept), only if the row is still at version and held by id, and wakes the
 	// followers of key (see Subscribe).
 	Release(ctx context.Context, key, id string, version int64) (swapped bool, err error)
-	// Handover passes id's lease on key to candidate to, in a new term that it
+	// Handover passes id's lease on key to candidate to.ID, in a new term that it
 	// returns (also the row's new version), only if the row is still at version and
 	// held by id, and wakes the followers of key, to first (see Subscribe). The
-	// target adopts the lease from its next read and confirms it by renewing.
-	Handover(ctx context.Context, key, id string, version int64, to string) (term int64, ok bool, err error)
+	// handed term keeps the row's lease (to.Lease is not written). When
+	// to.Incarnation names the target's running process, the row records it and
+	// that process leads the term from its next read, with no write; otherwise
+	// the lease is handed and not claimed ([Record.Handed]) and the target claims
+	// it with an election, which only one process with its ID can win.
+	Handover(ctx context.Context, key, id string, version int64, to Candidate) (term int64, ok bool, err error)
 	// RequestStepDown asks the leader of key to step down (and hand over to to,
 	// when not empty), only if the row is still at version and has a leader. It
 	// leaves the lease alone: the leader sees the request at its next renewal.
@@ -74,7 +78,7 @@ type Driver interface {
 	ReleaseMany(ctx context.Context, id string, held []KeyVersion) ([]Won, error)
 	// HandoverMany is Handover to to for each key and version of held, in one
 	// call; it returns the keys handed over with their new terms.
-	HandoverMany(ctx context.Context, id, to string, held []KeyVersion) ([]Won, error)
+	HandoverMany(ctx context.Context, id string, to Candidate, held []KeyVersion) ([]Won, error)
 
 	// Guard verifies inside the caller's transaction tx, with a shared lock on the
 	// row of key held until tx ends, that id holds the lease of key in term token,

@@ -118,8 +118,9 @@ const electSlots = 4
 // shape names the statement a queue sends: its op and what every call of the
 // batch must share.
 type shape struct {
-	op, id, to string
-	d          time.Duration
+	op, id string
+	to     store.Candidate
+	d      time.Duration
 }
 
 func newHub(st store.Driver) *hub {
@@ -279,7 +280,7 @@ func (s *Store) keep(ctx context.Context, op, key, id string, version int64,
 
 // Handover is store.Driver.Handover, sent in a batch with the handovers of the
 // other handles from the same ID to the same target.
-func (s *Store) Handover(ctx context.Context, key, id string, version int64, to string) (int64, bool, error) {
+func (s *Store) Handover(ctx context.Context, key, id string, version int64, to store.Candidate) (int64, bool, error) {
 	h := s.hub.Load()
 	if h == nil {
 		return s.Driver.Handover(ctx, key, id, version, to)

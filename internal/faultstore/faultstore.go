@@ -113,12 +113,12 @@ func (s *Store) Release(ctx context.Context, key, id string, version int64) (boo
 }
 
 // Handover sends a handover, with the faults of OpHandover.
-func (s *Store) Handover(ctx context.Context, key, id string, version int64, to string) (int64, bool, error) {
+func (s *Store) Handover(ctx context.Context, key, id string, version int64, to store.Candidate) (int64, bool, error) {
 	return s.writeTerm(ctx, OpHandover, func() (int64, bool, error) { return s.inner.Handover(ctx, key, id, version, to) })
 }
 
 // HandoverMany sends a batched handover, with the faults of OpHandover.
-func (s *Store) HandoverMany(ctx context.Context, id, to string, held []store.KeyVersion) ([]store.Won, error) {
+func (s *Store) HandoverMany(ctx context.Context, id string, to store.Candidate, held []store.KeyVersion) ([]store.Won, error) {
 	now, after := s.before(ctx, OpHandover)
 	if now != nil {
 		return nil, now

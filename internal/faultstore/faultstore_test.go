@@ -53,7 +53,7 @@ func TestCommitThenFailWritesAndLosesTheReply(t *testing.T) {
 	assert.Equal(t, v+1, rec.Version, "the renewal committed")
 
 	fs.CommitThenFail(faultstore.OpHandover, errBoom)
-	term, ok, err := fs.Handover(ctx, "k", "a", v+1, "b")
+	term, ok, err := fs.Handover(ctx, "k", "a", v+1, store.Candidate{ID: "b"})
 	require.ErrorIs(t, err, errBoom)
 	assert.False(t, ok)
 	assert.Zero(t, term, "an ambiguous write reports no term")

@@ -119,9 +119,11 @@ type Config struct {
 	// Successor, when not nil, is told after each read of the members of the
 	// keys led (the read that the preferred leader rule sends, no other) the
 	// [Successor] of each of those keys by that read sent at sent: the candidate
-	// to hand the key to when its term ends gracefully, "" for none. It is
-	// called on Run's goroutine and must not block.
-	Successor func(key, to string, sent time.Time)
+	// to hand the key to when its term ends gracefully, "" for none; and the
+	// key's members that read returned (live within [Fresh]), whose
+	// incarnations a handover names. It is called on Run's goroutine and must
+	// not block.
+	Successor func(key, to string, read []store.Member, sent time.Time)
 
 	// Anchor and Balance, when not nil, spread a group's keys: after each write,
 	// Run reads the members of the key that Anchor returns (every candidate of
@@ -289,7 +291,7 @@ func prefer(ctx context.Context, c Config, prefs map[string]*Preference) error {
 	}
 	for _, k := range keys {
 		if c.Successor != nil {
-			c.Successor(k, Successor(byKey[k], c.ID, c.fresh()), sent)
+			c.Successor(k, Successor(byKey[k], c.ID, c.fresh()), byKey[k], sent)
 		}
 		p := prefs[k]
 		if p == nil {

@@ -161,8 +161,8 @@ func (s *Store) RenewMany(ctx context.Context, id string, held []store.KeyVersio
 }
 
 // HandoverMany is Handover to to per key, in one round trip.
-func (s *Store) HandoverMany(ctx context.Context, id, to string, held []store.KeyVersion) ([]store.Won, error) {
-	if err := validateName("handover target", to); err != nil {
+func (s *Store) HandoverMany(ctx context.Context, id string, to store.Candidate, held []store.KeyVersion) ([]store.Won, error) {
+	if err := validateTarget(to); err != nil {
 		return nil, err
 	}
 	return s.batch(ctx, OpHandoverMany, id, held, func(kv store.KeyVersion, now time.Time) (int64, bool) {
@@ -171,7 +171,7 @@ func (s *Store) HandoverMany(ctx context.Context, id, to string, held []store.Ke
 			return 0, false
 		}
 		term := newTerm(kv.Version, now)
-		s.rows[kv.Key] = &row{version: term, term: term, leader: to, handover: to, lease: r.lease, tick: now}
+		s.rows[kv.Key] = handedOver(r, to, term, now)
 		return term, true
 	})
 }

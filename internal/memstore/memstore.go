@@ -81,6 +81,17 @@ func elected(cand store.Candidate, term int64, now time.Time) *row {
 	return &row{version: term, term: term, leader: cand.ID, incarnation: cand.Incarnation, lease: cand.Lease.Truncate(time.Microsecond), tick: now}
 }
 
+// handedOver is the row that a handover of r to to at now leaves in term: led by
+// to's incarnation when it is named, else handed and not claimed. The lease is
+// kept.
+func handedOver(r *row, to store.Candidate, term int64, now time.Time) *row {
+	h := &row{version: term, term: term, leader: to.ID, incarnation: to.Incarnation, lease: r.lease, tick: now}
+	if to.Incarnation == "" {
+		h.handover = to.ID
+	}
+	return h
+}
+
 // takeable reports whether an election of cand at now takes r, as the SQL stores
 // judge it: a released lease, a lease expired by the lease the row records (or
 // cand's, when it records none), or a lease handed to cand and not yet claimed.
@@ -323,12 +334,14 @@ func (s *Store) Release(ctx context.Context, key, id string, version int64) (swa
 }
 
 // Handover passes id's lease on key to to, with a fresh tick_time and a new term
-// (as [Store.Elect] chooses it), if the row is at version and held by id.
-func (s *Store) Handover(ctx context.Context, key, id string, version int64, to string) (term int64, ok bool, err error) {
+// (as [Store.Elect] chooses it), if the row is at version and held by id: to
+// to's incarnation when it is named, else handed and not claimed (see
+// store.Driver.Handover).
+func (s *Store) Handover(ctx context.Context, key, id string, version int64, to store.Candidate) (term int64, ok bool, err error) {
 	if err := validateNames(key, id); err != nil {
 		return 0, false, err
 	}
-	if err := validateName("handover target", to); err != nil {
+	if err := validateTarget(to); err != nil {
 		return 0, false, err
 	}
 	if err := s.checkVersion(OpHandover, key, version); err != nil {
@@ -340,7 +353,7 @@ func (s *Store) Handover(ctx context.Context, key, id string, version int64, to 
 			return 0
 		}
 		term := newTerm(version, now)
-		s.rows[key] = &row{version: term, term: term, leader: to, handover: to, lease: r.lease, tick: now}
+		s.rows[key] = handedOver(r, to, term, now)
 		return term
 	})
 }
@@ -502,3 +515,5 @@ func (s *Store) checkVersion(op, key string, version int64) error {
 func validateName(what, s string) error { return rules.ValidateName(what, s) }
 
 func validateNames(key string, ids ...string) error { return rules.ValidateNames(key, ids...) }
+
+func validateTarget(to store.Candidate) error { return rules.ValidateTarget(to) }

@@ -198,7 +198,7 @@ func TestTermsAreTheBubbleClockInMicrosecondsOrVersionPlusOne(t *testing.T) {
 		// was ahead): the next term is version+1, still above every earlier term.
 		ahead := time.Now().Add(time.Hour).UnixMicro()
 		s.Put(store.Record{Key: "k", Version: ahead, LeaderID: "b", Term: ahead})
-		term, ok, err = s.Handover(t.Context(), "k", "b", ahead, "c")
+		term, ok, err = s.Handover(t.Context(), "k", "b", ahead, store.Candidate{ID: "c"})
 		require.NoError(t, err)
 		require.True(t, ok)
 		assert.Equal(t, ahead+1, term)

@@ -79,7 +79,11 @@ func (s *state) apply(sc *scenario, e event) {
 	case evResign:
 		s.endTerm(p, cas.Decision{Action: cas.Release}, now)
 	case evHandover:
-		s.endTerm(p, cas.Decision{Action: cas.Handover, To: s.procs[e.arg].id}, now)
+		to := &s.procs[e.arg&^namedArg]
+		s.endTerm(p, cas.Decision{Action: cas.Handover, To: to.id}, now)
+		if e.arg&namedArg != 0 && p.relPending {
+			p.relInc = to.inc // as a members read showed it: it may be stale by the write
+		}
 	case evCrash:
 		s.crashes++
 		p.abandon(p.cur)
@@ -124,6 +128,9 @@ func (s *state) apply(sc *scenario, e event) {
 		}
 		d := p.m.Woken(v, s.part(p, now), 0)
 		s.campaigned(p, d, false)
+		if d.Action == cas.Wait && d.Wait == 0 && p.ph == phFollow {
+			p.nextRead = min(p.nextRead, now) // a read at once
+		}
 		switch d.Action {
 		case cas.Campaign:
 			p.cur = call{op: opElect, sent: now, from: d.Version}
@@ -178,7 +185,7 @@ func (s *state) send(sc *scenario, p *proc, now int) {
 		case p.relRead:
 			p.cur = call{op: opRead, sent: now}
 		case p.relTo != "":
-			p.cur = call{op: opHandover, sent: now, from: p.relVersion, to: p.relTo}
+			p.cur = call{op: opHandover, sent: now, from: p.relVersion, to: p.relTo, toInc: p.relInc}
 		default:
 			p.cur = call{op: opRelease, sent: now, from: p.relVersion}
 		}
@@ -227,13 +234,11 @@ func (s *state) exec(p *proc, c *call) {
 	case opHandover:
 		if held {
 			s.running(r.term)
-			s.row = handedOver(r, c.to, c.from+1, now)
+			s.row = handedOver(r, c.to, c.toInc, c.from+1, now)
 			c.ok, c.term = true, c.from+1
-			if handoverAdopted && c.from+1 < maxTerm {
-				for i := 0; i < s.n; i++ {
-					if s.procs[i].id == c.to {
-						s.wonBy[c.from+1] = handedMark | uint8(i)
-					}
+			for i := 0; i < s.n && c.toInc != "" && c.from+1 < maxTerm; i++ {
+				if s.procs[i].inc == c.toInc { // the process the row names, if it still runs
+					s.wonBy[c.from+1] = handedMark | s.procs[i].key()
 				}
 			}
 		}

@@ -8,9 +8,9 @@ import (
 	"unsafe"
 )
 
-// handedMark in wonBy marks a term started by a handover (with the slot of a
-// process of the target's ID in the low bits), for protocols in which the target
-// adopts it from a read (see compat_test.go).
+// handedMark in wonBy marks a term started by a handover that named its target's
+// incarnation, with the key of that process in the low bits: it may lead that
+// term from a read, and nobody else may.
 const handedMark = 0x80
 
 // check checks the invariants in s and updates their bookkeeping. It returns a
@@ -46,7 +46,7 @@ func (s *state) check() string {
 		}
 		won := s.wonBy[tok]
 		resumed := p.resumed == tok && won != 0 && (won-1)>>4 == p.slot
-		handed := won&handedMark != 0 && s.procs[won&^handedMark].id == p.id
+		handed := won&handedMark != 0 && won&^handedMark == p.key()
 		if won != p.key()+1 && !resumed && !handed {
 			return fmt.Sprintf("%s trusts term %d, which it did not win, claim or resume (won by %s)", p.name(), tok, s.winner(tok))
 		}
@@ -71,7 +71,8 @@ func (s *state) winner(t int64) string {
 		return "nobody"
 	}
 	if k&handedMark != 0 {
-		return "a handover"
+		k &^= handedMark
+		return fmt.Sprintf("a handover to %s, generation %d", s.procs[k>>4].id, k&15)
 	}
 	k--
 	return fmt.Sprintf("%s, generation %d", s.procs[k>>4].id, k&15)

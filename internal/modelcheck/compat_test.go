@@ -50,9 +50,13 @@ func elected(p *proc, term int64, now int) row {
 	return row{exists: true, version: term, term: term, leader: p.id, inc: p.inc, lease: p.lease, tick: now}
 }
 
-// handedOver is the row a handover of r to target to leaves in term: the
-// target's ID, no incarnation, the lease kept.
-func handedOver(r row, to string, term int64, now int) row {
+// handedOver is the row a handover of r to target to leaves in term, the lease
+// kept: held by the target's incarnation inc when the handover names it, else
+// handed to its ID and not claimed.
+func handedOver(r row, to, inc string, term int64, now int) row {
+	if inc != "" {
+		return row{exists: true, version: term, term: term, leader: to, inc: inc, lease: r.lease, tick: now}
+	}
 	return row{exists: true, version: term, term: term, leader: to, handover: to, lease: r.lease, tick: now}
 }
 
@@ -62,10 +66,6 @@ func sightings(m *cas.Machine, rec store.Record) {
 	m.LeaseSighting(rec)
 	m.ForeignSighting(rec)
 }
-
-// handoverAdopted: the target of a handover leads the handed term from a read
-// (before the incarnation column); since then it claims it with an election.
-const handoverAdopted = false
 
 // released is the row a release of r leaves: the term and lease kept.
 func released(r row, now int) row {

@@ -31,6 +31,9 @@ const (
 	evResume                   // p's user calls Resume
 )
 
+// namedArg in an evHandover's arg: the handover names the target's incarnation.
+const namedArg = 0x40
+
 type event struct {
 	k   kind
 	p   int8
@@ -111,7 +114,7 @@ func (s *state) procEvents(sc *scenario, i int, out []event) []event {
 	if p.ph == phDead {
 		if s.crashes <= sc.crashes && p.gen < 3 {
 			e(evRestart, 0)
-			if s.lastWon(p) != 0 {
+			if s.lastWon(p) != 0 && !sc.noResume {
 				e(evRestart, 1)
 			}
 		}
@@ -163,6 +166,9 @@ func (s *state) procEvents(sc *scenario, i int, out []event) []event {
 			for j := 0; j < s.n; j++ {
 				if s.procs[j].id != p.id && (sc.target == "" || sc.target == s.procs[j].id) {
 					e(evHandover, int8(j))
+					if sc.named {
+						e(evHandover, int8(j)|namedArg)
+					}
 					break
 				}
 			}
@@ -245,6 +251,9 @@ func (s *state) describe(e event) string {
 		}
 		return fmt.Sprintf(e.String(), p.name(), c.op)
 	case evHandover:
+		if e.arg&namedArg != 0 {
+			return fmt.Sprintf("%s hands over to %s, naming its incarnation", p.name(), s.procs[e.arg&^namedArg].name())
+		}
 		return fmt.Sprintf(e.String(), p.name(), s.procs[e.arg].name())
 	case evWake:
 		switch e.arg {

@@ -139,7 +139,7 @@ func (s *state) endTerm(p *proc, d cas.Decision, now int) {
 	}
 	p.relPending = held && (d.Action == cas.Release || d.Action == cas.Handover)
 	if p.relPending {
-		p.relToken, p.relVersion, p.relTo, p.relAttempt, p.relRead = token, version, d.To, 0, false
+		p.relToken, p.relVersion, p.relTo, p.relInc, p.relAttempt, p.relRead = token, version, d.To, "", 0, false
 	}
 	p.ph = phDrain
 	if p.work == 0 || s.revert&revNoDrain != 0 {

@@ -51,8 +51,9 @@ type call struct {
 	sent  int   // the sender's local time at the send
 	from  int64 // the version written from
 	to    string
-	done  bool // executed at the database
-	ok    bool // the write won (a read: the row was found)
+	toInc string // a handover's target incarnation ("": the ID only)
+	done  bool   // executed at the database
+	ok    bool   // the write won (a read: the row was found)
 	term  int64
 	res   row // a read's row
 	resAt int // database time of a read's execution
@@ -101,6 +102,7 @@ type proc struct {
 	// the release loop
 	relToken, relVersion int64
 	relTo                string
+	relInc               string // the target's incarnation the handover names ("": none)
 	relAttempt           uint8
 	relRead              bool // the next statement of the loop is a read
 }
@@ -189,6 +191,12 @@ type scenario struct {
 	takesLiveLeases bool
 	// target names the candidate a handover goes to (default: the other ID)
 	target string
+	// noResume: a restart never resumes a term (ResumeTerm)
+	noResume bool
+	// named lets a handover name its target's incarnation too (the leader's
+	// members reads showed it): the current one, or, after the target restarted,
+	// a stale one
+	named bool
 	// drain models the leader's work: it returns (or not) any time after its
 	// term ended, and the executor waits for it, or for DrainTimeout, before it
 	// releases; else the work returns at once.

@@ -119,6 +119,18 @@ func ValidateCandidate(c store.Candidate) error {
 	return nil
 }
 
+// ValidateTarget checks the target of a handover: its ID, and its incarnation
+// when one is named (see store.Driver.Handover).
+func ValidateTarget(to store.Candidate) error {
+	if err := ValidateName("handover target", to.ID); err != nil {
+		return err
+	}
+	if to.Incarnation != "" {
+		return ValidateName("handover target's incarnation", to.Incarnation)
+	}
+	return nil
+}
+
 // NewIncarnation returns a new random incarnation (see [store.Candidate.Incarnation]):
 // 16 hexadecimal digits, drawn once per running elector.
 func NewIncarnation() string {

@@ -130,24 +130,25 @@ func (c *Core) ReleaseMany(ctx context.Context, id string, held []store.KeyVersi
 
 // HandoverMany passes id's lease on each key held at its version to candidate to,
 // like Handover per key, and returns the keys handed over with their new terms.
-func (c *Core) HandoverMany(ctx context.Context, id, to string, held []store.KeyVersion) (handed []store.Won, err error) {
-	if err := rules.ValidateName("handover target", to); err != nil {
+func (c *Core) HandoverMany(ctx context.Context, id string, to store.Candidate, held []store.KeyVersion) (handed []store.Won, err error) {
+	if err := rules.ValidateTarget(to); err != nil {
 		return nil, err
 	}
 	if err := rules.ValidateName("candidate ID", id); err != nil {
 		return nil, err
 	}
-	// The arguments are to (in the place of the ID: the row's new leader), then the
-	// holder: MySQL takes to twice (its ? placeholders cannot name one twice).
-	pre := []any{id}
+	// The arguments are to's ID (in the place of the ID: the row's new leader),
+	// then the holder, to's incarnation and the handover_to written (MySQL: in the
+	// order of its positional placeholders).
+	pre := []any{id, to.Incarnation, unclaimed(to)}
 	if c.dialect == schema.MySQL {
-		pre = []any{to, id}
+		pre = []any{to.Incarnation, unclaimed(to), id}
 	}
-	handed, err = c.batchCAS(ctx, "handover many", to, held, c.bq.handoverMany, pre, nil, true, false, func(r readBack, kv store.KeyVersion) bool {
-		return r.startedTerm(to, kv.Version)
+	handed, err = c.batchCAS(ctx, "handover many", to.ID, held, c.bq.handoverMany, pre, nil, true, false, func(r readBack, kv store.KeyVersion) bool {
+		return r.startedTerm(to.ID, kv.Version)
 	})
 	for _, w := range handed {
-		c.wakeups.HandedOver(w.Key, to) // the target reads the row and adopts the lease
+		c.wakeups.HandedOver(w.Key, to.ID)
 	}
 	return handed, err
 }
@@ -433,9 +434,10 @@ func (q mysqlBatch) releaseMany(n int) (string, string) {
 		` WHERE leader_id = ? AND (elect_key, version) IN (` + pairs(n) + `)`, q.readBack(n)
 }
 
-// handoverMany's arguments are to, to, the holder, then the pairs (see HandoverMany).
+// handoverMany's arguments are to, its incarnation, the handover_to written, the
+// holder, then the pairs (see HandoverMany).
 func (q mysqlBatch) handoverMany(n int) (string, string) {
-	return `UPDATE ` + q.t + ` SET leader_id = ?, handover_to = ?, incarnation = '', term = ` + mysqlNewTerm + `, tick_time = NOW(6), stepdown = 0, update_time = NOW(6), version = ` + mysqlNewTerm +
+	return `UPDATE ` + q.t + ` SET leader_id = ?, incarnation = ?, handover_to = ?, term = ` + mysqlNewTerm + `, tick_time = NOW(6), stepdown = 0, update_time = NOW(6), version = ` + mysqlNewTerm +
 		` WHERE leader_id = ? AND (elect_key, version) IN (` + pairs(n) + `)`, q.readBack(n)
 }
 
@@ -490,9 +492,10 @@ func (q postgresBatch) releaseMany(int) (string, string) {
 		pgFrom + pgHeldBy + ` RETURNING e.elect_key) ` + q.notify, ""
 }
 
-// handoverMany's arguments are to ($1), the pairs, then the holder ($4).
+// handoverMany's arguments are to ($1), the pairs, the holder ($4), to's
+// incarnation ($5) and the handover_to written ($6).
 func (q postgresBatch) handoverMany(int) (string, string) {
-	return `WITH u AS (UPDATE ` + q.t + ` AS e SET version = ` + pgNewTerm + `, term = ` + pgNewTerm + `, leader_id = $1, incarnation = '', tick_time = clock_timestamp(), handover_to = $1, stepdown = 0, update_time = clock_timestamp()` +
+	return `WITH u AS (UPDATE ` + q.t + ` AS e SET version = ` + pgNewTerm + `, term = ` + pgNewTerm + `, leader_id = $1, incarnation = $5, tick_time = clock_timestamp(), handover_to = $6, stepdown = 0, update_time = clock_timestamp()` +
 		pgFrom + ` AND (e.leader_id = $4 OR v.k IS NULL) RETURNING e.elect_key, e.term) ` + q.handover, ""
 }
 
@@ -528,9 +531,10 @@ func (q sqliteBatch) releaseMany(n int) (string, string) {
 		` WHERE leader_id = ?1 AND (elect_key, version) IN (` + values(n) + `) RETURNING elect_key`, ""
 }
 
-// handoverMany's arguments are to (?1), the holder (?2), then the pairs.
+// handoverMany's arguments are to (?1), the holder (?2), to's incarnation (?3),
+// the handover_to written (?4), then the pairs.
 func (q sqliteBatch) handoverMany(n int) (string, string) {
-	return `UPDATE ` + q.t + ` SET leader_id = ?1, handover_to = ?1, incarnation = '', term = ` + sqliteNewTerm + `, version = ` + sqliteNewTerm + `, tick_time = ` + sqliteNow + `, stepdown = 0, update_time = ` + sqliteNow +
+	return `UPDATE ` + q.t + ` SET leader_id = ?1, incarnation = ?3, handover_to = ?4, term = ` + sqliteNewTerm + `, version = ` + sqliteNewTerm + `, tick_time = ` + sqliteNow + `, stepdown = 0, update_time = ` + sqliteNow +
 		` WHERE leader_id = ?2 AND (elect_key, version) IN (` + values(n) + `) RETURNING elect_key, term`, ""
 }
 

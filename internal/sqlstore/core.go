@@ -472,13 +472,14 @@ func (c *Core) Release(ctx context.Context, key, id string, version int64) (swap
 
 // Handover passes id's lease on key to candidate to, with a fresh tick_time and a new
 // term (chosen as [Core.Elect] does), if the row is still at version and held by id.
-// It returns the new term, which is also the row's new version. The new leader
-// confirms with its first renewal.
-func (c *Core) Handover(ctx context.Context, key, id string, version int64, to string) (term int64, ok bool, err error) {
+// It returns the new term, which is also the row's new version. The row records
+// to's incarnation when it is named, and is handed and not claimed otherwise
+// (see [store.Driver.Handover]).
+func (c *Core) Handover(ctx context.Context, key, id string, version int64, to store.Candidate) (term int64, ok bool, err error) {
 	if err := rules.ValidateNames(key, id); err != nil {
 		return 0, false, err
 	}
-	if err := rules.ValidateName("handover target", to); err != nil {
+	if err := rules.ValidateTarget(to); err != nil {
 		return 0, false, err
 	}
 	if err := c.checkVersion("handover", key, version); err != nil {
@@ -487,15 +488,25 @@ func (c *Core) Handover(ctx context.Context, key, id string, version int64, to s
 	if err := c.ready(ctx); err != nil {
 		return 0, false, err
 	}
-	args := []any{to, key, version, id}
-	if c.dialect == schema.MySQL { // MySQL's ? placeholders cannot name one argument twice
-		args = []any{to, to, key, version, id}
+	args := []any{to.ID, key, version, id, to.Incarnation, unclaimed(to)}
+	if c.dialect == schema.MySQL { // MySQL's ? placeholders are positional
+		args = []any{to.ID, to.Incarnation, unclaimed(to), key, version, id}
 	}
 	term, ok, err = c.writeTerm(ctx, c.q.handover, args...)
 	if ok && err == nil {
-		c.wakeups.HandedOver(key, to) // the target reads the row and adopts the lease
+		c.wakeups.HandedOver(key, to.ID)
 	}
 	return term, ok, c.wrap("handover", key, err)
+}
+
+// unclaimed is the handover_to that a handover to to writes: to's ID when it
+// names no incarnation (the lease is handed and not claimed, [store.Record.Handed]),
+// else none (the row records the target's incarnation: it holds the term).
+func unclaimed(to store.Candidate) string {
+	if to.Incarnation != "" {
+		return ""
+	}
+	return to.ID
 }
 
 // RequestStepDown asks the leader of key to step down, handing over to candidate to

@@ -47,7 +47,7 @@ func mysqlQueries(t, _ string) queries {
 		release: `UPDATE ` + t + ` SET version = ?, leader_id = '', incarnation = '', tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +
 			` WHERE elect_key = ? AND version = ? AND leader_id = ?`,
 		handover: `UPDATE ` + t + ` SET term = LAST_INSERT_ID(` + mysqlNewTerm + `), version = ` + mysqlNewTerm +
-			`, leader_id = ?, incarnation = '', tick_time = ` + now + `, handover_to = ?, stepdown = 0, update_time = ` + now +
+			`, leader_id = ?, incarnation = ?, tick_time = ` + now + `, handover_to = ?, stepdown = 0, update_time = ` + now +
 			` WHERE elect_key = ? AND version = ? AND leader_id = ?`,
 		request: `UPDATE ` + t + ` SET version = ?, handover_to = ?, stepdown = 1, update_time = ` + now +
 			` WHERE elect_key = ? AND version = ? AND leader_id <> ''`,

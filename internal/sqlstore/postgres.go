@@ -149,7 +149,7 @@ func postgresQueries(t, table string) queries {
 		release: `WITH u AS (UPDATE ` + t + ` SET version = $1, leader_id = '', incarnation = '', tick_time = ` + now + `, handover_to = '', stepdown = 0, update_time = ` + now +
 			` WHERE elect_key = $2 AND version = $3 AND leader_id = $4 RETURNING elect_key, version) ` + pgNotify(table, "elect_key", "version"),
 		handover: `WITH u AS (UPDATE ` + t + ` SET version = ` + pgNewTerm + `, term = ` + pgNewTerm +
-			`, leader_id = $1, incarnation = '', tick_time = ` + now + `, handover_to = $1, stepdown = 0, update_time = ` + now +
+			`, leader_id = $1, incarnation = $5, tick_time = ` + now + `, handover_to = $6, stepdown = 0, update_time = ` + now +
 			` WHERE elect_key = $2 AND version = $3 AND leader_id = $4 RETURNING elect_key, term) ` + pgNotify(table, "term", pgHandedTo),
 		request: `UPDATE ` + t + ` SET version = $1, handover_to = $2, stepdown = 1, update_time = ` + now +
 			` WHERE elect_key = $3 AND version = $4 AND leader_id <> ''`,

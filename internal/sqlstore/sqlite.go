@@ -48,7 +48,7 @@ func sqliteQueries(t, _ string) queries {
 			` WHERE elect_key = ? AND version = ? AND leader_id = ?`,
 		release: `UPDATE ` + t + ` SET version = ?, leader_id = '', incarnation = '', tick_time = ` + sqliteNow + `, handover_to = '', stepdown = 0, update_time = ` + sqliteNow +
 			` WHERE elect_key = ? AND version = ? AND leader_id = ?`,
-		handover: `UPDATE ` + t + ` SET version = ` + sqliteNewTerm + `, term = ` + sqliteNewTerm + `, leader_id = ?1, incarnation = '', tick_time = ` + sqliteNow + `, handover_to = ?1, stepdown = 0, update_time = ` + sqliteNow +
+		handover: `UPDATE ` + t + ` SET version = ` + sqliteNewTerm + `, term = ` + sqliteNewTerm + `, leader_id = ?1, incarnation = ?5, tick_time = ` + sqliteNow + `, handover_to = ?6, stepdown = 0, update_time = ` + sqliteNow +
 			` WHERE elect_key = ?2 AND version = ?3 AND leader_id = ?4 RETURNING term`,
 		request: `UPDATE ` + t + ` SET version = ?, handover_to = ?, stepdown = 1, update_time = ` + sqliteNow +
 			` WHERE elect_key = ? AND version = ? AND leader_id <> ''`,

@@ -279,7 +279,8 @@ func releaseManyReleasesOnlyHeld(t *testing.T, s batchStore) {
 // version to the target in a new term, as Handover does (the row names the target
 // as leader and handed-to, with no incarnation and the lease kept), and leaves the
 // keys it does not hold at that version alone; the target claims a handed lease
-// with one election, which nobody else can win.
+// with one election, which nobody else can win. Naming the target's incarnation
+// leaves the rows held by that process.
 func handoverManyHandsOverOnlyHeld(t *testing.T, s batchStore) {
 	ctx := t.Context()
 	mine, ok, err := s.Insert(ctx, "mine", store.Candidate{ID: "me", Incarnation: "inc-me", Lease: longLease})
@@ -289,7 +290,7 @@ func handoverManyHandsOverOnlyHeld(t *testing.T, s batchStore) {
 	theirs := insert(t, s, "theirs", "them")
 	ok, err = s.Renew(ctx, "moved", "me", moved)
 	won(t, ok, err, "Renew")
-	handed, err := s.HandoverMany(ctx, "me", "you", []store.KeyVersion{kv("mine", mine), kv("also", also), kv("moved", moved), kv("theirs", theirs)})
+	handed, err := s.HandoverMany(ctx, "me", store.Candidate{ID: "you"}, []store.KeyVersion{kv("mine", mine), kv("also", also), kv("moved", moved), kv("theirs", theirs)})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"also", "mine"}, sorted(t, handed))
 	terms := newTerms(t, s, "you", handed, map[string]int64{"mine": mine, "also": also}, "HandoverMany")
@@ -306,9 +307,22 @@ func handoverManyHandsOverOnlyHeld(t *testing.T, s batchStore) {
 	noTerm(t, term, ok, err, "Elect of a live lease handed to another")
 	claim, ok, err := s.Elect(ctx, "mine", store.Candidate{ID: "you", Incarnation: "inc-y", Lease: shortLease}, terms["mine"])
 	newTerm(t, claim, ok, err, terms["mine"], "Elect by the target (the claim)")
-	again, err := s.HandoverMany(ctx, "me", "you", []store.KeyVersion{kv("also", also)})
+	again, err := s.HandoverMany(ctx, "me", store.Candidate{ID: "you"}, []store.KeyVersion{kv("also", also)})
 	require.NoError(t, err)
 	assert.Empty(t, again, "a handover from a version already handed over")
+
+	// Naming the target's incarnation: each row is held by that process.
+	a, b := insert(t, s, "named-a", "me"), insert(t, s, "named-b", "me")
+	handed, err = s.HandoverMany(ctx, "me", store.Candidate{ID: "you", Incarnation: "inc-you"}, []store.KeyVersion{kv("named-a", a), kv("named-b", b)})
+	require.NoError(t, err)
+	terms = newTerms(t, s, "you", handed, map[string]int64{"named-a": a, "named-b": b}, "HandoverMany naming the incarnation")
+	for _, k := range []string{"named-a", "named-b"} {
+		rec := observe(t, s, k)
+		assert.Equal(t, "inc-you", rec.Incarnation, "key %q", k)
+		assert.False(t, rec.Handed(), "key %q: held, not handed and unclaimed", k)
+		term, ok, err := s.Elect(ctx, k, store.Candidate{ID: "you", Incarnation: "inc-dup", Lease: shortLease}, terms[k])
+		noTerm(t, term, ok, err, "Elect of a live lease held by another process with the ID")
+	}
 }
 
 func racingBatchElectors(t *testing.T, s batchStore) {

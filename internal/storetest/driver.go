@@ -108,7 +108,7 @@ func subscribersAreWokenOrNotAtAll(t *testing.T, h Harness) {
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.Greater(t, t2, rec.Version)
-	_, ok, err = s.Handover(ctx, "k", "a", t2, "b")
+	_, ok, err = s.Handover(ctx, "k", "a", t2, store.Candidate{ID: "b"})
 	require.NoError(t, err)
 	require.True(t, ok)
 	select {

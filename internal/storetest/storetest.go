@@ -8,6 +8,7 @@
 package storetest
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"sync"
@@ -102,6 +103,7 @@ func Run(t *testing.T, h Harness) {
 		{"RenewDoesNotChangeTerm", renewDoesNotChangeTerm},
 		{"ReleaseClearsLeaderAndKeepsTerm", releaseClearsLeaderAndKeepsTerm},
 		{"HandoverNamesTargetWithNewTerm", handoverNamesTargetWithNewTerm},
+		{"HandoverToAnIncarnationHoldsTheTerm", handoverToAnIncarnationHoldsTheTerm},
 		{"RequestStepDownKeepsLeaseAndTerm", requestStepDownKeepsLeaseAndTerm},
 		{"KeysAreIndependentAndCaseSensitive", keysAreIndependentAndCaseSensitive},
 		{"HostileKeysAreData", hostileKeysAreData},
@@ -210,7 +212,7 @@ func missingRowIsNotFound(t *testing.T, h Harness) {
 	lost(t, ok, err, "Renew")
 	ok, err = s.Release(ctx, key, "a", 0)
 	lost(t, ok, err, "Release")
-	term, ok, err = s.Handover(ctx, key, "a", 0, "b")
+	term, ok, err = s.Handover(ctx, key, "a", 0, store.Candidate{ID: "b"})
 	noTerm(t, term, ok, err, "Handover")
 	ok, err = s.RequestStepDown(ctx, key, 0, "b")
 	lost(t, ok, err, "RequestStepDown")
@@ -333,7 +335,7 @@ func handedLeaseIsClaimedByOneElection(t *testing.T, h Harness) {
 	s, _ := open(t, h)
 	ctx := t.Context()
 	v := insert(t, s, "k", "a")
-	handed, ok, err := s.Handover(ctx, "k", "a", v, "b")
+	handed, ok, err := s.Handover(ctx, "k", "a", v, store.Candidate{ID: "b"})
 	handed = newTerm(t, handed, ok, err, v, "Handover")
 	rec := observe(t, s, "k")
 	require.True(t, rec.Handed(), "the row shows the lease handed to b and not claimed")
@@ -455,7 +457,7 @@ func electReleasedWinsOnlyAReleasedOrHandedRow(t *testing.T, h Harness) {
 
 	// A lease handed over names its new leader: only that candidate claims it,
 	// once, in a new term.
-	handedTerm, ok, err := s.Handover(ctx, "expired", "dead", v, "c")
+	handedTerm, ok, err := s.Handover(ctx, "expired", "dead", v, store.Candidate{ID: "c"})
 	newTerm(t, handedTerm, ok, err, v, "Handover")
 	handed := observe(t, s, "expired")
 	require.True(t, handed.Handed())
@@ -595,7 +597,7 @@ func termsOutrunARolledBackRow(t *testing.T, h Harness) {
 
 	// A handover from a rolled-back row starts a fresh term too.
 	h.Corrupt(t, table, "k", RolledBack)
-	term2, ok, err := s.Handover(ctx, "k", "c", 1, "d")
+	term2, ok, err := s.Handover(ctx, "k", "c", 1, store.Candidate{ID: "d"})
 	newTerm(t, term2, ok, err, term, "Handover from the rolled-back version")
 	assert.Equal(t, term2, observe(t, s, "k").Term)
 
@@ -645,7 +647,7 @@ func versionsStopBeforeTheyCanWrap(t *testing.T, h Harness) {
 		limitError(err, "Renew")
 		_, _, err = s.Elect(ctx, "top", store.Candidate{ID: "b", Lease: 0}, top)
 		limitError(err, "Elect")
-		_, _, err = s.Handover(ctx, "top", "a", top, "b")
+		_, _, err = s.Handover(ctx, "top", "a", top, store.Candidate{ID: "b"})
 		limitError(err, "Handover")
 		_, err = s.Release(ctx, "top", "a", top)
 		limitError(err, "Release")
@@ -793,15 +795,15 @@ func handoverNamesTargetWithNewTerm(t *testing.T, h Harness) {
 	v := insert(t, s, "k", "a")
 	before := observe(t, s, "k")
 
-	term, ok, err := s.Handover(ctx, "k", "b", v, "c")
+	term, ok, err := s.Handover(ctx, "k", "b", v, store.Candidate{ID: "c"})
 	noTerm(t, term, ok, err, "Handover by a non-holder")
-	term, ok, err = s.Handover(ctx, "k", "a", v-1, "b")
+	term, ok, err = s.Handover(ctx, "k", "a", v-1, store.Candidate{ID: "b"})
 	noTerm(t, term, ok, err, "Handover from a stale version")
 	unchanged(t, s, before)
 
 	time.Sleep(outlive)
 	before = observe(t, s, "k")
-	term, ok, err = s.Handover(ctx, "k", "a", v, "b")
+	term, ok, err = s.Handover(ctx, "k", "a", v, store.Candidate{ID: "b"})
 	term = newTerm(t, term, ok, err, v, "Handover")
 	rec := observe(t, s, "k")
 	assert.Equal(t, "b", rec.LeaderID)
@@ -813,6 +815,40 @@ func handoverNamesTargetWithNewTerm(t *testing.T, h Harness) {
 
 	ok, err = s.Renew(ctx, "k", "a", term)
 	lost(t, ok, err, "Renew by the former leader")
+	ok, err = s.Renew(ctx, "k", "b", term)
+	won(t, ok, err, "Renew by the target")
+}
+
+// handoverToAnIncarnationHoldsTheTerm: a handover that names its target's
+// incarnation leaves the term held by that process (its ID and incarnation, no
+// handover_to, a fresh tick, the lease kept), which it leads from a read; no
+// election takes that live lease, not even one by the target's ID.
+func handoverToAnIncarnationHoldsTheTerm(t *testing.T, h Harness) {
+	s, _ := open(t, h)
+	ctx := t.Context()
+	v, ok, err := s.Insert(ctx, "k", store.Candidate{ID: "a", Incarnation: "inc-a", Lease: longLease})
+	v = newTerm(t, v, ok, err, 0, "Insert")
+	time.Sleep(outlive)
+	before := observe(t, s, "k")
+
+	term, ok, err := s.Handover(ctx, "k", "a", v, store.Candidate{ID: "b", Incarnation: "inc-b"})
+	term = newTerm(t, term, ok, err, v, "Handover")
+	rec := observe(t, s, "k")
+	assert.Equal(t, "b", rec.LeaderID)
+	assert.Equal(t, "inc-b", rec.Incarnation, "the row names the target's process")
+	assert.Empty(t, rec.HandoverTo, "the term is held, not handed and unclaimed")
+	assert.False(t, rec.Handed())
+	assert.Equal(t, term, rec.Term)
+	assert.Equal(t, longLease, rec.Lease, "the handover keeps the lease")
+	assert.Less(t, rec.Age, before.Age, "Handover writes a fresh tick_time")
+	assert.False(t, rec.Expired(longLease))
+
+	for _, cand := range []store.Candidate{{ID: "b", Incarnation: "inc-dup", Lease: shortLease}, {ID: "c", Incarnation: "inc-c", Lease: shortLease}} {
+		term2, ok, err := s.Elect(ctx, "k", cand, term)
+		noTerm(t, term2, ok, err, "Elect of the handed live lease by "+cand.Incarnation)
+		term2, ok, err = s.ElectReleased(ctx, "k", cand)
+		noTerm(t, term2, ok, err, "ElectReleased of the handed live lease by "+cand.Incarnation)
+	}
 	ok, err = s.Renew(ctx, "k", "b", term)
 	won(t, ok, err, "Renew by the target")
 }
@@ -872,7 +908,7 @@ func requestStepDownKeepsLeaseAndTerm(t *testing.T, h Harness) {
 		v := insert(t, s, "handover", "a")
 		ok, err := s.RequestStepDown(ctx, "handover", v, "b")
 		won(t, ok, err, "RequestStepDown")
-		term, ok, err := s.Handover(ctx, "handover", "a", v+1, "b")
+		term, ok, err := s.Handover(ctx, "handover", "a", v+1, store.Candidate{ID: "b"})
 		newTerm(t, term, ok, err, v+1, "Handover")
 		rec := observe(t, s, "handover")
 		assert.Equal(t, "b", rec.LeaderID)
@@ -962,7 +998,7 @@ func hostileKeysAreData(t *testing.T, h Harness) {
 		assert.Equal(t, v, rec.Version, "key %q", key)
 		ok, err := s.Renew(ctx, key, key, v)
 		won(t, ok, err, fmt.Sprintf("Renew %q", key))
-		term, ok, err := s.Handover(ctx, key, key, v+1, next(i))
+		term, ok, err := s.Handover(ctx, key, key, v+1, store.Candidate{ID: next(i)})
 		first[key] = newTerm(t, term, ok, err, v+1, fmt.Sprintf("Handover %q", key))
 	}
 	for i, key := range keys {
@@ -1015,9 +1051,10 @@ func invalidArgumentsAreRefused(t *testing.T, h Harness) {
 				{"Renew with the ID", second(s.Renew(ctx, key, tc.bad, v))},
 				{"Release with the key", second(s.Release(ctx, tc.bad, "a", v))},
 				{"Release with the ID", second(s.Release(ctx, key, tc.bad, v))},
-				{"Handover with the key", third(s.Handover(ctx, tc.bad, "a", v, "b"))},
-				{"Handover with the ID", third(s.Handover(ctx, key, tc.bad, v, "b"))},
-				{"Handover with the target", third(s.Handover(ctx, key, "a", v, tc.bad))},
+				{"Handover with the key", third(s.Handover(ctx, tc.bad, "a", v, store.Candidate{ID: "b"}))},
+				{"Handover with the ID", third(s.Handover(ctx, key, tc.bad, v, store.Candidate{ID: "b"}))},
+				{"Handover with the target", third(s.Handover(ctx, key, "a", v, store.Candidate{ID: tc.bad}))},
+				{"Handover with the target's incarnation", third(s.Handover(ctx, key, "a", v, store.Candidate{ID: "b", Incarnation: cmp.Or(tc.bad, "\x00")}))},
 				{"RequestStepDown with the key", second(s.RequestStepDown(ctx, tc.bad, v, "b"))},
 			} {
 				assert.ErrorIs(t, call.err, store.ErrInvalidArgument, call.what)

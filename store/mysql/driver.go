@@ -53,7 +53,7 @@ func (s *Store) Release(ctx context.Context, key, id string, version int64) (swa
 // Handover passes id's lease on key to candidate to in a new term that it
 // returns, only if the row is at version and held by id, and wakes the followers
 // of key.
-func (s *Store) Handover(ctx context.Context, key, id string, version int64, to string) (term int64, ok bool, err error) {
+func (s *Store) Handover(ctx context.Context, key, id string, version int64, to store.Candidate) (term int64, ok bool, err error) {
 	return s.core.Handover(ctx, key, id, version, to)
 }
 
@@ -92,7 +92,7 @@ func (s *Store) ReleaseMany(ctx context.Context, id string, held []store.KeyVers
 
 // HandoverMany is [Store.Handover] to to for each key and version of held, in one
 // statement.
-func (s *Store) HandoverMany(ctx context.Context, id, to string, held []store.KeyVersion) ([]store.Won, error) {
+func (s *Store) HandoverMany(ctx context.Context, id string, to store.Candidate, held []store.KeyVersion) ([]store.Won, error) {
 	return s.core.HandoverMany(ctx, id, to, held)
 }
 

@@ -21,8 +21,9 @@ import (
 type endCounter struct {
 	store.Driver
 	releases, handovers atomic.Int64 // those that won their compare-and-set
-	handedTo            atomic.Pointer[string]
+	handedTo            atomic.Pointer[store.Candidate]
 }
+
 
 func (c *endCounter) Release(ctx context.Context, key, id string, v int64) (bool, error) {
 	ok, err := c.Driver.Release(ctx, key, id, v)
@@ -32,7 +33,7 @@ func (c *endCounter) Release(ctx context.Context, key, id string, v int64) (bool
 	return ok, err
 }
 
-func (c *endCounter) Handover(ctx context.Context, key, id string, v int64, to string) (int64, bool, error) {
+func (c *endCounter) Handover(ctx context.Context, key, id string, v int64, to store.Candidate) (int64, bool, error) {
 	term, ok, err := c.Driver.Handover(ctx, key, id, v, to)
 	if ok {
 		c.handovers.Add(1)
@@ -68,9 +69,9 @@ func debugLogger(log *lockedBuffer) *slog.Logger {
 
 // TestGracefulExitHandsTheLeaseToTheLiveFollower: once a leader's members reads
 // show a live follower, each graceful end of its term (Resign, the end of Run) is
-// one compare-and-set that names that follower (a handover, no release), and the
-// follower leads the next term; its reads never named an observer or a paused
-// candidate.
+// one compare-and-set that names that follower and its process (a handover, no
+// release), and the follower leads the next term from a read, with no election
+// write; its reads never named an observer or a paused candidate.
 func TestGracefulExitHandsTheLeaseToTheLiveFollower(t *testing.T) {
 	t.Parallel()
 	for _, d := range guardDBs() {
@@ -85,10 +86,11 @@ func TestGracefulExitHandsTheLeaseToTheLiveFollower(t *testing.T) {
 				a := newElector(t, sa, ca)
 				stopA := running(t, a)
 				require.Eventually(t, a.IsLeader, settle, 10*time.Millisecond)
+				sb := &callCounter{Driver: db.st}
 				started := func(id string, f func(*casleader.Elector)) *casleader.Elector {
 					c := exitCfg(id)
 					c.Key = ca.Key
-					el := newElector(t, db.st, c)
+					el := newElector(t, sb, c)
 					f(el)
 					stop := running(t, el)
 					t.Cleanup(func() { _ = stop() })
@@ -105,17 +107,21 @@ func TestGracefulExitHandsTheLeaseToTheLiveFollower(t *testing.T) {
 					t.Fatal(log.String())
 				}
 
+				elections := sb.elections.Load()
 				if end == "Resign" {
 					require.NoError(t, a.Resign(t.Context()))
 				} else {
 					require.NoError(t, stopA())
 				}
 				require.Eventually(t, b.IsLeader, settle, time.Millisecond, "b leads the handed term")
+				assert.Equal(t, elections, sb.elections.Load(), "%s: b led the handed term from a read, with no election", end)
 				assert.Zero(t, sa.releases.Load(), "%s released the row instead of handing it to b", end)
 				if !assert.Equal(t, int64(1), sa.handovers.Load(), "%s: one handover won", end) {
 					t.Log(log.String())
 				}
-				assert.Equal(t, "b", *sa.handedTo.Load(), "the handover names b, not the paused candidate nor the observer")
+				to := sa.handedTo.Load()
+				assert.Equal(t, "b", to.ID, "the handover names b, not the paused candidate nor the observer")
+				assert.NotEmpty(t, to.Incarnation, "the handover names b's process, as its members row shows it")
 				if end == "Resign" {
 					require.NoError(t, stopA())
 				}

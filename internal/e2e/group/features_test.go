@@ -158,7 +158,7 @@ func TestManyKeysWokenAtOnceAreClaimedInBatches(t *testing.T) {
 		time.Sleep(time.Millisecond)
 		require.Zero(t, count(b, ks), "x leads every key")
 		for _, k := range ks {
-			_, ok, err := st.Handover(ctx, k, "x", versions[k], "b")
+			_, ok, err := st.Handover(ctx, k, "x", versions[k], store.Candidate{ID: "b"})
 			require.NoError(t, err)
 			require.True(t, ok)
 		}

@@ -84,12 +84,12 @@ func TestPostgresReleaseAndHandoverNotifyOnlyWhenTheyWin(t *testing.T) {
 	require.True(t, ok)
 	_, got = next(quiet)
 	assert.False(t, got, "an election does not notify")
-	_, ok, err = s.Handover(ctx, key, "b", term-1, "c") // stale version: loses
+	_, ok, err = s.Handover(ctx, key, "b", term-1, store.Candidate{ID: "c"}) // stale version: loses
 	require.NoError(t, err)
 	require.False(t, ok)
 	_, got = next(quiet)
 	assert.False(t, got, "a losing handover does not notify")
-	_, ok, err = s.Handover(ctx, key, "b", term, "c")
+	_, ok, err = s.Handover(ctx, key, "b", term, store.Candidate{ID: "c"})
 	require.NoError(t, err)
 	require.True(t, ok)
 	p, got = next(settle)
@@ -122,7 +122,7 @@ func TestPostgresReleaseAndHandoverNotifyOnlyWhenTheyWin(t *testing.T) {
 	for i, w := range ins {
 		held[i] = store.KeyVersion{Key: w.Key, Version: w.Term}
 	}
-	handed, err := s.HandoverMany(ctx, "m", "it's c", held)
+	handed, err := s.HandoverMany(ctx, "m", store.Candidate{ID: "it's c"}, held)
 	require.NoError(t, err)
 	assert.Len(t, handed, 2)
 	payloads = payloads[:0]
