@@ -174,11 +174,13 @@ func testWakeups(t *testing.T, want wakeupCounts, known bool, give func(t *testi
 	}
 }
 
-// TestStoreWakeupsClaimAHandedOverLeaseInOneRoundTrip: a handover's target is woken
-// (as handed over where the wake-up path can say so, without a version by a MySQL
-// named lock) and claims the lease with one election and no read: ElectReleased
-// wins a lease handed to its ID, in a new term that one process only can win, so
-// that two processes that share the target's ID never both lead.
+// TestStoreWakeupsClaimAHandedOverLeaseInOneRoundTrip: a handover's target whose
+// process the leader does not know (it writes no members rows) is woken and claims
+// the lease with an election, in a new term that one process only can win, so that
+// two processes that share the target's ID never both lead. Woken as handed over
+// (where the wake-up path can say so), it reads first: the row could have named its
+// process. Woken without a version (a MySQL named lock), it sends ElectReleased,
+// which wins a lease handed to its ID, with no read.
 func TestStoreWakeupsClaimAHandedOverLeaseInOneRoundTrip(t *testing.T) {
 	testWakeups(t, handoverClaims, false, func(t *testing.T, a *casleader.Elector) error { return a.HandoverTo(t.Context(), "b") })
 }
@@ -226,21 +228,30 @@ func TestStoreWakeupsHandOverWithoutWaitingForAPoll(t *testing.T) {
 	}, false, func(t *testing.T, a *casleader.Elector) error { return a.ResignFor(t.Context(), time.Hour) })
 }
 
-// handoverClaims is what a handover's target does between its wake-up and leading.
+// handoverClaims is what a handover's target does between its wake-up and leading
+// when the handover names its ID only.
 var handoverClaims = wakeupCounts{
-	"PostgreSQL":                    {0, 1, "the notification says the lease was handed over to b: b claims it without reading"},
+	"PostgreSQL":                    {1, 1, "the notification says the lease was handed over to b: b reads the handed row and claims it"},
 	"MariaDB":                       {0, 1, "a lock grant says nothing, yet the election that wins a released row also claims one handed to b"},
 	"MariaDBWakePool":               {0, 1, "the same locks, on a pool of their own"},
-	"SQLiteSecondDatabaseHandle":    {0, 1, "the wake-up file says the lease was handed over to b: b claims it without reading"},
-	"MariaDBOneStoreWakesInProcess": {0, 1, "woken in-process as handed over to b: b claims it without reading"},
+	"SQLiteSecondDatabaseHandle":    {1, 1, "the wake-up file says the lease was handed over to b: b reads the handed row and claims it"},
+	"MariaDBOneStoreWakesInProcess": {1, 1, "woken in-process as handed over to b: b reads the handed row and claims it"},
 }
 
 // TestStoreWakeupsPassAResignedLeaseToTheKnownSuccessor: a leader whose members
-// reads show b live hands the lease to b when it resigns with a cool-down (one
-// compare-and-set that names b, not a release), and b claims it in one round
-// trip, as after HandoverTo, without waiting for its next read.
+// reads show b live hands the lease to b's process when it resigns with a
+// cool-down (one compare-and-set that names b and its incarnation, not a release),
+// and b leads it from one read, with no write, without waiting for its next read.
+// Woken by a MySQL named lock, which says nothing, b first sends the election that
+// wins a released row; it changes nothing, and the read follows at once.
 func TestStoreWakeupsPassAResignedLeaseToTheKnownSuccessor(t *testing.T) {
-	testWakeups(t, handoverClaims, true, func(t *testing.T, a *casleader.Elector) error { return a.ResignFor(t.Context(), time.Hour) })
+	testWakeups(t, wakeupCounts{
+		"PostgreSQL":                    {1, 0, "the notification says the lease was handed over to b: b reads the row, which names its process"},
+		"MariaDB":                       {1, 1, "a lock grant says nothing: the election that wins a released row changes nothing, then b reads"},
+		"MariaDBWakePool":               {1, 1, "the same locks, on a pool of their own"},
+		"SQLiteSecondDatabaseHandle":    {1, 0, "the wake-up file says the lease was handed over to b: b reads the row, which names its process"},
+		"MariaDBOneStoreWakesInProcess": {1, 0, "woken in-process as handed over to b: b reads the row, which names its process"},
+	}, true, func(t *testing.T, a *casleader.Elector) error { return a.ResignFor(t.Context(), time.Hour) })
 }
 
 func TestOneListenerPerStoreWhateverTheNumberOfElectors(t *testing.T) {
