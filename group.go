@@ -185,6 +185,7 @@ type Group struct {
 	wakeup  map[string]int64 // keys woken by the store's wake-ups, with the released version (0: unknown)
 	poke    chan struct{}
 	paused  atomic.Bool
+	named   atomic.Bool // the last write of the members rows succeeded: a handover can name this process
 
 	statements, renewBatches, lost atomic.Int64
 	renewMax, renewSum             atomic.Int64
@@ -775,6 +776,7 @@ func (r *engine) takeWakeup(k string, v int64, now time.Time) {
 	// it, and a handover to this candidate, by an election that wins only a
 	// released row or one handed to it (the machine decides); anything else is
 	// read now.
+	s.m.Named(r.g.named.Load())
 	switch d := s.m.Woken(v, r.participation(s, now), s.failures); d.Action {
 	case cas.Campaign:
 		r.woken = append(r.woken, s)

@@ -18,7 +18,8 @@ import (
 // deletes the group's rows.
 func (g *Group) startMembers(ctx context.Context) (stop func()) {
 	c := members.Config{Store: g.st, ID: g.cfg.ID, Lease: g.cfg.LeaseDuration, Priority: int64(g.cfg.Priority),
-		Snapshot: g.memberRows, Leading: g.ledTerms, Handover: g.handover, Successor: g.noteSuccessor,
+		Snapshot: g.memberRows, Written: func(err error) { g.named.Store(err == nil) },
+		Leading: g.ledTerms, Handover: g.handover, Successor: g.noteSuccessor,
 		Keep: g.cfg.KeepLeaseOnExit, Logger: g.log}
 	if g.cfg.Balance {
 		c.Anchor, c.Balance = g.anchor, g.rebalance

@@ -186,6 +186,7 @@ type Machine struct {
 	skew skew // clock skew between database servers, and the expiry judgement (skew.go)
 
 	electsReleased bool // the store can elect a released row without its version (ElectsReleased)
+	named          bool // a handover can name this process (Named)
 }
 
 // New returns a follower for candidate c (its ID, the incarnation of its process,
@@ -365,6 +366,11 @@ func (m *Machine) observedOwnID(rec store.Record, sent time.Time, p Participatio
 // carries no version.
 func (m *Machine) ElectsReleased(ok bool) { m.electsReleased = ok }
 
+// Named tells the machine whether a handover can name this candidate's process:
+// its members rows, which leaders read, record its incarnation (they were written
+// lately). [Machine.Woken] then answers a handover's wake-up with a read.
+func (m *Machine) Named(ok bool) { m.named = ok }
+
 // Woken handles a wake-up that announces the lease as released at row version
 // version (0: a wake-up that carries no version, such as a MySQL named lock granted
 // or a reconnected listener; negative: a lease handed over to a named candidate,
@@ -385,11 +391,13 @@ func (m *Machine) ElectsReleased(ok bool) { m.electsReleased = ok }
 // term must be above the last version this candidate saw.
 //
 // A handover wakes its target, or every follower when the target is not known
-// (version -1, notify.HandedOver), to a read at once: a handover that names the
-// target's incarnation (its leader's members reads showed it) hands the term to
-// that process, which leads it from that read without a write (see Observed); one
-// that names only its ID is claimed from the read with an election, which only
-// one process with that ID can win. A follower told that the lease went to
+// (version -1, notify.HandedOver). A candidate whose process a handover can name
+// ([Machine.Named]) reads at once: a handover that names the target's incarnation
+// hands the term to that process, which leads it from that read without a write
+// (see Observed), and one that names only its ID is claimed from the read with an
+// election. Any other is sent, as by a wake-up with no version, into the election
+// that claims a lease handed to its ID in one round trip (CampaignReleased).
+// Either claim is a new term that only one process with that ID can win. A follower told that the lease went to
 // another candidate (version -2, notify.HandedToAnother) reads after
 // [timing.HandoverReadDelay] instead: it learns the new leader as soon, to within
 // a few milliseconds, and its read does not compete with the target's for the
@@ -404,10 +412,10 @@ func (m *Machine) Woken(version int64, p Participation, failures int) Decision {
 	if version == handedToAnother && m.role == follower {
 		return Decision{Action: Wait, Wait: timing.HandoverReadDelay}
 	}
-	if m.role != follower || p != Campaigning || m.unsettled || failures > 1 || version < 0 {
+	if m.role != follower || p != Campaigning || m.unsettled || failures > 1 || version < handedOver {
 		return Decision{Action: Wait}
 	}
-	if version == 0 && m.electsReleased {
+	if m.electsReleased && (version == 0 || version == handedOver && !m.named) {
 		m.role = candidate
 		m.from = m.version
 		return Decision{Action: CampaignReleased, Version: m.version}

@@ -476,6 +476,7 @@ func TestHandoverToAnIncarnationIsLedFromTheRead(t *testing.T) {
 	}
 	m := New(store.Candidate{ID: "next", Incarnation: "inc-" + "next", Lease: lease}, renew)
 	m.ElectsReleased(true)
+	m.Named(true)
 	require.Equal(t, Decision{Action: Wait, Wait: lease}, m.Observed(row(4, "old", 3, 100*time.Millisecond), true, at(0), Campaigning))
 	require.Equal(t, Decision{Action: Wait}, m.Woken(handedOver, Campaigning, 0), "the wake-up asks for a read, not a write")
 	assert.Equal(t, Decision{Action: Lead, Version: won}, m.Observed(handed(won), true, at(200), Campaigning))
@@ -1019,15 +1020,18 @@ func TestWoken(t *testing.T) {
 		{"PausedCandidateReadsAfterAWakeUpWithoutAVersion", electsReleased(following(live)), 0, Abstaining, Decision{Action: Wait}, 0},
 		{"ObserverReadsAfterAWakeUpWithoutAVersion", electsReleased(following(live)), 0, Observing, Decision{Action: Wait}, 0},
 		// A handover to this candidate, or to one not named (notify.HandedOver):
-		// a read at once.
+		// the election that wins a released row also claims a lease handed to
+		// this candidate's ID, sent at once; without it, the target reads first.
 		{"HandoverAsksForAReadWhenTheStoreCannotClaimWithoutAVersion", following(live), -1, Campaigning, Decision{Action: Wait}, 0},
-		// A handover's target reads at once, whatever its store can: the row may
-		// name its incarnation (it then leads from the read, with no write), and
-		// an election would change nothing.
-		{"HandoverAsksForAReadWhenTheStoreCanClaimWithoutAVersion", electsReleased(following(live)), -1, Campaigning, Decision{Action: Wait}, 0},
-		{"HandoverBeforeAnyReadAsksForARead", electsReleased(func(*testing.T) *Machine {
+		{"HandoverIsClaimedAtOnceWhenTheStoreCan", electsReleased(following(live)), -1, Campaigning, Decision{Action: CampaignReleased, Version: 10}, 0},
+		{"HandoverBeforeAnyReadIsClaimedAtOnce", electsReleased(func(*testing.T) *Machine {
 			return New(store.Candidate{ID: "me", Incarnation: "inc-" + "me", Lease: lease}, renew)
-		}), -1, Campaigning, Decision{Action: Wait}, 0},
+		}), -1, Campaigning, Decision{Action: CampaignReleased}, 0},
+		// A candidate whose process a handover can name reads at once: the row
+		// may hand the term to it (led from the read), and an election would
+		// change nothing.
+		{"HandoverToAProcessThatCanBeNamedAsksForARead", named(electsReleased(following(live))), -1, Campaigning, Decision{Action: Wait}, 0},
+		{"WakeUpWithoutAVersionIsStillClaimedAtOnceByANamedProcess", named(electsReleased(following(live))), 0, Campaigning, Decision{Action: CampaignReleased, Version: 10}, 0},
 		{"PausedTargetReadsAfterAHandover", electsReleased(following(live)), -1, Abstaining, Decision{Action: Wait}, 0},
 		{"LeaderIgnoresAHandoverWakeUp", electsReleased(leading), -1, Campaigning, Decision{Action: Wait}, 0},
 		{"HandoverClaimsThatKeepLosingReadFirst", electsReleased(following(live)), -1, Campaigning, Decision{Action: Wait}, 2},
@@ -1113,6 +1117,15 @@ func TestReleasedRowElectionIsSettledLikeAnyOther(t *testing.T) {
 }
 
 // electsReleased returns the machine of mk, told that its store has ElectReleased.
+// named is mk's machine told that a handover can name its process.
+func named(mk func(t *testing.T) *Machine) func(t *testing.T) *Machine {
+	return func(t *testing.T) *Machine {
+		m := mk(t)
+		m.Named(true)
+		return m
+	}
+}
+
 func electsReleased(mk func(t *testing.T) *Machine) func(t *testing.T) *Machine {
 	return func(t *testing.T) *Machine {
 		m := mk(t)

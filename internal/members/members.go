@@ -103,6 +103,11 @@ type Config struct {
 	// does not add it (a line about one key adds the key).
 	Logger *slog.Logger
 
+	// Written, when not nil, is told the outcome of each write of the
+	// candidate's rows (nil: written). It is called on Run's goroutine and must
+	// not block.
+	Written func(err error)
+
 	// Priority is the candidate's priority. With Leading and Handover set, a
 	// leader hands a key over to a live candidate of higher priority by the rule
 	// of [Preference].
@@ -174,6 +179,9 @@ func Run(ctx context.Context, c Config) {
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(period, deleteTimeout))
 		err := c.Store.PutMembers(wctx, ms)
 		cancel()
+		if c.Written != nil {
+			c.Written(err)
+		}
 		if n >= nextPrune && err == nil {
 			nextPrune = n + pruneEvery
 			pctx, cancel := context.WithTimeout(ctx, period)

@@ -15,6 +15,7 @@ import (
 func newMachine(p *proc) cas.Machine {
 	m := cas.New(store.Candidate{ID: p.id, Incarnation: p.inc, Lease: dur(p.lease)}, p.renew)
 	m.ElectsReleased(p.electsReleased)
+	m.Named(p.named)
 	return *m
 }
 

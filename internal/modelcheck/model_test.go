@@ -99,6 +99,8 @@ type proc struct {
 	paused     bool // Pause was called, and Resume not since
 	// electsReleased: its store has ElectReleased (Machine.ElectsReleased)
 	electsReleased bool
+	// named: a handover can name its process (Machine.Named)
+	named bool
 	// the release loop
 	relToken, relVersion int64
 	relTo                string
@@ -243,6 +245,7 @@ func initial(sc *scenario) state {
 		p.id, p.inc = intern(p.id), intern(p.inc)
 		p.lastRenew = -100
 		p.electsReleased = sc.electsReleased
+		p.named = sc.named
 		p.m = newMachine(&p)
 		s.procs[i] = p
 	}

@@ -24,7 +24,6 @@ type endCounter struct {
 	handedTo            atomic.Pointer[store.Candidate]
 }
 
-
 func (c *endCounter) Release(ctx context.Context, key, id string, v int64) (bool, error) {
 	ok, err := c.Driver.Release(ctx, key, id, v)
 	if ok {
