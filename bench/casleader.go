@@ -336,11 +336,12 @@ func (r *recorder) Subscribe(key, id string, wake func(version int64)) (unsubscr
 	})
 }
 
-// Without members set, the members calls do nothing: as before store.Driver, the
-// electors measured here keep no members table.
+// Without members set, the members calls do nothing: the electors measured here
+// keep no members table, and their writes fail as on a database without one (so
+// that no handover can name their process).
 func (r *recorder) PutMembers(ctx context.Context, ms []store.Member) error {
 	if !r.members {
-		return nil
+		return fmt.Errorf("%w: the benchmark keeps no members table", store.ErrDeployment)
 	}
 	r.count.add("members_put", 1)
 	return r.Driver.PutMembers(ctx, ms)

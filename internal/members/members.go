@@ -173,15 +173,7 @@ func Run(ctx context.Context, c Config) {
 		}
 		began := time.Now()
 		ms := c.Snapshot()
-		// The write is not cancelled with ctx: a write cancelled in flight can
-		// still execute at the server after the delete of a clean stop, and leave
-		// a stopped candidate shown for two leases. A stop waits for it instead.
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(period, deleteTimeout))
-		err := c.Store.PutMembers(wctx, ms)
-		cancel()
-		if c.Written != nil {
-			c.Written(err)
-		}
+		err := put(ctx, c, ms, period)
 		if n >= nextPrune && err == nil {
 			nextPrune = n + pruneEvery
 			pctx, cancel := context.WithTimeout(ctx, period)
@@ -205,6 +197,20 @@ func Run(ctx context.Context, c Config) {
 		// was seen dead between its writes and never live for a lease.
 		t.Reset(max(0, period-time.Since(began)))
 	}
+}
+
+// put writes ms and tells c.Written. The write is not cancelled with ctx: a write
+// cancelled in flight can still execute at the server after the delete of a clean
+// stop, and leave a stopped candidate shown for two leases. A stop waits for it
+// instead.
+func put(ctx context.Context, c Config, ms []store.Member, period time.Duration) error {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(period, deleteTimeout))
+	defer cancel()
+	err := c.Store.PutMembers(wctx, ms)
+	if c.Written != nil {
+		c.Written(err)
+	}
+	return err
 }
 
 // remove deletes the rows of the keys in written, on a clean stop (ctx has ended).
