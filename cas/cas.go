@@ -397,11 +397,11 @@ func (m *Machine) Named(ok bool) { m.named = ok }
 // (see Observed), and one that names only its ID is claimed from the read with an
 // election. Any other is sent, as by a wake-up with no version, into the election
 // that claims a lease handed to its ID in one round trip (CampaignReleased).
-// Either claim is a new term that only one process with that ID can win. A follower told that the lease went to
-// another candidate (version -2, notify.HandedToAnother) reads after
-// [timing.HandoverReadDelay] instead: it learns the new leader as soon, to within
-// a few milliseconds, and its read does not compete with the target's for the
-// database's and the host's processors.
+// Either claim is a new term that only one process with that ID can win. A
+// follower told that the lease went to another candidate (version -2,
+// notify.HandedToAnother) reads after [timing.HandoverReadDelay] instead: it
+// learns the new leader as soon, to within a few milliseconds, and its read does
+// not compete with the target's for the database's and the host's processors.
 //
 // Anything else asks for a read (Wait with no wait): a leader, a candidate cooling
 // down, paused or observing, an unsettled election of ours (the read may show it
