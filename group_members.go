@@ -93,11 +93,19 @@ func (g *Group) noteSuccessor(key, id string, read []store.Member, sent time.Tim
 // with an election from the handed row, as after HandoverTo; one that died
 // meanwhile leaves the lease to expire a lease later.
 func (r *engine) successor(s *state, now time.Time) string {
-	n := s.sh.next.Load()
-	if n == nil || now.Sub(n.sent) >= members.Fresh(r.g.cfg.LeaseDuration) {
-		return ""
+	if n := s.sh.fresh(now, r.g.cfg.LeaseDuration); n != nil {
+		return n.id
 	}
-	return n.id
+	return ""
+}
+
+// fresh returns the last read of the key's members if it was sent less than
+// members.Fresh(lease) before now, else nil: an older read vouches for nobody.
+func (sh *shared) fresh(now time.Time, lease time.Duration) *successor {
+	if n := sh.next.Load(); n != nil && now.Sub(n.sent) < members.Fresh(lease) {
+		return n
+	}
+	return nil
 }
 
 // target is the candidate that a handover of the key to id writes in the row: with
@@ -108,11 +116,10 @@ func (r *engine) successor(s *state, now time.Time) string {
 // is adopted by nobody: the lease then expires a lease later, as when a target
 // dies. Two processes that share id never both lead: the row names one process.
 func (sh *shared) target(id string, now time.Time, lease time.Duration) store.Candidate {
-	n := sh.next.Load()
-	if n == nil || now.Sub(n.sent) >= members.Fresh(lease) {
-		return store.Candidate{ID: id}
+	if n := sh.fresh(now, lease); n != nil {
+		return store.Candidate{ID: id, Incarnation: n.incs[id]}
 	}
-	return store.Candidate{ID: id, Incarnation: n.incs[id]}
+	return store.Candidate{ID: id}
 }
 
 // memberRows are the group's rows in the members table now, one per key, each
