@@ -70,9 +70,10 @@ type Config struct {
 	// ResumeTerm, when not zero, is the fencing token of a term that an earlier run
 	// of this candidate (same Key and ID) won and that has ended: that process has
 	// exited or its Run has returned, e.g. with KeepLeaseOnExit. If the row still
-	// names this ID in that term with a live lease, the elector resumes it at once
-	// instead of waiting for it to expire (a fast restart with a stable ID, as etcd's
-	// ResumeElection). Save the token while leading ([Term.Token], [Elector.Token])
+	// names this ID in that term with a live lease, the elector resumes it with one
+	// renewal instead of waiting for it to expire (a fast restart with a stable ID,
+	// as etcd's ResumeElection); a release the earlier run sent that executes first
+	// makes that renewal lose. Save the token while leading ([Term.Token], [Elector.Token])
 	// and pass it on restart. Never pass the term of a process that may still run:
 	// both would lead in it. Default 0: a lease of an earlier run is left to expire.
 	ResumeTerm int64

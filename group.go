@@ -1400,7 +1400,7 @@ func (r *engine) follow(ctx context.Context) error {
 	if err = cmp.Or(rd.dup, err); err != nil {
 		return err
 	}
-	return r.campaign(ctx, rd.create, rd.elect)
+	return r.campaign(ctx, rd.create, rd.elect, rd.confirm)
 }
 
 // readRound is what the replies of one round of reads of follow decided.
@@ -1408,6 +1408,7 @@ type readRound struct {
 	afterRenewal bool // time the round's next reads after the leaders' renewals
 	create       []*state
 	elect        []*state
+	confirm      []*state
 	dup          error // the first duplicate candidate ID found
 }
 
@@ -1417,7 +1418,7 @@ func (r *engine) campaignWoken(ctx context.Context) error {
 		// Elected from the version their wake-up carried, without a read.
 		woken := r.woken
 		r.woken = nil
-		if err := r.campaign(ctx, nil, woken); err != nil {
+		if err := r.campaign(ctx, nil, woken, nil); err != nil {
 			return err
 		}
 	}
@@ -1493,6 +1494,8 @@ func (r *engine) followDecision(ctx context.Context, rd *readRound, s *state, d 
 		rd.create = append(rd.create, s)
 	case cas.Campaign:
 		rd.elect = append(rd.elect, s)
+	case cas.Confirm:
+		rd.confirm = append(rd.confirm, s)
 	case cas.Lead:
 		// Our own live lease: an election whose reply was lost, or a lease
 		// handed to us by name.
@@ -1532,11 +1535,11 @@ func jitter(poll time.Duration) time.Duration {
 	return rand.N(min(poll/20, 10*time.Millisecond) + 1)
 }
 
-// campaign inserts the missing rows of create and elects from the versions of elect
-// (the ones their machines decided on). A key won is led in the term the store
-// reports, which is also the row's new version: its fencing token and the version
-// its first renewal is made from.
-func (r *engine) campaign(ctx context.Context, create, elect []*state) error {
+// campaign inserts the missing rows of create, elects from the versions of elect
+// (the ones their machines decided on) and renews the resumed terms of confirm. A
+// key won is led in the term the store reports, which is also the row's new
+// version: its fencing token and the version its first renewal is made from.
+func (r *engine) campaign(ctx context.Context, create, elect, confirm []*state) error {
 	g := r.g
 	err := parallel(r, keyBatches(create, g.cfg.BatchSize), func(b keyBatch) wonReply {
 		rctx, cancel := context.WithTimeout(ctx, g.cfg.RenewDeadline)
@@ -1556,8 +1559,28 @@ func (r *engine) campaign(ctx context.Context, create, elect []*state) error {
 	if err != nil {
 		return err
 	}
+	err = r.writeFrom(ctx, "elect", elect, func(ctx context.Context, kvs []store.KeyVersion) ([]store.Won, error) {
+		return detector.Elect(ctx, g.st, g.cand, kvs)
+	}, elected)
+	if err != nil {
+		return err
+	}
+	// Resumed terms, led once a renewal from the version read confirms them.
+	return r.writeFrom(ctx, "renew", confirm, func(ctx context.Context, kvs []store.KeyVersion) ([]store.Won, error) {
+		return heartbeat.Renew(ctx, g.st, g.cfg.ID, kvs)
+	}, func(s *state, _ int64, won bool, sent time.Time) cas.Decision {
+		return s.m.Confirmed(won, sent)
+	})
+}
+
+// writeFrom sends write for the keys ss, in batches, each from the version its
+// machine holds, and hands the replies to their machines with won (see applyWon).
+func (r *engine) writeFrom(ctx context.Context, name string, ss []*state,
+	write func(context.Context, []store.KeyVersion) ([]store.Won, error),
+	won func(s *state, term int64, won bool, sent time.Time) cas.Decision) error {
+	g := r.g
 	var jobs []kvBatch
-	for _, b := range chunks(elect, g.cfg.BatchSize) {
+	for _, b := range chunks(ss, g.cfg.BatchSize) {
 		j := kvBatch{ss: b, kvs: make([]store.KeyVersion, len(b))}
 		for i, s := range b {
 			j.kvs[i] = store.KeyVersion{Key: s.key, Version: s.m.Version()}
@@ -1568,14 +1591,14 @@ func (r *engine) campaign(ctx context.Context, create, elect []*state) error {
 		rctx, cancel := context.WithTimeout(ctx, g.cfg.RenewDeadline)
 		defer cancel()
 		rep := wonReply{stmt: stmt{sent: time.Now()}}
-		won, err := detector.Elect(rctx, g.st, g.cand, j.kvs)
+		won, err := write(rctx, j.kvs)
 		rep.done(rctx, err)
 		g.statements.Add(1)
 		rep.won = won
 		return rep
 	}, func(j kvBatch, rep wonReply) error {
-		r.wrote("elect", j.ss, rep)
-		return r.applyWon(ctx, j.ss, rep, elected)
+		r.wrote(name, j.ss, rep)
+		return r.applyWon(ctx, j.ss, rep, won)
 	})
 }
 

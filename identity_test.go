@@ -1,7 +1,10 @@
 package casleader_test
 
 import (
+	"context"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -113,7 +116,7 @@ func TestRestartWithAStableID(t *testing.T) {
 			require.NoError(t, stop(), "an earlier run's lease is no duplicate ID")
 		})
 	})
-	t.Run("ResumeTermResumesAtOnce", func(t *testing.T) {
+	t.Run("ResumeTermResumesWithARenewal", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			st := memstore.New()
 			old := leadThenExit(t, st)
@@ -126,6 +129,39 @@ func TestRestartWithAStableID(t *testing.T) {
 			assert.Equal(t, old, el.Token())
 			time.Sleep(3 * lease)
 			assert.True(t, el.IsLeader(), "and renewed")
+			require.NoError(t, stop())
+		})
+	})
+	t.Run("ResumeTermIsLedOnlyOnceARenewalWon", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			st := memstore.New()
+			old := leadThenExit(t, st)
+			rec, _, err := st.Observe(t.Context(), "k")
+			require.NoError(t, err)
+			// The earlier run's release was still on its way when it ended: it
+			// executes after the restarted run's read, before its renewal.
+			late := &lateRelease{Driver: st, version: rec.Version}
+			var mu sync.Mutex
+			var led []int64
+			c := cfg("a")
+			c.ResumeTerm = old
+			c.OnStartedLeading = func(ctx context.Context, token int64) {
+				mu.Lock()
+				led = append(led, token)
+				mu.Unlock()
+				<-ctx.Done()
+			}
+			el := newElector(t, late, c)
+			stop := running(t, el)
+			time.Sleep(lease)
+			require.True(t, late.done.Load(), "the earlier run's release executed")
+			time.Sleep(lease)
+			require.True(t, el.IsLeader(), "the released lease is won again")
+			mu.Lock()
+			defer mu.Unlock()
+			require.NotEmpty(t, led)
+			assert.NotContains(t, led, old, "the released term was never led again")
+			assert.Greater(t, el.Token(), old)
 			require.NoError(t, stop())
 		})
 	})
@@ -178,4 +214,29 @@ func TestOutsideWriteToTheLeadersTermIsNoDuplicate(t *testing.T) {
 		require.NoError(t, el.Stop(t.Context()))
 		require.NoError(t, <-done)
 	})
+}
+
+// lateRelease executes the release of the earlier run of "a" from version just
+// before the first renewal of the restarted run: a statement of a crashed run
+// that reached the database late.
+type lateRelease struct {
+	store.Driver
+	version int64
+	done    atomic.Bool
+}
+
+func (l *lateRelease) before(ctx context.Context) {
+	if l.done.CompareAndSwap(false, true) {
+		_, _ = l.Driver.Release(ctx, "k", "a", l.version)
+	}
+}
+
+func (l *lateRelease) Renew(ctx context.Context, key, id string, version int64) (bool, error) {
+	l.before(ctx)
+	return l.Driver.Renew(ctx, key, id, version)
+}
+
+func (l *lateRelease) RenewMany(ctx context.Context, id string, held []store.KeyVersion) ([]store.Won, error) {
+	l.before(ctx)
+	return l.Driver.RenewMany(ctx, id, held)
 }

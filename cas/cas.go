@@ -93,10 +93,14 @@ const (
 	// [Machine.Woken], and only of a machine told that its store has that write
 	// ([Machine.ElectsReleased]). Its reply is handled by [Machine.Elected].
 	CampaignReleased
+	// Confirm: renew the lease from Decision.Version before leading it (a term
+	// resumed after a restart, see [Machine.Resume]). Its reply is handled by
+	// [Machine.Confirmed].
+	Confirm
 )
 
 func (a Action) String() string {
-	return [...]string{"invalid", "wait", "create", "campaign", "lead", "step-down", "release", "handover", "refuse", "campaign-released"}[min(int(a), 9)]
+	return [...]string{"invalid", "wait", "create", "campaign", "lead", "step-down", "release", "handover", "refuse", "campaign-released", "confirm"}[min(int(a), 10)]
 }
 
 // Errors carried by [Decision.Err].
@@ -135,7 +139,7 @@ const (
 // Decision is the machine's answer to an event.
 type Decision struct {
 	Action  Action
-	Version int64         // the row version to write from (Campaign, Lead, Release, Handover)
+	Version int64         // the row version to write from (Campaign, Confirm, Lead, Release, Handover)
 	Wait    time.Duration // how long to wait before the next observation (Wait)
 	To      string        // the handover target (Handover)
 	// Err, with Refuse, is the error to stop with (it matches [ErrDuplicateID]);
@@ -170,6 +174,7 @@ type Machine struct {
 
 	// Adoption of a row that names this candidate (see Observed).
 	resumed     int64 // a term passed to Resume
+	confirming  int64 // the resumed term whose renewal (Confirm) awaits its reply
 	unsettled   bool  // an election or creation of ours awaits the next read
 	foreign     int64 // term of the last row read that names us in a term not ours
 	foreignSeen int64 // the highest version at which that live foreign term was read
@@ -254,7 +259,8 @@ func (m *Machine) Trusted(now time.Time) bool {
 // A live lease that names this candidate is adopted only in a term this process
 // holds: one whose row records this process's incarnation (an election or creation
 // of ours whose reply was lost and that this read settles, or a renewal that
-// committed after the trust deadline), or one passed to [Machine.Resume]. A lease
+// committed after the trust deadline); one passed to [Machine.Resume] is led once
+// a renewal confirms it (Confirm). A lease
 // handed over to this candidate's ID and not claimed yet ([store.Record.Handed]) is
 // claimed with an election write (Campaign), which one process only can win: two
 // processes that share an ID never both lead the handed term. Any other term naming
@@ -353,8 +359,16 @@ func (m *Machine) observedOwnID(rec store.Record, sent time.Time, p Participatio
 	// released by the retry, or expires.
 	l := rec.LeaseOr(m.lease)
 	if owned && !ended && p < Abstaining && rec.Age < m.window(l) && !rolledBack && !rec.StepDown {
-		m.lead(rec.Version, rec.Term, sent.Add(m.window(l)-rec.Age))
 		m.termLease = l
+		if m.inc == "" || rec.Incarnation != m.inc {
+			// Resumed: a statement of the earlier run (its release, its
+			// handover) may still be on its way to the database. A renewal
+			// from the version read confirms that none has executed since,
+			// and that none can: it fails from then on.
+			m.role, m.from, m.confirming = candidate, rec.Version, rec.Term
+			return Decision{Action: Confirm, Version: rec.Version}, true
+		}
+		m.lead(rec.Version, rec.Term, sent.Add(m.window(l)-rec.Age))
 		return Decision{Action: Lead, Version: m.version}, true
 	}
 	return Decision{}, false
@@ -506,18 +520,36 @@ func (m *Machine) won(term int64, won bool, sent time.Time) Decision {
 	return Decision{Action: Lead, Version: m.version}
 }
 
-// Unsettled handles a Create or Campaign whose outcome is unknown (timeout, reset):
+// Confirmed handles the reply to a Confirm sent at sent: the renewal won (the row
+// moved to the next version), or won is false. A resumed term is led only from a
+// renewal that won, trusted from its send time.
+func (m *Machine) Confirmed(won bool, sent time.Time) Decision {
+	term := m.confirming
+	m.confirming = 0
+	if !won || term == 0 {
+		m.role = follower
+		return Decision{Action: Wait}
+	}
+	m.lead(m.from+1, term, sent.Add(m.window(m.termLease)))
+	return Decision{Action: Lead, Version: m.version}
+}
+
+// Unsettled handles a Create, Campaign or Confirm whose outcome is unknown (timeout, reset):
 // the next observation settles it (an own lease in a term above the version the
 // write was sent from is adopted by Observed).
 func (m *Machine) Unsettled() Decision {
 	m.role = follower
 	m.unsettled = true
+	m.confirming = 0
 	return Decision{Action: Wait}
 }
 
-// Resume lets Observed adopt a live lease of this candidate in term: a term that
+// Resume lets Observed take up a live lease of this candidate in term: a term that
 // an earlier run of this candidate, which has ended, won (a restart with a stable
-// ID). Passing the term of a process that may still run makes two leaders.
+// ID). The lease is led once a renewal from the version read has won (Confirm),
+// so that a release or handover the earlier run sent before it ended can no
+// longer execute. Passing the term of a process that may still run makes two
+// leaders.
 func (m *Machine) Resume(term int64) { m.resumed = term }
 
 // Foreign returns the term of the row last observed when it names this candidate

@@ -99,8 +99,7 @@ func TestObserved(t *testing.T) {
 
 func TestAdoptedLeaseIsTrustedUntilSendPlusRenewMinusAge(t *testing.T) {
 	m := New(store.Candidate{ID: "me", Incarnation: "inc-" + "me", Lease: lease}, renew)
-	m.Resume(7)
-	m.Observed(row(7, "me", 7, 100*time.Millisecond), true, at(50), Campaigning)
+	m.Observed(mine(row(7, "me", 7, 100*time.Millisecond)), true, at(50), Campaigning)
 	assert.Equal(t, at(50+600-100), m.Deadline())
 	assert.Equal(t, int64(7), m.Term())
 }
@@ -858,9 +857,11 @@ func TestAdoptionOfAnOwnLease(t *testing.T) {
 			rec: row(won, "me", won, fresh), want: Decision{Action: Wait, Wait: lease}, foreign: true,
 		},
 		{
-			name:   "ResumedTermIsAdopted",
+			// Led once a renewal from the version read confirms it (see
+			// TestResumedTermIsConfirmedByARenewal).
+			name:   "ResumedTermIsConfirmed",
 			before: func(m *Machine) { m.Resume(won) },
-			rec:    row(won+7, "me", won, fresh), want: Decision{Action: Lead, Version: won + 7},
+			rec:    row(won+7, "me", won, fresh), want: Decision{Action: Confirm, Version: won + 7},
 		},
 		{
 			name:   "AnotherTermThanTheResumedOneIsRefused",
@@ -930,9 +931,10 @@ func TestAdoptionOfAnOwnLease(t *testing.T) {
 	t.Run("AdoptedTermStaysOwned", func(t *testing.T) {
 		m := New(store.Candidate{ID: "me", Incarnation: "inc-" + "me", Lease: lease}, renew)
 		m.Resume(won)
-		require.Equal(t, Decision{Action: Lead, Version: won}, m.Observed(row(won, "me", won, fresh), true, at(0), Campaigning))
+		require.Equal(t, Decision{Action: Confirm, Version: won}, m.Observed(row(won, "me", won, fresh), true, at(0), Campaigning))
+		require.Equal(t, Decision{Action: Lead, Version: won + 1}, m.Confirmed(true, at(0)))
 		m.DeadlinePassed(at(1000))
-		assert.Equal(t, Decision{Action: Lead, Version: won + 1}, m.Observed(row(won+1, "me", won, fresh), true, at(1000), Campaigning))
+		assert.Equal(t, Decision{Action: Confirm, Version: won + 1}, m.Observed(row(won+1, "me", won, fresh), true, at(1000), Campaigning))
 	})
 	t.Run("ForeignIsClearedByTheNextRead", func(t *testing.T) {
 		m := New(store.Candidate{ID: "me", Incarnation: "inc-" + "me", Lease: lease}, renew)
@@ -1174,11 +1176,12 @@ func TestLeaseIsJudgedByTheRowsLease(t *testing.T) {
 		m.Resume(won)
 		rec := row(won+3, "me", won, 100*time.Millisecond)
 		rec.Lease = lease // the earlier run's: 1 s
-		require.Equal(t, Lead, m.Observed(rec, true, at(0), Campaigning).Action)
+		require.Equal(t, Confirm, m.Observed(rec, true, at(0), Campaigning).Action)
 		// Its own margin, L - R = 400 ms, kept below the row's lease: trust until
-		// 600 ms after the renewal that the read saw.
-		assert.Equal(t, at(600-100), m.Deadline())
-		assert.Equal(t, at(1000+600), m.Renewed(won+4, at(1000)), "and so for every renewal of the term")
+		// 600 ms after the renewal that confirmed it.
+		require.Equal(t, Lead, m.Confirmed(true, at(10)).Action)
+		assert.Equal(t, at(10+600), m.Deadline())
+		assert.Equal(t, at(1000+600), m.Renewed(won+5, at(1000)), "and so for every renewal of the term")
 	})
 }
 
@@ -1222,4 +1225,51 @@ func TestTickTimeSteppedBackDoesNotExpireARenewedLease(t *testing.T) {
 	assert.Equal(t, Decision{Action: Wait, Wait: 500 * time.Millisecond}, d, "renewed after the read at 0: live until 1000")
 	d = m.Observed(rec(won+1, 10*lease), true, at(1000), Campaigning)
 	assert.Equal(t, Decision{Action: Campaign, Version: won + 1}, d, "a lease after that read, it may have expired")
+}
+
+// TestResumedTermIsConfirmedByARenewal: a term resumed after a restart is led only
+// once a renewal from the version read has won, trusted from that renewal's send:
+// a release or handover that the earlier run sent before it crashed may execute
+// after the read, and a renewal that lost (or whose outcome is unknown) leads to a
+// read, never to leadership.
+func TestResumedTermIsConfirmedByARenewal(t *testing.T) {
+	const fresh = 100 * time.Millisecond
+	newResumed := func() *Machine {
+		m := New(store.Candidate{ID: "me", Incarnation: "inc-me", Lease: lease}, renew)
+		m.Resume(won)
+		return m
+	}
+	t.Run("NotTrustedBeforeTheRenewalWon", func(t *testing.T) {
+		m := newResumed()
+		require.Equal(t, Decision{Action: Confirm, Version: won + 2}, m.Observed(row(won+2, "me", won, fresh), true, at(0), Campaigning))
+		assert.False(t, m.Leading())
+		assert.False(t, m.Trusted(at(1)))
+		assert.Zero(t, m.Term())
+		assert.Equal(t, Decision{Action: Lead, Version: won + 3}, m.Confirmed(true, at(50)))
+		assert.Equal(t, won, m.Term(), "the resumed term is the fencing token")
+		assert.Equal(t, at(50).Add(renew), m.Deadline(), "trusted from the renewal's send")
+	})
+	t.Run("ARenewalThatLostLeadsToARead", func(t *testing.T) {
+		m := newResumed()
+		m.Observed(row(won+2, "me", won, fresh), true, at(0), Campaigning)
+		assert.Equal(t, Decision{Action: Wait}, m.Confirmed(false, at(50)))
+		assert.False(t, m.Leading())
+		// The earlier run's handover executed: the row moved on to b.
+		assert.Equal(t, Wait, m.Observed(handedTo(row(won+3, "b", won+3, fresh), "b"), true, at(100), Campaigning).Action)
+		assert.Zero(t, m.Term())
+	})
+	t.Run("AnUnknownOutcomeIsSettledByTheNextRead", func(t *testing.T) {
+		m := newResumed()
+		m.Observed(row(won+2, "me", won, fresh), true, at(0), Campaigning)
+		m.Unsettled()
+		assert.False(t, m.Leading())
+		assert.Equal(t, Decision{Action: Wait}, m.Confirmed(true, at(50)), "a reply after Unsettled confirms nothing")
+		assert.Equal(t, Decision{Action: Confirm, Version: won + 3}, m.Observed(row(won+3, "me", won, fresh), true, at(100), Campaigning))
+	})
+	t.Run("OwnIncarnationIsLedFromTheRead", func(t *testing.T) {
+		m := newResumed()
+		rec := row(won+2, "me", won, fresh)
+		rec.Incarnation = "inc-me"
+		assert.Equal(t, Decision{Action: Lead, Version: won + 2}, m.Observed(rec, true, at(0), Campaigning))
+	})
 }

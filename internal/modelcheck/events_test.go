@@ -114,7 +114,7 @@ func (s *state) procEvents(sc *scenario, i int, out []event) []event {
 	if p.ph == phDead {
 		if s.crashes <= sc.crashes && p.gen < 3 {
 			e(evRestart, 0)
-			if s.lastWon(p) != 0 && !sc.noResume {
+			if s.lastWon(p) != 0 {
 				e(evRestart, 1)
 			}
 		}

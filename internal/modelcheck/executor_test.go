@@ -58,6 +58,8 @@ func (s *state) followReply(p *proc, c call, rec store.Record, now int) {
 		d = p.m.Created(c.term, c.ok, at(c.sent))
 	case opElect, opElectReleased:
 		d = p.m.Elected(c.term, c.ok, at(c.sent))
+	case opRenew: // a Confirm
+		d = p.m.Confirmed(c.ok, at(c.sent))
 	}
 	s.campaigned(p, d, c.op == opRead)
 	switch d.Action {
@@ -71,6 +73,8 @@ func (s *state) followReply(p *proc, c call, rec store.Record, now int) {
 		p.cur = call{op: opInsert, sent: now}
 	case cas.Campaign:
 		p.cur = call{op: opElect, sent: now, from: d.Version}
+	case cas.Confirm:
+		p.cur = call{op: opRenew, sent: now, from: d.Version}
 	case cas.Lead:
 		if p.work != 0 {
 			s.besideRunning = p.m.Term()
@@ -96,7 +100,7 @@ func (s *state) followReply(p *proc, c call, rec store.Record, now int) {
 // ambiguous flag, settle's and release's read errors).
 func (s *state) failed(p *proc, c call, now int) {
 	switch {
-	case c.op == opInsert || c.op == opElect || c.op == opElectReleased:
+	case c.op == opInsert || c.op == opElect || c.op == opElectReleased || c.op == opRenew && p.ph == phFollow:
 		p.m.Unsettled()
 	case c.op == opRenew:
 		p.ambiguous = true // the engine retries the renewal from the same version

@@ -193,12 +193,6 @@ type scenario struct {
 	takesLiveLeases bool
 	// target names the candidate a handover goes to (default: the other ID)
 	target string
-	// noResume: a restart never resumes a term (ResumeTerm). A restart that
-	// resumes while its crashed run's release or handover is still in flight
-	// leads beside the handover's target: a known limit (docs/SAFETY.md,
-	// "Candidate IDs are unique"), which this keeps out of scenarios about other
-	// rules
-	noResume bool
 	// named lets a handover name its target's incarnation too (the leader's
 	// members reads showed it): the current one, or, after the target restarted,
 	// a stale one

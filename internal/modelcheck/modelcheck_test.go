@@ -41,7 +41,7 @@ func scenarios() []scenario {
 		{name: "NamedHandoverToADuplicatedID", procs: []proc{a, candidate("b", "b10", 3, 2), candidate("b", "b20", 3, 2)},
 			horizon: 5, handover: true, named: true, target: "b", electsReleased: true, oneClock: true, leader: true, depth: 21},
 		{name: "NamedHandoverToARestartedTarget", procs: []proc{a, b},
-			horizon: 6, handover: true, named: true, crashes: 1, noResume: true, electsReleased: true, oneClock: true, leader: true, depth: 19},
+			horizon: 6, handover: true, named: true, crashes: 1, electsReleased: true, oneClock: true, leader: true, depth: 19},
 		{name: "HandoverToADuplicatedIDClaimedOnWakeups", procs: []proc{a, candidate("b", "b10", 3, 2), candidate("b", "b20", 3, 2)},
 			horizon: 5, handover: true, target: "b", electsReleased: true, oneClock: true, leader: true, depth: 19},
 		{name: "OutsideWriteTickStepBackAndStepDownRequests", procs: []proc{a, b}, horizon: 7, outside: 1, stepBack: 1, requests: 1,
