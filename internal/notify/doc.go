@@ -20,7 +20,7 @@
 // followers ([HandedToAnother], for those subscribed with their ID: [SubscribeAs])
 // read the row a few milliseconds later, so that their reads do not compete with the
 // target's claim for the database and the host. On MySQL the named lock cannot say
-// it: every follower sends that election, which only the target's wins.
+// it: every follower is woken as if it were the target.
 //
 // Notifications are only a speed-up. Followers still read the row when the lease
 // they last observed can expire, and at least every poll interval, so a notifier that
@@ -50,9 +50,12 @@
 // for as long as it leads, and releases it right after its release or handover write
 // returned. Each follower waits for that lock with GET_LOCK on a dedicated connection
 // of its own; the server grants it the moment the leader releases it, or the moment a
-// crashed leader's connection drops; the follower is woken (with no version: a lock
-// carries none) and then releases the lock. A woken elector tries to win the row if
-// it is released or handed over to it (one round trip), and reads it otherwise. A
+// crashed leader's connection drops; the follower is woken and then releases the
+// lock. A lock carries no version and cannot tell a release from a handover, so the
+// wake-up says "perhaps handed over" ([HandedOver]): an elector whose process a
+// handover can name (its members rows record its incarnation) reads the row, which
+// may hand it the term; any other tries to win the row if it is released or handed
+// over to its ID (one round trip), and reads it otherwise. A
 // crashed leader's lease still has to expire in database time before anybody can
 // take over: the wake-up only saves the poll. A
 // lock granted at once (the new leader has not taken it yet, or runs without a

@@ -126,8 +126,9 @@ func (m *MySQL) LockName(key string, term int64) string {
 	return "casleader:" + hex.EncodeToString(h[:16]) + ":" + strconv.FormatInt(term, 10)
 }
 
-// Subscribe calls wake when the leader of key releases its lock.
-// The wake-up carries no version (0): the follower reads the row.
+// Subscribe calls wake when the leader of key releases its lock, with
+// [HandedOver]: a lock carries no version, and the lease may have been released
+// or handed over to any follower (see the package doc).
 func (m *MySQL) Subscribe(key string, wake func(version int64)) (unsubscribe func()) {
 	return m.hub.Subscribe(key, wake)
 }
@@ -476,10 +477,11 @@ func (m *MySQL) armedTerm(key string) int64 {
 	return m.armed[key]
 }
 
-// wake wakes the subscribers of key and counts it.
+// wake wakes the subscribers of key and counts it: the lease was released, or
+// handed over to any of them.
 func (m *MySQL) wake(key string) {
 	m.woken.Add(1)
-	m.hub.Wake(key, 0)
+	m.hub.Wake(key, HandedOver)
 }
 
 // disarmAndWake disarms the waiter of key if it is still armed on term, and wakes

@@ -2,6 +2,7 @@ package group_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -61,8 +62,10 @@ func (c *countingStore) ElectReleased(ctx context.Context, key string, cand stor
 }
 
 // PutMembers writes no members rows: a, which knows no successor then, releases
-// its keys when its Run ends, and b elects them.
-func (c *countingStore) PutMembers(context.Context, []store.Member) error { return nil }
+// its keys when its Run ends, and b, which a handover cannot name, elects them.
+func (c *countingStore) PutMembers(context.Context, []store.Member) error {
+	return fmt.Errorf("%w: this test keeps no members rows", store.ErrDeployment)
+}
 
 func (c *countingStore) calls() int64 { return c.reads.Load() + c.elections.Load() }
 
