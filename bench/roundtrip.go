@@ -48,7 +48,11 @@ func roundtrips(ctx context.Context, d dbs, n int) []result {
 		}
 		out = append(out, rs...)
 	}
-	return out
+	rs, err := lockHandoffs(ctx, d.MySQL, n)
+	if err != nil {
+		return append(out, result{Scenario: "roundtrip", System: "mariadb", Error: "lock handoffs: " + err.Error()})
+	}
+	return append(out, rs...)
 }
 
 func roundtripsOn(ctx context.Context, d dbs, dialect string, n int) ([]result, error) {
