@@ -61,9 +61,14 @@ type recorder struct {
 	releasedTo  int64     // the row's version after a successful release
 	electFrom   []int64   // versions of won elections
 	electTerms  []int64   // terms of won elections
+	// beforeRenew, when set, runs before each renewal is sent.
+	beforeRenew func(ctx context.Context)
 }
 
 func (r *recorder) Renew(ctx context.Context, key, id string, v int64) (bool, error) {
+	if r.beforeRenew != nil {
+		r.beforeRenew(ctx)
+	}
 	sent := time.Now()
 	ok, err := r.Driver.Renew(ctx, key, id, v)
 	if ok && err == nil {
@@ -156,8 +161,12 @@ func (e *env) start(key, id string, mod func(*casleader.Config)) *candidate {
 }
 
 func (e *env) startTZ(key, id string, tz int, mod func(*casleader.Config)) *candidate {
+	return e.startRec(key, id, &recorder{Driver: e.d.Open(e.t, e.table, tz)}, mod)
+}
+
+// startRec starts a candidate on the store of rec.
+func (e *env) startRec(key, id string, rec *recorder, mod func(*casleader.Config)) *candidate {
 	t := e.t
-	rec := &recorder{Driver: e.d.Open(t, e.table, tz)}
 	c := &candidate{rec: rec, done: make(chan struct{}), tokens: make(chan int64, 100)}
 	cfg := casleader.Config{
 		Key: key, ID: id,
@@ -360,6 +369,44 @@ func Run(t *testing.T, ds []Dialect) {
 				// The database executed a's last renewal after lastRenew and b's election
 				// at least a lease later, before b saw the reply.
 				assert.GreaterOrEqual(t, won.Sub(lastRenew), lease, "b took over before a's lease expired")
+			})
+
+			t.Run("ResumedTermIsLedOnlyOnceARenewalWon", func(t *testing.T) {
+				t.Parallel()
+				e := newEnv(t, d)
+				resumed := func(token int64) func(*casleader.Config) {
+					return func(c *casleader.Config) {
+						patient(c) // each restart reads the lease before it expires
+						c.KeepLeaseOnExit, c.ResumeTerm = true, token
+					}
+				}
+				a := e.start("k", "a", resumed(0))
+				waitLeader(t, a)
+				token := <-a.tokens
+				a.stop(t)
+				// Restarted with the term: it goes on leading it.
+				a2 := e.start("k", "a", resumed(token))
+				waitLeader(t, a2)
+				require.Equal(t, token, <-a2.tokens, "the resumed term is led again")
+				a2.stop(t)
+				rec, found, err := a2.rec.Driver.Observe(context.Background(), "k")
+				require.NoError(t, err)
+				require.True(t, found)
+				require.Equal(t, token, rec.Term)
+				// Restarted again, while the release that the run before sent is
+				// still on its way: it executes between the read and the renewal.
+				late := &recorder{Driver: e.d.Open(t, e.table, 0)}
+				var once sync.Once
+				late.beforeRenew = func(ctx context.Context) {
+					once.Do(func() {
+						ok, err := late.Driver.Release(ctx, "k", "a", rec.Version)
+						assert.NoError(t, err)
+						assert.True(t, ok, "the late release executes")
+					})
+				}
+				a3 := e.startRec("k", "a", late, resumed(token))
+				waitLeader(t, a3)
+				assert.Greater(t, <-a3.tokens, token, "the released term was never led again: a new term was won")
 			})
 
 			t.Run("ResignGivesTakeoverWithoutWaitingForTheLease", func(t *testing.T) {
