@@ -386,9 +386,9 @@ func (m *Machine) ElectsReleased(ok bool) { m.electsReleased = ok }
 func (m *Machine) Named(ok bool) { m.named = ok }
 
 // Woken handles a wake-up that announces the lease as released at row version
-// version (0: a wake-up that carries no version, such as a MySQL named lock granted
-// or a reconnected listener; negative: a lease handed over to a named candidate,
-// see below), for a candidate taking part as p. A
+// version (0: a wake-up that carries no version, such as a reconnected listener;
+// negative: a lease handed over to a named candidate, or perhaps handed over, as a
+// MySQL named lock granted says; see below), for a candidate taking part as p. A
 // follower that campaigns, has no election of its own to settle, and has not seen
 // the row at that version or later campaigns from it at once, without reading the
 // row first (Campaign): the election statement itself requires the row to be at that
@@ -405,7 +405,8 @@ func (m *Machine) Named(ok bool) { m.named = ok }
 // term must be above the last version this candidate saw.
 //
 // A handover wakes its target, or every follower when the target is not known
-// (version -1, notify.HandedOver). A candidate whose process a handover can name
+// (version -1, notify.HandedOver; a MySQL named lock, which cannot tell a release
+// from a handover, wakes every follower so). A candidate whose process a handover can name
 // ([Machine.Named]) reads at once: a handover that names the target's incarnation
 // hands the term to that process, which leads it from that read without a write
 // (see Observed), and one that names only its ID is claimed from the read with an

@@ -12,7 +12,7 @@
 // [MySQL] named locks, a watched file for SQLite. A wake-up carries the row version
 // at which the lease was released, when it is known: the follower then sends its
 // election from that version without reading the row first. A wake-up without a
-// version (0: a named lock, a reconnected listener) sends the follower, when its
+// version (0: a reconnected listener) sends the follower, when its
 // store can, into an election that wins only a released row, or one handed over to
 // its ID, whatever its version (store.Driver.ElectReleased), followed by a read only
 // if that did not win. A handover's wake-up says so, and names its target: the

@@ -24,8 +24,8 @@ func NewHub() *Hub {
 
 // Subscribe calls wake on every notification for key until unsubscribe is called,
 // with the row version at which the lease was released, 0 when the notification
-// carries none (a reconnection, a file change, a lock granted), or [HandedOver]
-// for a handover.
+// carries none (a reconnection, a file change), or [HandedOver] for a handover
+// (or, from a MySQL named lock, perhaps one).
 func (h *Hub) Subscribe(key string, wake func(version int64)) (unsubscribe func()) {
 	return h.SubscribeAs(key, "", wake)
 }

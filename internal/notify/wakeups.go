@@ -55,11 +55,11 @@ func (w *Wakeups) Table() string { return w.table }
 
 // HandedOver is the version a wake-up carries when the lease was handed over to a
 // named candidate (Store.Handover) rather than released, to the subscriber that
-// is that candidate, or to every subscriber when the target is not known: there
-// is no election to win, and the follower reads the row instead (the target adopts
-// the lease it names, with no write; the others see a live leader). A wake-up with
-// no version (0) may announce a release, and sends a follower whose store can into
-// an election that wins only a released row first.
+// is that candidate, or to every subscriber when the target is not known (a MySQL
+// named lock granted: released or handed over, it cannot say). A follower whose
+// process a handover can name reads the row (and leads the term it hands to that
+// process, with no write); any other claims a lease handed to its ID with the
+// election that wins only a released row or one so handed (cas.Machine.Woken).
 const HandedOver int64 = -1
 
 // HandedToAnother is the version a handover's wake-up carries to the subscribers
