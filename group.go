@@ -112,12 +112,9 @@ type GroupConfig struct {
 
 // GroupStats are counters of a group's work since New.
 type GroupStats struct {
-	Leading         int           // keys led now
-	Statements      int64         // batched calls made (one per call, also when a MySQL write reads its rows back)
-	RenewBatches    int64         // RenewMany calls
-	RenewLatencyMax time.Duration // slowest RenewMany call
-	RenewLatencySum time.Duration // total time in RenewMany calls
-	LostLeases      int64         // keys whose leadership ended other than by release
+	Leading    int   // keys led now
+	Statements int64 // batched calls made (one per call, also when a MySQL write reads its rows back)
+	LostLeases int64 // keys whose leadership ended other than by release
 	// ClockSkew is the clock skew between database servers measured up to the
 	// last batched read of followed keys, the largest over its keys: positive when the
 	// server the group reads runs ahead of the one a leader writes through,
@@ -187,11 +184,8 @@ type Group struct {
 	paused  atomic.Bool
 	named   atomic.Bool // the last write of the members rows succeeded: a handover can name this process
 
-	statements, renewBatches, lost atomic.Int64
-	renewMax, renewSum             atomic.Int64
-	leading                        atomic.Int64
-	skew                           atomic.Int64
-	skewLim                        retry.Limiter
+	statements, lost, leading, skew atomic.Int64
+	skewLim                         retry.Limiter
 
 	// Balance (see balance.go): the live members last read, and who should
 	// lead each key by them.
@@ -390,13 +384,10 @@ func (l *Lease) Leader() string { return l.sh.leaderID() }
 // Stats returns the group's counters.
 func (g *Group) Stats() GroupStats {
 	return GroupStats{
-		Leading:         int(g.leading.Load()),
-		Statements:      g.statements.Load(),
-		RenewBatches:    g.renewBatches.Load(),
-		RenewLatencyMax: time.Duration(g.renewMax.Load()),
-		RenewLatencySum: time.Duration(g.renewSum.Load()),
-		LostLeases:      g.lost.Load(),
-		ClockSkew:       time.Duration(g.skew.Load()),
+		Leading:    int(g.leading.Load()),
+		Statements: g.statements.Load(),
+		LostLeases: g.lost.Load(),
+		ClockSkew:  time.Duration(g.skew.Load()),
 	}
 }
 
@@ -801,9 +792,7 @@ func (r *engine) tick(ctx context.Context, now time.Time) {
 		}
 		switch d := s.m.Tick(now, r.participation(s, now)); d.Action {
 		case cas.StepDown:
-			r.g.log.Warn("casleader: stepping down: no renewal succeeded within the renew deadline", "key", s.key, "term", s.token)
-			r.stopLeading(s, true)
-			s.nextLook = now
+			r.stepDown(s, s.token, now, "no renewal succeeded within the renew deadline")
 		case cas.Release:
 			if e, ok := r.resign(s); ok {
 				ends = append(ends, e)
@@ -851,12 +840,7 @@ func (r *engine) startLeading(ctx context.Context, s *state, now time.Time) {
 // held up in a statement never stretches it).
 func (r *engine) startWork(ctx context.Context, s *state, f func(context.Context, string, int64)) {
 	g, key, token := r.g, s.key, s.token
-	t := term.New(term.Config{
-		Key: key, ID: g.cfg.ID, Token: token, Lease: g.cfg.LeaseDuration,
-		Trust: &s.sh.trust, Store: g.st,
-		Resign: func() { g.resignTerm(key, token) },
-	})
-	lctx, cancel := context.WithCancel(term.With(context.WithoutCancel(ctx), t))
+	lctx, cancel := context.WithCancel(term.With(context.WithoutCancel(ctx), g.term(key, token, s.sh)))
 	s.cancel = cancel
 	s.expiry = time.AfterFunc(time.Until(s.m.Deadline()), cancel)
 	done := make(chan struct{})
@@ -930,6 +914,13 @@ func (r *engine) stopLeading(s *state, lost bool) bool {
 		f(s.key, false, s.token)
 	}
 	return true
+}
+
+// stepDown ends the term token of s, lost for why, and reads the key at now.
+func (r *engine) stepDown(s *state, token int64, now time.Time, why string) {
+	r.g.log.Warn("casleader: stepping down: "+why, "key", s.key, "term", token)
+	r.stopLeading(s, true)
+	s.nextLook = now
 }
 
 // observeLeader records id as the leader of s observed, and tells the hooks when
@@ -1041,19 +1032,6 @@ func (r *engine) electionsFailed(ss []*state, err error) {
 	}
 }
 
-// chunks splits items into batches of at most BatchSize.
-func chunks[T any](items []T, size int) [][]T {
-	var out [][]T
-	for len(items) > size {
-		out = append(out, items[:size])
-		items = items[size:]
-	}
-	if len(items) > 0 {
-		out = append(out, items)
-	}
-	return out
-}
-
 // parallel runs send for each job on at most Parallel goroutines, and apply for
 // each job and its reply on the caller's goroutine, as replies arrive. It returns
 // the first deployment or duplicate-ID error that apply returns.
@@ -1103,20 +1081,41 @@ type keyBatch struct {
 	keys []string
 }
 
+// keyBatches splits ss into batches of at most size keys, to read or insert.
 func keyBatches(ss []*state, size int) []keyBatch {
 	var out []keyBatch
-	for _, b := range chunks(ss, size) {
-		keys := make([]string, len(b))
-		for i, s := range b {
-			keys[i] = s.key
-		}
-		out = append(out, keyBatch{ss: b, keys: keys})
+	for b := range slices.Chunk(ss, size) {
+		out = append(out, keyBatch{ss: b, keys: stateKeys(b)})
 	}
 	return out
 }
 
+// kvBatches splits ss into batches of at most BatchSize keys, each with the
+// version its machine holds, to write from.
+func (r *engine) kvBatches(ss []*state) []kvBatch {
+	var out []kvBatch
+	for b := range slices.Chunk(ss, r.g.cfg.BatchSize) {
+		j := kvBatch{ss: b, kvs: make([]store.KeyVersion, len(b))}
+		for i, s := range b {
+			j.kvs[i] = store.KeyVersion{Key: s.key, Version: s.m.Version()}
+		}
+		out = append(out, j)
+	}
+	return out
+}
+
+// endVersions returns the keys of es with the versions their ends write from.
+func endVersions(es []ending) []store.KeyVersion {
+	kvs := make([]store.KeyVersion, len(es))
+	for i, e := range es {
+		kvs[i] = store.KeyVersion{Key: e.s.key, Version: e.version}
+	}
+	return kvs
+}
+
+// wonReply is the reply to one write: the keys whose compare-and-set won.
 type wonReply struct {
-	won []store.Won
+	won map[string]store.Won
 	stmt
 }
 
@@ -1127,32 +1126,51 @@ type readReply struct {
 
 // observeMany reads the rows of b under a timeout.
 func (r *engine) observeMany(ctx context.Context, b keyBatch, timeout time.Duration) readReply {
-	rctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	rep := readReply{stmt: stmt{sent: time.Now()}}
-	recs, err := detector.Read(rctx, r.g.st, b.keys)
-	rep.done(rctx, err)
-	r.g.statements.Add(1)
-	rep.recs = recs
+	recs, st := timed(r, ctx, time.Now().Add(timeout), func(ctx context.Context) (map[string]store.Record, error) {
+		return detector.Read(ctx, r.g.st, b.keys)
+	})
+	return readReply{recs: recs, stmt: st}
+}
+
+// write sends one write under ctx, until deadline when it is not zero, and
+// returns the keys it won.
+func (r *engine) write(ctx context.Context, deadline time.Time, send func(context.Context) ([]store.Won, error)) wonReply {
+	won, st := timed(r, ctx, deadline, send)
+	rep := wonReply{won: make(map[string]store.Won, len(won)), stmt: st}
+	for _, w := range won {
+		rep.won[w.Key] = w
+	}
 	return rep
+}
+
+// timed sends one statement under ctx, until deadline when it is not zero, and
+// times it for the hooks.
+func timed[T any](r *engine, ctx context.Context, deadline time.Time, send func(context.Context) (T, error)) (T, stmt) {
+	if !deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
+	st := stmt{sent: time.Now()}
+	v, err := send(ctx)
+	st.done(ctx, err)
+	r.g.statements.Add(1)
+	return v, st
 }
 
 // renew renews every led key, in batches, and settles the keys whose renewal lost or
 // failed with one batched read.
 func (r *engine) renew(ctx context.Context) error {
-	var jobs []kvBatch
-	for _, b := range chunks(r.renewOrder(), r.g.cfg.BatchSize) {
-		// Sorted: the batch's first key has its earliest deadline.
-		j := kvBatch{ss: b, kvs: make([]store.KeyVersion, len(b)), deadline: b[0].m.Deadline()}
-		for i, s := range b {
-			j.kvs[i] = store.KeyVersion{Key: s.key, Version: s.m.Version()}
-		}
-		jobs = append(jobs, j)
+	jobs := r.kvBatches(r.renewOrder())
+	for i, j := range jobs {
+		jobs[i].deadline = j.ss[0].m.Deadline() // sorted: the batch's earliest
 	}
 	var unsettled, failed []*state
 	var failure error
 	err := parallel(r, jobs, func(j kvBatch) wonReply {
-		return r.sendRenewal(ctx, j)
+		return r.write(ctx, j.deadline, func(ctx context.Context) ([]store.Won, error) {
+			return heartbeat.Renew(ctx, r.g.st, r.g.cfg.ID, j.kvs)
+		})
 	}, func(j kvBatch, rep wonReply) error {
 		lost, err := r.renewReply(ctx, j, rep)
 		unsettled = append(unsettled, lost...)
@@ -1232,33 +1250,9 @@ func (r *engine) renewOrder() []*state {
 	return r.order
 }
 
-// sendRenewal sends the renewal of batch j, bounded by its earliest trust deadline,
-// and counts it in the statistics.
-func (r *engine) sendRenewal(ctx context.Context, j kvBatch) wonReply {
-	g := r.g
-	rctx, cancel := context.WithDeadline(ctx, j.deadline)
-	rep := wonReply{stmt: stmt{sent: time.Now()}}
-	won, err := heartbeat.Renew(rctx, g.st, g.cfg.ID, j.kvs)
-	rep.done(rctx, err)
-	cancel()
-	rep.won = won
-	took := rep.took
-	g.statements.Add(1)
-	g.renewBatches.Add(1)
-	g.renewSum.Add(int64(took))
-	for {
-		old := g.renewMax.Load()
-		if int64(took) <= old || g.renewMax.CompareAndSwap(old, int64(took)) {
-			break
-		}
-	}
-	return rep
-}
-
 // renewReply applies the reply to the renewal of batch j and returns the keys to
 // settle: all of them when the renewal failed, else those that lost.
 func (r *engine) renewReply(ctx context.Context, j kvBatch, rep wonReply) ([]*state, error) {
-	g := r.g
 	now := time.Now()
 	r.wrote("renew", j.ss, rep)
 	if rep.err != nil {
@@ -1270,27 +1264,20 @@ func (r *engine) renewReply(ctx context.Context, j kvBatch, rep wonReply) ([]*st
 		}
 		return nil, rep.err
 	}
-	byKey := make(map[string]time.Time, len(rep.won))
-	for _, w := range rep.won {
-		byKey[w.Key] = w.Since
-	}
 	var lost []*state
 	for i, s := range j.ss {
-		since, ok := byKey[s.key]
+		w, ok := rep.won[s.key]
 		if !ok {
 			s.m.RenewalFailed(false) // lost its compare-and-set
 			lost = append(lost, s)
 			continue
 		}
-		d := s.m.RenewReply(j.kvs[i].Version+1, since, now)
+		d := s.m.RenewReply(j.kvs[i].Version+1, w.Since, now)
 		if d.Action == cas.Lead && !r.publish(s) {
 			d.Action = cas.StepDown
 		}
-		switch d.Action {
-		case cas.StepDown:
-			g.log.Warn("casleader: stepping down: the renewal's reply came after the renew deadline", "key", s.key, "term", s.token)
-			r.stopLeading(s, true)
-			s.nextLook = now
+		if d.Action == cas.StepDown {
+			r.stepDown(s, s.token, now, "the renewal's reply came after the renew deadline")
 		}
 	}
 	return lost, nil
@@ -1342,16 +1329,14 @@ func (r *engine) settle(ctx context.Context, ss []*state) error {
 			}
 			switch d.Action {
 			case cas.StepDown:
+				why := "the lease was taken over or the renew deadline passed"
 				if d.Err != nil {
-					g.log.Warn("casleader: stepping down: "+d.Err.Error(), "key", s.key, "term", token)
-				} else {
-					g.log.Warn("casleader: stepping down: the lease was taken over or the renew deadline passed", "key", s.key, "term", token)
+					why = d.Err.Error()
 				}
-				r.stopLeading(s, true)
+				r.stepDown(s, token, now, why)
 				if found {
 					r.observeLeader(s, rec.LeaderID)
 				}
-				s.nextLook = now
 			case cas.Refuse:
 				// Not released: the lease is the other process's too.
 				g.log.Error("casleader: duplicate candidate ID: another process acts with this ID; stepping down without releasing",
@@ -1541,20 +1526,14 @@ func jitter(poll time.Duration) time.Duration {
 // version: its fencing token and the version its first renewal is made from.
 func (r *engine) campaign(ctx context.Context, create, elect, confirm []*state) error {
 	g := r.g
-	err := parallel(r, keyBatches(create, g.cfg.BatchSize), func(b keyBatch) wonReply {
-		rctx, cancel := context.WithTimeout(ctx, g.cfg.RenewDeadline)
-		defer cancel()
-		rep := wonReply{stmt: stmt{sent: time.Now()}}
-		won, err := detector.Insert(rctx, g.st, g.cand, b.keys)
-		rep.done(rctx, err)
-		g.statements.Add(1)
-		rep.won = won
-		return rep
-	}, func(b keyBatch, rep wonReply) error {
-		r.wrote("insert", b.ss, rep)
-		return r.applyWon(ctx, b.ss, rep, func(s *state, term int64, won bool, sent time.Time) cas.Decision {
-			return s.m.Created(term, won, sent)
-		})
+	err := r.writeFrom(ctx, "insert", create, func(ctx context.Context, kvs []store.KeyVersion) ([]store.Won, error) {
+		keys := make([]string, len(kvs))
+		for i, kv := range kvs {
+			keys[i] = kv.Key
+		}
+		return detector.Insert(ctx, g.st, g.cand, keys)
+	}, func(s *state, term int64, won bool, sent time.Time) cas.Decision {
+		return s.m.Created(term, won, sent)
 	})
 	if err != nil {
 		return err
@@ -1578,24 +1557,10 @@ func (r *engine) campaign(ctx context.Context, create, elect, confirm []*state) 
 func (r *engine) writeFrom(ctx context.Context, name string, ss []*state,
 	write func(context.Context, []store.KeyVersion) ([]store.Won, error),
 	won func(s *state, term int64, won bool, sent time.Time) cas.Decision) error {
-	g := r.g
-	var jobs []kvBatch
-	for _, b := range chunks(ss, g.cfg.BatchSize) {
-		j := kvBatch{ss: b, kvs: make([]store.KeyVersion, len(b))}
-		for i, s := range b {
-			j.kvs[i] = store.KeyVersion{Key: s.key, Version: s.m.Version()}
-		}
-		jobs = append(jobs, j)
-	}
-	return parallel(r, jobs, func(j kvBatch) wonReply {
-		rctx, cancel := context.WithTimeout(ctx, g.cfg.RenewDeadline)
-		defer cancel()
-		rep := wonReply{stmt: stmt{sent: time.Now()}}
-		won, err := write(rctx, j.kvs)
-		rep.done(rctx, err)
-		g.statements.Add(1)
-		rep.won = won
-		return rep
+	return parallel(r, r.kvBatches(ss), func(j kvBatch) wonReply {
+		return r.write(ctx, time.Now().Add(r.g.cfg.RenewDeadline), func(ctx context.Context) ([]store.Won, error) {
+			return write(ctx, j.kvs)
+		})
 	}, func(j kvBatch, rep wonReply) error {
 		r.wrote(name, j.ss, rep)
 		return r.applyWon(ctx, j.ss, rep, won)
@@ -1609,16 +1574,14 @@ func (r *engine) writeFrom(ctx context.Context, name string, ss []*state,
 func (r *engine) electReleased(ctx context.Context, ss []*state) error {
 	g := r.g
 	return parallel(r, ss, func(s *state) wonReply {
-		rctx, cancel := context.WithTimeout(ctx, g.cfg.RenewDeadline)
-		defer cancel()
-		rep := wonReply{stmt: stmt{sent: time.Now()}}
-		term, ok, err := g.st.ElectReleased(rctx, s.key, g.cand)
-		rep.done(rctx, err)
-		g.statements.Add(1)
-		if ok {
-			rep.won = []store.Won{{Key: s.key, Term: term, Since: rep.sent}}
-		}
-		return rep
+		return r.write(ctx, time.Now().Add(g.cfg.RenewDeadline), func(ctx context.Context) ([]store.Won, error) {
+			sent := time.Now()
+			term, ok, err := g.st.ElectReleased(ctx, s.key, g.cand)
+			if !ok || err != nil {
+				return nil, err
+			}
+			return []store.Won{{Key: s.key, Term: term, Since: sent}}, nil
+		})
 	}, func(s *state, rep wonReply) error {
 		ss := []*state{s}
 		r.wrote("elect released", ss, rep)
@@ -1645,12 +1608,8 @@ func elected(s *state, term int64, won bool, sent time.Time) cas.Decision {
 func (r *engine) applyWon(ctx context.Context, ss []*state, rep wonReply, won func(s *state, term int64, won bool, sent time.Time) cas.Decision) error {
 	g := r.g
 	now := time.Now()
-	byKey := make(map[string]store.Won, len(rep.won))
-	for _, w := range rep.won {
-		byKey[w.Key] = w
-	}
 	for _, s := range ss {
-		w, ok := byKey[s.key]
+		w, ok := rep.won[s.key]
 		switch {
 		case rep.err != nil:
 			// Unknown outcome: the next read settles it (an own lease is adopted).
@@ -1783,25 +1742,15 @@ func (r *engine) sendOnce(wctx context.Context, es []ending) (lost []ending, las
 // sendReleases sends the releases es in batches and calls done for each.
 func (r *engine) sendReleases(wctx context.Context, es []ending, done func(e ending, newVersion int64, ok bool, err error)) {
 	g := r.g
-	_ = parallel(r, chunks(es, g.cfg.BatchSize), func(b []ending) wonReply {
-		kvs := make([]store.KeyVersion, len(b))
-		for i, e := range b {
-			kvs[i] = store.KeyVersion{Key: e.s.key, Version: e.version}
-		}
-		rep := wonReply{stmt: stmt{sent: time.Now()}}
-		won, err := heartbeat.Release(wctx, g.st, g.cfg.ID, kvs)
-		rep.done(wctx, err)
-		g.statements.Add(1)
-		rep.won = won
-		return rep
+	_ = parallel(r, slices.Collect(slices.Chunk(es, g.cfg.BatchSize)), func(b []ending) wonReply {
+		return r.write(wctx, time.Time{}, func(ctx context.Context) ([]store.Won, error) {
+			return heartbeat.Release(ctx, g.st, g.cfg.ID, endVersions(b))
+		})
 	}, func(b []ending, rep wonReply) error {
 		r.wroteEnds("release", b, rep)
-		released := make(map[string]bool, len(rep.won))
-		for _, w := range rep.won {
-			released[w.Key] = true
-		}
 		for _, e := range b {
-			done(e, e.version+1, released[e.s.key], rep.err)
+			_, ok := rep.won[e.s.key]
+			done(e, e.version+1, ok, rep.err)
 		}
 		return nil
 	})
@@ -1831,39 +1780,27 @@ func (r *engine) sendHandovers(wctx context.Context, es []ending, done func(e en
 	}
 	var batches []handovers
 	for _, to := range tos {
-		for _, b := range chunks(byTo[to], g.cfg.BatchSize) {
+		for b := range slices.Chunk(byTo[to], g.cfg.BatchSize) {
 			batches = append(batches, handovers{to: to, es: b})
 		}
 	}
 	_ = parallel(r, batches, func(h handovers) wonReply {
-		rep := wonReply{stmt: stmt{sent: time.Now()}}
-		var err error
-		if b := h.es; len(b) == 1 {
-			var term int64
-			var ok bool
-			term, ok, err = g.st.Handover(wctx, b[0].s.key, g.cfg.ID, b[0].version, h.to)
-			if ok {
-				rep.won = []store.Won{{Key: b[0].s.key, Term: term}}
+		return r.write(wctx, time.Time{}, func(ctx context.Context) ([]store.Won, error) {
+			if len(h.es) > 1 {
+				return g.st.HandoverMany(ctx, g.cfg.ID, h.to, endVersions(h.es))
 			}
-		} else {
-			kvs := make([]store.KeyVersion, len(b))
-			for i, e := range b {
-				kvs[i] = store.KeyVersion{Key: e.s.key, Version: e.version}
+			e := h.es[0]
+			term, ok, err := g.st.Handover(ctx, e.s.key, g.cfg.ID, e.version, h.to)
+			if !ok || err != nil {
+				return nil, err
 			}
-			rep.won, err = g.st.HandoverMany(wctx, g.cfg.ID, h.to, kvs)
-		}
-		rep.done(wctx, err)
-		g.statements.Add(1)
-		return rep
+			return []store.Won{{Key: e.s.key, Term: term}}, nil
+		})
 	}, func(h handovers, rep wonReply) error {
 		r.wroteEnds("handover", h.es, rep)
-		terms := make(map[string]int64, len(rep.won))
-		for _, w := range rep.won {
-			terms[w.Key] = w.Term
-		}
 		for _, e := range h.es {
-			term, ok := terms[e.s.key]
-			done(e, term, ok, rep.err)
+			w, ok := rep.won[e.s.key]
+			done(e, w.Term, ok, rep.err)
 		}
 		return nil
 	})

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"time"
-
-	"github.com/casleader/casleader/store"
 )
 
 // hooks are the GroupConfig.Hooks of a group, by event, so that an event without hooks
@@ -96,12 +94,8 @@ func (r *engine) wrote(op string, ss []*state, rep wonReply) {
 	if len(r.g.hooks.call) == 0 {
 		return
 	}
-	won := make(map[string]store.Won, len(rep.won))
-	for _, w := range rep.won {
-		won[w.Key] = w
-	}
 	r.g.calls(op, stateKeys(ss), rep.stmt, func(c *Call) {
-		w, ok := won[c.Key]
+		w, ok := rep.won[c.Key]
 		c.Swapped = ok
 		if ok && op != "renew" && op != "release" {
 			c.Term = w.Term

@@ -36,11 +36,14 @@ type Term = term.Term
 func TermFrom(ctx context.Context) *Term { return term.From(ctx) }
 
 // term returns the handle on the term of token of this elector.
-func (e *Elector) term(token int64) *Term {
+func (e *Elector) term(token int64) *Term { return e.g.term(e.cfg.Key, token, e.sh) }
+
+// term returns the handle on the term token of key, whose shared state is sh.
+func (g *Group) term(key string, token int64, sh *shared) *Term {
 	return term.New(term.Config{
-		Key: e.cfg.Key, ID: e.cfg.ID, Token: token, Lease: e.cfg.LeaseDuration,
-		Trust: &e.sh.trust, Store: e.g.st,
-		Resign: func() { e.g.resignTerm(e.cfg.Key, token) },
+		Key: key, ID: g.cfg.ID, Token: token, Lease: g.cfg.LeaseDuration,
+		Trust: &sh.trust, Store: g.st,
+		Resign: func() { g.resignTerm(key, token) },
 	})
 }
 

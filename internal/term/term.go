@@ -25,13 +25,6 @@ import (
 // the error also matches [store.ErrFenced]). It is casleader.ErrNotLeader.
 var ErrNotLeader = errors.New("casleader: not the leader")
 
-// SQLGuarder is a store that can fence a transaction (a *sql.Tx): the guard of
-// [store.Driver], which the stores of packages store/mysql, store/postgres and
-// store/sqlite implement.
-type SQLGuarder interface {
-	Guard(ctx context.Context, tx any, key, id string, token int64, lease time.Duration) error
-}
-
 // Config describes a term to [New].
 type Config struct {
 	Key, ID string

@@ -10,15 +10,8 @@ import (
 
 	"github.com/casleader/casleader/internal/term"
 	"github.com/casleader/casleader/store"
-	"github.com/casleader/casleader/store/mysql"
 	"github.com/casleader/casleader/store/postgres"
 	"github.com/casleader/casleader/store/sqlite"
-)
-
-var (
-	_ term.SQLGuarder = (*sqlite.Store)(nil)
-	_ term.SQLGuarder = (*mysql.Store)(nil)
-	_ term.SQLGuarder = (*postgres.Store)(nil)
 )
 
 func TestTermIsScopedToItsToken(t *testing.T) {
