@@ -86,7 +86,7 @@ type failing struct{ err error }
 
 func (f failing) Exec(context.Context, string, ...any) (int64, error) { return 0, f.err }
 func (f failing) QueryRow(context.Context, string, ...any) sqlstore.Scanner {
-	return row{f.err}
+	return row(f)
 }
 func (f failing) Query(context.Context, string, ...any) (sqlstore.Rows, error) { return nil, f.err }
 

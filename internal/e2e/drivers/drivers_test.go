@@ -4,8 +4,6 @@ package drivers
 
 import (
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -49,7 +47,7 @@ func TestAStoreLoadsOnlyItsDriver(t *testing.T) {
 
 func goList(t *testing.T, args ...string) []string {
 	t.Helper()
-	out, err := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), append([]string{"list"}, args...)...).Output()
+	out, err := exec.Command("go", append([]string{"list"}, args...)...).Output()
 	if ee, ok := err.(*exec.ExitError); ok {
 		t.Fatalf("go list %s: %v\n%s", strings.Join(args, " "), err, ee.Stderr)
 	}

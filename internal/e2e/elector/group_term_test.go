@@ -46,9 +46,7 @@ func TestGroupKeyGuard(t *testing.T) {
 			t.Parallel()
 			start := func(t *testing.T, db guardDB) <-chan leaderTerm {
 				terms := make(chan leaderTerm, 4)
-				gst, ok := db.st.(store.Driver)
-				require.True(t, ok, "%T is no store.Driver", db.st)
-				g, err := casleader.NewGroup(gst, casleader.GroupConfig{
+				g, err := casleader.NewGroup(db.st, casleader.GroupConfig{
 					ID: "a", Keys: []string{"j", "k"},
 					LeaseDuration: gLease, RenewDeadline: gRenew, HeartbeatInterval: gBeat, PollInterval: gPoll,
 					OnStartedLeading: func(ctx context.Context, key string, _ int64) {

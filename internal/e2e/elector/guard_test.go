@@ -33,11 +33,6 @@ var (
 	_ store.Fencer = store.Fence{}
 )
 
-// sqlGuarder is the method a store needs for Elector.Guard.
-type sqlGuarder interface {
-	Guard(ctx context.Context, tx *sql.Tx, key, id string, token int64, lease time.Duration) error
-}
-
 // Timings of the guard tests: generous, so a loaded machine does not lose leases.
 const (
 	gLease = 2 * time.Second

@@ -79,7 +79,6 @@ func TestFailoverToSynchronousStandby(t *testing.T) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var beliefs []belief
-	var electors []*casleader.Elector
 	for i := range 3 {
 		id := fmt.Sprintf("c%d", i)
 		pool, err := postgres.Open(ctx, dsn)
@@ -115,7 +114,6 @@ func TestFailoverToSynchronousStandby(t *testing.T) {
 			},
 		})
 		require.NoError(t, err)
-		electors = append(electors, el)
 		wg.Go(func() { _ = el.Run(runCtx) })
 		wg.Go(func() { // sample the belief
 			var cur *belief
