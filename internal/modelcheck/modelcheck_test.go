@@ -44,6 +44,8 @@ func scenarios() []scenario {
 			horizon: 6, handover: true, named: true, crashes: 1, electsReleased: true, oneClock: true, leader: true, depth: 19},
 		{name: "HandoverToADuplicatedIDClaimedOnWakeups", procs: []proc{a, candidate("b", "b10", 3, 2), candidate("b", "b20", 3, 2)},
 			horizon: 5, handover: true, target: "b", electsReleased: true, oneClock: true, leader: true, depth: 19},
+		{name: "ReleasedLeaseRacedByADuplicatedID", procs: []proc{a, candidate("b", "b10", 3, 2), candidate("b", "b20", 3, 2)},
+			horizon: 5, resign: true, wake: true, electsReleased: true, oneClock: true, leader: true, depth: 19},
 		{name: "OutsideWriteTickStepBackAndStepDownRequests", procs: []proc{a, b}, horizon: 7, outside: 1, stepBack: 1, requests: 1,
 			handover: true, oneClock: true, leader: true, depth: 15},
 		{name: "LateRepliesAndAShortMargin", procs: []proc{a5, b5}, horizon: 7, faults: 1, late: true, oneClock: true, leader: true, depth: 17},
