@@ -52,6 +52,11 @@ func roundtrips(ctx context.Context, d dbs, n int) []result {
 	if err != nil {
 		return append(out, result{Scenario: "roundtrip", System: "mariadb", Error: "lock handoffs: " + err.Error()})
 	}
+	out = append(out, rs...)
+	rs, err = lockFloors(ctx, d.MySQL, n)
+	if err != nil {
+		return append(out, result{Scenario: "roundtrip", System: "mariadb", Error: "lock floors: " + err.Error()})
+	}
 	return append(out, rs...)
 }
 
