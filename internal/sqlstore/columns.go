@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/casleader/casleader/internal/catalog"
@@ -150,21 +151,43 @@ func (c *Core) columns(ctx context.Context, table string) (found []catalog.Found
 // upgrade adds to an existing election table the columns that later versions
 // added (see [catalog.Upgrade]).
 func (c *Core) upgrade(ctx context.Context) error {
-	found, _, err := c.columns(ctx, c.table)
+	return c.upgradeTable(ctx, c.table, func(found []catalog.FoundColumn) ([]string, error) {
+		return catalog.Upgrade(c.dialect, c.table, found)
+	}, func(stmt string, err error) error {
+		if errors.Is(err, ErrNoPrivilege) {
+			return fmt.Errorf("%w: table %s lacks columns that this version adds, and this user may not add them: run `casleader migrate` once as a user with ALTER on it (it runs %s): %w",
+				store.ErrDeployment, c.table, stmt, err)
+		}
+		return fmt.Errorf("upgrade table %q (%s) with %s: %w", c.table, c.dialect, stmt, err)
+	})
+}
+
+// upgradeTable runs on table the statements that plan returns for the columns
+// found in it. A statement that fails is success when a read of the columns then
+// plans it no more (another replica of this version ran it at the same moment);
+// otherwise failed says what its error, classified, means (nil: go on without it).
+func (c *Core) upgradeTable(ctx context.Context, table string, plan func([]catalog.FoundColumn) ([]string, error),
+	failed func(stmt string, err error) error) error {
+	found, _, err := c.columns(ctx, table)
 	if err != nil {
 		return nil // the check that follows reports it, with what to do
 	}
-	stmts, err := catalog.Upgrade(c.dialect, c.table, found)
+	stmts, err := plan(found)
 	if err != nil {
 		return err
 	}
 	for _, s := range stmts {
-		if _, err := c.b.Exec(ctx, s); err != nil {
-			if err = c.classify(err); errors.Is(err, ErrNoPrivilege) {
-				return fmt.Errorf("%w: table %s lacks columns that this version adds, and this user may not add them: run `casleader migrate` once as a user with ALTER on it (it runs %s): %w",
-					store.ErrDeployment, c.table, s, err)
+		_, err := c.b.Exec(ctx, s)
+		if err == nil {
+			continue
+		}
+		if again, _, cerr := c.columns(ctx, table); cerr == nil {
+			if left, _ := plan(again); !slices.Contains(left, s) {
+				continue // another replica ran it
 			}
-			return fmt.Errorf("upgrade table %q (%s) with %s: %w", c.table, c.dialect, s, err)
+		}
+		if err = failed(s, c.classify(err)); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -61,31 +61,15 @@ func (c *Core) noteMembers(found []catalog.FoundColumn) {
 // success.
 func (c *Core) upgradeMembers(ctx context.Context) error {
 	name := c.MembersTable()
-	found, _, err := c.columns(ctx, name)
-	if err != nil {
-		return nil // the check that follows reports it, with what to do
-	}
-	stmts, err := catalog.UpgradeMembers(c.dialect, name, found)
-	if err != nil {
-		return err
-	}
-	for _, s := range stmts {
-		_, err := c.b.Exec(ctx, s)
-		if err == nil {
-			continue
-		}
-		if err = c.classify(err); errors.Is(err, ErrNoPrivilege) || errors.Is(err, store.ErrNotWritable) {
+	return c.upgradeTable(ctx, name, func(found []catalog.FoundColumn) ([]string, error) {
+		return catalog.UpgradeMembers(c.dialect, name, found)
+	}, func(stmt string, err error) error {
+		if errors.Is(err, ErrNoPrivilege) || errors.Is(err, store.ErrNotWritable) {
 			return nil
 		}
-		if again, _, cerr := c.columns(ctx, name); cerr == nil {
-			if left, _ := catalog.UpgradeMembers(c.dialect, name, again); !slices.Contains(left, s) {
-				continue // another replica added it
-			}
-		}
 		return fmt.Errorf("upgrade members table %q (%s) with %s: %w (run `casleader migrate` once as a user with ALTER on it, or run that statement)",
-			name, c.dialect, s, err)
-	}
-	return nil
+			name, c.dialect, stmt, err)
+	})
 }
 
 // isIncarnation reports whether col is the incarnation column.

@@ -257,15 +257,7 @@ func TestCreateTableUpgradesATableOfAnEarlierVersion(t *testing.T) {
 				q, _ := ident.Quote(tc.d, name)
 				t.Cleanup(func() { assert.NoError(t, tc.exec("DROP TABLE IF EXISTS "+q)) })
 			}
-			ddl, err := schema.DDL(tc.d, table)
-			require.NoError(t, err)
-			var old []string
-			for _, l := range strings.Split(ddl, "\n") {
-				if f := strings.Fields(l); len(f) == 0 || (f[0] != "lease" && f[0] != "incarnation") {
-					old = append(old, l)
-				}
-			}
-			require.NoError(t, tc.exec(strings.Join(old, "\n")))
+			require.NoError(t, tc.exec(earlierDDL(t, tc.d, table)))
 			st, err := tc.open(table)
 			require.NoError(t, err)
 			require.NoError(t, st.CreateTable(t.Context()))
@@ -278,6 +270,97 @@ func TestCreateTableUpgradesATableOfAnEarlierVersion(t *testing.T) {
 			err = st.CreateTable(t.Context())
 			require.ErrorIs(t, err, schema.ErrWrongTable)
 			assert.Contains(t, err.Error(), "this is not a casleader table")
+		})
+	}
+}
+
+// earlierDDL is the DDL of an election table made before the lease and
+// incarnation columns.
+func earlierDDL(t *testing.T, d schema.Dialect, table string) string {
+	t.Helper()
+	ddl, err := schema.DDL(d, table)
+	require.NoError(t, err)
+	var old []string
+	for _, l := range strings.Split(ddl, "\n") {
+		if f := strings.Fields(l); len(f) == 0 || (f[0] != "lease" && f[0] != "incarnation") {
+			old = append(old, l)
+		}
+	}
+	return strings.Join(old, "\n")
+}
+
+// TestCreateTableUpgradesAnEarlierTableFromEveryReplicaAtOnce: replicas of a new
+// version that all start at once on a table of an earlier version all succeed:
+// one adds each column, and the others, whose ALTER fails because the column is
+// there by then, find it there.
+func TestCreateTableUpgradesAnEarlierTableFromEveryReplicaAtOnce(t *testing.T) {
+	const replicas = 5
+	my, pool, path := mydb.MySQL(t), pgdb.Postgres(t), filepath.Join(t.TempDir(), "e.db")
+	lite, err := sqlite.Open(path)
+	require.NoError(t, err)
+	t.Cleanup(func() { lite.Close() })
+	for _, tc := range []struct {
+		d    schema.Dialect
+		exec func(q string) error
+		open func(t *testing.T, table string) creator // a replica, with a pool of its own
+	}{
+		{schema.MySQL, func(q string) error { _, err := my.Exec(q); return err }, func(t *testing.T, table string) creator {
+			db, err := mysql.Open(testdb.MySQLDSN(t))
+			require.NoError(t, err)
+			t.Cleanup(func() { db.Close() })
+			st, err := mysql.New(db, table)
+			require.NoError(t, err)
+			return st
+		}},
+		{schema.Postgres, func(q string) error { _, err := pool.Exec(context.Background(), q); return err }, func(t *testing.T, table string) creator {
+			p, err := postgres.Open(t.Context(), testdb.PostgresDSN(t))
+			require.NoError(t, err)
+			t.Cleanup(p.Close)
+			st, err := postgres.New(p, table)
+			require.NoError(t, err)
+			return st
+		}},
+		{schema.SQLite, func(q string) error { _, err := lite.Exec(q); return err }, func(t *testing.T, table string) creator {
+			db, err := sqlite.Open(path)
+			require.NoError(t, err)
+			t.Cleanup(func() { db.Close() })
+			st, err := sqlite.New(db, table)
+			require.NoError(t, err)
+			return st
+		}},
+	} {
+		t.Run(string(tc.d), func(t *testing.T) {
+			table := testdb.Name(t)
+			drop := func() {
+				for _, name := range []string{table, table + "_members"} {
+					q, _ := ident.Quote(tc.d, name)
+					assert.NoError(t, tc.exec("DROP TABLE IF EXISTS "+q))
+				}
+			}
+			t.Cleanup(drop)
+			stores := make([]creator, replicas)
+			for i := range stores {
+				stores[i] = tc.open(t, table)
+			}
+			for round := range 3 { // the race is won by timing: give it several chances
+				drop()
+				require.NoError(t, tc.exec(earlierDDL(t, tc.d, table)))
+				errs := make([]error, replicas)
+				var wg sync.WaitGroup
+				start := make(chan struct{})
+				for i, st := range stores {
+					wg.Go(func() {
+						<-start
+						errs[i] = st.CreateTable(t.Context())
+					})
+				}
+				close(start)
+				wg.Wait()
+				for i, err := range errs {
+					require.NoError(t, err, "round %d, replica %d", round, i)
+				}
+				require.NoError(t, stores[0].Check(t.Context()))
+			}
 		})
 	}
 }
