@@ -84,26 +84,31 @@ func TestCreateTableFromEveryReplicaAtOnce(t *testing.T) {
 					// Drop the tables again so that the next round also races.
 					dropAll(t, name, stores[0])
 				}
-				var wg sync.WaitGroup
-				errs := make([]error, replicas)
-				start := make(chan struct{})
-				for i, st := range stores {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						<-start
-						errs[i] = st.CreateTable(t.Context())
-					}()
-				}
-				close(start)
-				wg.Wait()
-				for i, err := range errs {
-					require.NoError(t, err, "round %d, replica %d", round, i)
-				}
-				require.NoError(t, stores[0].Check(t.Context()))
+				createAtOnce(t, stores, round)
 			}
 		})
 	}
+}
+
+// createAtOnce has every store call CreateTable at the same moment, and requires
+// every call to succeed and the tables to pass Check then.
+func createAtOnce(t *testing.T, stores []creator, round int) {
+	t.Helper()
+	errs := make([]error, len(stores))
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i, st := range stores {
+		wg.Go(func() {
+			<-start
+			errs[i] = st.CreateTable(t.Context())
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		require.NoError(t, err, "round %d, replica %d", round, i)
+	}
+	require.NoError(t, stores[0].Check(t.Context()))
 }
 
 // dropAll drops the election and members tables of st.
@@ -345,21 +350,7 @@ func TestCreateTableUpgradesAnEarlierTableFromEveryReplicaAtOnce(t *testing.T) {
 			for round := range 3 { // the race is won by timing: give it several chances
 				drop()
 				require.NoError(t, tc.exec(earlierDDL(t, tc.d, table)))
-				errs := make([]error, replicas)
-				var wg sync.WaitGroup
-				start := make(chan struct{})
-				for i, st := range stores {
-					wg.Go(func() {
-						<-start
-						errs[i] = st.CreateTable(t.Context())
-					})
-				}
-				close(start)
-				wg.Wait()
-				for i, err := range errs {
-					require.NoError(t, err, "round %d, replica %d", round, i)
-				}
-				require.NoError(t, stores[0].Check(t.Context()))
+				createAtOnce(t, stores, round)
 			}
 		})
 	}
