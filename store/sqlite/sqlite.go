@@ -67,20 +67,23 @@ func classify(err error) error {
 	var se *sqlite.Error
 	if errors.As(err, &se) {
 		msg := se.Error()
-		switch se.Code() & 0xff {
-		case sqlite3.SQLITE_ERROR:
+		switch code := se.Code() & 0xff; code {
+		case sqlite3.SQLITE_ERROR, sqlite3.SQLITE_SCHEMA:
+			// SQLITE_SCHEMA: another connection changed the schema (a CREATE or
+			// DROP of any table) while this statement was prepared, and the message
+			// is what its last prepare found: a missing table is still missing.
 			switch {
 			case strings.Contains(msg, "no such table"), strings.Contains(msg, "unknown database"):
 				return fmt.Errorf("%w: %w", sqlstore.ErrMissingTable, err)
 			case strings.Contains(msg, "no such column"), strings.Contains(msg, "has no column"):
 				return fmt.Errorf("%w: %w", sqlstore.ErrWrongColumns, err)
+			case code == sqlite3.SQLITE_SCHEMA:
+				// The next try prepares the statement again.
+				return fmt.Errorf("%w: %w", store.ErrTransient, err)
 			}
 		case sqlite3.SQLITE_READONLY:
 			return fmt.Errorf("%w: %w", store.ErrNotWritable, err)
-		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_SCHEMA:
-			// SQLITE_SCHEMA: another connection changed the schema (a CREATE
-			// TABLE) while this statement was prepared, twice; the next try
-			// prepares it again.
+		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_IOERR:
 			return fmt.Errorf("%w: %w", store.ErrTransient, err)
 		case sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_PERM, sqlite3.SQLITE_AUTH:
 			return fmt.Errorf("%w: %w", store.ErrDeployment, err)
