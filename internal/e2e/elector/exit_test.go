@@ -22,6 +22,11 @@ type endCounter struct {
 	store.Driver
 	releases, handovers atomic.Int64 // those that won their compare-and-set
 	handedTo            atomic.Pointer[store.Candidate]
+	handedTerm          atomic.Int64 // the term the last handover started
+	// follower, when not nil, counts the elections of the handover's target;
+	// electionsAtSend is its count when the last handover was sent.
+	follower        *callCounter
+	electionsAtSend atomic.Int64
 }
 
 func (c *endCounter) Release(ctx context.Context, key, id string, v int64) (bool, error) {
@@ -33,10 +38,14 @@ func (c *endCounter) Release(ctx context.Context, key, id string, v int64) (bool
 }
 
 func (c *endCounter) Handover(ctx context.Context, key, id string, v int64, to store.Candidate) (int64, bool, error) {
+	if c.follower != nil {
+		c.electionsAtSend.Store(c.follower.elections.Load())
+	}
 	term, ok, err := c.Driver.Handover(ctx, key, id, v, to)
 	if ok {
 		c.handovers.Add(1)
 		c.handedTo.Store(&to)
+		c.handedTerm.Store(term)
 	}
 	return term, ok, err
 }
@@ -69,8 +78,8 @@ func debugLogger(log *lockedBuffer) *slog.Logger {
 // TestGracefulExitHandsTheLeaseToTheLiveFollower: once a leader's members reads
 // show a live follower, each graceful end of its term (Resign, the end of Run) is
 // one compare-and-set that names that follower and its process (a handover, no
-// release), and the follower leads the next term from a read, with no election
-// write; its reads never named an observer or a paused candidate.
+// release), and the follower leads the term that handover started from a read,
+// with no election write; its reads never named an observer or a paused candidate.
 func TestGracefulExitHandsTheLeaseToTheLiveFollower(t *testing.T) {
 	t.Parallel()
 	for _, d := range guardDBs() {
@@ -81,11 +90,11 @@ func TestGracefulExitHandsTheLeaseToTheLiveFollower(t *testing.T) {
 				var log lockedBuffer
 				ca := exitCfg("a")
 				ca.Key, ca.Logger = "k"+end, debugLogger(&log)
-				sa := &endCounter{Driver: db.st}
+				sb := &callCounter{Driver: db.st}
+				sa := &endCounter{Driver: db.st, follower: sb}
 				a := newElector(t, sa, ca)
 				stopA := running(t, a)
 				require.Eventually(t, a.IsLeader, settle, 10*time.Millisecond)
-				sb := &callCounter{Driver: db.st}
 				started := func(id string, f func(*casleader.Elector)) *casleader.Elector {
 					c := exitCfg(id)
 					c.Key = ca.Key
@@ -106,14 +115,17 @@ func TestGracefulExitHandsTheLeaseToTheLiveFollower(t *testing.T) {
 					t.Fatal(log.String())
 				}
 
-				elections := sb.elections.Load()
 				if end == "Resign" {
 					require.NoError(t, a.Resign(t.Context()))
 				} else {
 					require.NoError(t, stopA())
 				}
 				require.Eventually(t, b.IsLeader, settle, time.Millisecond, "b leads the handed term")
-				assert.Equal(t, elections, sb.elections.Load(), "%s: b led the handed term from a read, with no election", end)
+				// Counted from the handover's send: before it, a wake-up without a
+				// version (the listener reconnected, as on a loaded machine) sends
+				// an ElectReleased that loses to a's lease, as it should.
+				assert.Equal(t, sa.electionsAtSend.Load(), sb.elections.Load(), "%s: b led the handed term from a read, with no election", end)
+				assert.Equal(t, sa.handedTerm.Load(), b.Token(), "%s: b leads the term the handover started", end)
 				assert.Zero(t, sa.releases.Load(), "%s released the row instead of handing it to b", end)
 				if !assert.Equal(t, int64(1), sa.handovers.Load(), "%s: one handover won", end) {
 					t.Log(log.String())
