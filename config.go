@@ -135,28 +135,16 @@ type Config struct {
 	// term's handle: its token, its guards and a Resign that ends only this term
 	// and does not wait for the callback.
 	//
-	// A panic in any callback (OnStartedLeading, OnStoppedLeading, OnNewLeader) is
-	// logged at Error level with the key, the term and the stack, and then crashes
-	// the process, as with client-go: Go cannot hand a panic of the elector's
-	// goroutines to the caller, and a leader in an unknown state must not go on. The
-	// lease of a crashed leader is not released: it expires by itself, so the next
-	// leader starts no earlier than the lease allows. Recover in the callback to
-	// handle a panic yourself.
+	// To run code when the term ends, run it in OnStartedLeading once ctx is
+	// done; to follow the leader, see [Elector.Listen].
+	//
+	// A panic in OnStartedLeading is logged at Error level with the key, the term
+	// and the stack, and then crashes the process, as with client-go: Go cannot
+	// hand a panic of the elector's goroutines to the caller, and a leader in an
+	// unknown state must not go on. The lease of a crashed leader is not released:
+	// it expires by itself, so the next leader starts no earlier than the lease
+	// allows. Recover in the callback to handle a panic yourself.
 	OnStartedLeading func(ctx context.Context, token int64)
-
-	// OnStoppedLeading is called when leadership has ended and OnStartedLeading has
-	// returned (or DrainTimeout passed), on the goroutine that runs OnNewLeader, in
-	// order with it. The elector waits for it at most DrainTimeout before it goes on
-	// (and Run waits at most DrainTimeout for it when it returns); one that does not
-	// return by then is logged at Error level and left running.
-	OnStoppedLeading func()
-
-	// OnNewLeader is called when the observed leader changes, with its ID ("" when
-	// the lease was released). Calls are made in order, one at a time, on a goroutine
-	// of their own (shared with OnStoppedLeading), never on the goroutine that renews
-	// the lease: a slow OnNewLeader delays later callbacks, not the election. Run
-	// waits for it at most DrainTimeout when it returns.
-	OnNewLeader func(id string)
 
 	// Hooks observe the elector from the inside: every store call it makes, the
 	// start and end of its terms, each extension of its trust, each change of the

@@ -49,8 +49,8 @@
 //     ([Config.ResumeTerm]); a live lease under its ID in any other term is never
 //     adopted, and another live process with the same ID is reported
 //     ([ErrDuplicateID]). A term ends safely: the row is released only after the
-//     leader's work has returned (else the lease expires by itself), and user
-//     callbacks never run on the goroutine that renews the lease.
+//     leader's work has returned (else the lease expires by itself), and neither
+//     the leader's work nor a listener runs on the goroutine that renews the lease.
 //   - Belief intervals of two candidates do not overlap provided
 //     RenewDeadline·(1+ρ) + ε < LeaseDuration·(1−ρ), where ρ bounds the clock rate
 //     error of the leader's host and of the database, and ε is the time between a

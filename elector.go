@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"slices"
 	"sync"
 	"time"
@@ -13,7 +12,6 @@ import (
 	"github.com/casleader/casleader/cas"
 	"github.com/casleader/casleader/internal/coalesce"
 	"github.com/casleader/casleader/internal/rules"
-	"github.com/casleader/casleader/internal/stream"
 	"github.com/casleader/casleader/internal/term"
 	"github.com/casleader/casleader/store"
 )
@@ -74,7 +72,6 @@ type Elector struct {
 	stopped   bool               // Stop was called: Run does not start again
 	runCancel context.CancelFunc // ends the running Run's context; nil before the first Run
 	runDone   chan struct{}      // closed when that Run has returned
-	cb        *callbacks         // the running Run's OnNewLeader and OnStoppedLeading
 }
 
 // New returns an elector for cfg on st. It validates cfg and does no I/O. The
@@ -249,13 +246,11 @@ func wait(ctx context.Context, done <-chan error) error {
 // elector goes back to following and campaigns again. A database that is down is
 // retried with backoff; Run returns early only on a deployment error (a missing
 // table or privilege: the error says what to do) or a duplicate ID
-// ([ErrDuplicateID]). Run returns after every goroutine it started, including the
-// callbacks, has returned, or, when a callback is blocked, at most twice
-// DrainTimeout after ctx ended: the blocked callback is logged at Error level and
-// left running (it is never called again by this Run). When OnStartedLeading is
-// what was left running, the lease was not released (it expires by itself) and
-// Run returns an error matching [ErrNotDrained]. After [Elector.Stop], Run
-// returns [ErrRunState] at once.
+// ([ErrDuplicateID]). Run returns after every goroutine it started has returned,
+// or, when OnStartedLeading does not return within DrainTimeout after its context
+// was cancelled, with an error matching [ErrNotDrained]: that work is logged at
+// Error level and left running, and its lease was not released (it expires by
+// itself). After [Elector.Stop], Run returns [ErrRunState] at once.
 func (e *Elector) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -263,7 +258,7 @@ func (e *Elector) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer close(done) // last: after the callbacks and running = false
+	defer close(done) // last: after running = false
 	leave := e.st.Join()
 	err = e.g.Run(ctx)
 	leave()
@@ -276,10 +271,8 @@ func (e *Elector) Run(ctx context.Context) error {
 		err = fmt.Errorf("key %q: %w", e.cfg.Key, err)
 	}
 	e.mu.Lock()
-	cb := e.cb
-	e.running, e.cb = false, nil
+	e.running = false
 	e.mu.Unlock()
-	cb.finish(e.log, e.cfg.DrainTimeout)
 	return err
 }
 
@@ -295,7 +288,7 @@ func (e *Elector) begin(cancel context.CancelFunc) (chan struct{}, error) {
 		return nil, fmt.Errorf("%w: Stop was called, and a stopped elector does not run again: create a new one with New", ErrRunState)
 	}
 	done := make(chan struct{})
-	e.running, e.cb = true, startCallbacks()
+	e.running = true
 	e.runCancel, e.runDone = cancel, done
 	return done, nil
 }
@@ -333,8 +326,7 @@ func (e *Elector) Stop(ctx context.Context) error {
 	}
 }
 
-// hooks are the elector's own hooks on its engine: its Info lines, and its
-// OnNewLeader and OnStoppedLeading callbacks, run on a goroutine of their own.
+// hooks are the elector's own hooks on its engine: its Info lines.
 func (e *Elector) hooks() Hooks {
 	return Hooks{
 		Started: func(ev Event) { e.log.Info("casleader: became leader", "term", ev.Token) },
@@ -347,123 +339,7 @@ func (e *Elector) hooks() Hooks {
 			} else {
 				e.log.Info("casleader: new leader observed", "leader", ev.Leader)
 			}
-			if f := e.cfg.OnNewLeader; f != nil {
-				e.post(func() {
-					defer e.crashOnPanic("OnNewLeader", 0)
-					f(ev.Leader)
-				})
-			}
 		},
-		Stopped: func(ev Event) {
-			e.log.Info("casleader: stopped leading", "term", ev.Token)
-			if f := e.cfg.OnStoppedLeading; f != nil {
-				e.stoppedLeading(f, ev.Token)
-			}
-		},
-	}
-}
-
-// post runs f on the running Run's callback goroutine.
-func (e *Elector) post(f func()) {
-	e.mu.Lock()
-	cb := e.cb
-	e.mu.Unlock()
-	if cb != nil {
-		cb.post(f)
-	}
-}
-
-// stoppedLeading calls f (OnStoppedLeading) on the callback goroutine and waits
-// for it at most DrainTimeout, so that it normally returns before a new term
-// starts, yet a blocked one never stops the election.
-func (e *Elector) stoppedLeading(f func(), token int64) {
-	done := make(chan struct{})
-	e.post(func() {
-		defer close(done)
-		defer e.crashOnPanic("OnStoppedLeading", token)
-		f()
-	})
-	t := time.NewTimer(e.cfg.DrainTimeout)
-	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
-		e.log.Error("casleader: OnStoppedLeading did not return within DrainTimeout; the election goes on without it",
-			"term", token, "drain_timeout", e.cfg.DrainTimeout)
-	}
-}
-
-// crashOnPanic, deferred around a user callback, logs a panic with the key, the
-// term and the stack, then panics again with the same value: the process crashes,
-// as it does with client-go. The lease is not released by a crashed process: it
-// expires by itself, so the next leader starts no earlier than the lease allows.
-func (e *Elector) crashOnPanic(callback string, token int64) {
-	if v := recover(); v != nil {
-		e.log.Error("casleader: callback panicked; the process crashes and its lease expires by itself",
-			"callback", callback, "term", token, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-		panic(v)
-	}
-}
-
-// callbacks runs the OnNewLeader and OnStoppedLeading calls of one Run in order,
-// on one goroutine of their own, so that a slow or blocked callback never holds
-// up the goroutine that renews the lease.
-type callbacks struct {
-	mu     sync.Mutex
-	queue  []func()
-	closed bool
-	more   chan struct{} // signals a post or close
-	done   chan struct{} // closed when the goroutine has exited
-}
-
-func startCallbacks() *callbacks {
-	c := &callbacks{more: make(chan struct{}, 1), done: make(chan struct{})}
-	go c.run()
-	return c
-}
-
-func (c *callbacks) post(f func()) {
-	c.mu.Lock()
-	if !c.closed {
-		c.queue = append(c.queue, f)
-	}
-	c.mu.Unlock()
-	stream.Poke(c.more)
-}
-
-func (c *callbacks) run() {
-	defer close(c.done)
-	for {
-		c.mu.Lock()
-		if len(c.queue) == 0 {
-			closed := c.closed
-			c.mu.Unlock()
-			if closed {
-				return
-			}
-			<-c.more
-			continue
-		}
-		f := c.queue[0]
-		c.queue = c.queue[1:]
-		c.mu.Unlock()
-		f()
-	}
-}
-
-// finish lets the goroutine exit once it has run what was posted, and waits for
-// it at most timeout.
-func (c *callbacks) finish(log *slog.Logger, timeout time.Duration) {
-	c.mu.Lock()
-	c.closed = true
-	c.mu.Unlock()
-	stream.Poke(c.more)
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	select {
-	case <-c.done:
-	case <-t.C:
-		log.Error("casleader: Run returns while OnNewLeader or OnStoppedLeading still runs: it did not return within DrainTimeout",
-			"drain_timeout", timeout)
+		Stopped: func(ev Event) { e.log.Info("casleader: stopped leading", "term", ev.Token) },
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -94,9 +95,9 @@ func TestLeaderContextIsCancelledAtTheDeadlineWhileARenewalHangs(t *testing.T) {
 func TestAmbiguousRenewalIsSettledByOneRead(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := memstore.New()
-		stopped := 0
+		var stopped atomic.Int32
 		c := cfg("a")
-		c.OnStoppedLeading = func() { stopped++ }
+		c.Hooks = []casleader.Hooks{{Stopped: func(casleader.Event) { stopped.Add(1) }}}
 		el := newElector(t, st, c)
 		stop := running(t, el)
 		time.Sleep(time.Millisecond)
@@ -110,7 +111,7 @@ func TestAmbiguousRenewalIsSettledByOneRead(t *testing.T) {
 		}
 		assert.Equal(t, token, el.Token(), "the term is kept")
 		assert.Equal(t, 1, st.Calls(memstore.OpObserve)-reads, "one read settles it")
-		assert.Zero(t, stopped)
+		assert.Zero(t, stopped.Load(), "the term did not end")
 		require.NoError(t, stop())
 	})
 }
@@ -140,7 +141,7 @@ func TestTakenOverRowStepsDownAndCampaignsAgain(t *testing.T) {
 			events = append(events, fmt.Sprint("start ", token))
 			<-ctx.Done()
 		}
-		c.OnStoppedLeading = func() { events = append(events, "stop") }
+		c.Hooks = []casleader.Hooks{{Stopped: func(casleader.Event) { events = append(events, "stop") }}}
 		el := newElector(t, st, c)
 		stop := running(t, el)
 		time.Sleep(time.Millisecond)

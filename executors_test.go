@@ -126,7 +126,7 @@ var executors = []struct {
 		var ends atomic.Int64
 		w := &termWork{}
 		c := cfg("a")
-		c.OnStoppedLeading = func() { ends.Add(1) }
+		c.Hooks = []casleader.Hooks{{Stopped: func(casleader.Event) { ends.Add(1) }}}
 		c.OnStartedLeading = func(ctx context.Context, _ int64) { w.run(ctx) }
 		el := newElector(t, st, c)
 		stop, done := runUntil(t, el.Run)

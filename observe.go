@@ -91,14 +91,12 @@ type Hooks struct {
 	// Stopped is called when the term ev.Token has ended: the candidate stopped
 	// acting, waited for the term's OnStartedLeading to return (at most
 	// DrainTimeout) and released or handed over the lease if it was to. It is
-	// called for every term Started saw (an Elector calls it just before
-	// OnStoppedLeading is posted). Between Started and Stopped the process may act
-	// as leader of ev.Key: the lead phase.
+	// called for every term Started saw. Between Started and Stopped the process
+	// may act as leader of ev.Key: the lead phase.
 	Stopped func(ev Event)
 
 	// Leader is called when the observed leader of ev.Key changes, with its ID in
-	// ev.Leader ("" when the lease was released); an Elector calls it before
-	// OnNewLeader is posted.
+	// ev.Leader ("" when the lease was released).
 	Leader func(ev Event)
 
 	// Skew is called when the clock skew between database servers that the reads

@@ -83,7 +83,6 @@ func TestHooksSeeEveryStoreCallAndTermInOrder(t *testing.T) {
 				}
 			},
 		}}
-		c.OnStoppedLeading = func() { ev.add("OnStoppedLeading") }
 		el = newElector(t, st, c)
 		assert.Empty(t, ev.all(), "no event before Run")
 		stop := running(t, el)
@@ -100,7 +99,6 @@ func TestHooksSeeEveryStoreCallAndTermInOrder(t *testing.T) {
 			"call release found=false swapped=true term=0 err=<nil>",
 			`leader ""`,
 			fmt.Sprintf("stopped k/a %d leader=false", token),
-			"OnStoppedLeading",
 		}, ev.all())
 		assert.Equal(t, 5, renewals, "one renewal per heartbeat")
 		assert.Zero(t, cancelled, "no call was cancelled")

@@ -25,7 +25,7 @@ func TestStop(t *testing.T) {
 				close(drained)
 			}
 			stoppedLeading := make(chan struct{})
-			c.OnStoppedLeading = func() { close(stoppedLeading) }
+			c.Hooks = []casleader.Hooks{{Stopped: func(casleader.Event) { close(stoppedLeading) }}}
 			el := newElector(t, st, c)
 			runErr := make(chan error, 1)
 			go func() { runErr <- el.Run(t.Context()) }() // a context Stop does not own
@@ -47,7 +47,7 @@ func TestStop(t *testing.T) {
 			select {
 			case <-stoppedLeading:
 			default:
-				t.Fatal("Stop returned before OnStoppedLeading ran")
+				t.Fatal("Stop returned before the term's end was reported (Hooks.Stopped)")
 			}
 			rec, found, err := st.Observe(t.Context(), "k")
 			require.NoError(t, err)

@@ -97,80 +97,63 @@ func TestUndrainedWorkKeepsItsCandidateFromLeadingAgain(t *testing.T) {
 	})
 }
 
-// TestSlowOnNewLeaderDoesNotEatTheTrustWindow: OnNewLeader is called when a term
-// starts, before its first renewal. A callback that blocks must not keep the
-// leader from renewing.
-func TestSlowOnNewLeaderDoesNotEatTheTrustWindow(t *testing.T) {
+// TestListenerThatDoesNotReadDoesNotEatTheTrustWindow: a listener that takes no
+// status while terms start must not keep the leader from renewing, and finds the
+// current status when it reads at last.
+func TestListenerThatDoesNotReadDoesNotEatTheTrustWindow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := memstore.New()
-		slow := make(chan struct{})
-		var calls atomic.Int32
-		c := cfg("a")
-		c.OnNewLeader = func(id string) {
-			calls.Add(1)
-			<-slow
-		}
-		el := newElector(t, st, c)
+		el := newElector(t, st, cfg("a"))
+		statuses := el.Listen(t.Context()) // not read until the end
 		stop := running(t, el)
 		synctest.Wait()
 		require.True(t, el.IsLeader())
 		token := el.Token()
 		for range 3 * lease / heartbeat {
 			time.Sleep(heartbeat)
-			require.True(t, el.IsLeader(), "the leader lost its term while OnNewLeader blocked")
+			require.True(t, el.IsLeader(), "the leader lost its term while a listener did not read")
 		}
 		assert.Equal(t, token, el.Token())
-		assert.Equal(t, int32(1), calls.Load())
-		close(slow)
+		got := <-statuses
+		assert.True(t, got.Leading, "the listener finds the current status")
+		assert.Equal(t, token, got.Token)
+		assert.Equal(t, "a", got.Leader)
+		assert.Greater(t, got.Seq, uint64(0), "a change, not the status before Run")
 		require.NoError(t, stop())
 	})
 }
 
-// TestBlockedCallbacksDoNotMakeRunHang: a callback that never returns is logged
+// TestBlockedWorkDoesNotMakeRunHang: a leader's work that never returns is logged
 // and left behind; Run returns at most DrainTimeout after its context ended (plus
-// the drain of the last term).
-func TestBlockedCallbacksDoNotMakeRunHang(t *testing.T) {
-	for _, name := range []string{"OnStoppedLeading", "OnNewLeader", "OnStartedLeading"} {
-		t.Run(name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				st := memstore.New()
-				blocked := make(chan struct{})
-				c := cfg("a")
-				switch name {
-				case "OnStoppedLeading":
-					c.OnStoppedLeading = func() { <-blocked }
-				case "OnNewLeader":
-					c.OnNewLeader = func(string) { <-blocked }
-				case "OnStartedLeading":
-					c.OnStartedLeading = func(context.Context, int64) { <-blocked }
-				}
-				el := newElector(t, st, c)
-				drain := el.Config().DrainTimeout
-				ctx, cancel := context.WithCancel(t.Context())
-				done := make(chan error, 1)
-				go func() { done <- el.Run(ctx) }()
-				synctest.Wait()
-				require.True(t, el.IsLeader())
-				cancel()
-				// At most: the term's drain, OnStoppedLeading's wait, Run's own wait.
-				limit := time.NewTimer(3*drain + time.Millisecond)
-				select {
-				case err := <-done:
-					if name == "OnStartedLeading" {
-						assert.ErrorIs(t, err, casleader.ErrNotDrained, "Run says that it left the leader's work running")
-					} else {
-						assert.NoError(t, err)
-					}
-					close(blocked)
-				case <-limit.C:
-					t.Errorf("Run did not return within %v of its context's end while %s blocked", 3*drain, name)
-					close(blocked)
-					<-done
-				}
-				synctest.Wait() // the callback left behind returns
-			})
-		})
-	}
+// the drain of the last term), and says it left the work running.
+func TestBlockedWorkDoesNotMakeRunHang(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		blocked := make(chan struct{})
+		c := cfg("a")
+		c.OnStartedLeading = func(context.Context, int64) { <-blocked }
+		el := newElector(t, st, c)
+		drain := el.Config().DrainTimeout
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- el.Run(ctx) }()
+		synctest.Wait()
+		require.True(t, el.IsLeader())
+		cancel()
+		// At most: the term's drain, then Run's own wait.
+		limit := time.NewTimer(2*drain + time.Millisecond)
+		select {
+		case err := <-done:
+			assert.ErrorIs(t, err, casleader.ErrNotDrained, "Run says that it left the leader's work running")
+		case <-limit.C:
+			t.Errorf("Run did not return within %v of its context's end while OnStartedLeading blocked", 2*drain)
+			close(blocked)
+			<-done
+			return
+		}
+		close(blocked)
+		synctest.Wait() // the work left behind returns
+	})
 }
 
 // TestPanickingCallbackCrashesTheProcessAndSaysWhere runs itself as a child whose

@@ -5,8 +5,7 @@
 // healthcheck) restarts it. Followers are healthy.
 //
 // "Believes it leads" is the lead phase: from the start of a term until its end
-// is complete ([casleader.Hooks] Started to Stopped; for an Elector, just before
-// OnStoppedLeading). A candidate that works stops trusting its leadership at the
+// is complete ([casleader.Hooks] Started to Stopped). A candidate that works stops trusting its leadership at the
 // renew deadline and ends the lead phase at most DrainTimeout later (plus the
 // release write, after a resign). A lead phase that outlives the renew deadline by
 // more than the tolerance means that the candidate's goroutine is stuck, or that

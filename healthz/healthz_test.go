@@ -281,7 +281,7 @@ func TestHealthzOverHTTP(t *testing.T) {
 	assert.Equal(t, http.StatusOK, code)
 }
 
-func TestHooksKeepTheUserCallbacks(t *testing.T) {
+func TestHooksKeepTheUsersOwn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := memstore.New()
 		c := cfg("a")
@@ -289,8 +289,10 @@ func TestHooksKeepTheUserCallbacks(t *testing.T) {
 		stopped := make(chan struct{}, 1)
 		leaders := make(chan string, 8)
 		c.OnStartedLeading = func(_ context.Context, token int64) { started <- token }
-		c.OnStoppedLeading = func() { stopped <- struct{}{} }
-		c.OnNewLeader = func(id string) { leaders <- id }
+		c.Hooks = []casleader.Hooks{{
+			Stopped: func(casleader.Event) { stopped <- struct{}{} },
+			Leader:  func(ev casleader.Event) { leaders <- ev.Leader },
+		}}
 		a := newCandidate(t, st, c, 0)
 		stop := a.run(t)
 		token := <-started

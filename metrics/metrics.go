@@ -153,7 +153,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "casleader_leadership_transitions_total",
-			Help: "Leadership transitions of this process: transition=\"started\" when it became leader (OnStartedLeading), \"stopped\" when its leadership ended and its work was drained (OnStoppedLeading).",
+			Help: "Leadership transitions of this process: transition=\"started\" when it became leader (OnStartedLeading), \"stopped\" when its leadership ended and its work was drained.",
 		}, []string{"key", "transition"}),
 		renewals: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "casleader_renewal_duration_seconds",

@@ -155,7 +155,7 @@ func TestLeadershipIsCountedAndGaugedFromElectionToResign(t *testing.T) {
 		c := cfg("a")
 		var userStarted, userStopped atomic.Int64
 		c.OnStartedLeading = func(ctx context.Context, token int64) { userStarted.Store(token) }
-		c.OnStoppedLeading = func() { userStopped.Add(1) }
+		c.Hooks = []casleader.Hooks{{Stopped: func(casleader.Event) { userStopped.Add(1) }}}
 		p := newObserved(t, st, c)
 
 		assert.Nil(t, find(t, p.reg, "casleader_is_leader", "key", "k"), "no series before the key's first event")
@@ -178,7 +178,7 @@ func TestLeadershipIsCountedAndGaugedFromElectionToResign(t *testing.T) {
 		assert.Zero(t, value(t, p.reg, "casleader_is_leader", "key", "k"))
 		assert.Zero(t, value(t, p.reg, "casleader_token", "key", "k"))
 		assert.Equal(t, 1.0, value(t, p.reg, "casleader_leadership_transitions_total", "key", "k", "transition", "stopped"))
-		assert.Equal(t, int64(1), userStopped.Load(), "the user's OnStoppedLeading is still called")
+		assert.Equal(t, int64(1), userStopped.Load(), "the user's own Stopped hook is still called")
 		assert.Zero(t, totalFailures(t, p.reg))
 	})
 }
@@ -274,7 +274,7 @@ func TestIsLeaderGaugeTurnsZeroAtTheDeadlineWithoutAnyEvent(t *testing.T) {
 		},
 		{
 			// Renewals hang until the deadline, and the work ignores its context,
-			// so OnStoppedLeading comes only after DrainTimeout.
+			// so the term's end is reported only after DrainTimeout.
 			name: "HangingRenewals", stall: func(st *memstore.Store, c *casleader.Config) (store.Driver, func()) {
 				return st, hangRenewals(st, c)
 			},
@@ -298,7 +298,7 @@ func TestIsLeaderGaugeTurnsZeroAtTheDeadlineWithoutAnyEvent(t *testing.T) {
 				assert.Zero(t, value(t, p.reg, "casleader_is_leader", "key", "k"), "the gauge must follow IsLeader")
 				assert.Zero(t, value(t, p.reg, "casleader_token", "key", "k"))
 				assert.Zero(t, value(t, p.reg, "casleader_leadership_transitions_total", "key", "k", "transition", "stopped"),
-					"OnStoppedLeading has not been called yet")
+					"the term's end is not reported before its work returned")
 				release()
 				require.NoError(t, stop())
 			})
@@ -315,13 +315,13 @@ func hangRenewals(st *memstore.Store, c *casleader.Config) func() {
 	return func() { close(done) }
 }
 
-func TestObservedLeaderChangesAreCountedAndCallbacksStillCalled(t *testing.T) {
+func TestObservedLeaderChangesAreCountedAndTheUsersHooksStillCalled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := memstore.New()
 		var seenA, seenB atomic.Int64
 		ca, cb := cfg("a"), cfg("b")
-		ca.OnNewLeader = func(string) { seenA.Add(1) }
-		cb.OnNewLeader = func(string) { seenB.Add(1) }
+		ca.Hooks = []casleader.Hooks{{Leader: func(casleader.Event) { seenA.Add(1) }}}
+		cb.Hooks = []casleader.Hooks{{Leader: func(casleader.Event) { seenB.Add(1) }}}
 		a := newObserved(t, st, ca)
 		stopA := a.run(t)
 		time.Sleep(time.Millisecond)
