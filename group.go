@@ -133,16 +133,9 @@ type GroupStats struct {
 //
 // Per key the protocol is the one of an [Elector], decided by the same per-key
 // state machine, [cas.Machine]: a group runs one machine per key and only turns
-// their decisions into batched statements. A leader trusts a key until the renew
-// deadline after the send time of its last winning write (on MySQL, where the
-// outcome is read back, a time no later than the write's execution), and a renewal
-// reply handled after that deadline never revives the term; a follower takes a key
-// over only by a compare-and-set that requires the lease to have expired by the
-// database clock; a step-down request through the row releases the key, or hands it
-// to the candidate it names; a release that loses its compare-and-set to a write of
-// ours that committed unseen is settled by one read and sent again from the version
-// read. All keys that one Group leads renew together, every HeartbeatInterval; keys
-// it follows are read when the lease observed on them can expire, at least every
+// their decisions into batched statements (docs/SAFETY.md gives the argument). All
+// keys that one Group leads renew together, every HeartbeatInterval; keys it
+// follows are read when the lease observed on them can expire, at least every
 // PollInterval, or when the store's wake-ups ([store.Driver.Subscribe]) wake them.
 //
 // One goroutine (Run's) owns the election state and makes every decision; up to
@@ -153,12 +146,7 @@ type GroupStats struct {
 // and HandoverTo are safe for concurrent use; HandoverTo hands its request to Run's
 // goroutine, which alone acts on it, and waits for the outcome.
 //
-// A key's term ends as a single key's does: its leadership context (the one handed
-// to OnStartedLeading) is cancelled when the term ends, at the latest at its trust
-// deadline; TermFrom gives the term's handle, with its token, IsLeader,
-// the guard that fences the callback's own transaction, and a non-blocking Resign. The key's lease is released or handed over only after
-// OnStartedLeading has returned; one that does not return within DrainTimeout
-// leaves the lease to expire, and the key takes no new term while it runs.
+// A key's term ends as a single key's does (see GroupConfig.OnStartedLeading).
 //
 // A group takes a [store.Driver], as New does: it uses the batched calls
 // (one unit per statement), a single-key handover (rare), the store's wake-ups and
