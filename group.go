@@ -1700,67 +1700,36 @@ func (r *engine) send(ctx context.Context, es []ending) {
 	}
 }
 
-// sendOnce sends the releases (batched) and handovers (batched by target) of es under
-// wctx, and returns those that lost their compare-and-set or failed, with the last
-// error.
-func (r *engine) sendOnce(wctx context.Context, es []ending) (lost []ending, lastErr error) {
-	done := func(e ending, newVersion int64, ok bool, err error) {
-		if ok && err == nil {
-			e.s.m.Released(newVersion, true, e.to)
-			r.observeLeader(e.s, e.to)
-			r.ended(e, nil)
-			return
-		}
-		lastErr = cmp.Or(err, lastErr)
-		lost = append(lost, e)
-	}
-	var releases, handovers []ending
-	for _, e := range es {
-		if e.to == "" {
-			releases = append(releases, e)
-		} else {
-			handovers = append(handovers, e)
-		}
-	}
-	r.sendReleases(wctx, releases, done)
-	r.sendHandovers(wctx, handovers, done)
-	return lost, lastErr
-}
-
-// sendReleases sends the releases es in batches and calls done for each.
-func (r *engine) sendReleases(wctx context.Context, es []ending, done func(e ending, newVersion int64, ok bool, err error)) {
-	g := r.g
-	_ = parallel(r, slices.Collect(slices.Chunk(es, g.cfg.BatchSize)), func(b []ending) wonReply {
-		return r.write(wctx, time.Time{}, func(ctx context.Context) ([]store.Won, error) {
-			return heartbeat.Release(ctx, g.st, g.cfg.ID, endVersions(b))
-		})
-	}, func(b []ending, rep wonReply) error {
-		r.wroteEnds("release", b, rep)
-		for _, e := range b {
-			_, ok := rep.won[e.s.key]
-			done(e, e.version+1, ok, rep.err)
-		}
-		return nil
-	})
-}
-
-// handovers are the handovers to one target sent in one statement.
+// handovers are the ends of terms given up to one target (none: released) in one
+// statement.
 type handovers struct {
 	to store.Candidate
 	es []ending
 }
 
-// sendHandovers sends the handovers es, batched by target (the candidate and, when
-// a read of the key's members showed it, its incarnation: see shared.target): one
-// statement for the keys handed to one target (BatchSize at most), Handover for a
-// key alone. It calls done for each.
-func (r *engine) sendHandovers(wctx context.Context, es []ending, done func(e ending, newVersion int64, ok bool, err error)) {
+// op names the statement of h for the Call hooks.
+func (h handovers) op() string {
+	if h.to.ID == "" {
+		return "release"
+	}
+	return "handover"
+}
+
+// sendOnce sends the releases and handovers of es under wctx, batched by target
+// (none for a release; for a handover the candidate and, when a read of the key's
+// members showed it, its incarnation: see shared.target), at most BatchSize keys a
+// statement. It returns those that lost their compare-and-set or failed, with the
+// last error.
+func (r *engine) sendOnce(wctx context.Context, es []ending) (lost []ending, lastErr error) {
 	g := r.g
 	byTo := map[store.Candidate][]ending{}
 	var tos []store.Candidate
 	now := time.Now()
 	for _, e := range es {
-		to := e.s.sh.target(e.to, now, g.cfg.LeaseDuration)
+		var to store.Candidate
+		if e.to != "" {
+			to = e.s.sh.target(e.to, now, g.cfg.LeaseDuration)
+		}
 		if byTo[to] == nil {
 			tos = append(tos, to)
 		}
@@ -1774,24 +1743,23 @@ func (r *engine) sendHandovers(wctx context.Context, es []ending, done func(e en
 	}
 	_ = parallel(r, batches, func(h handovers) wonReply {
 		return r.write(wctx, time.Time{}, func(ctx context.Context) ([]store.Won, error) {
-			if len(h.es) > 1 {
-				return g.st.HandoverMany(ctx, g.cfg.ID, h.to, endVersions(h.es))
-			}
-			e := h.es[0]
-			term, ok, err := g.st.Handover(ctx, e.s.key, g.cfg.ID, e.version, h.to)
-			if !ok || err != nil {
-				return nil, err
-			}
-			return []store.Won{{Key: e.s.key, Term: term}}, nil
+			return heartbeat.Release(ctx, g.st, g.cfg.ID, h.to, endVersions(h.es))
 		})
 	}, func(h handovers, rep wonReply) error {
-		r.wroteEnds("handover", h.es, rep)
+		r.wroteEnds(h.op(), h.es, rep)
 		for _, e := range h.es {
-			w, ok := rep.won[e.s.key]
-			done(e, w.Term, ok, rep.err)
+			if w, ok := rep.won[e.s.key]; ok && rep.err == nil {
+				e.s.m.Released(cmp.Or(w.Term, e.version+1), true, e.to) // a release's: the next version
+				r.observeLeader(e.s, e.to)
+				r.ended(e, nil)
+				continue
+			}
+			lastErr = cmp.Or(rep.err, lastErr)
+			lost = append(lost, e)
 		}
 		return nil
 	})
+	return lost, lastErr
 }
 
 // resendFrom settles the ends that lost or failed and returns those to send again,

@@ -1,8 +1,8 @@
 // Package heartbeat sends the leader's writes of the engine that runs every
-// casleader election: the renewals of the leases it holds, and the release that
-// ends a term. Each is a compare-and-set from the version the leader holds, which
-// bumps the row's version and rewrites tick_time with the database clock; a leader
-// trusts a won renewal from its send time ([store.Won].Since), never from its reply.
+// casleader election: the renewals of the leases it holds, and the release or
+// handover that ends a term. Each is a compare-and-set from the version the
+// leader holds, which bumps the row's version and rewrites tick_time with the
+// database clock; a leader trusts a won renewal from its send time ([store.Won].Since), never from its reply.
 //
 // One lease is renewed by one single-key statement, several by one batched
 // statement with a compare-and-set per key: whatever the number of keys, one
@@ -31,15 +31,25 @@ func Renew(ctx context.Context, st store.Driver, id string, held []store.KeyVers
 	return won(held[0].Key, sent, ok, err)
 }
 
-// Release releases the leases of held for the candidate id, each from its
-// version, and returns those released.
-func Release(ctx context.Context, st store.Driver, id string, held []store.KeyVersion) ([]store.Won, error) {
-	if len(held) != 1 {
+// Release gives up the leases of held for the candidate id, each from its
+// version: it releases them or, when to names a candidate, hands them to it. It
+// returns the keys given up, a handover's with the term it starts.
+func Release(ctx context.Context, st store.Driver, id string, to store.Candidate, held []store.KeyVersion) ([]store.Won, error) {
+	switch {
+	case len(held) != 1 && to.ID == "":
 		return st.ReleaseMany(ctx, id, held)
+	case len(held) != 1:
+		return st.HandoverMany(ctx, id, to, held)
+	case to.ID == "":
+		sent := time.Now()
+		ok, err := st.Release(ctx, held[0].Key, id, held[0].Version)
+		return won(held[0].Key, sent, ok, err)
 	}
-	sent := time.Now()
-	ok, err := st.Release(ctx, held[0].Key, id, held[0].Version)
-	return won(held[0].Key, sent, ok, err)
+	term, ok, err := st.Handover(ctx, held[0].Key, id, held[0].Version, to)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return []store.Won{{Key: held[0].Key, Term: term}}, nil
 }
 
 // won is the reply of a single-key write sent at sent, as a batched one's.
