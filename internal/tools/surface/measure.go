@@ -9,6 +9,7 @@ import (
 	"go/build"
 	"go/doc"
 	"go/parser"
+	"go/scanner"
 	"go/token"
 	"io"
 	"io/fs"
@@ -48,6 +49,7 @@ type Measures struct {
 	Packages   []Package
 	Long       []Func         // over maxFuncLines, longest first
 	Executor   map[string]int // lines of production files per executor package
+	Code       map[string]int // of those, the lines that hold code (not blank, not only comments)
 	README     int            // lines of README.md; -1 without one
 	Examples   int            // Example functions in test files
 	WithOutput int            // those with an Output comment, which go test runs
@@ -60,7 +62,7 @@ func Measure(dir string) (*Measures, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Measures{Module: module, Executor: map[string]int{}}
+	m := &Measures{Module: module, Executor: map[string]int{}, Code: map[string]int{}}
 	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || !d.IsDir() {
 			return err
@@ -147,11 +149,12 @@ func (m *Measures) addDir(path, rel string) error {
 	}
 	if slices.Contains(executorDirs, rel) {
 		for _, name := range slices.Concat(bp.GoFiles, bp.CgoFiles) {
-			n, err := countLines(filepath.Join(path, name))
+			n, code, err := goLines(filepath.Join(path, name))
 			if err != nil {
 				return err
 			}
 			m.Executor[rel] += n
+			m.Code[rel] += code
 		}
 	}
 	return nil
@@ -254,16 +257,52 @@ func (m *Measures) addLong(fset *token.FileSet, rel string, f *ast.File) {
 	}
 }
 
+// countLines returns the lines of the file at path.
 func countLines(path string) (int, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return 0, err
 	}
+	return lineCount(data), nil
+}
+
+func lineCount(data []byte) int {
 	n := bytes.Count(data, []byte("\n"))
 	if len(data) > 0 && data[len(data)-1] != '\n' {
 		n++
 	}
-	return n, nil
+	return n
+}
+
+// goLines returns the lines of the Go file at path, and how many of them hold a
+// token that is not a comment.
+func goLines(path string) (lines, code int, err error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	lines = lineCount(data)
+	fset := token.NewFileSet()
+	var s scanner.Scanner
+	s.Init(fset.AddFile(path, -1, len(data)), data, nil, 0) // comments skipped
+	seen := map[int]bool{}
+	for {
+		pos, tok, lit := s.Scan()
+		if tok == token.EOF {
+			break
+		}
+		if tok == token.SEMICOLON && lit == "\n" {
+			continue // inserted at a line's end, not written
+		}
+		line := fset.Position(pos).Line
+		for i := range strings.Count(lit, "\n") + 1 { // a raw string's every line
+			seen[line+i] = true
+		}
+	}
+	if s.ErrorCount > 0 {
+		return 0, 0, fmt.Errorf("%s: %d scan errors", path, s.ErrorCount)
+	}
+	return lines, len(seen), nil
 }
 
 // Public returns the public packages that are not commands, and the commands.
@@ -318,14 +357,15 @@ func (m *Measures) Print(out io.Writer) error {
 	for _, f := range m.Long {
 		fmt.Fprintf(w, "  %4d %s %s\n", f.Lines, f.Pos, f.Name)
 	}
-	total, parts := 0, []string{}
+	total, code, parts := 0, 0, []string{}
 	for _, dir := range executorDirs {
 		if n, ok := m.Executor[dir]; ok {
-			total += n
+			total, code = total+n, code+m.Code[dir]
 			parts = append(parts, fmt.Sprintf("%s %d", dir, n))
 		}
 	}
-	fmt.Fprintf(w, "executor lines: %d (%s)\n", total, strings.Join(parts, ", "))
+	fmt.Fprintf(w, "executor lines: %d (%s); %d of them hold code, the others are comments or blank\n",
+		total, strings.Join(parts, ", "), code)
 	fmt.Fprintf(w, "README lines: %d\n", m.README)
 	fmt.Fprintf(w, "Example functions: %d (%d with an Output comment, run by go test; %d in public packages)\n",
 		m.Examples, m.WithOutput, m.InPublic)

@@ -36,7 +36,7 @@ func TestMeasureCountsAKnownModule(t *testing.T) {
 		"README.md":              "# m\n\ntext\n",
 		"m.go":                   root,
 		"m_test.go":              "package m\n\nimport \"fmt\"\n\nfunc Example() {\n\tfmt.Println(1)\n\t// Output: 1\n}\n\nfunc ExampleT_M() {}\n\nfunc TestX() {}\n",
-		"heartbeat/h.go":         "package heartbeat\n\nfunc Run() {}\n",
+		"heartbeat/h.go":         "// Package heartbeat.\npackage heartbeat\n\n/* a\nblock */\nfunc Run() { // trailing\n\t_ = `x\ny`\n}\n",
 		"heartbeat/h_test.go":    "package heartbeat\n\nfunc ExampleRun() {}\n",
 		"internal/x/x.go":        "package x\n\nfunc Exported() {}\n\n" + function("internalLong", 70),
 		"internal/x/x_test.go":   "package x\n\nfunc ExampleExported() {}\n",
@@ -72,7 +72,9 @@ func TestMeasureCountsAKnownModule(t *testing.T) {
 	assert.Equal(t, 61, m.Long[1].Lines)
 
 	assert.Equal(t, strings.Count(root, "\n"), m.Executor["."])
-	assert.Equal(t, 3, m.Executor["heartbeat"])
+	assert.Equal(t, 9, m.Executor["heartbeat"])
+	assert.Equal(t, 130, m.Code["."], "138 lines less 8 blank ones")
+	assert.Equal(t, 5, m.Code["heartbeat"], "package, func, both lines of the raw string, }: no comment, no blank line")
 	assert.Equal(t, 3, m.README)
 	assert.Equal(t, 4, m.Examples)
 	assert.Equal(t, 1, m.WithOutput)
@@ -84,7 +86,8 @@ func TestMeasureCountsAKnownModule(t *testing.T) {
 		"public packages: 4 (commands besides: 1)",
 		"exported top-level names: 6 across the public packages, 4 in the root package",
 		"library functions over 60 lines: 2 (longest 70)",
-		"executor lines: " + strconv.Itoa(strings.Count(root, "\n")+3),
+		"executor lines: " + strconv.Itoa(strings.Count(root, "\n")+9),
+		"135 of them hold code",
 		"README lines: 3",
 		"Example functions: 4 (1 with an Output comment, run by go test; 3 in public packages)",
 	} {
