@@ -148,11 +148,6 @@ func (e *Elector) ClockSkew() time.Duration { return time.Duration(e.g.skew.Load
 // Leader returns the ID of the leader as last observed, "" when none is known.
 func (e *Elector) Leader() string { return e.sh.leaderID() }
 
-// Wake makes a sleeping follower try at once to win a released lease, then read
-// the row if that did not win. Notification listeners call it when a lease is
-// released; it never blocks.
-func (e *Elector) Wake() { e.g.Wake(e.cfg.Key) }
-
 // Pause stops campaigning: a paused candidate stays a follower and never takes over.
 // A paused leader resigns first (drain, then hand over or release, as ResignFor).
 // Resume undoes it.
