@@ -311,8 +311,16 @@ func handoverManyHandsOverOnlyHeld(t *testing.T, s batchStore) {
 	require.NoError(t, err)
 	assert.Empty(t, again, "a handover from a version already handed over")
 
-	// Naming the target's incarnation: each row is held by that process.
-	a, b := insert(t, s, "named-a", "me"), insert(t, s, "named-b", "me")
+	// Naming the target's incarnation: each row is held by that process. A long
+	// lease, kept by the handover, so that the last elections find it live however
+	// slow the machine is (with no lease recorded, an election judges the row by
+	// its own short lease).
+	held := map[string]int64{}
+	for _, k := range []string{"named-a", "named-b"} {
+		v, ok, err := s.Insert(ctx, k, store.Candidate{ID: "me", Lease: longLease})
+		held[k] = newTerm(t, v, ok, err, 0, "Insert")
+	}
+	a, b := held["named-a"], held["named-b"]
 	handed, err = s.HandoverMany(ctx, "me", store.Candidate{ID: "you", Incarnation: "inc-you"}, []store.KeyVersion{kv("named-a", a), kv("named-b", b)})
 	require.NoError(t, err)
 	terms = newTerms(t, s, "you", handed, map[string]int64{"named-a": a, "named-b": b}, "HandoverMany naming the incarnation")

@@ -334,7 +334,10 @@ func electJudgesTheLeaseTheRowRecords(t *testing.T, h Harness) {
 func handedLeaseIsClaimedByOneElection(t *testing.T, h Harness) {
 	s, _ := open(t, h)
 	ctx := t.Context()
-	v := insert(t, s, "k", "a")
+	// A long lease, kept by the handover: with none recorded, c's election would
+	// judge the row by c's short lease, and win it on a slow machine.
+	v, ok, err := s.Insert(ctx, "k", store.Candidate{ID: "a", Lease: longLease})
+	v = newTerm(t, v, ok, err, 0, "Insert")
 	handed, ok, err := s.Handover(ctx, "k", "a", v, store.Candidate{ID: "b"})
 	handed = newTerm(t, handed, ok, err, v, "Handover")
 	rec := observe(t, s, "k")
